@@ -1,0 +1,28 @@
+# Two commands on a fresh machine: `make demo` (the main job) and `make test` (the suite).
+# Both create .venv, install torch (CPU build pinned for our machines) and rlbatch in editable mode.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.rlbatch-installed
+TORCH_PIN ?= torch==2.13.0
+DEMO_OUT ?= runs/demo
+
+.PHONY: venv demo test clean-venv
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q "$(TORCH_PIN)"
+	$(PY) -m pip install -q -e ".[dev]"
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/rlbatch demo --out $(DEMO_OUT)
+
+test: $(STAMP)
+	$(PY) -m pytest -q -p no:cacheprovider
+
+clean-venv:
+	rm -rf $(VENV)

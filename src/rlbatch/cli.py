@@ -1,0 +1,131 @@
+"""The ``rlbatch`` command line (Typer). Every command: ``--help``, ``--format table|json|markdown`` where it
+prints results, and one-line errors with exit code 2 for bad input (:class:`rlbatch.errors.UserError`)."""
+
+from __future__ import annotations
+
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from rlbatch.errors import UserError
+from rlbatch.output import markdown_table, print_json, rich_table, console
+
+app = typer.Typer(
+    name="rlbatch",
+    help="Which RL batch size reaches your target score soonest on your hardware? "
+    "Align (square-root LR rule, curves on the retained-sample axis), then accelerate "
+    "(a larger batch wins iff its throughput gain beats its samples-to-target penalty rN).",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+
+class Format(str, Enum):
+    table = "table"
+    json = "json"
+    markdown = "markdown"
+
+
+PAPER_TABLE = Path(__file__).parent / "data" / "hunyuan_grpo_accounting.csv"
+
+
+# --------------------------------------------------------------------------------------------------- lr
+@app.command("lr")
+def lr_cmd(
+    base_batch: int = typer.Option(..., "--base-batch", help="B0: responses per update (P x G) of the tuned run."),
+    base_lr: float = typer.Option(..., "--base-lr", help="lr0: the learning rate tuned at B0."),
+    batches: str = typer.Option(..., "--batches", help="Comma-separated batch sizes B to scale to, e.g. 2048,8192."),
+    rule: str = typer.Option("sqrt", "--rule", help="sqrt (Adam, Malladi et al. 2022), linear (SGD, Goyal et al. "
+                             "2017) or none (fixed LR control)."),
+    fmt: Format = typer.Option(Format.table, "--format", help="Output format."),
+) -> None:
+    """Learning rate for each batch size under a scaling rule (the paper's "align" step)."""
+    from rlbatch.scaling import lr_table, parse_int_list, scaled_lr
+
+    scaled_lr(base_batch, base_batch, base_lr, rule)  # validates inputs and rule
+    rows = lr_table(base_batch, base_lr, parse_int_list(batches), rule)
+    cols = [("batch_size", "B", None), ("batch_ratio", "B/B0", ".4g"), ("lr", "lr", ".4g"),
+            ("lr_ratio", "lr/lr0", ".4g")]
+    if fmt is Format.json:
+        print_json(rows)
+    elif fmt is Format.markdown:
+        print(markdown_table(rows, cols))
+    else:
+        console().print(rich_table(rows, cols, title=f"{rule} rule from B0={base_batch}, lr0={base_lr:g}"))
+
+
+# --------------------------------------------------------------------------------------------------- account
+def _print_accounting(rows, reference: str, fmt: Format, title: str = "End-to-end accounting") -> None:
+    from rlbatch.analysis.accounting import fastest, to_json_rows, verdict
+
+    recs = rows.to_dict(orient="records")
+    nr = "not reached"
+    cols = [("run", "run", None), ("batch_size", "B", None), ("samples_to_target", "samples-to-target", ".6g"),
+            ("rN", "rN", ".2f"), ("relative_throughput", "rel. throughput", ".2f"),
+            ("relative_time", "rel. time-to-target", ".2f"), ("faster_than_reference", "faster", None)]
+    best = fastest(rows)
+    if fmt is Format.json:
+        print_json(to_json_rows(rows))
+        return
+    if fmt is Format.markdown:
+        print(markdown_table(recs, cols, none=nr))
+        print()
+        for r in recs:
+            print(f"- {verdict(r, reference)}")
+        if best:
+            print(f"\n**Fastest to target: {best}.**")
+        return
+    con = console()
+    con.print(rich_table(recs, cols, title=f"{title} (reference {reference})", none=nr))
+    for r in recs:
+        con.print(f"  {verdict(r, reference)}")
+    if best:
+        con.print(f"[bold]Fastest to target: {best}[/bold]")
+
+
+@app.command("account")
+def account_cmd(
+    table: Path = typer.Argument(..., help="CSV with columns run, prompts_per_step, group_size, lr, "
+                                 "samples_to_target and wall_clock_h (or wall_clock_s / throughput_samples_per_s)."),
+    reference: str = typer.Option(..., "--reference", help="Run to compare against (rN = 1 by definition)."),
+    fmt: Format = typer.Option(Format.table, "--format", help="Output format."),
+) -> None:
+    """End-to-end accounting: rN, relative throughput, relative time-to-target, and whether each run is faster
+    than the reference (faster iff relative throughput > rN)."""
+    from rlbatch.analysis.accounting import account, read_accounting_csv
+
+    rows = account(read_accounting_csv(table), reference)
+    _print_accounting(rows, reference, fmt)
+
+
+# --------------------------------------------------------------------------------------------------- demo
+@app.command("demo")
+def demo_cmd(
+    out: Path = typer.Option(Path("runs/demo"), "--out", help="Output directory."),
+    fmt: Format = typer.Option(Format.table, "--format", help="Output format."),
+) -> None:
+    """The main job. (Until the trainer lands: the accounting of the paper's own table.)"""
+    from rlbatch.analysis.accounting import account, read_accounting_csv
+
+    rows = account(read_accounting_csv(PAPER_TABLE), "P128")
+    _print_accounting(rows, "P128", fmt, title="The paper's accounting (Li et al. 2026, J = 77%)")
+
+
+def main() -> None:
+    """Console entry point: runs the Typer app; a :class:`UserError` prints one line and exits with code 2."""
+    try:
+        app()
+    except UserError as err:
+        print(f"rlbatch: error: {err}", file=sys.stderr)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        print("rlbatch: interrupted", file=sys.stderr)
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

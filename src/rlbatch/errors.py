@@ -1,0 +1,23 @@
+"""One error type for a user's mistake: the CLI prints its message on one line and exits with code 2."""
+
+
+class UserError(ValueError):
+    """Bad input from the user (a file, a line, a field, a flag).
+
+    The message must name what is wrong and where (file, line, field). The CLI catches it, prints the message
+    without a traceback and exits with code 2.
+    """
+
+    def __init__(self, message: str, *, path: str | None = None, line: int | None = None, field: str | None = None):
+        where = ""
+        if path is not None:
+            where = str(path)
+            if line is not None:
+                where += f":{line}"
+            where += ": "
+        if field is not None and field not in message:
+            message = f"{message} (field {field!r})"
+        super().__init__(where + message)
+        self.path = path
+        self.line = line
+        self.field = field

@@ -1,0 +1,79 @@
+"""Render rows (list of dicts) as a rich table, Markdown or JSON: the three ``--format`` choices of every command."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any, Callable, Sequence
+
+from rich.console import Console
+from rich.table import Table
+
+FORMATS = ("table", "json", "markdown")
+
+
+def fmt_value(v: Any, spec: str | None = None, none: str = "—") -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return none
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if spec and isinstance(v, (int, float)):
+        return format(v, spec)
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return str(v)
+
+
+Column = tuple[str, str, "str | Callable[[Any], str] | None"]  # (key, header, format spec or function)
+
+
+def _cell(row: dict, col: Column, none: str) -> str:
+    key, _, spec = col
+    v = row.get(key)
+    if callable(spec):
+        return spec(v)
+    return fmt_value(v, spec, none)
+
+
+def markdown_table(rows: Sequence[dict], columns: Sequence[Column], none: str = "—") -> str:
+    head = "| " + " | ".join(c[1] for c in columns) + " |"
+    sep = "|" + "|".join("---" for _ in columns) + "|"
+    body = ["| " + " | ".join(_cell(r, c, none) for c in columns) + " |" for r in rows]
+    return "\n".join([head, sep, *body])
+
+
+def rich_table(rows: Sequence[dict], columns: Sequence[Column], title: str | None = None, none: str = "—") -> Table:
+    table = Table(title=title)
+    for _, header, _ in columns:
+        table.add_column(header)
+    for r in rows:
+        table.add_row(*(_cell(r, c, none) for c in columns))
+    return table
+
+
+def to_json(obj: Any) -> str:
+    def default(o: Any) -> Any:
+        if hasattr(o, "item"):
+            return o.item()
+        return str(o)
+
+    def clean(o: Any) -> Any:
+        if isinstance(o, float) and not math.isfinite(o):
+            return None
+        if isinstance(o, dict):
+            return {k: clean(v) for k, v in o.items()}
+        if isinstance(o, (list, tuple)):
+            return [clean(v) for v in o]
+        if hasattr(o, "item") and not isinstance(o, (str, bytes)):
+            return clean(o.item())
+        return o
+
+    return json.dumps(clean(obj), indent=2, default=default)
+
+
+def print_json(obj: Any) -> None:
+    print(to_json(obj))
+
+
+def console() -> Console:
+    return Console()

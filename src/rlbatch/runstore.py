@@ -1,0 +1,368 @@
+"""The run store: one directory per run, the single data model everything downstream reads (DESIGN.md).
+
+A run directory holds
+- ``run.json``      metadata (:class:`RunMeta`), written atomically (temp file + rename);
+- ``metrics.jsonl`` one JSON object per optimizer step, canonical metric names, flushed and fsynced per line;
+- ``eval.jsonl``    one JSON object per validation point (``step``, ``samples/retained``, ``eval/score``, ``eval/n``).
+
+A truncated last line (a crash mid-write) is ignored on read with a warning, and cut off before the next append, so
+resuming never leaves a broken line in the middle of the file. A malformed line elsewhere is an error naming file
+and line.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Literal
+
+import pandas as pd
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from rlbatch.errors import UserError
+
+RUN_JSON = "run.json"
+METRICS_JSONL = "metrics.jsonl"
+EVAL_JSONL = "eval.jsonl"
+
+#: Canonical metric names (DESIGN.md). Readers map foreign names onto these; see ``rlbatch.readers.names``.
+CANONICAL_METRICS: dict[str, str] = {
+    "step": "optimizer step, 1-based",
+    "samples/retained": "cumulative retained training responses (the paper's x-axis)",
+    "samples/generated": "cumulative generated responses, including those filtered out",
+    "tokens/generated": "cumulative generated tokens",
+    "tokens/trained": "cumulative trained tokens",
+    "time/gen_s": "seconds spent on generation in this step",
+    "time/reward_s": "seconds spent on scoring in this step",
+    "time/train_s": "seconds spent on the update(s) in this step",
+    "time/step_s": "seconds for the whole step",
+    "time/wall_s": "cumulative wall-clock seconds, excluding evaluation",
+    "reward/mean": "mean training reward over the step's responses",
+    "reward/std": "standard deviation of the training reward over the step's responses",
+    "grad_norm/actor": "L2 norm of the actor's full-batch gradient before clipping",
+    "grad_norm/critic": "L2 norm of the critic's full-batch gradient before clipping",
+    "noise/grad_sq_small": "squared gradient norm at the small batch (McCandlish et al. 2018, app. A)",
+    "noise/grad_sq_big": "squared gradient norm at the big batch (McCandlish et al. 2018, app. A)",
+    "noise/b_simple": "simple noise scale tr(Sigma)/|G|^2 (McCandlish et al. 2018)",
+    "lr": "learning rate used for this step",
+    "eval/score": "validation score in [0, 1] (eval.jsonl)",
+}
+
+
+class RunMeta(BaseModel):
+    """Metadata of one run (``run.json``). Unknown keys are kept (``extra="allow"``).
+
+    ``batch_size`` B is retained-capable training responses per optimizer update, ``prompts_per_step`` (P) x
+    ``group_size`` (G); it is derived when P and G are given and must agree with them when all three are.
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+    run_id: str = Field(min_length=1)
+    algorithm: str = "grpo"
+    model: str | None = None
+    task: str | None = None
+    prompts_per_step: int | None = Field(default=None, ge=1)
+    group_size: int | None = Field(default=None, ge=1)
+    batch_size: int | None = Field(default=None, ge=1)
+    lr: float | None = Field(default=None, gt=0)
+    lr_rule: Literal["sqrt", "linear", "none"] | None = None
+    base_batch: int | None = Field(default=None, ge=1)
+    base_lr: float | None = Field(default=None, gt=0)
+    seed: int | None = None
+    backend: str | None = None
+    source_format: str | None = None
+    source_path: str | None = None
+    hardware: dict[str, Any] | str | None = None
+    software: dict[str, Any] = Field(default_factory=dict)
+    status: Literal["running", "finished", "failed"] = "running"
+    stop_reason: str | None = None
+
+    @field_validator("algorithm")
+    @classmethod
+    def _lower(cls, v: str) -> str:
+        return v.strip().lower()
+
+    @model_validator(mode="after")
+    def _batch(self) -> "RunMeta":
+        p, g, b = self.prompts_per_step, self.group_size, self.batch_size
+        if p is not None and g is not None:
+            if b is None:
+                self.batch_size = p * g
+            elif b != p * g:
+                raise ValueError(f"batch_size={b} disagrees with prompts_per_step x group_size = {p} x {g} = {p * g}")
+        return self
+
+
+@dataclass
+class Run:
+    """A run in memory: metadata, per-step metrics and evaluation points, as pandas DataFrames with canonical names.
+
+    ``metrics`` has one row per optimizer step (column ``step``); ``evals`` one row per validation point (columns
+    ``step``, ``samples/retained``, ``eval/score`` and optionally ``eval/n``). ``notes`` collects what a reader
+    inferred or skipped (e.g. "samples/retained computed as steps x B").
+    """
+
+    meta: RunMeta
+    metrics: pd.DataFrame = field(default_factory=pd.DataFrame)
+    evals: pd.DataFrame = field(default_factory=pd.DataFrame)
+    path: Path | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def run_id(self) -> str:
+        return self.meta.run_id
+
+
+def _validation_message(path: Path | str, err: ValidationError) -> str:
+    first = err.errors()[0]
+    loc = ".".join(str(x) for x in first.get("loc", ())) or "(top level)"
+    extra = f" (and {err.error_count() - 1} more)" if err.error_count() > 1 else ""
+    return f"{path}: field {loc!r}: {first.get('msg')}{extra}"
+
+
+def make_meta(path: Path | str | None = None, **fields: Any) -> RunMeta:
+    """Build a :class:`RunMeta`, turning validation failures into one :class:`UserError` naming the field."""
+    try:
+        return RunMeta(**fields)
+    except ValidationError as err:
+        raise UserError(_validation_message(path or "run metadata", err)) from None
+
+
+# --------------------------------------------------------------------------------------------------- low-level I/O
+def atomic_write_text(path: Path | str, text: str) -> None:
+    """Write ``text`` to ``path`` atomically: temp file in the same directory, fsync, rename, fsync the directory."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(directory: Path) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _json_default(obj: Any) -> Any:
+    if hasattr(obj, "item"):  # numpy / torch scalars
+        return obj.item()
+    if isinstance(obj, Path):
+        return str(obj)
+    raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
+
+
+def dumps(obj: Any) -> str:
+    """One-line JSON; NaN/Inf are written as ``NaN``/``Infinity`` (read back by Python's json)."""
+    return json.dumps(obj, default=_json_default, separators=(",", ":"))
+
+
+class JsonlWriter:
+    """Append-only JSONL writer: one object per line, flushed and fsynced per line.
+
+    Opening a file whose last line is incomplete (a crash mid-write) first cuts that line off, with a warning, so
+    appends never glue onto a broken line.
+    """
+
+    def __init__(self, path: Path | str):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        repair_jsonl_tail(self.path)
+        self._fh = open(self.path, "a", encoding="utf-8")
+
+    def append(self, obj: dict[str, Any]) -> None:
+        self._fh.write(dumps(obj) + "\n")
+        self._fh.flush()
+        os.fsync(self._fh.fileno())
+
+    def close(self) -> None:
+        if not self._fh.closed:
+            self._fh.close()
+
+    def __enter__(self) -> "JsonlWriter":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def repair_jsonl_tail(path: Path) -> bool:
+    """Cut an incomplete last line (no trailing newline) off ``path``. Returns True if something was cut."""
+    if not path.exists():
+        return False
+    size = path.stat().st_size
+    if size == 0:
+        return False
+    with open(path, "rb+") as fh:
+        fh.seek(size - 1)
+        if fh.read(1) == b"\n":
+            return False
+        # find the last newline
+        pos = size - 1
+        chunk = 4096
+        keep = 0
+        while pos > 0:
+            start = max(0, pos - chunk)
+            fh.seek(start)
+            data = fh.read(pos - start)
+            idx = data.rfind(b"\n")
+            if idx >= 0:
+                keep = start + idx + 1
+                break
+            pos = start
+        fh.truncate(keep)
+        fh.flush()
+        os.fsync(fh.fileno())
+    warnings.warn(f"{path}: cut an incomplete last line ({size - keep} bytes) before appending", stacklevel=3)
+    return True
+
+
+def read_jsonl(path: Path | str) -> list[dict[str, Any]]:
+    """Read a JSONL file into a list of objects.
+
+    An unparseable *last* line without a trailing newline is a truncated write: it is ignored with a warning.
+    Any other malformed line raises :class:`UserError` naming file and line. A missing file reads as empty.
+    """
+    path = Path(path)
+    if not path.exists():
+        return []
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise UserError(f"not UTF-8 text ({err.reason} at byte {err.start})", path=str(path)) from None
+    lines = text.split("\n")
+    complete_tail = text.endswith("\n")
+    rows: list[dict[str, Any]] = []
+    n = len(lines)
+    for i, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as err:
+            if i == n and not complete_tail:
+                warnings.warn(f"{path}:{i}: ignoring a truncated last line", stacklevel=2)
+                continue
+            raise UserError(f"malformed JSON ({err.msg})", path=str(path), line=i) from None
+        if not isinstance(obj, dict):
+            raise UserError("expected a JSON object per line", path=str(path), line=i)
+        rows.append(obj)
+    return rows
+
+
+# --------------------------------------------------------------------------------------------------- run directories
+def write_meta(run_dir: Path | str, meta: RunMeta) -> Path:
+    """Write ``run.json`` atomically; returns its path."""
+    path = Path(run_dir) / RUN_JSON
+    atomic_write_text(path, json.dumps(meta.model_dump(mode="json"), indent=2, default=_json_default) + "\n")
+    return path
+
+
+def read_meta(run_dir: Path | str) -> RunMeta:
+    """Read and validate ``run.json``. Raises :class:`UserError` naming the file and the bad field."""
+    path = Path(run_dir) / RUN_JSON
+    if not path.exists():
+        raise UserError("no run.json: not a run directory", path=str(Path(run_dir)))
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise UserError(f"malformed JSON ({err})", path=str(path)) from None
+    if not isinstance(data, dict):
+        raise UserError("expected a JSON object", path=str(path))
+    return make_meta(path, **data)
+
+
+def update_meta(run_dir: Path | str, **changes: Any) -> RunMeta:
+    """Read ``run.json``, apply ``changes`` (validated), write it back atomically."""
+    meta = read_meta(run_dir)
+    data = meta.model_dump(mode="json")
+    data.update(changes)
+    new = make_meta(Path(run_dir) / RUN_JSON, **data)
+    write_meta(run_dir, new)
+    return new
+
+
+def is_run_dir(path: Path | str) -> bool:
+    return (Path(path) / RUN_JSON).is_file()
+
+
+def _records_frame(rows: list[dict[str, Any]], key: str = "step") -> pd.DataFrame:
+    if not rows:
+        return pd.DataFrame()
+    df = pd.DataFrame.from_records(rows)
+    if key in df.columns:
+        df = df.sort_values(key, kind="stable").reset_index(drop=True)
+    return df
+
+
+def read_run(run_dir: Path | str) -> Run:
+    """Read a run directory (``run.json``, ``metrics.jsonl``, ``eval.jsonl``) into a :class:`Run`.
+
+    Raises :class:`UserError` if ``run.json`` is missing or invalid, or a metrics line is malformed (other than a
+    truncated last line, which is ignored with a warning).
+    """
+    run_dir = Path(run_dir)
+    meta = read_meta(run_dir)
+    metrics = _records_frame(read_jsonl(run_dir / METRICS_JSONL))
+    evals = _records_frame(read_jsonl(run_dir / EVAL_JSONL))
+    return Run(meta=meta, metrics=metrics, evals=evals, path=run_dir)
+
+
+def _clean_record(rec: dict[str, Any]) -> dict[str, Any]:
+    out = {}
+    for k, v in rec.items():
+        if v is None:
+            continue
+        if isinstance(v, float) and math.isnan(v):
+            continue
+        out[k] = v
+    return out
+
+
+def write_run(run_dir: Path | str, run: Run) -> Path:
+    """Write a whole in-memory :class:`Run` as a run directory (used by readers to import foreign logs).
+
+    Existing ``metrics.jsonl``/``eval.jsonl`` are replaced atomically. Returns the run directory.
+    """
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    write_meta(run_dir, run.meta)
+    for name, df in ((METRICS_JSONL, run.metrics), (EVAL_JSONL, run.evals)):
+        lines = [dumps(_clean_record(r)) for r in df.to_dict(orient="records")] if len(df) else []
+        atomic_write_text(run_dir / name, "".join(line + "\n" for line in lines))
+    run.path = run_dir
+    return run_dir
+
+
+def iter_run_dirs(root: Path | str) -> Iterable[Path]:
+    """Yield run directories at ``root`` or below it (sorted), e.g. the trials of a sweep."""
+    root = Path(root)
+    if is_run_dir(root):
+        yield root
+        return
+    for p in sorted(root.rglob(RUN_JSON)):
+        yield p.parent
