@@ -129,6 +129,7 @@ def profile_cmd(
     peak_tflops: Optional[float] = typer.Option(None, "--peak-tflops", help="Peak TFLOP/s (default: measured "
                                                 "with a matmul)."),
     update: bool = typer.Option(True, "--update/--no-update", help="Also time one update per batch size."),
+    repeats: int = typer.Option(1, "--repeats", help="Time each measurement this many times and keep the best."),
     out: Path = typer.Option(Path("runs/profile"), "--out", help="Directory for <model>.json and <model>.png."),
     fmt: Format = typer.Option(Format.table, "--format", help="Output format."),
 ) -> None:
@@ -145,6 +146,7 @@ def profile_cmd(
         task = bar.add_task(f"profiling {model}", total=len(sizes))
         prof = run_profile(model, sizes, new_tokens=new_tokens, prompt_tokens=prompt_tokens, device=device,
                            bandwidth_gbs=bandwidth_gbs, peak_tflops=peak_tflops, update=update,
+                           repeats=repeats,
                            progress=lambda _b: bar.advance(task))
     jpath, fpath = save_profile(prof, out)
     if fmt is Format.json:

@@ -187,7 +187,7 @@ def _update(model: Any, opt: Any, ids: Any, device: str) -> float:
 
 def run_profile(model_spec: str, batches: Sequence[int] = (1, 2, 4, 8), new_tokens: int = 64,
                 prompt_tokens: int = 64, device: str | None = None, bandwidth_gbs: float | None = None,
-                peak_tflops: float | None = None, update: bool = True, seed: int = 0,
+                peak_tflops: float | None = None, update: bool = True, seed: int = 0, repeats: int = 1,
                 progress: Callable[[int], None] | None = None) -> dict[str, Any]:
     """Profile decode, prefill and update time per batch size (module docstring); returns the profile dict.
 
@@ -196,7 +196,9 @@ def run_profile(model_spec: str, batches: Sequence[int] = (1, 2, 4, 8), new_toke
     size: batch_size, prefill_s, decode_s, gen_s, decode_step_ms, decode_tokens_per_s, update_s,
     update_tokens_per_s, roofline_tokens_per_s, roofline_fraction, roofline_bound, gen_time_ratio vs the previous
     batch size, batch_ratio) and ``gen_window`` (:func:`rlbatch.analysis.throughput.sublinear_window` over gen_s).
-    Raises :class:`UserError` for bad sizes (non-positive, context longer than the model's positions) or device.
+    Each timing is the best of ``repeats`` (after a warm-up decode and a warm-up update at the smallest batch, so
+    allocator growth and optimizer-state creation are not counted). Raises :class:`UserError` for bad sizes
+    (non-positive, context longer than the model's positions) or device.
     """
     import torch
 
@@ -210,6 +212,8 @@ def run_profile(model_spec: str, batches: Sequence[int] = (1, 2, 4, 8), new_toke
     batches = sorted(set(int(b) for b in batches))
     if not batches or batches[0] < 1:
         raise UserError("batch sizes must be positive integers", field="batches")
+    if repeats < 1:
+        raise UserError("--repeats must be >= 1", field="repeats")
     if new_tokens < 1 or prompt_tokens < 1:
         raise UserError("--new-tokens and --prompt-tokens must be >= 1", field="new_tokens")
     torch.manual_seed(seed)
@@ -232,17 +236,20 @@ def run_profile(model_spec: str, batches: Sequence[int] = (1, 2, 4, 8), new_toke
     gen = torch.Generator().manual_seed(seed)
     warm = torch.randint(0, vocab, (batches[0], prompt_tokens), generator=gen).to(device)
     _decode(model, warm, min(2, new_tokens), device)
+    if update:
+        _update(model, opt, warm, device)
     mean_ctx = prompt_tokens + (new_tokens + 1) / 2
     rows: list[dict[str, Any]] = []
     for b in batches:
         ids = torch.randint(0, vocab, (b, prompt_tokens), generator=gen).to(device)
         _decode(model, ids, 1, device)  # per-batch warm-up (allocator, kernels)
-        pre, dec = _decode(model, ids, new_tokens, device)
+        runs = [_decode(model, ids, new_tokens, device) for _ in range(repeats)]
+        pre, dec = min(r[0] for r in runs), min(r[1] for r in runs)
         row: dict[str, Any] = {"batch_size": b, "prefill_s": pre, "decode_s": dec, "gen_s": pre + dec,
                                "decode_step_ms": 1e3 * dec / new_tokens, "decode_tokens_per_s": b * new_tokens / dec}
         if update:
             full = torch.randint(0, vocab, (b, prompt_tokens + new_tokens), generator=gen).to(device)
-            row["update_s"] = _update(model, opt, full, device)
+            row["update_s"] = min(_update(model, opt, full, device) for _ in range(repeats))
             row["update_tokens_per_s"] = b * (prompt_tokens + new_tokens) / row["update_s"]
         else:
             row["update_s"] = row["update_tokens_per_s"] = None
@@ -261,7 +268,8 @@ def run_profile(model_spec: str, batches: Sequence[int] = (1, 2, 4, 8), new_toke
             "device_name": torch.cuda.get_device_name() if device.startswith("cuda") else "cpu",
             "torch_threads": torch.get_num_threads(), "shape": shape,
             "bandwidth_gbs": bandwidth_gbs, "bandwidth_source": bw_src, "peak_tflops": peak_tflops,
-            "peak_source": pk_src, "prompt_tokens": prompt_tokens, "new_tokens": new_tokens, "batches": rows,
+            "peak_source": pk_src, "repeats": repeats, "prompt_tokens": prompt_tokens, "new_tokens": new_tokens,
+            "batches": rows,
             "gen_window": window}
 
 
