@@ -172,3 +172,15 @@ def test_noise_section_contract():
     assert sec["json"]["b_simple"][0]["b_simple"] == pytest.approx(10.0)
     assert {"grad_norm_vs_batch", "b_simple_over_training"} <= set(sec["figures"])
     assert "Knee (critical batch): **256**" in sec["markdown"]
+
+
+def test_rn_with_ci_over_seeds():
+    ref = [_eval_run(f"r{s}", 16, 4, 0.0, seed=s, speed=1.0 + 0.05 * s) for s in range(3)]
+    cand = [_eval_run(f"c{s}", 64, 4, 0.0, seed=s, speed=0.5 + 0.05 * s) for s in range(3)]
+    out = noise.rn_with_ci(ref, cand, target=0.4)
+    # reference reaches 0.4 at 8000/speed: speeds 1, 1.05, 1.1; candidate at 8000/speed: 0.5, 0.55, 0.6
+    exp = np.mean([8000 / v for v in (0.5, 0.55, 0.6)]) / np.mean([8000 / v for v in (1.0, 1.05, 1.1)])
+    assert out["rN"] == pytest.approx(exp)
+    lo, hi = out["ci"]
+    assert lo < out["rN"] < hi and out["n"] == 3
+    assert noise.rn_with_ci(ref, cand, target=2.0)["rN"] is None

@@ -384,6 +384,31 @@ def _samples_to_target(df: pd.DataFrame, target: float, metric: str, x: str = X)
     return None
 
 
+def rn_with_ci(reference_runs: Sequence[Any], runs: Sequence[Any], target: float, metric: str = "eval/score",
+               n_boot: int = 1000, conf: float = 0.95, seed: int = 0, x: str = X) -> dict[str, Any]:
+    """rN = samples-to-target of ``runs`` / that of ``reference_runs`` (each averaged over its seeds), with a
+    percentile bootstrap interval resampling seeds within each side (Li et al. 2026, rN; Efron & Tibshirani 1993).
+
+    Returns ``{"rN": float | None, "ci": [lo, hi] | None, "n_ref": int, "n": int}``: rN is None when any seed never
+    reaches the target; the interval needs two or more seeds on at least one side.
+    """
+    ref_c = [_curve(r, metric, x) for r in reference_runs]
+    c = [_curve(r, metric, x) for r in runs]
+
+    def s2t(cs: list) -> float:
+        v = [_samples_to_target(cc, target, metric, x) for cc in cs]
+        return float(np.mean(v)) if v and all(s is not None for s in v) else float("nan")
+
+    def rn(res: dict) -> float:
+        a, r0 = s2t(res["k"]), s2t(res["ref"])
+        return a / r0 if np.isfinite(r0) and r0 > 0 else float("nan")
+
+    val = rn({"k": c, "ref": ref_c})
+    ci = bootstrap_grouped({"k": c, "ref": ref_c}, rn, n_boot=n_boot, conf=conf, seed=seed)
+    return {"rN": val if np.isfinite(val) else None, "ci": list(ci) if np.all(np.isfinite(ci)) else None,
+            "n_ref": len(ref_c), "n": len(c)}
+
+
 def gp_equivalence(runs: Sequence[Any], metric: str = "eval/score", target: float | None = None,
                    grid_points: int = 50, x: str = X) -> list[dict[str, Any]]:
     """G x P equivalence: runs with the same B = P x G but different (P, G), compared on the retained-sample axis.
@@ -426,16 +451,8 @@ def gp_equivalence(runs: Sequence[Any], metric: str = "eval/score", target: floa
                 dev = np.abs(yk - yr)
                 row["max_deviation"], row["mean_deviation"] = float(dev.max()), float(dev.mean())
             if target is not None:
-                def rn(res: dict) -> float:
-                    def s2t(cs):
-                        v = [_samples_to_target(c, target, metric, x) for c in cs]
-                        return float(np.mean(v)) if v and all(s is not None for s in v) else float("nan")
-                    a, r0 = s2t(res["k"]), s2t(res["ref"])
-                    return a / r0 if r0 and np.isfinite(r0) and r0 > 0 else float("nan")
-                val = rn({"k": curves_k, "ref": curves_ref})
-                row["rN"] = val if np.isfinite(val) else None
-                ci = bootstrap_grouped({"k": curves_k, "ref": curves_ref}, rn, n_boot=500)
-                row["rN_ci"] = list(ci) if np.all(np.isfinite(ci)) else None
+                res = rn_with_ci(cfgs[ref], cfgs[k], target, metric, n_boot=500, x=x)
+                row["rN"], row["rN_ci"] = res["rN"], res["ci"]
             out.append(row)
     return out
 
