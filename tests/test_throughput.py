@@ -29,6 +29,7 @@ def test_paper_ppo_generation_scaling():
     assert p["throughput_gain"] == pytest.approx(2.29, abs=0.01)
     model = tp.fit_throughput_model(t)
     assert model["gen"]["exponent"] == pytest.approx(math.log(68 / 39) / math.log(4))
+    assert model["gen_tokens"]["exponent"] == pytest.approx(model["gen"]["exponent"])  # 100 tokens per response
     pred = {r["batch_size"]: r for r in tp.predict(model, [256, 512, 1024, 2048])}
     assert pred[512]["gen_s"] == pytest.approx(39 * 2 ** (math.log(68 / 39) / math.log(4)))
     assert pred[512]["gen_s"] == pytest.approx(math.sqrt(39 * 68))

@@ -118,14 +118,18 @@ def fit_affine(x: Sequence[float], t: Sequence[float]) -> dict[str, Any]:
 def fit_throughput_model(timings: pd.DataFrame | Sequence[Any]) -> dict[str, Any]:
     """Fit the per-step time model (module docstring) from runs or from a :func:`step_timings` frame.
 
-    Returns ``{"gen": fit_power over B, "train": fit_affine over train tokens per step (or B), "train_x":
+    Returns ``{"gen": fit_power over B, "gen_tokens": fit_power over generated tokens per step (None without token
+    counts; use it when response lengths differ between runs), "train": fit_affine over train tokens per step (or B), "train_x":
     "tokens"|"batch_size", "tokens_per_response": mean trained tokens per retained response (NaN without tokens),
     "reward": fit_affine over B or None, "batch_range": [min B, max B]}``. Raises :class:`UserError` with fewer
     than two distinct batch sizes having generation time.
     """
     t = timings if isinstance(timings, pd.DataFrame) else step_timings(timings)
     g = t.dropna(subset=["gen_s"])
-    model: dict[str, Any] = {"gen": fit_power(g["batch_size"], g["gen_s"])}
+    model: dict[str, Any] = {"gen": fit_power(g["batch_size"], g["gen_s"]), "gen_tokens": None}
+    gt = g.dropna(subset=["gen_tokens_per_step"])
+    if len(gt) and gt["gen_tokens_per_step"].nunique() >= 2:
+        model["gen_tokens"] = fit_power(gt["gen_tokens_per_step"], gt["gen_s"])
     tr = t.dropna(subset=["train_s"])
     tok = tr.dropna(subset=["train_tokens_per_step"])
     if len(tok) and tok["batch_size"].nunique() == tr["batch_size"].nunique() and (tok["train_tokens_per_step"] > 0).all():
