@@ -115,6 +115,59 @@ def demo_cmd(
     _print_accounting(rows, "P128", fmt, title="The paper's accounting (Li et al. 2026, J = 77%)")
 
 
+# --------------------------------------------------------------------------------------------------- profile
+@app.command("profile")
+def profile_cmd(
+    model: str = typer.Option(..., "--model", help="Model preset (tiny, smollm2-135m) or a local Hugging Face "
+                              "model directory."),
+    batches: str = typer.Option("1,2,4,8,16", "--batches", help="Comma-separated batch sizes (sequences)."),
+    new_tokens: int = typer.Option(64, "--new-tokens", help="Tokens decoded per sequence (exactly; no early stop)."),
+    prompt_tokens: int = typer.Option(64, "--prompt-tokens", help="Prompt length in tokens (random token ids)."),
+    device: Optional[str] = typer.Option(None, "--device", help="cpu or cuda (default: cuda when available)."),
+    bandwidth_gbs: Optional[float] = typer.Option(None, "--bandwidth-gbs", help="Memory bandwidth in GB/s "
+                                                  "(default: measured with a tensor copy)."),
+    peak_tflops: Optional[float] = typer.Option(None, "--peak-tflops", help="Peak TFLOP/s (default: measured "
+                                                "with a matmul)."),
+    update: bool = typer.Option(True, "--update/--no-update", help="Also time one update per batch size."),
+    repeats: int = typer.Option(1, "--repeats", help="Time each measurement this many times and keep the best."),
+    out: Path = typer.Option(Path("runs/profile"), "--out", help="Directory for <model>.json and <model>.png."),
+    fmt: Format = typer.Option(Format.table, "--format", help="Output format."),
+) -> None:
+    """Decode throughput, prefill time and one update's time per batch size, beside a roofline lower bound from
+    parameter bytes, KV-cache bytes per token, memory bandwidth and peak FLOP/s (no training)."""
+    from rich.console import Console
+    from rich.progress import Progress
+
+    from rlbatch.profile import COLUMNS, json_rows, run_profile, save_profile
+    from rlbatch.scaling import parse_int_list
+
+    sizes = parse_int_list(batches)
+    with Progress(console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task(f"profiling {model}", total=len(sizes))
+        prof = run_profile(model, sizes, new_tokens=new_tokens, prompt_tokens=prompt_tokens, device=device,
+                           bandwidth_gbs=bandwidth_gbs, peak_tflops=peak_tflops, update=update,
+                           repeats=repeats,
+                           progress=lambda _b: bar.advance(task))
+    jpath, fpath = save_profile(prof, out)
+    if fmt is Format.json:
+        print_json(json_rows(prof))
+        return
+    head = (f"{model} on {prof['device_name']} ({prof['dtype']}): bandwidth {prof['bandwidth_gbs']:.3g} GB/s "
+            f"({prof['bandwidth_source']}), peak {prof['peak_tflops']:.3g} TFLOP/s ({prof['peak_source']}); "
+            f"{prof['shape']['param_bytes'] / 1e6:.3g} MB of parameters, "
+            f"{prof['shape']['kv_bytes_per_token'] / 1e3:.3g} kB KV cache per token")
+    if fmt is Format.markdown:
+        print(head + "\n")
+        print(markdown_table(prof["batches"], COLUMNS))
+    else:
+        con = console()
+        con.print(rich_table(prof["batches"], COLUMNS, title=head))
+        window = (prof.get("gen_window") or {}).get("window")
+        if window:
+            con.print(f"  generation time grows sublinearly in B from {window[0]} to {window[1]}")
+        con.print(f"  saved {jpath} and {fpath}")
+
+
 def main() -> None:
     """Console entry point: runs the Typer app; a :class:`UserError` prints one line and exits with code 2."""
     try:

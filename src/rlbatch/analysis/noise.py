@@ -1,4 +1,4 @@
-"""Gradient noise: the simple noise scale and (to come) the grad-norm vs batch fit and the knee.
+"""Gradient noise: the simple noise scale, the grad-norm vs batch fit and the knee, G x P equivalence, seeds.
 
 McCandlish, Kaplan, Amodei et al. (2018), "An Empirical Model of Large-Batch Training", appendix A: with squared
 norms of the mean gradient measured at a small batch B_small and a big batch B_big,
@@ -9,11 +9,26 @@ norms of the mean gradient measured at a small batch B_small and a big batch B_b
 
 In the trainer both come for free each step: the micro-batch gradients (B_small = micro-batch size, |G_small|^2 the
 mean of their squared norms) and the accumulated full-batch gradient (B_big = B).
+
+Grad norm vs batch (Li et al. 2026, "When Do Larger Batches Help Scale LLM RL?", gradient-norm proxy): inside the
+batch-size-invariant range the full-batch gradient norm is dominated by noise, |g_B| ~ sqrt(tr(Sigma) / B), so
+log |g| vs log B has slope -1/2 and each doubling multiplies the norm by 1/sqrt(2) = 0.707. Past the critical batch
+(the knee) the norm flattens towards |G| (paper: P=2048->4096 ratio 0.823; PPO B=2048->4096 ratio 0.905; in-range
+slopes -0.468 GRPO, -0.471 PPO).
 """
 
 from __future__ import annotations
 
 import math
+from typing import Any, Callable, Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from rlbatch.errors import UserError
+
+INV_SQRT2 = 1.0 / math.sqrt(2.0)
+X = "samples/retained"
 
 
 def noise_estimates(g_small_sq: float, g_big_sq: float, b_small: float, b_big: float) -> tuple[float, float]:
@@ -41,3 +56,522 @@ def b_simple(g_small_sq: float, g_big_sq: float, b_small: float, b_big: float) -
     if not (g2 > 0) or not math.isfinite(g2) or not math.isfinite(trace):
         return float("nan")
     return trace / g2
+
+
+# --------------------------------------------------------------------------------------------------- B_simple over time
+def b_simple_smoothed(metrics: pd.DataFrame, alpha: float = 0.1, x: str = X) -> pd.DataFrame:
+    """Per-step and smoothed simple noise scale over training from the per-step ``noise/*`` metrics.
+
+    ``metrics``: one row per optimizer step with ``noise/grad_sq_small``, ``noise/grad_sq_big``, ``noise/b_small``,
+    ``noise/b_big`` (as logged by the trainer). The unbiased estimates of |G|^2 and tr(Sigma) are computed per step
+    (:func:`noise_estimates`), each smoothed with an exponential moving average of weight ``alpha`` on the newest step,
+    and only then divided (McCandlish et al. 2018, appendix A.1: the ratio of the smoothed estimates is far less noisy
+    than a smoothed ratio). When only ``noise/b_simple`` is present (e.g. a foreign log), its rolling median over
+    ~1/alpha steps is returned instead.
+
+    Returns a DataFrame with columns ``step``, ``samples/retained`` (if present), ``g2``, ``trace``,
+    ``b_simple_step`` (per-step ratio, NaN where |G|^2 <= 0) and ``b_simple`` (smoothed), in samples (responses).
+    Raises :class:`UserError` if neither the inputs nor ``noise/b_simple`` are present, or ``alpha`` not in (0, 1].
+    """
+    if not (0 < alpha <= 1):
+        raise UserError(f"alpha must be in (0, 1], got {alpha}", field="alpha")
+    cols = ["noise/grad_sq_small", "noise/grad_sq_big", "noise/b_small", "noise/b_big"]
+    out = pd.DataFrame(index=metrics.index)
+    out["step"] = metrics["step"] if "step" in metrics else np.arange(1, len(metrics) + 1)
+    if x in metrics:
+        out[x] = metrics[x]
+    if all(c in metrics for c in cols):
+        d = metrics[cols].astype(float)
+        ok = (d["noise/b_small"] > 0) & (d["noise/b_big"] > d["noise/b_small"]) & d.notna().all(axis=1)
+        d = d[ok]
+        out = out[ok].copy()
+        bs, bb = d["noise/b_small"], d["noise/b_big"]
+        gs, gb = d["noise/grad_sq_small"], d["noise/grad_sq_big"]
+        out["g2"] = (bb * gb - bs * gs) / (bb - bs)
+        out["trace"] = (gs - gb) / (1.0 / bs - 1.0 / bb)
+        out["b_simple_step"] = np.where(out["g2"] > 0, out["trace"] / out["g2"].where(out["g2"] > 0), np.nan)
+        g2s = out["g2"].ewm(alpha=alpha, adjust=True).mean()
+        trs = out["trace"].ewm(alpha=alpha, adjust=True).mean()
+        out["b_simple"] = np.where(g2s > 0, trs / g2s.where(g2s > 0), np.nan)
+        return out.reset_index(drop=True)
+    if "noise/b_simple" in metrics:
+        s = metrics["noise/b_simple"].astype(float)
+        out["g2"] = np.nan
+        out["trace"] = np.nan
+        out["b_simple_step"] = s
+        out["b_simple"] = s.rolling(max(1, int(round(1 / alpha))), min_periods=1).median()
+        return out.reset_index(drop=True)
+    raise UserError("no gradient-noise metrics: need noise/grad_sq_small, noise/grad_sq_big, noise/b_small, "
+                    "noise/b_big (or noise/b_simple)", field="noise/b_simple")
+
+
+def b_simple_overall(metrics: pd.DataFrame, skip_frac: float = 0.0) -> float:
+    """One B_simple for a whole run: mean tr(Sigma) estimate / mean |G|^2 estimate over its steps.
+
+    ``skip_frac`` drops that fraction of the first steps (warm-up). Units: samples. NaN when the mean |G|^2 <= 0 or
+    the inputs are missing. Source: McCandlish et al. 2018, appendix A.1 (average the unbiased estimates, then divide).
+    """
+    try:
+        d = b_simple_smoothed(metrics)
+    except UserError:
+        return float("nan")
+    d = d.iloc[int(len(d) * skip_frac):]
+    if d["g2"].notna().any():
+        g2, tr = d["g2"].mean(), d["trace"].mean()
+        return float(tr / g2) if g2 > 0 else float("nan")
+    return float(d["b_simple_step"].median()) if len(d) else float("nan")
+
+
+# --------------------------------------------------------------------------------------------------- GRPO split
+def grpo_noise_split(sq_micro: float, sq_prompt: float, sq_big: float, responses_per_micro: int, group_size: int,
+                     prompts: int) -> dict[str, float]:
+    """Split the gradient noise of a GRPO batch into a between-prompt and a within-prompt part.
+
+    Layout it needs: micro-batches laid out *by prompt*: every micro-batch holds ``s = responses_per_micro``
+    responses of one single prompt, and each prompt's ``G = group_size`` responses are spread over ``G / s >= 2``
+    consecutive micro-batches (so ``s < G``; with ``s = G`` only the total noise is identifiable). Per step the trainer
+    logs three squared norms, all of mean gradients (gradient of the mean loss over the responses concerned):
+
+    - ``sq_micro``:  mean over micro-batches of |g_micro|^2 (s responses of one prompt);
+    - ``sq_prompt``: mean over prompts of |g_prompt|^2 (the G responses of one prompt, i.e. its accumulated micro-batches);
+    - ``sq_big``:    |g_big|^2 over the whole step (P prompts x G responses).
+
+    Model: a response's gradient is ``G_true + u_p + e_pi`` with prompt effect u_p (covariance Sigma_b) and
+    within-prompt noise e_pi (covariance Sigma_w), so E|mean of s responses of one prompt|^2 = |G|^2 + tr(Sigma_b) +
+    tr(Sigma_w)/s and E|g_big|^2 = |G|^2 + tr(Sigma_b)/P + tr(Sigma_w)/(P G). Solving these three linear equations
+    (the same unbiased two-batch idea as McCandlish et al. 2018, appendix A, applied at three nesting levels) gives
+
+        tr(Sigma_w) = (sq_micro - sq_prompt) / (1/s - 1/G)
+        A = sq_prompt - tr(Sigma_w)/G,  C = sq_big - tr(Sigma_w)/(P G)
+        tr(Sigma_b) = (A - C) / (1 - 1/P),  |G|^2 = A - tr(Sigma_b)
+
+    Returns ``g2``, ``trace_between``, ``trace_within``, ``between_fraction`` (= tr_b / (tr_b + tr_w)),
+    ``b_simple_prompts`` = (tr_b + tr_w/G) / |G|^2 (noise scale in prompts at this G) and ``b_simple_responses`` (= G x
+    that). Single-step estimates are noisy: average the three inputs over steps before calling. Raises
+    :class:`UserError` unless ``1 <= s < G`` and ``P >= 2``.
+    """
+    s, g, p = responses_per_micro, group_size, prompts
+    if not (1 <= s < g):
+        raise UserError(f"need 1 <= responses_per_micro < group_size, got {s} and {g} (lay micro-batches out by "
+                        "prompt with each group split over at least two micro-batches)", field="responses_per_micro")
+    if p < 2:
+        raise UserError(f"need at least 2 prompts per step, got {p}", field="prompts")
+    tw = (sq_micro - sq_prompt) / (1.0 / s - 1.0 / g)
+    a = sq_prompt - tw / g
+    c = sq_big - tw / (p * g)
+    tb = (a - c) / (1.0 - 1.0 / p)
+    g2 = a - tb
+    tot = tb + tw
+    bp = (tb + tw / g) / g2 if g2 > 0 else float("nan")
+    return {"g2": g2, "trace_between": tb, "trace_within": tw,
+            "between_fraction": tb / tot if tot > 0 else float("nan"),
+            "b_simple_prompts": bp, "b_simple_responses": g * bp}
+
+
+# --------------------------------------------------------------------------------------------------- bootstrap
+def bootstrap_ci(samples: Sequence[Any], statistic: Callable[[list], float] = None, n_boot: int = 2000,
+                 conf: float = 0.95, seed: int = 0) -> tuple[float, float]:
+    """Percentile bootstrap interval of ``statistic`` over ``samples`` (e.g. one item per seed).
+
+    ``samples`` is any sequence (numbers, runs, tuples); ``statistic`` maps a resampled list to a float (default: the
+    mean of numbers). Resamples whose statistic is not finite are dropped. Returns ``(lo, hi)``, NaN when fewer than
+    two samples. Deterministic for a given ``seed``. Source: Efron & Tibshirani (1993), percentile interval.
+    """
+    items = list(samples)
+    if len(items) < 2:
+        return (float("nan"), float("nan"))
+    stat = statistic or (lambda xs: float(np.mean(xs)))
+    rng = np.random.default_rng(seed)
+    vals = []
+    for _ in range(n_boot):
+        idx = rng.integers(0, len(items), len(items))
+        v = stat([items[i] for i in idx])
+        if v is not None and np.isfinite(v):
+            vals.append(v)
+    if not vals:
+        return (float("nan"), float("nan"))
+    q = (1 - conf) / 2
+    return (float(np.quantile(vals, q)), float(np.quantile(vals, 1 - q)))
+
+
+def bootstrap_grouped(groups: dict[Any, Sequence[Any]], statistic: Callable[[dict], float], n_boot: int = 1000,
+                      conf: float = 0.95, seed: int = 0) -> tuple[float, float]:
+    """Percentile bootstrap resampling *within* each group (e.g. seeds within each batch size) at once.
+
+    ``groups`` maps a key (batch size, run name) to its items (one per seed); ``statistic`` maps a resampled dict of
+    the same shape to a float (e.g. a slope over batch sizes, or rN = samples-to-target ratio of two configurations).
+    Returns ``(lo, hi)``; NaN when no group has two or more items.
+    """
+    if not any(len(v) >= 2 for v in groups.values()):
+        return (float("nan"), float("nan"))
+    rng = np.random.default_rng(seed)
+    vals = []
+    for _ in range(n_boot):
+        res = {k: [v[i] for i in rng.integers(0, len(v), len(v))] for k, v in groups.items()}
+        s = statistic(res)
+        if s is not None and np.isfinite(s):
+            vals.append(s)
+    if not vals:
+        return (float("nan"), float("nan"))
+    q = (1 - conf) / 2
+    return (float(np.quantile(vals, q)), float(np.quantile(vals, 1 - q)))
+
+
+# --------------------------------------------------------------------------------------------------- grad norm vs B
+def matched_window(runs: Sequence[Any], metric: str = "grad_norm/actor", x: str = X) -> tuple[float, float] | None:
+    """The retained-sample range every run covers: [max of the runs' first x, min of their last x] (where ``metric``
+    is logged). None when the runs do not overlap. Units: retained samples."""
+    lo, hi = -math.inf, math.inf
+    for r in runs:
+        m = r.metrics
+        if metric not in m or x not in m:
+            continue
+        d = m[[x, metric]].dropna()
+        if not len(d):
+            continue
+        lo, hi = max(lo, float(d[x].min())), min(hi, float(d[x].max()))
+    if not math.isfinite(lo) or not math.isfinite(hi) or hi < lo:
+        return None
+    return lo, hi
+
+
+def grad_norm_points(runs: Sequence[Any], metric: str = "grad_norm/actor", window: tuple[float, float] | None = None,
+                     x: str = X) -> pd.DataFrame:
+    """One point per run: the mean of ``metric`` over the retained-sample ``window`` (default: :func:`matched_window`,
+    so every run is compared over the same stretch of training). Returns columns ``run``, ``batch_size``, ``seed``,
+    ``value``, ``n_steps``; runs without the metric or without ``batch_size`` are skipped."""
+    if window is None:
+        window = matched_window(runs, metric, x)
+    rows = []
+    for r in runs:
+        m, b = r.metrics, r.meta.batch_size
+        if b is None or metric not in m:
+            continue
+        d = m[[c for c in (x, metric) if c in m]].dropna()
+        if window is not None and x in d:
+            d = d[(d[x] >= window[0]) & (d[x] <= window[1])]
+        v = d[metric].astype(float)
+        v = v[v > 0]
+        if not len(v):
+            continue
+        rows.append({"run": r.run_id, "batch_size": int(b), "seed": r.meta.seed, "value": float(v.mean()),
+                     "n_steps": int(len(v))})
+    return pd.DataFrame(rows, columns=["run", "batch_size", "seed", "value", "n_steps"])
+
+
+def doubling_ratio_flag(ratio: float, batch_ratio: float = 2.0, tol: float = 0.08) -> bool:
+    """True when a measured grad-norm ratio for a batch step departs from the noise-dominated expectation
+    ``batch_ratio ** -0.5`` (1/sqrt(2) per doubling) by more than ``tol`` relative: |ratio / expected - 1| > tol.
+
+    Default tol 0.08: the paper's in-range slopes (-0.468, -0.471) give 0.72 per doubling (2% off) and are inside;
+    its past-knee doublings (0.823, 0.905; 16% and 28% off) are flagged. Source: Li et al. 2026, gradient-norm proxy.
+    """
+    expected = batch_ratio ** -0.5
+    return abs(ratio / expected - 1.0) > tol
+
+
+def _loglog_fit(b: np.ndarray, v: np.ndarray, conf: float) -> dict[str, Any]:
+    from scipy import stats
+
+    lb, lv = np.log(b), np.log(v)
+    n = len(lb)
+    if n < 2 or np.ptp(lb) == 0:
+        return {"slope": float("nan"), "slope_ci": [float("nan"), float("nan")], "intercept": float("nan"),
+                "r2": float("nan"), "n_points": int(n)}
+    res = stats.linregress(lb, lv)
+    if n > 2:
+        t = stats.t.ppf(0.5 + conf / 2, n - 2)
+        ci = [float(res.slope - t * res.stderr), float(res.slope + t * res.stderr)]
+    else:
+        ci = [float("nan"), float("nan")]
+    return {"slope": float(res.slope), "slope_ci": ci, "intercept": float(res.intercept),
+            "r2": float(res.rvalue ** 2), "n_points": int(n)}
+
+
+def fit_grad_norm_scaling(runs_or_frame: Any, metric: str = "grad_norm/actor", *,
+                          window: tuple[float, float] | None = None, tol: float = 0.08, conf: float = 0.95,
+                          n_boot: int = 1000, seed: int = 0) -> dict[str, Any]:
+    """Log-log fit of the (actor or critic) gradient norm against batch size B across runs, and the knee.
+
+    ``runs_or_frame``: a list of :class:`rlbatch.runstore.Run` (each reduced to the mean of ``metric`` over the
+    matched retained-sample window, see :func:`grad_norm_points`) or a DataFrame with columns ``batch_size`` and
+    ``value`` (one row per run; several rows per B = seeds). Values of equal B are averaged (geometric mean).
+
+    Per consecutive pair of batch sizes: ``ratio`` = norm(B_hi)/norm(B_lo) against ``expected`` = (B_lo/B_hi)^0.5
+    (1/sqrt(2) per doubling), flagged by :func:`doubling_ratio_flag`. The knee (critical batch) is the lower B of the
+    first flagged step; the slope (with a t-interval at ``conf``) is fitted over the aligned part, B <= knee (all
+    points when no knee), and also over all points (``slope_all``). With seeds at two or more B a percentile
+    bootstrap interval of the slope over seeds is added (``slope_ci_bootstrap``). Source: Li et al. 2026 (slope -1/2
+    and ratio 1/sqrt(2) in the aligned range; McCandlish et al. 2018 for why: noise-dominated norm ~ B^-1/2).
+
+    Returns a dict: metric, window, points [{batch_size, value, n_runs}], doublings [{b_from, b_to, ratio, expected,
+    departure, past_knee}], knee_batch (None if no knee), slope, slope_ci, intercept, r2, n_points, fit_batches,
+    slope_all, slope_all_ci, slope_ci_bootstrap. Raises :class:`UserError` with fewer than two distinct batch sizes.
+    """
+    if isinstance(runs_or_frame, pd.DataFrame):
+        pts = runs_or_frame.copy()
+        if "batch_size" not in pts or "value" not in pts:
+            raise UserError("grad-norm frame needs columns batch_size and value", field="batch_size")
+    else:
+        runs = list(runs_or_frame)
+        if window is None:
+            window = matched_window(runs, metric)
+        pts = grad_norm_points(runs, metric, window)
+    pts = pts[(pts["value"] > 0) & pts["batch_size"].notna()]
+    if pts["batch_size"].nunique() < 2:
+        raise UserError(f"need runs at two or more batch sizes with {metric} to fit its scaling, "
+                        f"got {pts['batch_size'].nunique()}", field=metric)
+    pts = pts.assign(logv=np.log(pts["value"].astype(float)))
+    agg = pts.groupby("batch_size").agg(logv=("logv", "mean"), n_runs=("logv", "size")).reset_index()
+    agg = agg.sort_values("batch_size")
+    bs = agg["batch_size"].to_numpy(float)
+    vs = np.exp(agg["logv"].to_numpy())
+    doublings, knee = [], None
+    for i in range(len(bs) - 1):
+        ratio, br = vs[i + 1] / vs[i], bs[i + 1] / bs[i]
+        exp_ = br ** -0.5
+        flag = doubling_ratio_flag(ratio, br, tol)
+        doublings.append({"b_from": int(bs[i]), "b_to": int(bs[i + 1]), "ratio": float(ratio),
+                          "expected": float(exp_), "departure": float(ratio / exp_ - 1.0), "past_knee": flag})
+        if flag and knee is None:
+            knee = int(bs[i])
+    inside = bs <= knee if knee is not None else np.ones_like(bs, bool)
+    fit = _loglog_fit(bs[inside], vs[inside], conf)
+    fit_all = _loglog_fit(bs, vs, conf)
+    out: dict[str, Any] = {
+        "metric": metric, "window": list(window) if window is not None else None,
+        "points": [{"batch_size": int(b), "value": float(v), "n_runs": int(n)}
+                   for b, v, n in zip(bs, vs, agg["n_runs"])],
+        "doublings": doublings, "knee_batch": knee, "tolerance": tol, **fit,
+        "fit_batches": [int(b) for b in bs[inside]],
+        "slope_all": fit_all["slope"], "slope_all_ci": fit_all["slope_ci"],
+    }
+    groups = {int(b): list(np.exp(g["logv"])) for b, g in pts.groupby("batch_size") if int(b) in out["fit_batches"]}
+    if len(groups) >= 2 and any(len(v) >= 2 for v in groups.values()):
+        def slope_of(res: dict) -> float:
+            kb = np.array(sorted(res), float)
+            kv = np.array([np.exp(np.mean(np.log(res[int(k)]))) for k in kb])
+            return _loglog_fit(kb, kv, conf)["slope"]
+        out["slope_ci_bootstrap"] = list(bootstrap_grouped(groups, slope_of, n_boot=n_boot, conf=conf, seed=seed))
+    else:
+        out["slope_ci_bootstrap"] = None
+    return out
+
+
+# --------------------------------------------------------------------------------------------------- G x P equivalence
+def _curve(run: Any, metric: str, x: str = X) -> pd.DataFrame:
+    for df in (run.evals, run.metrics):
+        if isinstance(df, pd.DataFrame) and metric in df and x in df:
+            d = df[[x, metric]].dropna().sort_values(x)
+            if len(d):
+                return d
+    return pd.DataFrame(columns=[x, metric])
+
+
+def _samples_to_target(df: pd.DataFrame, target: float, metric: str, x: str = X) -> float | None:
+    try:  # issue 3's canonical implementation, when present
+        from rlbatch.analysis.curves import samples_to_target
+        return samples_to_target(df, target, metric=metric, x=x)
+    except ImportError:
+        pass
+    d = df[[x, metric]].dropna().sort_values(x)
+    xs, ys = d[x].to_numpy(float), d[metric].to_numpy(float)
+    for i in range(len(ys)):
+        if ys[i] >= target:
+            if i == 0:
+                return float(xs[0])
+            return float(xs[i - 1] + (target - ys[i - 1]) * (xs[i] - xs[i - 1]) / (ys[i] - ys[i - 1]))
+    return None
+
+
+def rn_with_ci(reference_runs: Sequence[Any], runs: Sequence[Any], target: float, metric: str = "eval/score",
+               n_boot: int = 1000, conf: float = 0.95, seed: int = 0, x: str = X) -> dict[str, Any]:
+    """rN = samples-to-target of ``runs`` / that of ``reference_runs`` (each averaged over its seeds), with a
+    percentile bootstrap interval resampling seeds within each side (Li et al. 2026, rN; Efron & Tibshirani 1993).
+
+    Returns ``{"rN": float | None, "ci": [lo, hi] | None, "n_ref": int, "n": int}``: rN is None when any seed never
+    reaches the target; the interval needs two or more seeds on at least one side.
+    """
+    ref_c = [_curve(r, metric, x) for r in reference_runs]
+    c = [_curve(r, metric, x) for r in runs]
+
+    def s2t(cs: list) -> float:
+        v = [_samples_to_target(cc, target, metric, x) for cc in cs]
+        return float(np.mean(v)) if v and all(s is not None for s in v) else float("nan")
+
+    def rn(res: dict) -> float:
+        a, r0 = s2t(res["k"]), s2t(res["ref"])
+        return a / r0 if np.isfinite(r0) and r0 > 0 else float("nan")
+
+    val = rn({"k": c, "ref": ref_c})
+    ci = bootstrap_grouped({"k": c, "ref": ref_c}, rn, n_boot=n_boot, conf=conf, seed=seed)
+    return {"rN": val if np.isfinite(val) else None, "ci": list(ci) if np.all(np.isfinite(ci)) else None,
+            "n_ref": len(ref_c), "n": len(c)}
+
+
+def gp_equivalence(runs: Sequence[Any], metric: str = "eval/score", target: float | None = None,
+                   grid_points: int = 50, x: str = X) -> list[dict[str, Any]]:
+    """G x P equivalence: runs with the same B = P x G but different (P, G), compared on the retained-sample axis.
+
+    Runs are grouped by batch size; within a group each distinct (P, G) is one configuration (several seeds of it are
+    averaged on the grid). The reference of a group is the configuration with the largest P. For each other
+    configuration: ``max_deviation`` = max |curve - reference| on ``grid_points`` points over the retained-sample
+    range both cover (linear interpolation; units of ``metric``), and, when ``target`` is given, ``rN`` =
+    samples-to-target / the reference's (None when either never reaches it). Source: Li et al. 2026 (equal P x G
+    runs overlay on the retained-sample axis).
+
+    Returns one dict per compared configuration: batch_size, reference (P, G), prompts_per_step, group_size, runs,
+    max_deviation, mean_deviation, rN, rN_ci (bootstrap over seeds when several seeds exist).
+    """
+    cfgs: dict[tuple[int, int, int], list[Any]] = {}
+    for r in runs:
+        p, g, b = r.meta.prompts_per_step, r.meta.group_size, r.meta.batch_size
+        if p is None or g is None or b is None or not len(_curve(r, metric, x)):
+            continue
+        cfgs.setdefault((b, p, g), []).append(r)
+    out = []
+    for b in sorted({k[0] for k in cfgs}):
+        keys = sorted([k for k in cfgs if k[0] == b], key=lambda k: -k[1])
+        if len(keys) < 2:
+            continue
+        ref = keys[0]
+        for k in keys[1:]:
+            curves_ref = [_curve(r, metric, x) for r in cfgs[ref]]
+            curves_k = [_curve(r, metric, x) for r in cfgs[k]]
+            lo = max(c[x].min() for c in curves_ref + curves_k)
+            hi = min(c[x].max() for c in curves_ref + curves_k)
+            row: dict[str, Any] = {"batch_size": b, "reference": {"prompts_per_step": ref[1], "group_size": ref[2]},
+                                   "prompts_per_step": k[1], "group_size": k[2],
+                                   "runs": [r.run_id for r in cfgs[k]], "max_deviation": None,
+                                   "mean_deviation": None, "rN": None, "rN_ci": None}
+            if hi > lo:
+                grid = np.linspace(lo, hi, grid_points)
+                yr = np.mean([np.interp(grid, c[x], c[metric]) for c in curves_ref], axis=0)
+                yk = np.mean([np.interp(grid, c[x], c[metric]) for c in curves_k], axis=0)
+                dev = np.abs(yk - yr)
+                row["max_deviation"], row["mean_deviation"] = float(dev.max()), float(dev.mean())
+            if target is not None:
+                res = rn_with_ci(cfgs[ref], cfgs[k], target, metric, n_boot=500, x=x)
+                row["rN"], row["rN_ci"] = res["rN"], res["ci"]
+            out.append(row)
+    return out
+
+
+# --------------------------------------------------------------------------------------------------- report section
+def _fmt_fit(fit: dict[str, Any]) -> str:
+    ci = fit["slope_ci"]
+    ci_s = f" (95% CI {ci[0]:.3f} to {ci[1]:.3f})" if all(np.isfinite(ci)) else ""
+    knee = fit["knee_batch"]
+    lines = [f"- `{fit['metric']}`: log-log slope over B in {fit['fit_batches']} = **{fit['slope']:.3f}**{ci_s} "
+             f"(ideal -0.5); over all batch sizes {fit['slope_all']:.3f}."]
+    if fit.get("slope_ci_bootstrap"):
+        lo, hi = fit["slope_ci_bootstrap"]
+        lines.append(f"  Bootstrap over seeds: {lo:.3f} to {hi:.3f}.")
+    for d in fit["doublings"]:
+        lines.append(f"  - B {d['b_from']} -> {d['b_to']}: ratio {d['ratio']:.3f} vs {d['expected']:.3f} "
+                     f"({d['departure']:+.0%}){' — past the knee' if d['past_knee'] else ''}")
+    lines.append(f"  Knee (critical batch): **{knee}**." if knee is not None else
+                 "  No knee within the measured batch sizes: all doublings stay within the tolerance of 1/sqrt(2).")
+    return "\n".join(lines)
+
+
+def noise_section(runs: Sequence[Any], target: float | None = None, metric: str = "eval/score") -> dict[str, Any]:
+    """The report section on gradient noise (report contract of the lead: title, markdown, figures, json_key, json).
+
+    Contents: the grad-norm vs B fit and knee for the actor and, where logged, the critic
+    (:func:`fit_grad_norm_scaling`); the smoothed B_simple over training per run (:func:`b_simple_smoothed`) and its
+    whole-run value (bootstrap interval over seeds at equal B); the G x P equivalence (:func:`gp_equivalence`).
+    Parts whose inputs are missing are stated as such. ``json`` = {"actor": fit|None, "critic": fit|None,
+    "b_simple": [{run, batch_size, seed, b_simple, b_simple_final}], "b_simple_by_batch": [...], "gp_equivalence":
+    [...]}.
+    """
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    runs = list(runs)
+    md: list[str] = []
+    figs: dict[str, Any] = {}
+    js: dict[str, Any] = {"actor": None, "critic": None, "b_simple": [], "b_simple_by_batch": [], "gp_equivalence": []}
+    fits = {}
+    for role, m in (("actor", "grad_norm/actor"), ("critic", "grad_norm/critic")):
+        try:
+            fits[role] = fit_grad_norm_scaling(runs, m)
+        except UserError as err:
+            if role == "actor":
+                md.append(f"- Grad norm vs B: not fitted ({err}).")
+            continue
+        js[role] = fits[role]
+        md.append(_fmt_fit(fits[role]))
+    if fits:
+        fig, ax = plt.subplots(figsize=(5.5, 4))
+        for role, fit in fits.items():
+            b = np.array([p["batch_size"] for p in fit["points"]], float)
+            v = np.array([p["value"] for p in fit["points"]])
+            line = ax.loglog(b, v, "o-", label=f"{role} grad norm")[0]
+            if np.isfinite(fit["slope"]):
+                fb = np.array(fit["fit_batches"], float)
+                ax.loglog(fb, np.exp(fit["intercept"]) * fb ** fit["slope"], "--", color=line.get_color(),
+                          label=f"{role} fit, slope {fit['slope']:.2f}")
+            if fit["knee_batch"] is not None:
+                ax.axvline(fit["knee_batch"], color=line.get_color(), alpha=0.4, ls=":")
+            ax.loglog(b, v[0] * (b / b[0]) ** -0.5, ":", color="gray", alpha=0.6)
+        ax.set_xlabel("batch size B (responses per update)")
+        ax.set_ylabel("mean gradient norm (matched sample window)")
+        ax.set_title("Gradient norm vs batch (dotted grey: B^-1/2)")
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        figs["grad_norm_vs_batch"] = fig
+    # B_simple
+    curves = []
+    for r in runs:
+        try:
+            d = b_simple_smoothed(r.metrics)
+        except UserError:
+            continue
+        if not d["b_simple"].notna().any():
+            continue
+        overall = b_simple_overall(r.metrics)
+        final = float(d["b_simple"].dropna().iloc[-1])
+        js["b_simple"].append({"run": r.run_id, "batch_size": r.meta.batch_size, "seed": r.meta.seed,
+                               "b_simple": overall, "b_simple_final": final})
+        curves.append((r, d))
+    if curves:
+        by_b: dict[int, list[float]] = {}
+        for row in js["b_simple"]:
+            if row["batch_size"] is not None and np.isfinite(row["b_simple"]):
+                by_b.setdefault(row["batch_size"], []).append(row["b_simple"])
+        md.append("\n**Simple noise scale B_simple = tr(Sigma)/|G|^2** (McCandlish et al. 2018), averaged over each run "
+                  "(responses):")
+        for b in sorted(by_b):
+            vals = by_b[b]
+            lo, hi = bootstrap_ci(vals)
+            ci = f" (bootstrap over {len(vals)} seeds: {lo:.3g} to {hi:.3g})" if len(vals) >= 2 else ""
+            js["b_simple_by_batch"].append({"batch_size": b, "b_simple": float(np.mean(vals)), "n_runs": len(vals),
+                                            "ci": [lo, hi] if len(vals) >= 2 else None})
+            md.append(f"- B = {b}: B_simple ~ {np.mean(vals):.3g}{ci}"
+                      f"{' — the batch is above the noise scale' if np.mean(vals) < b else ''}")
+        fig, ax = plt.subplots(figsize=(5.5, 4))
+        for r, d in curves:
+            xs = d[X] if X in d else d["step"]
+            ax.plot(xs, d["b_simple"], label=f"{r.run_id} (B={r.meta.batch_size})")
+        ax.set_yscale("log")
+        ax.set_xlabel("retained samples" if all(X in d for _, d in curves) else "step")
+        ax.set_ylabel("B_simple (EMA-smoothed)")
+        ax.set_title("Simple noise scale over training")
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        figs["b_simple_over_training"] = fig
+    else:
+        md.append("\n- B_simple: no `noise/*` metrics in these runs.")
+    js["gp_equivalence"] = gp_equivalence(runs, metric=metric, target=target)
+    if js["gp_equivalence"]:
+        md.append("\n**G x P equivalence** (equal B = P x G on the retained-sample axis):")
+        for row in js["gp_equivalence"]:
+            ref = row["reference"]
+            dev = f"max deviation {row['max_deviation']:.3g}" if row["max_deviation"] is not None else "no overlap"
+            rn = f", rN {row['rN']:.2f}" if row["rN"] is not None else ""
+            md.append(f"- B={row['batch_size']}: P={row['prompts_per_step']}, G={row['group_size']} vs "
+                      f"P={ref['prompts_per_step']}, G={ref['group_size']}: {dev}{rn}")
+    return {"title": "Gradient noise and the critical batch", "markdown": "\n".join(md), "figures": figs,
+            "json_key": "noise", "json": js}

@@ -1,0 +1,55 @@
+"""How close does decoding get to the memory-bandwidth roofline? Prints the decode fraction of the roofline bound at
+batch 1 and at the largest batch for a model directory or preset (see rlbatch.profile for the formula).
+
+    OMP_NUM_THREADS=2 python benchmarks/decode_roofline.py MODEL [--batches 1,4,16] [--new-tokens 32]
+        [--prompt-tokens 32] [--device cpu|cuda] [--bandwidth-gbs X] [--peak-tflops Y] [--json OUT.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+from rlbatch.profile import run_profile  # noqa: E402
+from rlbatch.scaling import parse_int_list  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("model")
+    ap.add_argument("--batches", default="1,4,16")
+    ap.add_argument("--new-tokens", type=int, default=32)
+    ap.add_argument("--prompt-tokens", type=int, default=32)
+    ap.add_argument("--device", default=None)
+    ap.add_argument("--bandwidth-gbs", type=float, default=None)
+    ap.add_argument("--peak-tflops", type=float, default=None)
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--json", default=None, help="also write the full profile here")
+    a = ap.parse_args()
+    p = run_profile(a.model, parse_int_list(a.batches), new_tokens=a.new_tokens, prompt_tokens=a.prompt_tokens,
+                    device=a.device, bandwidth_gbs=a.bandwidth_gbs, peak_tflops=a.peak_tflops, update=False,
+                    repeats=a.repeats)
+    rows = p["batches"]
+    print(f"model {a.model} on {p['device_name']} ({p['dtype']}, {p['torch_threads']} threads): "
+          f"{p['shape']['param_bytes'] / 1e6:.1f} MB parameters, bandwidth {p['bandwidth_gbs']:.2f} GB/s "
+          f"({p['bandwidth_source']}), peak {p['peak_tflops']:.3f} TFLOP/s ({p['peak_source']})")
+    for r in rows:
+        print(f"  B={r['batch_size']:>4}: decode {r['decode_tokens_per_s']:9.1f} tok/s, roofline "
+              f"{r['roofline_tokens_per_s']:9.1f} tok/s ({r['roofline_bound']}), fraction {r['roofline_fraction']:.3f}, "
+              f"gen {r['gen_s']:.3f} s")
+    first, last = rows[0], rows[-1]
+    print(f"roofline fraction at B={first['batch_size']}: {first['roofline_fraction']:.3f}; "
+          f"at B={last['batch_size']}: {last['roofline_fraction']:.3f}")
+    if len(rows) > 1:
+        print(f"generation time ratio B={first['batch_size']}->{last['batch_size']} "
+              f"(x{last['batch_size'] / first['batch_size']:.0f} sequences): x{last['gen_s'] / first['gen_s']:.2f}")
+    if a.json:
+        Path(a.json).write_text(json.dumps(p, indent=2, default=str) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,186 @@
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from rlbatch.analysis import noise
+from rlbatch.errors import UserError
+from rlbatch.runstore import Run, make_meta
+
+
+def synth_run(b, value_fn, total=2048 * 40, seed=0, p=None, g=None, critic_fn=None, sigma=0.05, run_id=None):
+    rng = np.random.default_rng(seed * 1000 + b)
+    steps = total // b
+    s = np.arange(1, steps + 1)
+    m = {"step": s, "samples/retained": s * b,
+         "grad_norm/actor": value_fn(b) * np.exp(rng.normal(0, sigma, steps))}
+    if critic_fn is not None:
+        m["grad_norm/critic"] = critic_fn(b) * np.exp(rng.normal(0, sigma, steps))
+    meta = make_meta(run_id=run_id or f"B{b}-s{seed}", batch_size=b, seed=seed,
+                     **({"prompts_per_step": p, "group_size": g} if p else {}))
+    return Run(meta=meta, metrics=pd.DataFrame(m))
+
+
+def knee_fn(knee, c=3.0):
+    return lambda b: c * min(b, knee) ** -0.5
+
+
+def test_planted_knee_and_slope():
+    runs = [synth_run(b, knee_fn(512)) for b in (64, 128, 256, 512, 1024, 2048)]
+    fit = noise.fit_grad_norm_scaling(runs)
+    assert fit["knee_batch"] == 512
+    assert fit["fit_batches"] == [64, 128, 256, 512]
+    lo, hi = fit["slope_ci"]
+    assert lo <= -0.5 <= hi
+    assert abs(fit["slope"] + 0.5) < 0.02
+    assert fit["slope_all"] > -0.45  # flattening pulls the all-points slope up
+    d = {(x["b_from"], x["b_to"]): x for x in fit["doublings"]}
+    assert not d[(256, 512)]["past_knee"] and d[(512, 1024)]["past_knee"]
+    assert d[(512, 1024)]["ratio"] == pytest.approx(1.0, abs=0.03)
+    assert fit["window"][0] == 2048 and fit["window"][1] == 2048 * 40
+
+
+def test_no_knee_and_seed_bootstrap():
+    runs = [synth_run(b, knee_fn(10**9), seed=s) for b in (128, 256, 512, 1024) for s in range(3)]
+    fit = noise.fit_grad_norm_scaling(runs)
+    assert fit["knee_batch"] is None
+    assert all(p["n_runs"] == 3 for p in fit["points"])
+    lo, hi = fit["slope_ci_bootstrap"]
+    assert lo <= fit["slope"] <= hi and lo < -0.48 and hi > -0.52
+
+
+def test_paper_numbers_flag_the_knee():
+    # GRPO: in-range slope -0.468, then P=2048->4096 ratio 0.823 (Li et al. 2026)
+    r = 2 ** -0.468
+    b = [256, 512, 1024, 2048, 4096]
+    v = [1.0, r, r**2, r**3, r**3 * 0.823]
+    fit = noise.fit_grad_norm_scaling(pd.DataFrame({"batch_size": b, "value": v}))
+    assert fit["knee_batch"] == 2048
+    assert fit["slope"] == pytest.approx(-0.468, abs=1e-9)
+    assert fit["doublings"][-1]["past_knee"] and fit["doublings"][-1]["ratio"] == pytest.approx(0.823)
+    assert noise.doubling_ratio_flag(0.823) and noise.doubling_ratio_flag(0.905)  # PPO 2048->4096
+    assert not noise.doubling_ratio_flag(2 ** -0.468) and not noise.doubling_ratio_flag(2 ** -0.471)
+    assert not noise.doubling_ratio_flag(noise.INV_SQRT2)
+
+
+def test_fit_needs_two_batches():
+    with pytest.raises(UserError):
+        noise.fit_grad_norm_scaling(pd.DataFrame({"batch_size": [64, 64], "value": [1.0, 1.1]}))
+
+
+def test_b_simple_linear_model_matches_analytic():
+    """Linear regression y = x.w* + eps, x ~ N(0, I_d), eps ~ N(0, s2), loss 0.5 (x.w - y)^2 at w = w* + delta:
+    per-sample gradient x x^T delta - x eps, so G = delta and tr(Sigma) = (d + 1)|delta|^2 + d s2."""
+    gen = torch.Generator().manual_seed(0)
+    d, s2, b_small, n_micro, steps = 10, 1.0, 4, 16, 300
+    w_star = torch.randn(d, generator=gen)
+    delta = torch.randn(d, generator=gen)
+    delta = delta / delta.norm()
+    w = (w_star + delta).requires_grad_(True)
+    analytic = ((d + 1) * delta.norm() ** 2 + d * s2).item() / (delta.norm() ** 2).item()
+    rows = []
+    for step in range(1, steps + 1):
+        micro_sq, acc = [], torch.zeros(d)
+        for _ in range(n_micro):
+            x = torch.randn(b_small, d, generator=gen)
+            y = x @ w_star + math.sqrt(s2) * torch.randn(b_small, generator=gen)
+            loss = 0.5 * ((x @ w - y) ** 2).mean()
+            (g,) = torch.autograd.grad(loss, w)
+            micro_sq.append(float(g.pow(2).sum()))
+            acc += g / n_micro
+        rows.append({"step": step, "samples/retained": step * b_small * n_micro,
+                     "noise/grad_sq_small": float(np.mean(micro_sq)), "noise/grad_sq_big": float(acc.pow(2).sum()),
+                     "noise/b_small": b_small, "noise/b_big": b_small * n_micro})
+    df = pd.DataFrame(rows)
+    est = noise.b_simple_overall(df)
+    assert est == pytest.approx(analytic, rel=0.10)
+    sm = noise.b_simple_smoothed(df, alpha=0.05)
+    assert sm["b_simple"].iloc[-1] == pytest.approx(analytic, rel=0.3)
+    assert list(sm.columns[:2]) == ["step", "samples/retained"]
+
+
+def test_b_simple_smoothed_missing_columns():
+    with pytest.raises(UserError):
+        noise.b_simple_smoothed(pd.DataFrame({"step": [1, 2]}))
+
+
+def test_grpo_split_recovers_between_and_within():
+    rng = np.random.default_rng(0)
+    d, P, G, s, sb, sw = 20, 8, 8, 2, 0.5, 1.5
+    g_true = np.ones(d) * 0.3
+    acc = np.zeros(3)
+    n = 3000
+    for _ in range(n):
+        u = rng.normal(0, sb, (P, 1, d))
+        e = rng.normal(0, sw, (P, G, d))
+        grads = g_true + u + e                       # (P, G, d) per-response gradients
+        micro = grads.reshape(P, G // s, s, d).mean(2)
+        prompt = grads.mean(1)
+        big = grads.mean((0, 1))
+        acc += [np.mean((micro ** 2).sum(-1)), np.mean((prompt ** 2).sum(-1)), (big ** 2).sum()]
+    sq_micro, sq_prompt, sq_big = acc / n
+    out = noise.grpo_noise_split(sq_micro, sq_prompt, sq_big, s, G, P)
+    assert out["trace_within"] == pytest.approx(d * sw**2, rel=0.05)
+    assert out["trace_between"] == pytest.approx(d * sb**2, rel=0.10)
+    assert out["g2"] == pytest.approx(d * 0.09, rel=0.25)
+    assert out["between_fraction"] == pytest.approx(sb**2 / (sb**2 + sw**2), rel=0.1)
+    with pytest.raises(UserError):
+        noise.grpo_noise_split(1.0, 1.0, 1.0, 8, 8, 4)
+
+
+def test_bootstrap_ci_deterministic():
+    lo, hi = noise.bootstrap_ci([1.0, 2.0, 3.0, 4.0], seed=1)
+    assert (lo, hi) == noise.bootstrap_ci([1.0, 2.0, 3.0, 4.0], seed=1)
+    assert 1.0 <= lo < 2.5 < hi <= 4.0
+    assert all(math.isnan(v) for v in noise.bootstrap_ci([1.0]))
+
+
+def _eval_run(run_id, p, g, offset, seed=0, speed=1.0):
+    x = np.arange(1, 21) * 1000.0
+    ev = pd.DataFrame({"step": np.arange(1, 21), "samples/retained": x,
+                       "eval/score": np.minimum(1.0, speed * x / 20000.0) + offset})
+    return Run(meta=make_meta(run_id=run_id, prompts_per_step=p, group_size=g, seed=seed), evals=ev)
+
+
+def test_gp_equivalence():
+    runs = [_eval_run("P16G4", 16, 4, 0.0), _eval_run("P8G8", 8, 8, 0.02, speed=0.8), _eval_run("P32G4", 32, 4, 0)]
+    rows = noise.gp_equivalence(runs, target=0.5)
+    assert len(rows) == 1
+    r = rows[0]
+    assert r["batch_size"] == 64 and r["reference"] == {"prompts_per_step": 16, "group_size": 4}
+    assert r["max_deviation"] == pytest.approx(abs(0.02 - 0.2 * 1.0) , abs=0.01)  # largest at x=20000
+    # P8G8 reaches 0.5 when 0.8 x / 20000 + 0.02 = 0.5 -> x = 12000; reference at 10000 -> rN 1.2
+    assert r["rN"] == pytest.approx(1.2, rel=1e-6)
+
+
+def test_noise_section_contract():
+    runs = [synth_run(b, knee_fn(256), critic_fn=knee_fn(10**9, c=5.0)) for b in (64, 128, 256, 512)]
+    for r in runs:
+        n = len(r.metrics)
+        r.metrics["noise/grad_sq_small"] = 2.0 + 20.0 / 4
+        r.metrics["noise/grad_sq_big"] = 2.0 + 20.0 / r.meta.batch_size
+        r.metrics["noise/b_small"] = 4
+        r.metrics["noise/b_big"] = r.meta.batch_size
+        assert n
+    sec = noise.noise_section(runs)
+    assert set(sec) == {"title", "markdown", "figures", "json_key", "json"}
+    assert sec["json_key"] == "noise"
+    assert sec["json"]["actor"]["knee_batch"] == 256
+    assert sec["json"]["critic"]["knee_batch"] is None
+    assert sec["json"]["b_simple"][0]["b_simple"] == pytest.approx(10.0)
+    assert {"grad_norm_vs_batch", "b_simple_over_training"} <= set(sec["figures"])
+    assert "Knee (critical batch): **256**" in sec["markdown"]
+
+
+def test_rn_with_ci_over_seeds():
+    ref = [_eval_run(f"r{s}", 16, 4, 0.0, seed=s, speed=1.0 + 0.05 * s) for s in range(3)]
+    cand = [_eval_run(f"c{s}", 64, 4, 0.0, seed=s, speed=0.5 + 0.05 * s) for s in range(3)]
+    out = noise.rn_with_ci(ref, cand, target=0.4)
+    # reference reaches 0.4 at 8000/speed: speeds 1, 1.05, 1.1; candidate at 8000/speed: 0.5, 0.55, 0.6
+    exp = np.mean([8000 / v for v in (0.5, 0.55, 0.6)]) / np.mean([8000 / v for v in (1.0, 1.05, 1.1)])
+    assert out["rN"] == pytest.approx(exp)
+    lo, hi = out["ci"]
+    assert lo < out["rN"] < hi and out["n"] == 3
+    assert noise.rn_with_ci(ref, cand, target=2.0)["rN"] is None

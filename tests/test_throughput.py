@@ -1,0 +1,82 @@
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from rlbatch.analysis import throughput as tp
+from rlbatch.errors import UserError
+from rlbatch.runstore import Run, make_meta
+
+
+def timed_run(b, gen_s, train_s, reward_s=0.0, steps=5, tokens_per_resp=100):
+    s = np.arange(1, steps + 1)
+    m = pd.DataFrame({"step": s, "samples/retained": s * b, "time/gen_s": gen_s, "time/train_s": train_s,
+                      "time/reward_s": reward_s, "tokens/trained": s * b * tokens_per_resp,
+                      "tokens/generated": s * b * tokens_per_resp})
+    return Run(meta=make_meta(run_id=f"B{b}", batch_size=b), metrics=m)
+
+
+def test_paper_ppo_generation_scaling():
+    # PPO B_train 256 -> 1024: collection 39 s -> 68 s (1.74x), generation throughput 2.29x (Li et al. 2026)
+    runs = [timed_run(256, 39.0, 50.0), timed_run(1024, 68.0, 200.0)]
+    t = tp.step_timings(runs)
+    assert list(t["gen_s"]) == [39.0, 68.0]
+    w = tp.sublinear_window(t["batch_size"], t["gen_s"])
+    assert w["window"] == [256, 1024]
+    p = w["pairs"][0]
+    assert p["time_ratio"] == pytest.approx(68 / 39)
+    assert p["throughput_gain"] == pytest.approx(2.29, abs=0.01)
+    model = tp.fit_throughput_model(t)
+    assert model["gen"]["exponent"] == pytest.approx(math.log(68 / 39) / math.log(4))
+    assert model["gen_tokens"]["exponent"] == pytest.approx(model["gen"]["exponent"])  # 100 tokens per response
+    pred = {r["batch_size"]: r for r in tp.predict(model, [256, 512, 1024, 2048])}
+    assert pred[512]["gen_s"] == pytest.approx(39 * 2 ** (math.log(68 / 39) / math.log(4)))
+    assert pred[512]["gen_s"] == pytest.approx(math.sqrt(39 * 68))
+    assert not pred[512]["extrapolated"] and pred[2048]["extrapolated"]
+    # update linear in tokens: 50 s at 25.6k tokens, 200 s at 102.4k -> slope 50/25600 per token, no intercept
+    assert model["train_x"] == "tokens"
+    assert model["train"]["slope"] == pytest.approx(50 / 25600)
+    assert model["train"]["intercept"] == pytest.approx(0.0, abs=1e-6)
+    assert pred[512]["train_s"] == pytest.approx(100.0)
+    assert pred[512]["step_s"] == pytest.approx(pred[512]["gen_s"] + 100.0)
+    assert pred[512]["throughput_samples_per_s"] == pytest.approx(512 / pred[512]["step_s"])
+
+
+def test_paper_grpo_generation_and_update():
+    # GRPO P 128 -> 512: 4x responses, 2.93x collection time -> 1.36x generation throughput
+    r = tp.time_ratios([128, 512], [10.0, 29.3])[0]
+    assert r["throughput_gain"] == pytest.approx(1.365, abs=0.005)
+    assert r["sublinear"] and r["per_doubling"] == pytest.approx(math.sqrt(2.93))
+    # actor update 101.3 s -> 208.6 s when P doubles: ~linear, not sublinear
+    u = tp.time_ratios([128, 256], [101.3, 208.6])[0]
+    assert u["time_ratio"] == pytest.approx(2.059, abs=0.001) and not u["sublinear"]
+    w = tp.sublinear_window([128, 256], [101.3, 208.6])
+    assert w["window"] is None
+
+
+def test_window_is_widest_contiguous_sublinear_range():
+    b = [1, 2, 4, 8, 16, 32]
+    t = [1.0, 1.1, 1.3, 2.6, 5.2, 6.0]  # sublinear 1..4, linear 4..16, sublinear 16..32
+    assert tp.sublinear_window(b, t)["window"] == [1, 4]
+
+
+def test_power_fit_three_points_and_errors():
+    f = tp.fit_power([1, 2, 4], [3.0, 3.0 * 2 ** 0.6, 3.0 * 4 ** 0.6])
+    assert f["a"] == pytest.approx(3.0) and f["exponent"] == pytest.approx(0.6)
+    assert f["exponent_ci"][0] == pytest.approx(0.6) and f["r2"] == pytest.approx(1.0)
+    with pytest.raises(UserError):
+        tp.fit_power([4, 4], [1.0, 2.0])
+
+
+def test_throughput_section_contract():
+    runs = [timed_run(b, 10 * b ** 0.5, 0.1 * b, 0.5) for b in (64, 128, 256)]
+    sec = tp.throughput_section(runs)
+    assert set(sec) == {"title", "markdown", "figures", "json_key", "json"}
+    assert sec["json_key"] == "throughput"
+    assert sec["json"]["model"]["gen"]["exponent"] == pytest.approx(0.5)
+    assert [p["batch_size"] for p in sec["json"]["predicted"]] == [64, 128, 256, 512, 1024]
+    assert sec["json"]["gen_window"]["window"] == [64, 256]
+    assert "time_and_throughput_vs_batch" in sec["figures"]
+    one = tp.throughput_section(runs[:1])
+    assert one["json"]["model"] is None and "not fitted" in one["markdown"]
