@@ -57,21 +57,20 @@ def to_float(v: Any) -> float | None:
     return None
 
 
-def _nan_warnings(df: pd.DataFrame, lines: list[int] | None, path: str | Path) -> None:
-    """One warning per column holding NaN/inf (first line named), so a broken metric is visible but not fatal."""
-    num = df.select_dtypes(include=[np.number])
-    if num.empty:
-        return
-    bad = ~np.isfinite(num.to_numpy(dtype=float, na_value=0.0))
-    # NaN from a missing key (union of schemas) is not a logged NaN: only flag cells that were present.
-    present = num.notna().to_numpy()
-    bad &= present
-    for j in np.flatnonzero(bad.any(axis=0)):
-        i = int(np.flatnonzero(bad[:, j])[0])
+def _nan_warnings(rows: list[dict[str, Any]], lines: list[int] | None, path: str | Path) -> None:
+    """One warning per metric logged as NaN/inf (count, first line named), so a broken metric is visible but not
+    fatal; those values are then treated as missing."""
+    first: dict[str, int] = {}
+    count: dict[str, int] = {}
+    for i, rec in enumerate(rows):
+        for k, v in rec.items():
+            if v.__class__ is float and not v - v == 0.0:  # NaN or +-inf
+                count[k] = count.get(k, 0) + 1
+                first.setdefault(k, i)
+    for k, i in first.items():
         line = lines[i] if lines is not None and i < len(lines) else None
-        count = int(bad[:, j].sum())
-        warn(f"{count} non-finite value(s) of {num.columns[j]!r} (first here); treated as missing", path,
-             line)
+        where = "" if line is not None else f" (first in record {i + 1})"
+        warn(f"{count[k]} non-finite value(s) of {k!r}{where}; treated as missing", path, line)
 
 
 def build_run(rows: list[dict[str, Any]], *, path: str | Path, source_format: str, meta_fields: dict[str, Any],
@@ -90,6 +89,7 @@ def build_run(rows: list[dict[str, Any]], *, path: str | Path, source_format: st
     Raises :class:`UserError` when there is no training step at all.
     """
     notes = list(notes or [])
+    _nan_warnings(rows, lines, path)
     df = pd.DataFrame.from_records(rows) if rows else pd.DataFrame()
     # unit suffixes: "actor/lr(1e-4)" -> "actor/lr" x 1e-4
     renames, scales = {}, {}
@@ -103,7 +103,6 @@ def build_run(rows: list[dict[str, Any]], *, path: str | Path, source_format: st
         for base, unit in scales.items():
             df[base] = pd.to_numeric(df[base], errors="coerce") * unit
     df = df.apply(pd.to_numeric, errors="coerce") if len(df.columns) else df
-    _nan_warnings(df, lines, path)
     df = df.replace([np.inf, -np.inf], np.nan)
 
     # step column

@@ -73,7 +73,7 @@ def read(path: str | Path, *, fmt: str = "csv", run_id: str | None = None, user_
         notes.append("W&B _runtime kept as raw/_runtime; wall-clock from per-step timers when present")
     runs = []
     for name, g in groups.items():
-        rows = g.to_dict(orient="records")
+        rows = [{k: v for k, v in r.items() if v == v} for r in g.to_dict(orient="records")]  # empty cell: absent
         lines = list(range(2, len(g) + 2)) if not panel else None
         fields = meta_from(name, **(meta or {}))
         try:
