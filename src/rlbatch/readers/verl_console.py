@@ -28,7 +28,8 @@ from rlbatch.runstore import Run
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 RAY_PREFIX = re.compile(r"^\s*\([\w.-]+(?: pid=\d+)?(?:, ip=[\w.:-]+)?\)\s?")
-STEP = re.compile(r"(?:^|\s)step:(\d+) - (.+?)\s*$")
+STEP = re.compile(r"(?:^|\s)step:(\d+) - ")
+STEP_AT = re.compile(r"step:(\d+) - ")
 NP_SCALAR = re.compile(r"np\.(?:float|int)\d*\(([^()]*)\)")
 SHELL_VAR = re.compile(r"^\s*(?:\+\+?\s*)?(?:export\s+)?([A-Za-z_]\w*)=(\"[^\"]*\"|'[^']*'|[^\s#]+)")
 OVERRIDES = {
@@ -131,12 +132,21 @@ def read(path: str | Path, *, run_id: str | None = None, user_map: dict[str, str
     with fh:
         for lineno, raw in enumerate(fh, 1):
             last_raw = raw
-            if "step:" in raw:
-                line = _clean(raw)
-                m = STEP.search(line)
-                if m:
+            idx = raw.find("step:")
+            m = None
+            while idx >= 0:  # str.find + an anchored match: much faster than a regex search over the line
+                if idx == 0 or raw[idx - 1].isspace():
+                    m = STEP_AT.match(raw, idx)
+                    if m:
+                        break
+                idx = raw.find("step:", idx + 5)
+            if m is not None:
+                rest = raw[m.end():].rstrip()
+                if "\x1b" in rest:
+                    rest = ANSI.sub("", rest)
+                if rest:
                     rec: dict[str, Any] = {"step": int(m.group(1))}
-                    for part in m.group(2).split(" - "):
+                    for part in rest.split(" - "):
                         k, sep, v = part.rpartition(":")
                         if not sep:
                             continue
