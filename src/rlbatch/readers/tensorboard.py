@@ -86,7 +86,8 @@ def read(path: str | Path, *, run_id: str | None = None, user_map: dict[str, str
         t0 = min(first_wall.values())
         # the logger's step -> canonical step: same order, so align by position of training rows
         walls = {s: first_wall[s] - t0 for s in steps}
-        logged = m["step"].to_numpy() - (1 if min(steps) == 0 else 0)
+        renumbered = any(n.startswith("the log counts steps from 0") for n in run.notes)
+        logged = m["step"].to_numpy() - (1 if renumbered else 0)
         m["time/wall_s"] = [walls.get(int(s), np.nan) for s in logged]
         run.notes.append("time/wall_s from event timestamps (includes evaluation and start-up)")
         finalize(run)
