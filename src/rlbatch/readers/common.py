@@ -280,6 +280,9 @@ def finalize(run: Run) -> Run:
     if len(ev) and "step" in ev.columns:
         steps = np.concatenate([[0.0], m["step"].to_numpy(dtype=float)])
         for col in ("samples/retained", "time/wall_s"):
+            if col in ev.columns and ev[col].notna().all() and not (col == "samples/retained"
+                                                                    and meta.samples_source == "steps x B"):
+                continue  # the log's own value at the evaluation (run store's eval.jsonl)
             if col in m.columns and m[col].notna().any():
                 ys = m[col].to_numpy(dtype=float)
                 ok = ~np.isnan(ys)
