@@ -16,7 +16,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 
 from rlbatch.errors import UserError
 from rlbatch.readers.common import build_run, finalize, meta_from, warn
