@@ -6,12 +6,13 @@ import pytest
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
+SHARED_CANDIDATES = (REPO.parent / "shared", Path("/work/shared"))
+SHARED = next((p for p in SHARED_CANDIDATES if p.is_dir()), SHARED_CANDIDATES[0])
 PAPER_CSV = REPO / "src" / "rlbatch" / "data" / "hunyuan_grpo_accounting.csv"
 
 
 @pytest.fixture
 def shared_dir() -> Path:
     if not SHARED.is_dir():
-        pytest.skip("../shared not present beside the checkout")
+        pytest.skip("shared data not present (looked in ../shared beside the checkout and /work/shared)")
     return SHARED

@@ -167,6 +167,35 @@ def profile_cmd(
             con.print(f"  generation time grows sublinearly in B from {window[0]} to {window[1]}")
         con.print(f"  saved {jpath} and {fpath}")
 
+# --------------------------------------------------------------------------------------------------- analyze
+@app.command("analyze")
+def analyze_cmd(
+    paths: list[Path] = typer.Argument(..., help="Logs: verl console logs, verl JSONL, TensorBoard dirs, TRL "
+                                       "trainer_state.json, W&B/CSV/JSONL exports, run dirs or sweep dirs."),
+    target: Optional[float] = typer.Option(None, "--target", help="Target score: adds samples-to-target, the "
+                                           "accounting and a recommendation."),
+    metric: str = typer.Option("eval/score", "--metric", help="Metric the target applies to (eval/score, "
+                               "reward/mean, ...)."),
+    reference: Optional[str] = typer.Option(None, "--reference", help="Reference run for rN (default: the "
+                                            "smallest batch that reached the target)."),
+    sets: Optional[list[str]] = typer.Option(None, "--set", help="Override run metadata: RUN:field=value or "
+                                             "field=value for all runs (prompts_per_step, group_size, lr, ...)."),
+    mapping: Optional[list[str]] = typer.Option(None, "--map", help="Map a foreign metric name: foreign=canonical "
+                                                "(e.g. acc=eval/score). Repeatable."),
+    log_format: Optional[str] = typer.Option(None, "--log-format", help="Input format instead of detecting it: "
+                                             "verl, verl-jsonl, tensorboard, trl, wandb-csv, csv, jsonl, rlbatch."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Write report.html, report.md (+PNG) and report.json "
+                                       "here."),
+    fmt: Format = typer.Option(Format.table, "--format", help="Output format."),
+) -> None:
+    """Read RL training logs (verl, TRL, OpenRLHF/TensorBoard, W&B, CSV/JSONL, rlbatch runs) and summarise each
+    run; with --target, the end-to-end accounting (rN vs throughput gain) and which batch size is fastest."""
+    from rlbatch.analyze import analyze, print_analysis
+
+    result = analyze(paths, target=target, metric=metric, reference=reference, out=out, log_format=log_format,
+                     mapping=mapping, sets=sets)
+    print_analysis(result, fmt.value)
+
 
 def main() -> None:
     """Console entry point: runs the Typer app; a :class:`UserError` prints one line and exits with code 2."""

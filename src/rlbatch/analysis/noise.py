@@ -369,19 +369,9 @@ def _curve(run: Any, metric: str, x: str = X) -> pd.DataFrame:
 
 
 def _samples_to_target(df: pd.DataFrame, target: float, metric: str, x: str = X) -> float | None:
-    try:  # issue 3's canonical implementation, when present
-        from rlbatch.analysis.curves import samples_to_target
-        return samples_to_target(df, target, metric=metric, x=x)
-    except ImportError:
-        pass
-    d = df[[x, metric]].dropna().sort_values(x)
-    xs, ys = d[x].to_numpy(float), d[metric].to_numpy(float)
-    for i in range(len(ys)):
-        if ys[i] >= target:
-            if i == 0:
-                return float(xs[0])
-            return float(xs[i - 1] + (target - ys[i - 1]) * (xs[i] - xs[i - 1]) / (ys[i] - ys[i - 1]))
-    return None
+    from rlbatch.analysis.curves import samples_to_target
+
+    return samples_to_target(df, target, metric=metric, x=x)
 
 
 def rn_with_ci(reference_runs: Sequence[Any], runs: Sequence[Any], target: float, metric: str = "eval/score",

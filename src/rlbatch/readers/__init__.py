@@ -1,0 +1,197 @@
+"""Log readers: every supported format -> run-store :class:`rlbatch.runstore.Run` objects with canonical names.
+
+``load(path)`` reads a file or a directory, detecting the format by content (``fmt`` overrides):
+
+| format        | what                                                                                  |
+|---------------|---------------------------------------------------------------------------------------|
+| ``rlbatch``   | a run-store directory (``run.json`` + ``metrics.jsonl``), or a tree of them (a sweep) |
+| ``verl``      | verl console log (``step:N - name:value - ...``), :mod:`.verl_console`                 |
+| ``verl-jsonl``| verl file logger (``{"step": N, "data": {...}}`` per line), :mod:`.jsonl`              |
+| ``tensorboard``| event directories (verl, OpenRLHF, TRL), :mod:`.tensorboard`                         |
+| ``trl``       | TRL / transformers ``trainer_state.json``, :mod:`.trl`                                 |
+| ``wandb-csv`` | W&B history or chart-panel CSV export, :mod:`.tabular`                                 |
+| ``csv``, ``jsonl`` | generic tables, names mapped by :mod:`.names` plus ``mapping`` (``--map``)        |
+
+The foreign -> canonical name table is :mod:`rlbatch.readers.names`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from rlbatch.errors import UserError
+from rlbatch.readers.common import ReadWarning, apply_overrides, finalize, unique_ids, warn
+from rlbatch.runstore import Run, is_run_dir, iter_run_dirs, read_run
+
+FORMATS = ("rlbatch", "verl", "verl-jsonl", "tensorboard", "trl", "wandb-csv", "csv", "jsonl")
+
+__all__ = ["FORMATS", "ReadWarning", "load", "detect_format", "apply_overrides", "parse_mapping"]
+
+
+def _head(path: Path, n: int = 65536) -> str:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(n).decode("utf-8", errors="replace")
+    except OSError as err:
+        raise UserError(f"cannot read ({err.strerror})", path=str(path)) from None
+
+
+def detect_format(path: str | Path) -> str:
+    """The format of ``path`` (one of :data:`FORMATS`), judged by content (file names only for TensorBoard's
+    binary event files and ``trainer_state.json`` in directories).
+
+    Raises :class:`UserError` naming the file and its first line when the format is unknown.
+    """
+    from rlbatch.readers import tabular, trl, verl_console
+    from rlbatch.readers.jsonl import is_verl_record
+
+    path = Path(path)
+    if not path.exists():
+        raise UserError("no such file or directory", path=str(path))
+    if path.is_dir():
+        if is_run_dir(path) or any(True for _ in iter_run_dirs(path)):
+            return "rlbatch"
+        if trl.find_state(path) is not None:
+            return "trl"
+        if any(path.rglob("events.out.tfevents*")):
+            return "tensorboard"
+        raise UserError("no run store (run.json), trainer_state.json or TensorBoard events in this directory",
+                        path=str(path))
+    if "tfevents" in path.name:
+        return "tensorboard"
+    head = _head(path)
+    stripped = head.lstrip()
+    if not stripped:
+        raise UserError("empty file", path=str(path))
+    if "\x00" in head[:1024]:
+        raise UserError("binary file of unknown format; use --format", path=str(path))
+    first = stripped.split("\n", 1)[0].strip()
+    if stripped.startswith("{"):
+        try:
+            obj = json.loads(first)
+            if is_verl_record(obj):
+                return "verl-jsonl"
+            if isinstance(obj, dict) and "\n" in stripped.strip():
+                return "jsonl"
+        except json.JSONDecodeError:
+            pass
+        if '"log_history"' in head:
+            return "trl"
+        try:
+            obj = json.loads(path.read_text(encoding="utf-8", errors="replace"))
+            if trl.looks_like(obj):
+                return "trl"
+            if isinstance(obj, dict):
+                return "jsonl"
+        except json.JSONDecodeError:
+            pass
+    if verl_console.looks_like(head):
+        return "verl"
+    if "," in first and "\n" in stripped:
+        cols = [c.strip().strip('"') for c in first.split(",")]
+        return "wandb-csv" if tabular.is_wandb_header(cols) else "csv"
+    raise UserError(f"unknown log format (first line: {first[:60]!r}); give --format, one of {', '.join(FORMATS)}",
+                    path=str(path), line=1)
+
+
+def parse_mapping(items: list[str] | dict[str, str] | None) -> dict[str, str]:
+    """``["foreign=canonical", ...]`` (``--map``) -> dict. Raises :class:`UserError` for an item without ``=``."""
+    if not items:
+        return {}
+    if isinstance(items, dict):
+        return dict(items)
+    out = {}
+    for item in items:
+        for part in str(item).split(","):
+            if not part.strip():
+                continue
+            k, sep, v = part.partition("=")
+            if not sep or not k.strip() or not v.strip():
+                raise UserError(f"--map {part!r}: expected foreign=canonical, e.g. train/acc=eval/score",
+                                field="map")
+            out[k.strip()] = v.strip()
+    return out
+
+
+def _read_one(path: Path, fmt: str, mapping: dict[str, str]) -> list[Run]:
+    from rlbatch.readers import jsonl, tabular, tensorboard, trl, verl_console
+
+    if fmt == "rlbatch":
+        runs = []
+        for d in iter_run_dirs(path):
+            run = read_run(d)
+            run.meta.source_format = run.meta.source_format or "rlbatch"
+            runs.append(finalize(run))
+        if not runs:
+            raise UserError("no run directories (run.json) here", path=str(path))
+        return runs
+    if fmt == "verl":
+        return [verl_console.read(path, user_map=mapping)]
+    if fmt in ("verl-jsonl", "jsonl"):
+        return [jsonl.read(path, fmt=fmt, user_map=mapping)]
+    if fmt == "tensorboard":
+        dirs = tensorboard.event_dirs(path)
+        if not dirs:
+            raise UserError("no TensorBoard event files here", path=str(path))
+        runs = []
+        for d in dirs:
+            rid = d.name if d == path or path.is_file() else str(d.relative_to(path)).replace("/", "_")
+            try:
+                runs.append(tensorboard.read(d, run_id=rid, user_map=mapping))
+            except UserError as err:
+                if len(dirs) == 1:
+                    raise
+                warn(str(err))
+        return runs
+    if fmt == "trl":
+        return [trl.read(path, user_map=mapping)]
+    if fmt in ("wandb-csv", "csv"):
+        return tabular.read(path, fmt=fmt, user_map=mapping)
+    raise UserError(f"unknown format {fmt!r}; one of {', '.join(FORMATS)}", field="format")
+
+
+def load(path: str | Path, fmt: str | None = None, *, prompts_per_step: int | None = None,
+         group_size: int | None = None, mapping: dict[str, str] | list[str] | None = None) -> list[Run]:
+    """Read any supported log at ``path`` into runs with canonical metric names.
+
+    ``path``: a log file, a run-store directory, a tree of run-store directories (a sweep), a TensorBoard event
+    directory tree, a TRL output directory, or a directory of log files (each read on its own; unreadable ones are
+    skipped with a :class:`ReadWarning`). ``fmt``: one of :data:`FORMATS`, or None to detect by content.
+    ``prompts_per_step``/``group_size``: P and G for logs that lack them (they override what a log states).
+    ``mapping``: extra foreign -> canonical names (``--map``). Returns a list of runs (ids unique). Raises
+    :class:`UserError` naming the file (and line) when nothing usable can be read.
+    """
+    path = Path(path)
+    mapping = parse_mapping(mapping)
+    if fmt is not None and fmt not in FORMATS:
+        raise UserError(f"unknown format {fmt!r}; one of {', '.join(FORMATS)}", field="format")
+    if not path.exists():
+        raise UserError("no such file or directory", path=str(path))
+    if fmt is None and path.is_dir():
+        try:
+            fmt = detect_format(path)
+        except UserError:
+            files = sorted(p for p in path.iterdir() if p.is_file() and not p.name.startswith("."))
+            if not files:
+                raise
+            runs = []
+            for f in files:
+                try:
+                    runs.extend(load(f, prompts_per_step=prompts_per_step, group_size=group_size, mapping=mapping))
+                except UserError as err:
+                    warn(f"skipped: {err}")
+            if not runs:
+                raise UserError("no readable log among the files in this directory", path=str(path)) from None
+            return unique_ids(runs)
+    fmt = fmt or detect_format(path)
+    runs = _read_one(path, fmt, mapping)
+    over: dict[str, Any] = {}
+    if prompts_per_step is not None:
+        over["prompts_per_step"] = int(prompts_per_step)
+    if group_size is not None:
+        over["group_size"] = int(group_size)
+    if over:
+        runs = [apply_overrides(r, over) for r in runs]
+    return unique_ids(runs)

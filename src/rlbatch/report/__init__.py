@@ -1,0 +1,273 @@
+"""The report: HTML (self-contained, figures as base64 PNG), Markdown (figures as PNG files beside it) and JSON.
+
+``build_report(runs, out_dir, ...)`` is the one entry point; ``rlbatch analyze --out`` and the sweep call it. Other
+modules add content through *sections*: ``{"title": str, "markdown": str, "figures": {name: Figure},
+"json_key": str, "json": object}``, rendered in order after the built-in content (title, markdown text, figures),
+with ``json`` stored under ``json_key`` in ``report.json``.
+
+Both documents are rendered from one Markdown source (markdown-it), so they say the same thing.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as _dt
+import html
+import json
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from rlbatch.errors import UserError
+from rlbatch.output import fmt_value, markdown_table, to_json
+from rlbatch.runstore import Run
+
+__all__ = ["build_report", "accounting_for_runs", "summary_columns"]
+
+NOT_REACHED = "not reached"
+
+
+def summary_columns(compact: bool = False) -> list[tuple[str, str, Any]]:
+    """Columns of the per-run summary table (shared by the report and ``rlbatch analyze``); ``compact`` keeps the
+    ones that fit a terminal."""
+    def hours(v: Any) -> str:
+        return fmt_value(v / 3600.0, ".2f") if isinstance(v, (int, float)) else "—"
+
+    def pct(v: Any) -> str:
+        return fmt_value(100.0 * v, ".0f") + "%" if isinstance(v, (int, float)) else "—"
+
+    cols = [("run", "run", None), ("algorithm", "alg.", None), ("prompts_per_step", "P", None),
+            ("group_size", "G", None), ("batch_size", "B", None), ("lr", "lr", ".3g"), ("steps", "steps", None),
+            ("samples_retained", "samples", ".4g"), ("samples_source", "samples from", None),
+            ("wall_clock_s", "wall-clock h", hours), ("gen_time_share", "gen share", pct),
+            ("throughput_samples_per_s", "samples/s", ".3g"), ("grad_norm_actor_mean", "grad norm actor", ".3g"),
+            ("grad_norm_critic_mean", "grad norm critic", ".3g"), ("last_eval_score", "last eval", ".4g")]
+    if compact:
+        keep = ("run", "batch_size", "steps", "samples_retained", "wall_clock_s", "throughput_samples_per_s",
+                "grad_norm_actor_mean", "last_eval_score")
+        cols = [c for c in cols if c[0] in keep]
+    return cols
+
+
+def _default_reference(inp: pd.DataFrame) -> str | None:
+    ok = inp[inp["samples_to_target"].notna() & inp["throughput_samples_per_s"].notna()]
+    if ok.empty:
+        return None
+    ok = ok.assign(_b=ok["batch_size"].fillna(float("inf")))
+    return str(ok.sort_values(["_b", "run"], kind="stable").iloc[0]["run"])
+
+
+def accounting_for_runs(runs: list[Run], target: float, metric: str = "eval/score", reference: str | None = None,
+                        ema: float | None = None, sustained: bool = False) -> tuple[list[dict], str | None, str]:
+    """End-to-end accounting of ``runs`` at ``target`` (rows as ``rlbatch account --format json``), the reference
+    used, and the recommendation paragraph (Markdown).
+
+    The reference defaults to the smallest-B run that reached the target and has a throughput. Decision rule (Li et
+    al. 2026, end-to-end accounting): a run is faster than the reference iff its throughput gain exceeds its sample
+    penalty rN. Raises :class:`UserError` for an unknown ``reference`` or one that did not reach the target.
+    """
+    from rlbatch.analysis.accounting import account, fastest, to_json_rows, verdict
+    from rlbatch.analysis.curves import accounting_input
+
+    inp = accounting_input(runs, target, metric, ema=ema, sustained=sustained)
+    names = list(inp["run"])
+    if reference is not None and reference not in names:
+        raise UserError(f"unknown reference run {reference!r}; runs are: {', '.join(names)}", field="reference")
+    ref = reference or _default_reference(inp)
+    if ref is None:
+        rows = []
+        for r in inp.to_dict(orient="records"):
+            s = _num(r["samples_to_target"])
+            b = _num(r["batch_size"])
+            rows.append({"run": r["run"], "batch_size": int(b) if b is not None else None, "samples_to_target": s,
+                         "rN": None, "relative_throughput": None, "relative_time": None,
+                         "faster_than_reference": False, "reached": s is not None})
+        reached = [r["run"] for r in rows if r["reached"]]
+        if reached:
+            text = (f"Runs {', '.join(reached)} reached {metric} ≥ {target:g}, but none has a measured throughput "
+                    "(no per-step timings in the logs), so time-to-target cannot be compared.")
+        else:
+            best = max(runs, key=lambda r: _best(r, metric) if _best(r, metric) is not None else -1e300)
+            bv = _best(best, metric)
+            text = (f"No run reached {metric} ≥ {target:g}" +
+                    (f"; the best was {best.run_id} at {bv:.4g}. " if bv is not None else ". ") +
+                    "Train longer, or choose a lower target, before comparing batch sizes.")
+        return rows, None, text
+    table = account(inp, ref)
+    rows = to_json_rows(table)
+    recs = table.to_dict(orient="records")
+    best = fastest(table)
+    by = {r["run"]: r for r in recs}
+    bref = by[ref]["batch_size"]
+    parts = []
+    if best is None or best == ref:
+        parts.append(f"**Recommendation: keep {ref} (B={bref}).** No other run reaches {metric} ≥ {target:g} "
+                     f"sooner: none has a throughput gain that beats its sample penalty rN.")
+    else:
+        b = by[best]
+        parts.append(f"**Recommendation: {best} (B={b['batch_size']}).** It reaches {metric} ≥ {target:g} in "
+                     f"{b['relative_time']:.2f}x the time of the reference {ref} (B={bref}): its throughput is "
+                     f"{b['relative_throughput']:.2f}x the reference's while it needs rN = {b['rN']:.2f}x the "
+                     f"samples, and a configuration is faster iff its throughput gain exceeds rN.")
+    others = [verdict(r, ref) for r in recs if r["run"] not in (ref, best)]
+    if others:
+        parts.append("Others: " + " ".join(others))
+    hw = {str(r.meta.hardware) for r in runs if r.meta.hardware}
+    if len(hw) > 1:
+        parts.append(f"Caution: these runs used different hardware ({'; '.join(sorted(hw))}), so throughput ratios "
+                     "compare hardware as well as batch size.")
+    return rows, ref, " ".join(parts)
+
+
+def _num(v: Any) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and math.isfinite(v) else None
+
+
+def _best(run: Run, metric: str) -> float | None:
+    from rlbatch.analysis.curves import metric_frame
+
+    df = metric_frame(run, metric)
+    if metric not in df.columns:
+        return None
+    v = df[metric].dropna()
+    return float(v.max()) if len(v) else None
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_") or "section"
+
+
+def _md_cell_safe(rows: list[dict]) -> list[dict]:
+    return [{k: (v.replace("|", "\\|") if isinstance(v, str) else v) for k, v in r.items()} for r in rows]
+
+
+def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None, metric: str = "eval/score",
+                 reference: str | None = None, title: str = "rlbatch report", sections: list[dict] | None = None,
+                 extra_json: dict | None = None) -> dict:
+    """Write ``report.html`` (self-contained), ``report.md`` (+ PNG figures beside it) and ``report.json`` into
+    ``out_dir``; return the JSON object.
+
+    JSON: ``{"title", "generated_at", "metric", "target", "reference", "runs": [summaries as
+    rlbatch.analysis.curves.summarize_run], "accounting": [rows as rlbatch account --format json] (only when a
+    target is given), "recommendation": str | None, "noise": {...} (rlbatch.analysis.noise.noise_section),
+    "throughput": {...} (rlbatch.analysis.throughput.throughput_section), "figures": [file names],
+    <section json_key>: <section json>, ...extra_json}``. Figures: score vs retained samples, score vs wall-clock,
+    time per step; then the noise section (gradient norm vs B, log-log, with slope, interval and knee; B_simple),
+    the throughput section, and each of ``sections``. Raises :class:`UserError` when ``runs`` is
+    empty, a section is malformed, or the reference is unknown / never reached the target.
+    """
+    from rlbatch.analysis.curves import summarize_run
+    from rlbatch.report import figures as F
+
+    if not runs:
+        raise UserError("no runs to report on")
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    summaries = [summarize_run(r) for r in runs]
+    result: dict[str, Any] = {"title": title,
+                              "generated_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+                              "metric": metric, "target": target, "reference": reference, "runs": summaries}
+    md: list[str] = [f"# {title}", ""]
+    recommendation = None
+    if target is not None:
+        rows, ref, recommendation = accounting_for_runs(runs, target, metric, reference)
+        result["accounting"] = rows
+        result["reference"] = ref
+        md += ["## Recommendation", "", recommendation, "",
+               f"### Accounting at {metric} ≥ {target:g}" + (f" (reference {ref})" if ref else ""), "",
+               markdown_table(_md_cell_safe(rows), [
+                   ("run", "run", None), ("batch_size", "B", None), ("samples_to_target", "samples-to-target",
+                                                                     ".4g"),
+                   ("rN", "rN", ".2f"), ("relative_throughput", "rel. throughput", ".2f"),
+                   ("relative_time", "rel. time-to-target", ".2f"), ("faster_than_reference", "faster", None)],
+                   none=NOT_REACHED), "",
+               "rN = samples-to-target / the reference's; relative time = rN / relative throughput; a run is "
+               "faster iff its relative throughput exceeds rN (Li et al. 2026).", ""]
+    else:
+        md += ["No target given (`--target`): no accounting or recommendation. Curves and summaries below.", ""]
+    result["recommendation"] = recommendation
+    md += ["## Runs", "", markdown_table(_md_cell_safe(summaries), summary_columns()), ""]
+
+    figs: list[tuple[str, str, Any]] = []  # (file name, caption, figure)
+    figs.append(("fig_score_vs_samples.png", f"{metric} vs cumulative retained samples (curves that overlay are "
+                 "batch-size invariant)",
+                 F.score_vs(runs, "samples/retained", metric, target, xlabel="cumulative retained samples")))
+    figs.append(("fig_score_vs_wallclock.png", f"{metric} vs wall-clock hours (evaluation time excluded where the log "
+                 "allows)", F.score_vs(runs, "time/wall_s", metric, target, xscale=3600.0,
+                                      xlabel="wall-clock hours")))
+    figs.append(("fig_time_per_step.png", "mean time per step: generation, reward, update, other",
+                 F.time_per_step(runs)))
+    md += ["## Figures", ""]
+    for name, cap, _ in figs:
+        md += [f"![{cap}]({name})", "", f"*{cap}*", ""]
+
+    from rlbatch.analysis.noise import noise_section
+    from rlbatch.analysis.throughput import throughput_section
+
+    # the core analysis sections (grad-norm scaling and knee, noise scale, G x P; throughput model), then the caller's
+    core = [noise_section(runs, target=target, metric=metric), throughput_section(runs)]
+    for sec in core + list(sections or []):
+        if not isinstance(sec, dict) or "title" not in sec:
+            raise UserError("report section must be a dict with at least a 'title'", field="sections")
+        slug = _slug(sec["title"])
+        md += [f"## {sec['title']}", "", str(sec.get("markdown") or ""), ""]
+        for name, fig in (sec.get("figures") or {}).items():
+            fname = f"fig_{slug}_{_slug(name)}.png"
+            figs.append((fname, name, fig))
+            md += [f"![{name}]({fname})", "", f"*{name}*", ""]
+        if sec.get("json_key"):
+            result[sec["json_key"]] = sec.get("json")
+
+    notes = [(s["run"], n) for s in summaries for n in s["notes"]]
+    if notes:
+        md += ["## How each log was read", ""]
+        md += [f"- **{run}**: {n}" for run, n in notes]
+        md += [""]
+
+    images: dict[str, bytes] = {}
+    for name, _, fig in figs:
+        data = F.png_bytes(fig)
+        images[name] = data
+        (out_dir / name).write_bytes(data)
+    result["figures"] = [name for name, _, _ in figs]
+    if extra_json:
+        result.update(extra_json)
+
+    md_text = "\n".join(md).rstrip() + "\n"
+    (out_dir / "report.md").write_text(md_text, encoding="utf-8")
+    (out_dir / "report.html").write_text(_html(title, md_text, images), encoding="utf-8")
+    (out_dir / "report.json").write_text(to_json(result) + "\n", encoding="utf-8")
+    return json.loads(to_json(result))
+
+
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;
+color:#222;line-height:1.45}
+h1{border-bottom:2px solid #444;padding-bottom:.2em}h2{margin-top:1.6em;border-bottom:1px solid #ccc}
+table{border-collapse:collapse;font-size:.85em;margin:.6em 0;display:block;overflow-x:auto}
+th,td{border:1px solid #ccc;padding:.25em .5em;text-align:right;white-space:nowrap}
+th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}
+img{max-width:100%;height:auto;display:block;margin:.8em auto 0;border:1px solid #eee}
+p em{display:block;text-align:center;color:#555;font-size:.9em}
+code{background:#f5f5f5;padding:0 .2em}
+"""
+
+
+def _html(title: str, md_text: str, images: dict[str, bytes]) -> str:
+    from markdown_it import MarkdownIt
+
+    body = MarkdownIt("commonmark", {"html": False}).enable("table").render(md_text)
+
+    def embed(m: re.Match) -> str:
+        name = html.unescape(m.group(1))
+        if name in images:
+            return 'src="data:image/png;base64,' + base64.b64encode(images[name]).decode("ascii") + '"'
+        return m.group(0)
+
+    body = re.sub(r'src="([^"]+)"', embed, body)
+    return (f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+            f"<title>{html.escape(title)}</title><style>{_CSS}</style></head>\n<body>\n{body}</body></html>\n")

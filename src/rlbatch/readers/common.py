@@ -1,0 +1,336 @@
+"""Shared by all readers: foreign rows -> a :class:`rlbatch.runstore.Run` with canonical names and derived columns.
+
+A reader produces *rows*: one dict per logged record, foreign metric names -> float, including the logger's own step
+number. :func:`build_run` maps names through :mod:`rlbatch.readers.names`, separates validation scores into
+``evals``, renumbers steps 1-based, and derives what the log lacks (``time/train_s``, ``time/step_s``,
+``time/wall_s``, cumulative counters); :func:`finalize` (re)computes the retained-sample axis from P x G, so a
+``--set RUN:prompts_per_step=...`` override can be applied after reading.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from pathlib import Path
+from typing import Any, Iterable
+
+import numpy as np
+import pandas as pd
+
+from rlbatch.errors import UserError
+from rlbatch.readers import names as N
+from rlbatch.runstore import Run, RunMeta, make_meta
+
+
+class ReadWarning(UserWarning):
+    """Something in an input was skipped or repaired (a truncated line, a NaN, a line of another schema).
+
+    The message names file and line; the rest of the input is still read. The CLI prints each one on one line.
+    """
+
+
+def warn(msg: str, path: str | Path | None = None, line: int | None = None) -> None:
+    where = ""
+    if path is not None:
+        where = f"{path}:{line}: " if line is not None else f"{path}: "
+    warnings.warn(where + msg, ReadWarning, stacklevel=2)
+
+
+def to_float(v: Any) -> float | None:
+    """A logged value as float: numbers, numeric strings, ``np.float64(0.5)`` reprs, bools; None otherwise."""
+    if isinstance(v, bool):
+        return float(v)
+    if isinstance(v, (int, float)):
+        return float(v)
+    if isinstance(v, str):
+        s = v.strip()
+        try:
+            return float(s)
+        except ValueError:
+            pass
+        if s.endswith(")") and "(" in s:  # np.float64(0.5), np.int64(3), tensor(0.5)
+            inner = s[s.index("(") + 1: -1].split(",")[0]
+            try:
+                return float(inner)
+            except ValueError:
+                return None
+    return None
+
+
+def _nan_warnings(rows: list[dict[str, Any]], lines: list[int] | None, path: str | Path) -> None:
+    """One warning per metric logged as NaN/inf (count, first line named), so a broken metric is visible but not
+    fatal; those values are then treated as missing."""
+    first: dict[str, int] = {}
+    count: dict[str, int] = {}
+    for i, rec in enumerate(rows):
+        for k, v in rec.items():
+            if v.__class__ is float and not v - v == 0.0:  # NaN or +-inf
+                count[k] = count.get(k, 0) + 1
+                first.setdefault(k, i)
+    for k, i in first.items():
+        line = lines[i] if lines is not None and i < len(lines) else None
+        where = "" if line is not None else f" (first in record {i + 1})"
+        warn(f"{count[k]} non-finite value(s) of {k!r}{where}; treated as missing", path, line)
+
+
+def build_run(rows: list[dict[str, Any]], *, path: str | Path, source_format: str, meta_fields: dict[str, Any],
+              notes: list[str] | None = None, lines: list[int] | None = None,
+              extra_evals: Iterable[tuple[int | None, dict[str, float]]] = (),
+              user_map: dict[str, str] | None = None) -> Run:
+    """Turn foreign ``rows`` into a :class:`Run` with canonical metric names.
+
+    ``rows``: dicts of foreign name -> value (float, or None/NaN when absent), one per logged record, including a
+    step key (``step``, ``_step``, ``global_step``...); ``lines``: the source line of each row (for messages).
+    A row whose only values are validation scores is an evaluation point, not a training step; its evaluation is
+    attributed to the last training step logged at or before its step (verl logs the final validation one step
+    number past the last update). Steps are renumbered 1-based when the logger counted from 0.
+    ``extra_evals``: ``(canonical step or None for "after the last step", {foreign eval name: value})`` pairs that
+    override evaluations read from rows at the same step (verl's full-precision "Final validation metrics").
+    Raises :class:`UserError` when there is no training step at all.
+    """
+    notes = list(notes or [])
+    _nan_warnings(rows, lines, path)
+    df = pd.DataFrame.from_records(rows) if rows else pd.DataFrame()
+    # unit suffixes: "actor/lr(1e-4)" -> "actor/lr" x 1e-4
+    renames, scales = {}, {}
+    for c in df.columns:
+        base, unit = N.split_unit(str(c))
+        if base != c:
+            renames[c] = base
+            scales[base] = unit
+    if renames:
+        df = df.rename(columns=renames)
+        for base, unit in scales.items():
+            df[base] = pd.to_numeric(df[base], errors="coerce") * unit
+    df = df.apply(pd.to_numeric, errors="coerce") if len(df.columns) else df
+    df = df.replace([np.inf, -np.inf], np.nan)
+
+    # step column
+    user_steps = [k for k, v in (user_map or {}).items() if v == "step" and k in df.columns]
+    step_src = user_steps[0] if user_steps else next((c for c in N.FOREIGN_NAMES["step"] if c in df.columns), None)
+    eval_cols = [c for c in df.columns if c != step_src and N.is_eval_name(c, user_map)]
+    train_cols = [c for c in df.columns if c != step_src and c not in eval_cols]
+    if step_src is None:
+        df["__step"] = np.arange(1, len(df) + 1, dtype=float)
+        step_src = "__step"
+        if len(df):
+            notes.append("no step column: rows numbered 1, 2, ... in file order")
+    is_train = df[train_cols].notna().any(axis=1) if train_cols else pd.Series(False, index=df.index)
+    is_train &= df[step_src].notna()
+    train = df[is_train]
+    if train.empty:
+        raise UserError("no training steps found (no record with training metrics)", path=str(path))
+
+    logged = train[step_src].to_numpy(dtype=float)
+    offset = 1.0 if logged.min() == 0 else 0.0
+    if offset:
+        notes.append("the log counts steps from 0; renumbered 1-based")
+    # duplicated steps (a resumed run re-logging steps): keep the last record of each step
+    train = train.assign(__logged=logged)
+    if train["__logged"].duplicated().any():
+        ndup = int(train["__logged"].duplicated(keep="last").sum())
+        warn(f"{ndup} step(s) logged more than once (resumed run?); kept the last record of each", path)
+        train = train.drop_duplicates("__logged", keep="last")
+    train = train.sort_values("__logged", kind="stable")
+    logged = train["__logged"].to_numpy(dtype=float)
+    canon_steps = logged + offset
+
+    metrics = _canonical_frame(train, train_cols, canon_steps, user_map, notes)
+    meta_fields = dict(meta_fields)
+    meta_fields.setdefault("source_format", source_format)
+    meta_fields.setdefault("source_path", str(path))
+    meta_fields["log_last_step"] = int(df[step_src].max()) if df[step_src].notna().any() else None
+    meta = make_meta(path, **meta_fields)
+
+    # evaluations: from rows (at their step) and extra_evals (override)
+    by_step: dict[int, dict[str, float]] = {}
+    if eval_cols:
+        ev = df[eval_cols + [step_src]]
+        ev = ev[ev[eval_cols].notna().any(axis=1)]
+        for rec_step, rec in zip(ev[step_src].to_numpy(dtype=float), ev[eval_cols].to_dict(orient="records")):
+            k = int(np.searchsorted(logged, rec_step, side="right"))  # training rows logged at or before
+            cstep = int(canon_steps[k - 1]) if k > 0 else 0
+            d = by_step.setdefault(cstep, {})
+            d.update({n: v for n, v in rec.items() if v is not None and not (isinstance(v, float) and math.isnan(v))})
+    last = int(canon_steps[-1])
+    for cstep, vals in extra_evals:
+        cstep = last if cstep is None else int(cstep)
+        d = by_step.setdefault(cstep, {})
+        for n, v in vals.items():
+            base, unit = N.split_unit(n)
+            fv = to_float(v)
+            if fv is not None and math.isfinite(fv):
+                d[base] = fv * unit
+    evals = _eval_frame(by_step, user_map)
+    run = Run(meta=meta, metrics=metrics, evals=evals, path=None, notes=notes)
+    return finalize(run)
+
+
+def _canonical_frame(train: pd.DataFrame, cols: list[str], steps: np.ndarray,
+                     user_map: dict[str, str] | None, notes: list[str]) -> pd.DataFrame:
+    sources: dict[str, list[tuple[int, str]]] = {}
+    for c in cols:
+        m = N.canonical_for(c, user_map)
+        if m is None or m[0] in N.EVAL_CANONICAL or m[0] == "step":
+            continue
+        sources.setdefault(m[0], []).append((m[1], c))
+    out: dict[str, Any] = {"step": steps.astype(np.int64)}
+    used = set()
+    for canon, srcs in sources.items():
+        srcs.sort()
+        col = train[srcs[0][1]].to_numpy(dtype=float).copy()
+        for _, c in srcs[1:]:  # mixed schemas (a run resumed under a newer logger): fill gaps from other names
+            other = train[c].to_numpy(dtype=float)
+            gap = np.isnan(col) & ~np.isnan(other)
+            if gap.any():
+                col[gap] = other[gap]
+                notes.append(f"{canon}: merged {srcs[0][1]!r} and {c!r} (mixed schemas in one log)")
+        out[canon] = col
+        used.add(srcs[0][1])
+    for canon, parts in N.PER_STEP_TO_CUMULATIVE.items():
+        if canon in out:
+            continue
+        for p in parts:
+            if p in train.columns:
+                out[canon] = np.nancumsum(train[p].to_numpy(dtype=float))
+                break
+    for canon, partnames, why in (("time/train_s", N.TRAIN_TIME_PARTS, "sum of actor and critic update timers"),
+                                  ("time/step_s", N.STEP_TIME_PARTS, "sum of the per-phase timers (no step timer)")):
+        parts = [p for p in partnames if p in train.columns]
+        if not parts:
+            continue
+        summed = train[parts].sum(axis=1, min_count=1).to_numpy(dtype=float)
+        if canon not in out:
+            out[canon] = summed
+            notes.append(f"{canon}: {why}")
+        else:
+            gap = np.isnan(out[canon]) & ~np.isnan(summed)
+            out[canon][gap] = summed[gap]
+    if "time/wall_s" not in out and "time/step_s" in out:
+        over = [p for p in N.EVAL_OVERHEAD_PARTS if p in train.columns]
+        per = out["time/step_s"].copy()
+        if over:
+            per = per - train[over].fillna(0.0).sum(axis=1).to_numpy(dtype=float)
+        dstep = np.diff(np.concatenate([[0.0], steps]))  # sparse logging: a row stands for dstep steps
+        out["time/wall_s"] = np.nancumsum(per * dstep)
+    frame = pd.DataFrame(out)
+    raw = {f"raw/{c}": train[c].to_numpy(dtype=float) for c in cols if c not in used}
+    if raw:
+        frame = pd.concat([frame, pd.DataFrame(raw)], axis=1)
+    return frame
+
+
+def _eval_frame(by_step: dict[int, dict[str, float]], user_map: dict[str, str] | None) -> pd.DataFrame:
+    recs = []
+    for step in sorted(by_step):
+        vals = by_step[step]
+        rec: dict[str, Any] = {"step": step}
+        per_ds = {}
+        direct = None
+        for n, v in vals.items():
+            ds = N.eval_dataset(n)
+            if ds is not None:
+                per_ds.setdefault(ds, v)
+                continue
+            m = N.canonical_for(n, user_map)
+            if m and m[0] == "eval/score" and direct is None:
+                direct = v
+        for ds, v in per_ds.items():
+            rec[f"eval/score/{ds}"] = v
+        if direct is not None:
+            rec["eval/score"] = direct
+        elif per_ds:
+            rec["eval/score"] = float(np.mean(list(per_ds.values())))
+        if "eval/score" in rec:
+            recs.append(rec)
+    if not recs:
+        return pd.DataFrame()
+    return pd.DataFrame.from_records(recs)
+
+
+_SAMPLE_NOTES = ("samples/retained computed", "batch size unknown")
+
+
+def finalize(run: Run) -> Run:
+    """(Re)compute the retained-sample axis and the evaluation points' x values.
+
+    ``samples/retained``: the log's own counter when it has one (``meta.samples_source = "log"``), else
+    steps x B (``"steps x B"``; Li et al. 2026 index curves by retained responses; without filtering every
+    generated response is retained), else absent (``None``: B unknown, set P and G with ``--set``).
+    Evaluation points get ``samples/retained`` and ``time/wall_s`` by interpolating the training steps, with the
+    origin (step 0, 0 samples, 0 s) prepended. Returns the same run.
+    """
+    m = run.metrics
+    meta = run.meta
+    src = getattr(meta, "samples_source", None)
+    b = meta.batch_size
+    if "samples/retained" in m.columns and src != "steps x B" and m["samples/retained"].notna().any():
+        meta.samples_source = "log"
+    elif b is not None and len(m):
+        m["samples/retained"] = m["step"].to_numpy(dtype=float) * b
+        meta.samples_source = "steps x B"
+        _replace_note(run, _SAMPLE_NOTES, f"samples/retained computed as steps x B (B = {b}): the log has no sample counter")
+    else:
+        if "samples/retained" in m.columns and src == "steps x B":
+            m.drop(columns=["samples/retained"], inplace=True)
+        meta.samples_source = None
+        _replace_note(run, _SAMPLE_NOTES, "batch size unknown and no sample counter in the log: no retained-sample axis "
+                        "(give P and G with --set RUN:prompts_per_step=... --set RUN:group_size=...)")
+    ev = run.evals
+    if len(ev) and "step" in ev.columns:
+        steps = np.concatenate([[0.0], m["step"].to_numpy(dtype=float)])
+        for col in ("samples/retained", "time/wall_s"):
+            if col in ev.columns and ev[col].notna().all() and not (col == "samples/retained"
+                                                                    and meta.samples_source == "steps x B"):
+                continue  # the log's own value at the evaluation (run store's eval.jsonl)
+            if col in m.columns and m[col].notna().any():
+                ys = m[col].to_numpy(dtype=float)
+                ok = ~np.isnan(ys)
+                xs, ys = steps[np.concatenate([[True], ok])], np.concatenate([[0.0], ys[ok]])
+                ev[col] = np.interp(ev["step"].to_numpy(dtype=float), xs, ys)
+            elif col in ev.columns:
+                ev.drop(columns=[col], inplace=True)
+    return run
+
+
+def _replace_note(run: Run, prefixes: tuple[str, ...], text: str) -> None:
+    run.notes[:] = [n for n in run.notes if not n.startswith(prefixes)]
+    run.notes.append(text)
+
+
+def apply_overrides(run: Run, fields: dict[str, Any]) -> Run:
+    """Apply ``--set`` overrides (``prompts_per_step``, ``group_size``, ``batch_size``, ``lr``, ``algorithm``...)
+    to a run's metadata, re-derive B = P x G and the retained-sample axis. Raises :class:`UserError` naming the
+    field when a value is invalid."""
+    data = run.meta.model_dump()
+    data.update(fields)
+    if ("prompts_per_step" in fields or "group_size" in fields) and "batch_size" not in fields:
+        data["batch_size"] = None
+    run.meta = make_meta(f"--set for run {run.run_id!r}", **data)
+    for k in fields:
+        _replace_note(run, (f"{k} set by the user",), f"{k} set by the user: {fields[k]}")
+    return finalize(run)
+
+
+def meta_from(run_id: str, **fields: Any) -> dict[str, Any]:
+    """Meta fields without Nones (so RunMeta defaults apply)."""
+    out = {"run_id": run_id}
+    out.update({k: v for k, v in fields.items() if v is not None})
+    return out
+
+
+def unique_ids(runs: list[Run]) -> list[Run]:
+    """Make run ids unique by suffixing ``-2``, ``-3``... (two logs with the same file name in different folders)."""
+    seen: dict[str, int] = {}
+    for r in runs:
+        rid = r.meta.run_id
+        if rid in seen:
+            seen[rid] += 1
+            r.meta.run_id = f"{rid}-{seen[rid]}"
+        else:
+            seen[rid] = 1
+    return runs
+
+
+__all__ = ["ReadWarning", "warn", "to_float", "build_run", "finalize", "apply_overrides", "meta_from", "unique_ids",
+           "RunMeta"]

@@ -1,0 +1,120 @@
+"""The one table mapping foreign metric names (verl, TRL, OpenRLHF, W&B exports) onto rlbatch's canonical names.
+
+Canonical names are those of DESIGN.md / :data:`rlbatch.runstore.CANONICAL_METRICS`. Each canonical name lists the
+foreign names it may come from, in priority order: when a log carries several of them (verl prints both
+``timing_s/step`` and ``time_per_step``), the first present wins. Everything not in the table is kept in the run's
+metrics under ``raw/<foreign name>``.
+
+Kinds of entries
+- :data:`FOREIGN_NAMES`: value copied as is (after a unit suffix such as verl's ``actor/lr(1e-4)`` is applied).
+- :data:`PER_STEP_TO_CUMULATIVE`: a per-step count turned into the canonical cumulative counter by a running sum.
+- :data:`TRAIN_TIME_PARTS`: per-step update timings summed into ``time/train_s`` (actor and critic updates).
+- :data:`STEP_TIME_PARTS`: timings summed into ``time/step_s`` when the log has no whole-step timer (old verl).
+- :data:`EVAL_OVERHEAD_PARTS`: timings subtracted from the step time for ``time/wall_s`` (wall-clock excludes
+  evaluation and checkpoint saving, DESIGN.md).
+- :data:`EVAL_PATTERNS`: validation scores, one per dataset; ``eval/score`` is their unweighted mean.
+"""
+
+from __future__ import annotations
+
+import re
+
+#: canonical name -> foreign names, first present wins.
+FOREIGN_NAMES: dict[str, tuple[str, ...]] = {
+    "step": ("step", "train/global_step", "global_step", "training/global_step", "_step"),
+    "samples/retained": ("samples/retained",),
+    "samples/generated": ("samples/generated",),
+    "tokens/generated": ("tokens/generated",),
+    "tokens/trained": ("tokens/trained", "num_tokens", "train/num_tokens"),  # TRL: cumulative tokens seen
+    "time/gen_s": ("time/gen_s", "timing_s/gen", "timing/gen", "train/generate_time", "timing/generate"),
+    "time/reward_s": ("time/reward_s", "timing_s/reward", "timing/reward", "train/reward_time"),
+    "time/train_s": ("time/train_s", "train/train_time"),
+    "time/step_s": ("time/step_s", "timing_s/step", "timing/step", "perf/time_per_step", "time_per_step",
+                    "step_time", "train/step_time"),
+    "time/wall_s": ("time/wall_s",),
+    "reward/mean": ("reward/mean", "critic/score/mean", "reward", "train/reward", "train/rewards", "rewards/mean"),
+    "reward/std": ("reward/std", "reward_std", "train/reward_std", "critic/score/std"),
+    "grad_norm/actor": ("grad_norm/actor", "actor/grad_norm", "grad_norm", "train/grad_norm",
+                        "train/actor_grad_norm", "train/policy_grad_norm"),
+    "grad_norm/critic": ("grad_norm/critic", "critic/grad_norm", "train/critic_grad_norm"),
+    "noise/grad_sq_small": ("noise/grad_sq_small",),
+    "noise/grad_sq_big": ("noise/grad_sq_big",),
+    "noise/b_simple": ("noise/b_simple",),
+    "noise/b_small": ("noise/b_small",),
+    "noise/b_big": ("noise/b_big",),
+    "lr": ("lr", "actor/lr", "learning_rate", "train/learning_rate", "train/actor_lr", "train/act_lr", "actor_lr"),
+    "eval/score": ("eval/score", "eval_reward", "eval/reward", "eval_accuracy", "eval/accuracy"),
+}
+
+#: canonical cumulative counter -> per-step foreign counts (running sum).
+PER_STEP_TO_CUMULATIVE: dict[str, tuple[str, ...]] = {
+    "tokens/trained": ("perf/total_num_tokens", "total_num_tokens"),  # verl: prompt + response tokens this step
+}
+
+#: per-step update timings summed into ``time/train_s`` (verl: actor and critic updates).
+TRAIN_TIME_PARTS: tuple[str, ...] = ("timing_s/update_actor", "timing_s/update_critic", "timing/update_actor",
+                                     "timing/update_critic")
+
+#: timings summed into ``time/step_s`` when no whole-step timer exists (verl before ``timing/step`` existed).
+STEP_TIME_PARTS: tuple[str, ...] = ("timing/gen", "timing/reward", "timing/old_log_prob", "timing/ref",
+                                    "timing/values", "timing/adv", "timing/update_critic", "timing/update_actor",
+                                    "timing/testing")
+
+#: timings inside the step timer that are not training: excluded from ``time/wall_s``.
+EVAL_OVERHEAD_PARTS: tuple[str, ...] = ("timing_s/testing", "timing/testing", "timing_s/save_checkpoint",
+                                        "timing/save_checkpoint")
+
+#: validation-score names; group ``ds`` names the dataset. First pattern that matches a name wins.
+EVAL_PATTERNS: tuple[re.Pattern[str], ...] = (
+    re.compile(r"^val-core/(?P<ds>.+)/[^/]+/mean@\d+$"),          # verl >= 0.3: val-core/<source>/<var>/mean@N
+    re.compile(r"^(?:val/)?test_score/(?P<ds>.+)$"),             # verl <= 0.2: val/test_score/<source>
+    re.compile(r"^eval/(?P<ds>.+)_pass1$"),                      # OpenRLHF: eval/<dataset>_pass1
+    re.compile(r"^eval_(?P<ds>.+)_pass1$"),
+)
+
+#: metrics of the canonical table that live in ``eval.jsonl`` rather than ``metrics.jsonl``.
+EVAL_CANONICAL = ("eval/score",)
+
+# inverse lookup: foreign -> (canonical, priority)
+_INVERSE: dict[str, tuple[str, int]] = {}
+for _canon, _names in FOREIGN_NAMES.items():
+    for _i, _n in enumerate(_names):
+        _INVERSE.setdefault(_n, (_canon, _i))
+
+_UNIT_SUFFIX = re.compile(r"^(?P<name>.+?)\((?P<unit>[0-9.eE+-]+)\)$")
+
+
+def split_unit(name: str) -> tuple[str, float]:
+    """``"actor/lr(1e-4)"`` -> ``("actor/lr", 1e-4)``: old verl printed some values in units given in the name."""
+    m = _UNIT_SUFFIX.match(name)
+    if m:
+        try:
+            return m.group("name"), float(m.group("unit"))
+        except ValueError:
+            pass
+    return name, 1.0
+
+
+def canonical_for(name: str, user_map: dict[str, str] | None = None) -> tuple[str, int] | None:
+    """The canonical name a foreign ``name`` maps to, with its priority (0 = preferred), or None.
+
+    ``user_map`` (from ``--map foreign=canonical``) takes precedence over the table, with priority -1.
+    """
+    if user_map and name in user_map:
+        return user_map[name], -1
+    return _INVERSE.get(name)
+
+
+def eval_dataset(name: str) -> str | None:
+    """The dataset a validation-score name refers to (``val-core/openai/gsm8k/reward/mean@1`` -> ``openai/gsm8k``),
+    or None when ``name`` is not a per-dataset validation score."""
+    for pat in EVAL_PATTERNS:
+        m = pat.match(name)
+        if m:
+            return m.group("ds")
+    return None
+
+
+def is_eval_name(name: str, user_map: dict[str, str] | None = None) -> bool:
+    c = canonical_for(name, user_map)
+    return (c is not None and c[0] in EVAL_CANONICAL) or eval_dataset(name) is not None

@@ -1,0 +1,280 @@
+"""verl console logs (``trainer.logger=['console']``, usually captured from a Ray job's stdout).
+
+What is read
+- step lines ``step:N - key:value - key:value ...`` anywhere on a line (after Ray's ``(TaskRunner pid=...)`` prefix
+  and ANSI colour codes), every schema generation verl has printed: ``timing/gen`` (2024), ``timing_s/gen``,
+  ``perf/throughput`` (2025); values with 3 decimals or as ``np.float64(...)``; names with a unit suffix
+  (``actor/lr(1e-4):0.010`` = 1e-6);
+- validation scores inside step lines (``val/test_score/<source>``, ``val-core/<source>/<var>/mean@N``) and the
+  full-precision ``Initial/Final validation metrics: {...}`` prints (one line, or pprint'ed over several);
+- P, G, learning rate, algorithm, model and GPU count from the printed config dict (the resolved config) or, when
+  absent, from the launch command's Hydra overrides (``data.train_batch_size=1024``, with ``$VAR`` resolved from
+  ``VAR=value`` lines in the log).
+
+A final line cut mid-write is skipped with a warning naming file and line.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+from typing import Any
+
+from rlbatch.errors import UserError
+from rlbatch.readers.common import build_run, meta_from, to_float, warn
+from rlbatch.readers.names import is_eval_name
+from rlbatch.runstore import Run
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+RAY_PREFIX = re.compile(r"^\s*\([\w.-]+(?: pid=\d+)?(?:, ip=[\w.:-]+)?\)\s?")
+STEP = re.compile(r"(?:^|\s)step:(\d+) - ")
+STEP_AT = re.compile(r"step:(\d+) - ")
+NP_SCALAR = re.compile(r"np\.(?:float|int)\d*\(([^()]*)\)")
+SHELL_VAR = re.compile(r"^\s*(?:\+\+?\s*)?(?:export\s+)?([A-Za-z_]\w*)=(\"[^\"]*\"|'[^']*'|[^\s#]+)")
+OVERRIDES = {
+    "data.train_batch_size": "prompts_per_step",
+    "actor_rollout_ref.rollout.n": "group_size",
+    "actor_rollout_ref.actor.optim.lr": "lr",
+    "algorithm.adv_estimator": "adv_estimator",
+    "actor_rollout_ref.model.path": "model",
+    "trainer.n_gpus_per_node": "n_gpus_per_node",
+    "trainer.nnodes": "nnodes",
+}
+OVERRIDE = re.compile(r"(?<![\w.])\+{0,2}(" + "|".join(re.escape(k) for k in OVERRIDES) + r")=([^\s'\"\\]+)")
+CONFIG_PATHS = {
+    "prompts_per_step": ("data", "train_batch_size"),
+    "group_size": ("actor_rollout_ref", "rollout", "n"),
+    "lr": ("actor_rollout_ref", "actor", "optim", "lr"),
+    "adv_estimator": ("algorithm", "adv_estimator"),
+    "model": ("actor_rollout_ref", "model", "path"),
+    "n_gpus_per_node": ("trainer", "n_gpus_per_node"),
+    "nnodes": ("trainer", "nnodes"),
+}
+HF_SNAPSHOT = re.compile(r"models--([^/]+)--([^/]+)")
+
+
+def looks_like(head: str) -> bool:
+    """Content test for format detection: a verl step line, or verl's launch/config in the first lines."""
+    return bool(STEP.search(ANSI.sub("", head))) or "verl.trainer" in head or "'actor_rollout_ref'" in head
+
+
+def _clean(line: str) -> str:
+    return _split_prefix(line)[1]
+
+
+def _split_prefix(line: str) -> tuple[str, str]:
+    """``(Ray actor prefix, text)`` of a console line, ANSI codes removed."""
+    if "\x1b" in line:
+        line = ANSI.sub("", line)
+    if line.startswith(("(", " (")):
+        m = RAY_PREFIX.match(line)
+        if m:
+            return m.group(0).strip(), line[m.end():]
+    return "", line
+
+
+def _dig(cfg: Any, keys: tuple[str, ...]) -> Any:
+    for k in keys:
+        if not isinstance(cfg, dict) or k not in cfg:
+            return None
+        cfg = cfg[k]
+    return cfg
+
+
+def _literal(text: str) -> Any:
+    return ast.literal_eval(NP_SCALAR.sub(r"\1", text))
+
+
+def _val_dict(text: str) -> dict[str, Any] | None:
+    """``"Final validation metrics: {...}"`` in any of the forms verl printed it -> the dict."""
+    t = text.strip()
+    if t.startswith(("(", '"', "'")):
+        try:
+            t = ast.literal_eval(t)
+        except (ValueError, SyntaxError):
+            pass
+    if not isinstance(t, str) or "{" not in t:
+        return None
+    try:
+        d = _literal(t[t.index("{"): t.rindex("}") + 1])
+    except (ValueError, SyntaxError):
+        return None
+    return d if isinstance(d, dict) else None
+
+
+def read(path: str | Path, *, run_id: str | None = None, user_map: dict[str, str] | None = None) -> Run:
+    """Read one verl console log into a :class:`Run` (canonical names; see the module docstring).
+
+    Raises :class:`UserError` naming the file when it has no step line. Skipped lines (truncated last line,
+    unparseable values) give a :class:`rlbatch.readers.common.ReadWarning` naming file and line.
+    """
+    path = Path(path)
+    rows: list[dict[str, Any]] = []
+    lines: list[int] = []
+    shell: dict[str, str] = {}
+    cmd: dict[str, str] = {}
+    config: dict | None = None
+    cfg_buf: list[str] | None = None
+    cfg_prefix = ""
+    cfg_line = 0
+    val_buf: list[str] | None = None
+    val_kind = ""
+    extra_evals: list[tuple[int | None, dict]] = []
+    bad_values = 0
+    first_bad: tuple[int, str] | None = None
+    last_raw = ""
+    lineno = 0
+    try:
+        fh = open(path, "r", encoding="utf-8", errors="replace", newline="")
+    except OSError as err:
+        raise UserError(f"cannot read ({err.strerror})", path=str(path)) from None
+    with fh:
+        for lineno, raw in enumerate(fh, 1):
+            last_raw = raw
+            idx = raw.find("step:")
+            m = None
+            while idx >= 0:  # str.find + an anchored match: much faster than a regex search over the line
+                if idx == 0 or raw[idx - 1].isspace():
+                    m = STEP_AT.match(raw, idx)
+                    if m:
+                        break
+                idx = raw.find("step:", idx + 5)
+            if m is not None:
+                rest = raw[m.end():].rstrip()
+                if "\x1b" in rest:
+                    rest = ANSI.sub("", rest)
+                if rest:
+                    rec: dict[str, Any] = {"step": int(m.group(1))}
+                    for part in rest.split(" - "):
+                        k, sep, v = part.rpartition(":")
+                        if not sep:
+                            continue
+                        try:
+                            rec[k] = float(v)
+                        except ValueError:
+                            f = to_float(v)
+                            if f is None:
+                                bad_values += 1
+                                if first_bad is None:
+                                    first_bad = (lineno, k)
+                                continue
+                            rec[k] = f
+                    rows.append(rec)
+                    lines.append(lineno)
+                    continue
+            if cfg_buf is not None:
+                prefix, text = _split_prefix(raw)
+                if prefix == cfg_prefix:  # other Ray actors' output interleaves with the pprint'ed config
+                    cfg_buf.append(text.rstrip("\r\n"))
+                    if cfg_buf[-1].rstrip().endswith("}"):
+                        try:
+                            config = _literal("\n".join(cfg_buf))
+                            cfg_buf = None
+                        except (ValueError, SyntaxError):
+                            pass
+                    if cfg_buf is not None and len(cfg_buf) > 3000:
+                        warn("could not parse the printed config dict; using the launch command", path, cfg_line)
+                        cfg_buf = None
+                    continue
+            if val_buf is not None:
+                val_buf.append(_clean(raw).strip())
+                if val_buf[-1].endswith(")") or len(val_buf) > 200:
+                    d = _val_dict(" ".join(val_buf))
+                    if d:
+                        extra_evals.append((0 if val_kind == "Initial" else None, d))
+                    val_buf = None
+                continue
+            if "validation metrics" in raw:
+                line = _clean(raw).strip()
+                kind = "Initial" if "Initial validation" in line else "Final" if "Final validation" in line else ""
+                if kind:
+                    if line.startswith("(") and not line.endswith(")"):
+                        val_buf, val_kind = [line], kind
+                    else:
+                        d = _val_dict(line)
+                        if d:
+                            extra_evals.append((0 if kind == "Initial" else None, d))
+                continue
+            if config is None and cfg_buf is None and "{'" in raw:
+                cfg_prefix, line = _split_prefix(raw)
+                if line.startswith("{'") and ("'actor_rollout_ref'" in line or "'algorithm'" in line
+                                              or "'data'" in line or "'trainer'" in line):
+                    cfg_buf, cfg_line = [line.rstrip("\r\n")], lineno
+                    if cfg_buf[0].rstrip().endswith("}"):
+                        try:
+                            config = _literal(cfg_buf[0])
+                            cfg_buf = None
+                        except (ValueError, SyntaxError):
+                            pass
+                    continue
+            if "=" in raw and lineno < 5000 or "verl.trainer" in raw:
+                m2 = SHELL_VAR.match(raw)
+                if m2:
+                    shell.setdefault(m2.group(1), m2.group(2).strip("\"'"))
+                for k, v in OVERRIDE.findall(raw):
+                    cmd.setdefault(k, v)
+
+    if rows and not last_raw.endswith("\n") and lines[-1] == lineno:
+        prev = next((r for r in reversed(rows[:-1]) if len(r) > 2), None)
+        eval_only = all(k == "step" or is_eval_name(k) for k in rows[-1])
+        if not eval_only and (prev is None or len(rows[-1]) < len(prev)):
+            warn("truncated last line (no line end; fewer fields than the step before): skipped", path, lineno)
+            rows.pop()
+            lines.pop()
+    if not rows:
+        raise UserError("no verl step lines ('step:N - name:value - ...') found", path=str(path))
+    if bad_values:
+        warn(f"{bad_values} value(s) that are not numbers skipped (first: {first_bad[1]!r})", path, first_bad[0])
+
+    notes: list[str] = []
+    lr_vals = [r["actor/lr"] for r in rows if "actor/lr" in r]
+    if lr_vals and max(lr_vals) == 0.0:  # printed with 3 decimals: 1e-6 reads 0.000
+        for r in rows:
+            r.pop("actor/lr", None)
+        notes.append("actor/lr printed as 0.000 (3 decimals); lr taken from the config")
+    info: dict[str, Any] = {}
+    for field, keys in CONFIG_PATHS.items():
+        v = _dig(config, keys) if isinstance(config, dict) else None
+        if v is not None:
+            info[field] = v
+    for key, field in OVERRIDES.items():
+        if field not in info and key in cmd:
+            v = cmd[key]
+            if v.startswith("$"):
+                v = shell.get(v.strip("${}"), v)
+            info[field] = v
+    if "group_size" not in info and isinstance(config, dict) and _dig(config, ("actor_rollout_ref", "rollout")):
+        info["group_size"] = 1
+        notes.append("group_size: rollout.n not in the printed config; verl's default n = 1")
+    if config is None and not cmd:
+        notes.append("no config or launch command in the log: P, G and lr unknown (use --set)")
+
+    def num(field: str, cast) -> Any:
+        v = info.get(field)
+        if v is None:
+            return None
+        try:
+            return cast(float(v)) if cast is int else cast(v)
+        except (TypeError, ValueError):
+            warn(f"{field} = {v!r} in the log is not a number; ignored", path)
+            return None
+
+    est = str(info.get("adv_estimator") or "").lower()
+    algorithm = {"gae": "ppo"}.get(est, est) or None
+    if algorithm is None:
+        has_critic = any("critic/vf_loss" in r or "critic/grad_norm" in r for r in rows[:5])
+        algorithm = "ppo" if has_critic else "grpo"
+        notes.append(f"algorithm not in the log; guessed {algorithm!r} from the metrics")
+    model = info.get("model")
+    if isinstance(model, str):
+        m = HF_SNAPSHOT.search(model)
+        model = f"{m.group(1)}/{m.group(2)}" if m else model
+    hardware = None
+    if info.get("n_gpus_per_node") is not None:
+        hardware = f"{info.get('nnodes', 1)} node(s) x {info['n_gpus_per_node']} GPU(s)"
+    fields = meta_from(run_id or path.stem, algorithm=algorithm, model=model,
+                       prompts_per_step=num("prompts_per_step", int), group_size=num("group_size", int),
+                       lr=num("lr", float), backend="verl", hardware=hardware)
+    return build_run(rows, path=path, source_format="verl", meta_fields=fields, notes=notes, lines=lines,
+                     extra_evals=extra_evals, user_map=user_map)

@@ -1,0 +1,124 @@
+"""The report's built-in matplotlib figures (Agg backend, no pyplot state): one function per figure, each taking
+runs and returning a :class:`matplotlib.figure.Figure`.
+
+- score vs cumulative retained samples (the paper's overlay: inside the batch-invariant range curves coincide);
+- score vs wall-clock hours (the "accelerate" view: what the user waits for);
+- actor gradient norm vs B, log-log, with the least-squares slope (expected about -1/2 below the critical batch);
+- mean time per step split into generation, reward, update and other.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from typing import Any
+
+import numpy as np
+
+from rlbatch.analysis.curves import metric_frame
+from rlbatch.runstore import Run
+
+
+def new_figure(width: float = 7.0, height: float = 4.2):
+    """A fresh Agg-backed figure (no global pyplot state)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height), dpi=100, layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def png_bytes(fig) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100)
+    return buf.getvalue()
+
+
+def _label(run: Run) -> str:
+    b = run.meta.batch_size
+    return f"{run.run_id} (B={b})" if b else run.run_id
+
+
+def _empty(ax, text: str) -> None:
+    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, fontsize=10, color="0.4", wrap=True)
+    ax.set_xticks([])
+    ax.set_yticks([])
+
+
+def _curve(run: Run, metric: str, x: str) -> tuple[np.ndarray, np.ndarray] | None:
+    df = metric_frame(run, metric)
+    if not len(df) or metric not in df.columns or x not in df.columns:
+        return None
+    d = df[[x, metric]].dropna().sort_values(x)
+    if d.empty:
+        return None
+    return d[x].to_numpy(dtype=float), d[metric].to_numpy(dtype=float)
+
+
+def score_vs(runs: list[Run], x: str, metric: str = "eval/score", target: float | None = None,
+             xscale: float = 1.0, xlabel: str = "", title: str = "") -> Any:
+    """``metric`` against ``x`` (``samples/retained`` or ``time/wall_s``) for every run, target as a dashed line."""
+    fig = new_figure()
+    ax = fig.add_subplot()
+    drawn = 0
+    for run in sorted(runs, key=lambda r: (r.meta.batch_size or 0, r.run_id)):
+        c = _curve(run, metric, x)
+        if c is None:
+            continue
+        ax.plot(c[0] / xscale, c[1], marker="o", markersize=2.5, linewidth=1.4, label=_label(run))
+        drawn += 1
+    if not drawn:
+        _empty(ax, f"no run has both {metric!r} and {x!r}")
+    else:
+        if target is not None:
+            ax.axhline(target, color="0.3", linestyle="--", linewidth=1, label=f"target {target:g}")
+        ax.set_xlabel(xlabel or x)
+        ax.set_ylabel(metric)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8, loc="best")
+    ax.set_title(title or f"{metric} vs {xlabel or x}")
+    return fig
+
+
+def time_per_step(runs: list[Run]) -> Any:
+    """Mean seconds per step per run, stacked: generation, reward, update, other (= step - the three)."""
+    fig = new_figure(7.0, max(2.4, 0.5 * len(runs) + 1.6))
+    ax = fig.add_subplot()
+    names, parts = [], {"generation": [], "reward": [], "update": [], "other": []}
+    for r in sorted(runs, key=lambda r: (r.meta.batch_size or 0, r.run_id)):
+        m = r.metrics
+
+        def mean(col: str) -> float:
+            if col not in m.columns:
+                return float("nan")
+            v = m[col].dropna()
+            return float(v.mean()) if len(v) else float("nan")
+
+        gen, rew, upd, step = mean("time/gen_s"), mean("time/reward_s"), mean("time/train_s"), mean("time/step_s")
+        if all(math.isnan(v) for v in (gen, rew, upd, step)):
+            continue
+        known = sum(v for v in (gen, rew, upd) if not math.isnan(v))
+        other = step - known if not math.isnan(step) else 0.0
+        names.append(_label(r))
+        for k, v in (("generation", gen), ("reward", rew), ("update", upd), ("other", max(other, 0.0))):
+            parts[k].append(0.0 if math.isnan(v) else v)
+    if not names:
+        _empty(ax, "no per-step timings in these logs")
+        ax.set_title("time per step")
+        return fig
+    y = np.arange(len(names))
+    left = np.zeros(len(names))
+    colors = {"generation": "C0", "reward": "C2", "update": "C1", "other": "0.75"}
+    for k, vals in parts.items():
+        vals = np.asarray(vals)
+        if not vals.any():
+            continue
+        ax.barh(y, vals, left=left, color=colors[k], label=k)
+        left += vals
+    ax.set_yticks(y, names, fontsize=8)
+    ax.set_xlabel("mean seconds per step")
+    ax.grid(alpha=0.3, axis="x")
+    ax.legend(fontsize=8, loc="lower right")
+    ax.set_title("generation / update time per step")
+    return fig

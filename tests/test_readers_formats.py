@@ -1,0 +1,151 @@
+"""Every non-verl-console format, from small fixtures written with the real metric names of each project."""
+
+import json
+import warnings
+
+import pandas as pd
+import pytest
+
+from rlbatch.analysis.curves import summarize_run
+from rlbatch.readers import detect_format, load
+from rlbatch.runstore import Run, RunMeta, write_run
+
+
+def test_verl_file_logger_jsonl(tmp_path):
+    p = tmp_path / "verl_metrics.jsonl"
+    recs = [{"step": s, "data": {"actor/grad_norm": 0.1 * s, "critic/score/mean": 0.2, "timing_s/gen": 3.0,
+                                 "timing_s/update_actor": 2.0, "timing_s/step": 6.0, "perf/total_num_tokens": 1000}}
+            for s in (1, 2, 3)]
+    recs[1]["data"]["val-core/openai/gsm8k/reward/mean@1"] = 0.5
+    p.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    assert detect_format(p) == "verl-jsonl"
+    (run,) = load(p, prompts_per_step=16, group_size=4)
+    m = run.metrics
+    assert m["time/wall_s"].tolist() == [6.0, 12.0, 18.0]
+    assert m["tokens/trained"].tolist() == [1000.0, 2000.0, 3000.0]
+    assert m["samples/retained"].tolist() == [64.0, 128.0, 192.0]
+    assert run.evals[["step", "eval/score", "samples/retained"]].values.tolist() == [[2, 0.5, 128.0]]
+
+
+def test_tensorboard_openrlhf_names(tmp_path):
+    from torch.utils.tensorboard import SummaryWriter
+
+    logdir = tmp_path / "tb" / "openrlhf_run"
+    w = SummaryWriter(log_dir=str(logdir))
+    for step in range(1, 6):  # OpenRLHF PPO: add_scalar(f"train/{k}", v, global_step)
+        w.add_scalar("train/policy_loss", -0.01 * step, step)
+        w.add_scalar("train/reward", 0.1 * step, step)
+        w.add_scalar("train/return", 0.1 * step, step)
+        w.add_scalar("train/response_length", 300.0, step)
+        w.add_scalar("train/kl", 0.001, step)
+        w.add_scalar("train/actor_lr", 5e-7, step)
+        w.add_scalar("train/critic_loss", 0.2, step)
+        w.add_scalar("train/critic_lr", 9e-6, step)
+    w.add_scalar("eval/gsm8k_pass1", 0.42, 4)
+    w.close()
+    assert detect_format(tmp_path / "tb") == "tensorboard"
+    (run,) = load(tmp_path / "tb", prompts_per_step=32, group_size=1)
+    m = run.metrics
+    assert m["step"].tolist() == [1, 2, 3, 4, 5]
+    assert m["reward/mean"].tolist() == pytest.approx([0.1, 0.2, 0.3, 0.4, 0.5])
+    assert m["lr"].iloc[0] == pytest.approx(5e-7)
+    assert "raw/train/policy_loss" in m.columns and "time/wall_s" in m.columns
+    assert run.evals[["step", "eval/score", "samples/retained"]].values.tolist() == [[4, pytest.approx(0.42), 128.0]]
+    assert run.evals["eval/score/gsm8k"].iloc[0] == pytest.approx(0.42)
+
+
+def test_trl_trainer_state(tmp_path):
+    hist = []
+    tokens = 0
+    for step in range(1, 7):
+        tokens += 5000
+        hist.append({"step": step, "epoch": step / 6, "loss": 0.01, "grad_norm": 0.5 / step, "learning_rate": 1e-6,
+                     "reward": 0.1 * step, "reward_std": 0.3, "num_tokens": tokens, "step_time": 12.5,
+                     "frac_reward_zero_std": 0.25, "completions/mean_length": 180.0, "kl": 0.0})
+        if step % 3 == 0:
+            hist.append({"step": step, "epoch": step / 6, "eval_loss": 0.1, "eval_reward": 0.2 * step,
+                         "eval_runtime": 30.0})
+    hist.append({"step": 6, "epoch": 1.0, "train_runtime": 80.0, "train_loss": 0.01, "total_flos": 0.0})
+    out = tmp_path / "grpo-out"
+    (out / "checkpoint-6").mkdir(parents=True)
+    (out / "checkpoint-6" / "trainer_state.json").write_text(json.dumps(
+        {"global_step": 6, "max_steps": 6, "train_batch_size": 8, "log_history": hist}))
+    assert detect_format(out) == "trl"
+    (run,) = load(out, prompts_per_step=8, group_size=8)
+    m = run.metrics
+    assert len(m) == 6 and run.meta.batch_size == 64 and run.meta.samples_source == "steps x B"
+    assert m["grad_norm/actor"].iloc[1] == pytest.approx(0.25)
+    assert m["tokens/trained"].iloc[-1] == 30000 and m["time/wall_s"].iloc[-1] == pytest.approx(75.0)
+    assert "raw/frac_reward_zero_std" in m.columns
+    assert run.evals[["step", "eval/score"]].values.tolist() == [[3, pytest.approx(0.6)], [6, pytest.approx(1.2)]]
+    # without P and G the file cannot say B: no retained-sample axis, and the notes say how to fix it
+    (bare,) = load(out / "checkpoint-6" / "trainer_state.json")
+    assert bare.meta.batch_size is None and "samples/retained" not in bare.metrics.columns
+    assert any("--set" in n for n in bare.notes)
+
+
+def test_wandb_history_csv(tmp_path):
+    p = tmp_path / "wandb_export.csv"
+    df = pd.DataFrame({"_step": [1, 2, 3, 4], "_runtime": [60, 121, 180, 245], "_timestamp": [1e9] * 4,
+                       "actor/grad_norm": [0.4, 0.3, 0.2, 0.1], "critic/score/mean": [0.1, 0.2, 0.3, 0.4],
+                       "timing_s/gen": [30.0, 31.0, 29.0, 30.0], "timing_s/step": [60.0, 61.0, 59.0, 65.0],
+                       "val-core/openai/gsm8k/reward/mean@1": [None, 0.3, None, 0.5]})
+    df.to_csv(p, index=False)
+    assert detect_format(p) == "wandb-csv"
+    (run,) = load(p, prompts_per_step=4, group_size=2)
+    assert run.metrics["time/wall_s"].tolist() == [60.0, 121.0, 180.0, 245.0]
+    assert run.evals["eval/score"].tolist() == [0.3, 0.5]
+    assert summarize_run(run)["throughput_samples_per_s"] == pytest.approx(32 / 245)
+
+
+def test_wandb_panel_csv_one_run_per_name(tmp_path):
+    p = tmp_path / "panel.csv"
+    p.write_text("Step,runA - train/reward,runA - train/reward__MIN,runA - train/reward__MAX,runB - train/reward\n"
+                 "1,0.1,0.1,0.1,0.2\n2,0.2,0.2,0.2,0.3\n3,0.3,0.3,0.3,\n")
+    runs = load(p)
+    assert [r.run_id for r in runs] == ["runA", "runB"]
+    assert runs[0].metrics["reward/mean"].tolist() == [0.1, 0.2, 0.3]
+    assert runs[1].metrics["reward/mean"].tolist() == [0.2, 0.3]
+
+
+def test_generic_csv_with_map(tmp_path):
+    p = tmp_path / "mine.csv"
+    p.write_text("iteration,acc,gnorm,secs\n1,0.1,2.0,10\n2,0.3,1.0,10\n3,0.5,0.5,10\n")
+    assert detect_format(p) == "csv"
+    (run,) = load(p, mapping=["iteration=step", "acc=eval/score,gnorm=grad_norm/actor", "secs=time/step_s"],
+                  prompts_per_step=2, group_size=2)
+    assert run.metrics["grad_norm/actor"].tolist() == [2.0, 1.0, 0.5]
+    assert run.metrics["time/wall_s"].tolist() == [10.0, 20.0, 30.0]
+    assert run.evals["eval/score"].tolist() == [0.1, 0.3, 0.5]
+
+
+def test_generic_jsonl_nested(tmp_path):
+    p = tmp_path / "log.jsonl"
+    p.write_text('{"step": 1, "actor": {"grad_norm": 1.5}, "reward": 0.1}\n'
+                 '{"step": 2, "actor": {"grad_norm": 1.0}, "reward": 0.2}\n')
+    assert detect_format(p) == "jsonl"
+    (run,) = load(p)
+    assert run.metrics["grad_norm/actor"].tolist() == [1.5, 1.0]
+    assert run.metrics["reward/mean"].tolist() == [0.1, 0.2]
+
+
+def _store_run(d, rid, b):
+    meta = RunMeta(run_id=rid, prompts_per_step=b // 4, group_size=4, lr=1e-5, status="finished")
+    metrics = pd.DataFrame({"step": [1, 2], "samples/retained": [b * 0.9, b * 1.8], "grad_norm/actor": [1.0, 0.8],
+                            "time/step_s": [2.0, 2.0], "time/wall_s": [2.0, 4.0], "time/gen_s": [1.0, 1.0]})
+    evals = pd.DataFrame({"step": [2], "samples/retained": [b * 1.8], "eval/score": [0.4]})
+    write_run(d, Run(meta=meta, metrics=metrics, evals=evals))
+
+
+def test_run_store_and_sweep_tree(tmp_path):
+    _store_run(tmp_path / "sweep" / "trials" / "b64", "b64", 64)
+    _store_run(tmp_path / "sweep" / "trials" / "b128", "b128", 128)
+    (tmp_path / "sweep" / "sweep.json").write_text("{}")
+    assert detect_format(tmp_path / "sweep") == "rlbatch"
+    runs = load(tmp_path / "sweep")
+    assert sorted(r.run_id for r in runs) == ["b128", "b64"]
+    r = next(r for r in runs if r.run_id == "b64")
+    # the run's own counter (filtered samples: 0.9 B per step) is kept, not replaced by steps x B
+    assert r.meta.samples_source == "log" and r.metrics["samples/retained"].tolist() == [57.6, 115.2]
+    (single,) = load(tmp_path / "sweep" / "trials" / "b64")
+    assert single.meta.source_format == "rlbatch"
