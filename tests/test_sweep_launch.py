@@ -97,20 +97,26 @@ def test_verl_golden_and_values():
         assert o["++ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH"] == plan["log_path"]
 
 
-def test_openrlhf_golden_and_values():
-    plans = plan_trials(study(), "openrlhf", OUT)
-    check_golden("openrlhf_dry_run.txt", format_dry_run(plans))
+@pytest.mark.parametrize("dialect", ["dotted", "flat"])
+def test_openrlhf_golden_and_values(dialect):
+    from rlbatch.sweep.openrlhf import flag
+
+    plans = plan_trials(study(), "openrlhf", OUT, openrlhf_flags=dialect)
+    check_golden(f"openrlhf_{dialect}_dry_run.txt", format_dry_run(plans))
     for plan, trial in zip(plans, study()):
         cmd = plan["command"]
-        flag = {cmd[i][2:]: cmd[i + 1] for i in range(3, len(cmd) - 1) if cmd[i].startswith("--")}
+        given = {cmd[i][2:]: cmd[i + 1] for i in range(3, len(cmd) - 1) if cmd[i].startswith("--")}
+        v = lambda role: given[flag(role, dialect)]  # noqa: E731
         assert cmd[:3] == ["python3", "-m", "openrlhf.cli.train_ppo_ray"]
-        assert int(flag["rollout_batch_size"]) == trial["prompts_per_step"]
-        assert int(flag["n_samples_per_prompt"]) == 8
-        assert int(flag["train_batch_size"]) == trial["batch_size"]  # one update per rollout
-        assert float(flag["actor_learning_rate"]) == trial["lr"]
-        # steps = num_episodes * max_samples / rollout_batch_size
-        assert int(flag["num_episodes"]) * int(flag["max_samples"]) // trial["prompts_per_step"] == trial["steps"]
-        assert Path(flag["use_tensorboard"]) / flag["wandb_run_name"] == Path(plan["log_path"])
+        assert int(v("rollout_batch")) == trial["prompts_per_step"]
+        assert int(v("n_samples")) == 8
+        assert int(v("train_batch")) == trial["batch_size"]  # one update per rollout
+        assert float(v("actor_lr")) == trial["lr"]
+        # steps = num_episodes * max_samples / rollout batch (max_samples counts prompts)
+        assert int(v("num_episodes")) * int(v("max_samples")) // trial["prompts_per_step"] == trial["steps"]
+        assert Path(v("tensorboard")) / v("run_name") == Path(plan["log_path"])
+    assert flag("rollout_batch", "dotted") == "rollout.batch_size"  # OpenRLHF >= 0.10.2
+    assert flag("rollout_batch", "flat") == "rollout_batch_size"  # OpenRLHF <= 0.10.1
 
 
 def test_trl_golden_and_values():
@@ -160,16 +166,23 @@ def test_verl_base_overrides_merge_and_conflicts(tmp_path):
 
 def test_openrlhf_and_trl_base_configs(tmp_path):
     flags = tmp_path / "flags.txt"
-    flags.write_text("--pretrain Qwen/Qwen2.5-7B\n--bf16\n--critic_learning_rate 9e-6\n--advantage_estimator gae\n")
+    flags.write_text("--actor.model_name_or_path Qwen/Qwen2.5-7B\n--ds.packing_samples\n--critic.adam.lr 9e-6\n"
+                     "--algo.advantage.estimator gae\n")
     (plan,) = plan_trials(study()[1:2], "openrlhf", OUT, base_config=flags)
     cmd = plan["command"]
-    assert "--bf16" in cmd and cmd[cmd.index("--pretrain") + 1] == "Qwen/Qwen2.5-7B"
+    assert "--ds.packing_samples" in cmd and cmd[cmd.index("--actor.model_name_or_path") + 1] == "Qwen/Qwen2.5-7B"
     # the critic's lr0 is scaled by the same rule: 9e-6 * sqrt(1024 / 512)
-    assert float(cmd[cmd.index("--critic_learning_rate") + 1]) == pytest.approx(9e-6 * math.sqrt(2), rel=1e-12)
-    assert cmd[cmd.index("--advantage_estimator") + 1] == "gae"
-    flags.write_text("--rollout_batch_size 7\n")
+    assert float(cmd[cmd.index("--critic.adam.lr") + 1]) == pytest.approx(9e-6 * math.sqrt(2), rel=1e-12)
+    assert cmd[cmd.index("--algo.advantage.estimator") + 1] == "gae"
+    flags.write_text("--rollout.batch_size 7\n")
     with pytest.raises(UserError, match="flags.txt:1"):
         plan_trials(study()[:1], "openrlhf", OUT, base_config=flags)
+    flags.write_text("pretrain: Qwen/Qwen2.5-7B\nbf16: true\ncritic_learning_rate: 9.0e-6\n")  # YAML, flat flags
+    (plan,) = plan_trials(study()[1:2], "openrlhf", OUT, base_config=flags.rename(tmp_path / "flags.yaml"),
+                          openrlhf_flags="flat")
+    cmd = plan["command"]
+    assert "--bf16" in cmd and cmd[cmd.index("--pretrain") + 1] == "Qwen/Qwen2.5-7B"
+    assert float(cmd[cmd.index("--critic_learning_rate") + 1]) == pytest.approx(9e-6 * math.sqrt(2), rel=1e-12)
 
     cfg = tmp_path / "grpo.yaml"
     cfg.write_text("model_name_or_path: Qwen/Qwen2.5-0.5B\nper_device_train_batch_size: 16\nreport_to: wandb\n")

@@ -146,6 +146,8 @@ def launch_cmd(
     num_processes: int = typer.Option(1, "--num-processes", help="TRL: processes (GPUs) for accelerate launch."),
     trl_script: str = typer.Option("train_grpo.py", "--trl-script", help="TRL: your GRPO script (reads --config)."),
     critic_lr: Optional[float] = typer.Option(None, "--critic-lr", help="OpenRLHF PPO: the critic's lr0 at B0."),
+    openrlhf_flags: str = typer.Option("dotted", "--openrlhf-flags", help="OpenRLHF flag names: dotted "
+                                       "(>= 0.10.2, --rollout.batch_size) or flat (<= 0.10.1)."),
     fmt: Format = typer.Option(Format.table, "--format", help="Output format."),
 ) -> None:
     """Launch the study on verl, OpenRLHF or TRL: one command per trial with P = B/G, G, the scaled learning rate and
@@ -157,7 +159,8 @@ def launch_cmd(
     res = launch(backend=backend.value, base_batch=base_batch, base_lr=base_lr, batches=parse_int_list(batches),
                  rule=rule, group_size=group_size, samples=samples, out=out, base_config=base_config,
                  fixed_lr_control=fixed_lr_control, seeds=seeds, dry_run=dry_run, submit=submit, address=address,
-                 project=project, num_processes=num_processes, trl_script=trl_script, base_critic_lr=critic_lr)
+                 project=project, num_processes=num_processes, trl_script=trl_script, base_critic_lr=critic_lr,
+                 openrlhf_flags=openrlhf_flags)
     plans = res["plans"]
     if fmt is Format.json:
         print_json({"trials": plans, "launch_script": res["launch_script"], "jobs": res["jobs"]})

@@ -167,12 +167,13 @@ def verl_plan(trial: dict, out_dir: Path | str, base: list[Entry] | None = None,
 
 def plan_trials(trials: list[dict], backend: str, out_dir: Path | str, *, base_config: Path | str | None = None,
                 project: str = DEFAULT_PROJECT, num_processes: int = 1, trl_script: str = "train_grpo.py",
-                base_critic_lr: float | None = None) -> list[dict]:
+                base_critic_lr: float | None = None, openrlhf_flags: str = "dotted") -> list[dict]:
     """Plans for all ``trials`` on ``backend`` (``verl``, ``openrlhf`` or ``trl``), reading ``base_config`` once.
 
     Backend options: ``project`` (verl project name), ``num_processes`` (TRL: GPUs in ``accelerate launch``),
     ``trl_script`` (TRL: the user's GRPO training script taking ``--config``), ``base_critic_lr`` (OpenRLHF PPO:
-    the critic's lr0 at B0, scaled by the same rule). Nothing is written. Raises :class:`UserError` for an unknown
+    the critic's lr0 at B0, scaled by the same rule), ``openrlhf_flags`` (``dotted`` for OpenRLHF >= 0.10.2,
+    ``flat`` for older releases). Nothing is written. Raises :class:`UserError` for an unknown
     backend or a bad base configuration (naming file and line).
     """
     if backend == "verl":
@@ -182,8 +183,8 @@ def plan_trials(trials: list[dict], backend: str, out_dir: Path | str, *, base_c
         from rlbatch.sweep.openrlhf import openrlhf_plan
 
         base = read_base_config(base_config, "flags")
-        return [openrlhf_plan(t, out_dir, base, base_path=base_config, base_critic_lr=base_critic_lr)
-                for t in trials]
+        return [openrlhf_plan(t, out_dir, base, base_path=base_config, base_critic_lr=base_critic_lr,
+                              dialect=openrlhf_flags) for t in trials]
     if backend == "trl":
         from rlbatch.sweep.trl import trl_plan
 
@@ -300,7 +301,7 @@ def launch(*, backend: str, base_batch: int, base_lr: float, batches: list[int],
            samples: int, out: Path | str, base_config: Path | str | None = None, fixed_lr_control: int | None = None,
            seeds: int = 1, dry_run: bool = False, submit: bool = False, address: str | None = None,
            project: str = DEFAULT_PROJECT, num_processes: int = 1, trl_script: str = "train_grpo.py",
-           base_critic_lr: float | None = None) -> dict[str, Any]:
+           base_critic_lr: float | None = None, openrlhf_flags: str = "dotted") -> dict[str, Any]:
     """Everything ``rlbatch launch`` does: trials -> plans -> print (``dry_run``), write scripts (default) or
     submit (``submit`` with ``address``). Returns ``{"plans": [...], "launch_script": path|None, "jobs": [...]}``.
     Raises :class:`UserError` for bad options (e.g. ``--submit`` without ``--address``)."""
@@ -313,7 +314,8 @@ def launch(*, backend: str, base_batch: int, base_lr: float, batches: list[int],
         raise UserError("choose one of --dry-run and --submit")
     trials = make_trials(base_batch, base_lr, batches, rule, group_size, samples, fixed_lr_control, seeds)
     plans = plan_trials(trials, backend, out, base_config=base_config, project=project,
-                        num_processes=num_processes, trl_script=trl_script, base_critic_lr=base_critic_lr)
+                        num_processes=num_processes, trl_script=trl_script, base_critic_lr=base_critic_lr,
+                        openrlhf_flags=openrlhf_flags)
     result: dict[str, Any] = {"plans": plans, "launch_script": None, "jobs": []}
     if dry_run:
         return result
