@@ -87,3 +87,23 @@ def test_duplicate_run_ids_rejected(tmp_path):
     t = _trials()[:1]
     with pytest.raises(UserError, match="run id"):
         run_sweep_ray(t + t, tmp_path, trial_fn=fake_trial, log=None)
+
+
+def test_starts_and_stops_its_own_local_ray(tmp_path):
+    """Without --address and with no Ray running in the process, a local instance is started with num_cpus and shut
+    down at the end (run in a subprocess so the module's Ray instance is not involved)."""
+    import subprocess
+
+    code = (
+        "import sys, ray; sys.path.insert(0, %r)\n"
+        "from _fake_trial import fake_trial\n"
+        "from rlbatch.sweep.ray import run_sweep_ray\n"
+        "from rlbatch.sweep.trials import make_trials\n"
+        "m = run_sweep_ray(make_trials(8, 1e-3, [8], 'sqrt', 4, 16), %r, trial_fn=fake_trial, num_cpus=1, log=None)\n"
+        "assert [e['state'] for e in m['trials']] == ['finished'], m\n"
+        "assert not ray.is_initialized()\n"
+        "print('ok')\n" % (str(TESTS), str(tmp_path)))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS.parent / "src"), str(TESTS)])}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stderr[-2000:]
+    assert [x["step"] for x in read_jsonl(tmp_path / "P2-G4-sqrt-s0" / "metrics.jsonl")] == [1, 2]

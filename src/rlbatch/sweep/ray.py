@@ -128,14 +128,12 @@ def run_sweep_ray(trials: list[dict], out_dir: Path | str, *, trial_fn: TrialFn 
 
     started_here = False
     if not ray.is_initialized():
-        kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
-        if runtime_env:
-            kwargs["runtime_env"] = runtime_env
+        kwargs: dict[str, Any] = {"runtime_env": runtime_env} if runtime_env else {}
         try:
-            if address:
+            if address:  # an existing cluster (ray:// goes through Ray Client, which takes few init options)
                 ray.init(address=address, **kwargs)
             else:
-                ray.init(num_cpus=num_cpus, **kwargs)
+                ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False, **kwargs)
         except ConnectionError as err:
             raise UserError(f"--address {address}: cannot connect to Ray ({err})", field="address") from None
         started_here = True
