@@ -295,3 +295,17 @@ def test_submit_uses_job_submission_client(tmp_path, monkeypatch):
     assert [s["runtime_env"]["env_vars"]["VERL_FILE_LOGGER_PATH"] for s in subs] == \
         [p["log_path"] for p in res["plans"]]
     assert json.loads((tmp_path / "jobs.json").read_text())[1]["job_id"] == "raysubmit_3"
+
+
+def test_missing_ray_is_a_user_error(monkeypatch, tmp_path):
+    import sys as _sys
+
+    from rlbatch.sweep.ray import run_sweep_ray
+
+    for name in ("ray", "ray.job_submission"):  # import ray -> ImportError, even if a test imported it before
+        monkeypatch.setitem(_sys.modules, name, None)
+    with pytest.raises(UserError, match=r"pip install 'rlbatch\[ray\]'"):
+        run_sweep_ray(study()[:1], tmp_path, trial_fn=lambda s, d: d)
+    with pytest.raises(UserError, match=r"rlbatch\[ray\]"):
+        launch(backend="verl", base_batch=512, base_lr=1e-6, batches=[512], rule="sqrt", group_size=8,
+               samples=1000, out=tmp_path, submit=True, address="http://head:8265")
