@@ -196,6 +196,72 @@ def analyze_cmd(
                      mapping=mapping, sets=sets)
     print_analysis(result, fmt.value)
 
+# --------------------------------------------------------------------------------------------------- launch
+class LaunchBackend(str, Enum):
+    verl = "verl"
+    openrlhf = "openrlhf"
+    trl = "trl"
+
+
+@app.command("launch")
+def launch_cmd(
+    backend: LaunchBackend = typer.Option(..., "--backend", help="Framework to launch the study on."),
+    base_batch: int = typer.Option(..., "--base-batch", help="B0: responses per update (P x G) of the tuned run."),
+    base_lr: float = typer.Option(..., "--base-lr", help="lr0: the learning rate tuned at B0."),
+    batches: str = typer.Option(..., "--batches", help="Comma-separated batch sizes B (responses per update)."),
+    rule: str = typer.Option("sqrt", "--rule", help="LR rule: sqrt (the paper's), linear or none."),
+    group_size: int = typer.Option(..., "--group-size", help="G: responses per prompt (P = B / G)."),
+    samples: int = typer.Option(..., "--samples", help="Budget of generated responses per trial (steps = "
+                                "ceil(samples / B))."),
+    out: Path = typer.Option(..., "--out", help="Sweep directory (on a filesystem the cluster shares)."),
+    base_config: Optional[Path] = typer.Option(None, "--base-config", "--verl-config",
+                                               help="Your base settings: Hydra overrides (verl), flags (OpenRLHF) "
+                                               "or a GRPOConfig YAML (TRL); one per line or YAML."),
+    fixed_lr_control: Optional[int] = typer.Option(None, "--fixed-lr-control", help="Add the control: this batch "
+                                                   "size trained with the unscaled lr0."),
+    seeds: int = typer.Option(1, "--seeds", help="Seeds per batch size."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the commands; write nothing."),
+    submit: bool = typer.Option(False, "--submit", help="Submit each trial as a Ray job to --address."),
+    address: Optional[str] = typer.Option(None, "--address", help="Ray dashboard, e.g. http://HEAD:8265."),
+    project: str = typer.Option("rlbatch", "--project", help="verl trainer.project_name (names the log folder)."),
+    num_processes: int = typer.Option(1, "--num-processes", help="TRL: processes (GPUs) for accelerate launch."),
+    trl_script: str = typer.Option("train_grpo.py", "--trl-script", help="TRL: your GRPO script (reads --config)."),
+    critic_lr: Optional[float] = typer.Option(None, "--critic-lr", help="OpenRLHF PPO: the critic's lr0 at B0."),
+    openrlhf_flags: str = typer.Option("dotted", "--openrlhf-flags", help="OpenRLHF flag names: dotted "
+                                       "(>= 0.10.2, --rollout.batch_size) or flat (<= 0.10.1)."),
+    fmt: Format = typer.Option(Format.table, "--format", help="Output format."),
+) -> None:
+    """Launch the study on verl, OpenRLHF or TRL: one command per trial with P = B/G, G, the scaled learning rate and
+    steps from the sample budget. Writes OUT/launch.sh + OUT/trials/*.sh + OUT/plan.json (default), prints the
+    commands (--dry-run) or submits them as Ray jobs (--submit --address). Then: rlbatch analyze OUT/logs."""
+    from rlbatch.scaling import parse_int_list
+    from rlbatch.sweep.verl import format_dry_run, launch
+
+    res = launch(backend=backend.value, base_batch=base_batch, base_lr=base_lr, batches=parse_int_list(batches),
+                 rule=rule, group_size=group_size, samples=samples, out=out, base_config=base_config,
+                 fixed_lr_control=fixed_lr_control, seeds=seeds, dry_run=dry_run, submit=submit, address=address,
+                 project=project, num_processes=num_processes, trl_script=trl_script, base_critic_lr=critic_lr,
+                 openrlhf_flags=openrlhf_flags)
+    plans = res["plans"]
+    if fmt is Format.json:
+        print_json({"trials": plans, "launch_script": res["launch_script"], "jobs": res["jobs"]})
+        return
+    if dry_run:
+        print(format_dry_run(plans), end="")
+        return
+    jobs = {j["run_id"]: j["job_id"] for j in res["jobs"]}
+    rows = [{**p, "job_id": jobs.get(p["run_id"])} for p in plans]
+    cols = [("run_id", "trial", None), ("prompts_per_step", "P", None), ("group_size", "G", None),
+            ("batch_size", "B", None), ("lr", "lr", ".4g"), ("steps", "steps", None), ("log_path", "log", None)]
+    if jobs:
+        cols.append(("job_id", "Ray job", None))
+    if fmt is Format.markdown:
+        print(markdown_table(rows, cols))
+    else:
+        console().print(rich_table(rows, cols, title=f"{backend.value}: {len(plans)} trials"))
+    if not jobs:
+        print(f"Run: bash {res['launch_script']}   (re-run to resume; then: rlbatch analyze {Path(out) / 'logs'})")
+
 
 def main() -> None:
     """Console entry point: runs the Typer app; a :class:`UserError` prints one line and exits with code 2."""

@@ -254,6 +254,7 @@ _SAMPLE_NOTES = ("samples/retained computed", "batch size unknown")
 def finalize(run: Run) -> Run:
     """(Re)compute the retained-sample axis and the evaluation points' x values.
 
+    ``lr``: when the metadata lacks it, the first positive logged ``lr``.
     ``samples/retained``: the log's own counter when it has one (``meta.samples_source = "log"``), else
     steps x B (``"steps x B"``; Li et al. 2026 index curves by retained responses; without filtering every
     generated response is retained), else absent (``None``: B unknown, set P and G with ``--set``).
@@ -262,6 +263,9 @@ def finalize(run: Run) -> Run:
     """
     m = run.metrics
     meta = run.meta
+    if meta.lr is None and "lr" in m.columns and (m["lr"] > 0).any():
+        meta.lr = float(m.loc[m["lr"] > 0, "lr"].iloc[0])  # the first logged learning rate (after any warm-up: first > 0)
+        run.notes.append("lr taken from the first logged learning rate")
     src = getattr(meta, "samples_source", None)
     b = meta.batch_size
     if "samples/retained" in m.columns and src != "steps x B" and m["samples/retained"].notna().any():

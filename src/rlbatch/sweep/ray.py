@@ -1,0 +1,195 @@
+"""Run the trials of a sweep as Ray tasks (``rlbatch sweep ... --backend ray [--address ...]``).
+
+Each trial is one Ray task with a resource request (``cpus_per_trial``, ``gpus_per_trial``); Ray runs as many at once
+as the cluster has room for. Every trial writes its run directory ``OUT/<run_id>`` (the run store) directly, so
+``OUT`` must be on a filesystem all nodes share (NFS, Lustre, a mounted bucket). The driver alone writes the manifest
+``OUT/sweep.json`` (each trial's spec, state ``pending|running|finished|failed``, attempts and last error), after
+every change, atomically. A trial that fails (its worker process killed, its node lost, an exception) is submitted
+again, up to ``max_retries`` times; the trial function resumes from the trial's checkpoint, so nothing is repeated.
+Re-running the sweep skips finished trials and resumes the others.
+
+We do not build a scheduler: Ray places the tasks; this module only submits, waits, retries and records.
+Without ``address`` a local Ray instance is started (``ray.init(num_cpus=...)``); with ``address`` (``auto``,
+``HOST:6379`` or ``ray://HOST:10001``) it joins that cluster. Ray is optional: ``pip install 'rlbatch[ray]'``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from rlbatch.errors import UserError
+from rlbatch.runstore import atomic_write_text
+
+MANIFEST = "sweep.json"
+STATES = ("pending", "running", "finished", "failed")
+
+TrialFn = Callable[[Any, Path], Any]
+
+
+def import_ray():
+    """Import Ray or raise :class:`UserError` with the install command."""
+    try:
+        import ray
+    except ImportError:
+        raise UserError("the Ray backend needs Ray: pip install 'rlbatch[ray]' (ray[default]>=2.9)") from None
+    return ray
+
+
+def default_trial_fn(spec: dict, run_dir: Path) -> Path:
+    """Run one trial with the embedded trainer: ``rlbatch.sweep.local.run_trial(TrialSpec(**spec), run_dir)``
+    (resumable; imported lazily, on the worker)."""
+    from rlbatch.sweep.local import TrialSpec, run_trial
+
+    return run_trial(TrialSpec(**spec), run_dir)
+
+
+def _execute(trial_fn: TrialFn, spec: dict, run_dir: str) -> str:
+    """Body of the Ray task: run the trial, return its run directory."""
+    return str(trial_fn(spec, Path(run_dir)))
+
+
+def read_manifest(out_dir: Path | str) -> dict:
+    """Read ``OUT/sweep.json`` (``{"backend", "trials": [{run_id, spec, state, attempts, error, run_dir}]}``);
+    an absent file reads as no trials. Raises :class:`UserError` naming the file when it is malformed."""
+    path = Path(out_dir) / MANIFEST
+    if not path.exists():
+        return {"trials": []}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise UserError(f"malformed JSON ({err.msg})", path=str(path), line=err.lineno) from None
+    if not isinstance(data, dict) or not isinstance(data.get("trials"), list):
+        raise UserError("expected an object with a 'trials' list", path=str(path))
+    return data
+
+
+def _write_manifest(out: Path, entries: dict[str, dict], extra: dict) -> None:
+    atomic_write_text(out / MANIFEST, json.dumps({**extra, "trials": list(entries.values())}, indent=2,
+                                                 default=str) + "\n")
+
+
+def _describe(err: BaseException) -> str:
+    name = type(err).__name__
+    text = str(err).strip().splitlines()
+    return f"{name}: {text[-1] if text else ''}"[:500]
+
+
+def run_sweep_ray(trials: list[dict], out_dir: Path | str, *, trial_fn: TrialFn | None = None,
+                  address: str | None = None, cpus_per_trial: float = 1, gpus_per_trial: float = 0,
+                  max_retries: int = 2, num_cpus: int | None = None, runtime_env: dict | None = None,
+                  log: Callable[[str], None] | None = print) -> dict:
+    """Run ``trials`` (dicts with at least ``run_id``; e.g. :func:`rlbatch.sweep.trials.make_trials` rows plus
+    trainer options) as Ray tasks and return the final manifest.
+
+    - ``trial_fn(spec, run_dir)`` runs one trial and must be resumable (default :func:`default_trial_fn`, the
+      embedded trainer); it runs on a Ray worker, so it must be importable there (a module-level function).
+    - ``cpus_per_trial`` / ``gpus_per_trial``: the resource request of each task (``--cpus-per-trial``,
+      ``--gpus-per-trial``); Ray runs trials in parallel up to the cluster's capacity.
+    - ``max_retries``: a failed trial is submitted again at most this many times (``--max-retries``).
+    - ``address``: join this cluster; ``None`` starts a local instance with ``num_cpus`` CPUs. If Ray is already
+      initialised in this process it is used as is (and not shut down).
+
+    Writes ``OUT/sweep.json`` after every state change. Returns the manifest dict; trials that still failed after
+    their retries have state ``failed`` and their last ``error``. Raises :class:`UserError` when Ray is missing,
+    run ids repeat, or a resource request is negative.
+    """
+    ray = import_ray()
+    if cpus_per_trial < 0 or gpus_per_trial < 0 or max_retries < 0:
+        raise UserError("--cpus-per-trial, --gpus-per-trial and --max-retries must be >= 0")
+    ids = [t["run_id"] for t in trials]
+    if len(set(ids)) != len(ids):
+        raise UserError("two trials share a run id; give each (batch, rule, seed) once", field="run_id")
+    out = Path(out_dir).expanduser().resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    if trial_fn is None:
+        try:
+            import rlbatch.sweep.local  # noqa: F401  (fail early, on the driver, with a clear message)
+        except ImportError:
+            raise UserError("the embedded trainer (rlbatch.sweep.local) is not available in this build") from None
+        trial_fn = default_trial_fn
+
+    previous = {e["run_id"]: e for e in read_manifest(out).get("trials", []) if isinstance(e, dict)}
+    entries: dict[str, dict] = {}
+    for t in trials:
+        old = previous.get(t["run_id"], {})
+        state = old.get("state", "pending")
+        if state == "finished" and not (out / t["run_id"]).is_dir():
+            state = "pending"  # the run directory went missing: run it again
+        entries[t["run_id"]] = {"run_id": t["run_id"], "spec": t, "state": "finished" if state == "finished"
+                                else "pending", "attempts": int(old.get("attempts", 0)),
+                                "error": old.get("error") if state == "finished" else None,
+                                "run_dir": str(out / t["run_id"])}
+    extra = {"backend": "ray", "address": address, "cpus_per_trial": cpus_per_trial,
+             "gpus_per_trial": gpus_per_trial, "max_retries": max_retries}
+    _write_manifest(out, entries, extra)
+
+    started_here = False
+    if not ray.is_initialized():
+        kwargs: dict[str, Any] = {"runtime_env": runtime_env} if runtime_env else {}
+        try:
+            if address:  # an existing cluster (ray:// goes through Ray Client, which takes few init options)
+                ray.init(address=address, **kwargs)
+            else:
+                ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False, **kwargs)
+        except ConnectionError as err:
+            raise UserError(f"--address {address}: cannot connect to Ray ({err})", field="address") from None
+        started_here = True
+    say = log or (lambda _m: None)
+    remote = ray.remote(_execute).options(num_cpus=cpus_per_trial, num_gpus=gpus_per_trial, max_retries=0,
+                                          retry_exceptions=False)
+    todo = [rid for rid, e in entries.items() if e["state"] != "finished"]
+    budget = {rid: max_retries + 1 for rid in todo}  # attempts allowed in this invocation
+    inflight: dict[Any, str] = {}
+
+    def submit(rid: str) -> None:
+        e = entries[rid]
+        e["state"], e["attempts"] = "running", e["attempts"] + 1
+        budget[rid] -= 1
+        inflight[remote.remote(trial_fn, e["spec"], e["run_dir"])] = rid
+        _write_manifest(out, entries, extra)
+
+    t0 = time.monotonic()
+    try:
+        for rid in todo:
+            submit(rid)
+        while inflight:
+            done, _ = ray.wait(list(inflight), num_returns=1)
+            for ref in done:
+                rid = inflight.pop(ref)
+                e = entries[rid]
+                try:
+                    ray.get(ref)
+                except Exception as err:  # worker crash, node loss, or the trial raised
+                    e["error"] = _describe(err)
+                    if budget[rid] > 0:
+                        say(f"rlbatch: trial {rid} failed (attempt {e['attempts']}: {e['error']}); retrying")
+                        submit(rid)
+                    else:
+                        e["state"] = "failed"
+                        say(f"rlbatch: trial {rid} failed after {e['attempts']} attempt(s): {e['error']}")
+                        _write_manifest(out, entries, extra)
+                    continue
+                e["state"], e["error"] = "finished", None
+                say(f"rlbatch: trial {rid} finished ({e['attempts']} attempt(s))")
+                _write_manifest(out, entries, extra)
+    except KeyboardInterrupt:
+        for ref in inflight:
+            ray.cancel(ref, force=True)
+        for rid in inflight.values():
+            entries[rid]["state"] = "pending"
+        _write_manifest(out, entries, extra)
+        raise
+    finally:
+        if started_here:
+            ray.shutdown()
+    manifest = {**extra, "trials": list(entries.values()), "wall_s": time.monotonic() - t0}
+    return manifest
+
+
+def summary_rows(manifest: dict) -> list[dict]:
+    """One row per trial for ``--format table|json|markdown``: ``run_id, state, attempts, error, run_dir``."""
+    return [{"run_id": e["run_id"], "state": e["state"], "attempts": e["attempts"], "error": e.get("error"),
+             "run_dir": e["run_dir"]} for e in manifest["trials"]]
