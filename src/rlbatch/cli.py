@@ -263,6 +263,37 @@ def launch_cmd(
         print(f"Run: bash {res['launch_script']}   (re-run to resume; then: rlbatch analyze {Path(out) / 'logs'})")
 
 
+# --------------------------------------------------------------------------------------------------- plan
+@app.command("plan")
+def plan_cmd(
+    paths: list[Path] = typer.Argument(..., help="Runs: run dirs, a sweep dir, any logs rlbatch analyze reads; or "
+                                       "one accounting table (CSV with samples_to_target, as rlbatch account)."),
+    target: Optional[float] = typer.Option(None, "--target", help="Target score (required for runs; a table is "
+                                           "already at its target)."),
+    reference: Optional[str] = typer.Option(None, "--reference", help="Reference run, configuration or batch size "
+                                            "(default: the smallest batch on the square-root LR rule)."),
+    candidates: Optional[str] = typer.Option(None, "--candidates", help="Comma-separated batch sizes to predict "
+                                             "besides the runs' own, e.g. 2048,4096."),
+    profile: Optional[Path] = typer.Option(None, "--profile", help="Throughput profile JSON (rlbatch profile) for "
+                                           "every candidate's throughput."),
+    metric: str = typer.Option("eval/score", "--metric", help="Metric the target applies to."),
+    tolerance: float = typer.Option(0.1, "--tolerance", help="Aligned family: rN <= 1 + tolerance."),
+    sets: Optional[list[str]] = typer.Option(None, "--set", help="Override run metadata: RUN:field=value."),
+    mapping: Optional[list[str]] = typer.Option(None, "--map", help="Map a foreign metric name: foreign=canonical."),
+    log_format: Optional[str] = typer.Option(None, "--log-format", help="Input log format instead of detecting it."),
+    fmt: Format = typer.Option(Format.table, "--format", help="Output format."),
+) -> None:
+    """Align, then accelerate: predict each candidate batch's time-to-target (rN / throughput gain, with an
+    interval) from finished runs or short probes and a throughput model, and recommend the fastest."""
+    from rlbatch.plan import make_plan, print_plan
+    from rlbatch.scaling import parse_int_list
+
+    plan = make_plan(paths, target=target, reference=reference, profile=profile, metric=metric, tol=tolerance,
+                     candidates=parse_int_list(candidates, "candidates") if candidates else None,
+                     log_format=log_format, sets=sets, mapping=mapping)
+    print_plan(plan, fmt.value)
+
+
 def main() -> None:
     """Console entry point: runs the Typer app; a :class:`UserError` prints one line and exits with code 2."""
     try:
