@@ -522,14 +522,14 @@ def _groups(runs: Sequence[Run], ref_key: str | None) -> tuple[list[dict[str, An
 
 def plan_runs(runs: Sequence[Run], target: float, *, reference: str | None = None, metric: str = "eval/score",
               candidates: Sequence[int] | None = None, profile: dict | str | Path | None = None, tol: float = 0.1,
-              n_boot: int = 200, seed: int = 0) -> dict[str, Any]:
+              n_boot: int = 200, seed: int = 0, extend: bool = True) -> dict[str, Any]:
     """Plan from runs (finished or short probes): rN, throughput and predicted time-to-target per candidate.
 
     ``runs``: run-store :class:`Run` objects (several seeds per configuration allowed; a configuration is a batch
     size and learning rate). ``target``: score of ``metric`` (higher is better). ``reference``: a run id, a
     configuration label or a batch size (default: the smallest batch on the square-root rule). ``candidates``: batch
     sizes to evaluate besides the runs' (default: the runs' configurations, plus two doublings above the largest
-    when a noise model and a throughput model exist). ``profile``: a ``rlbatch profile`` JSON (dict or path) whose
+    when a noise model and a throughput model exist and ``extend``). ``profile``: a ``rlbatch profile`` JSON (dict or path) whose
     time model replaces the runs' timings for every candidate. ``tol``: aligned family = rN <= 1 + tol.
 
     Returns the plan dict: ``recommended`` (configuration label, or batch size for a batch without runs),
@@ -628,7 +628,7 @@ def plan_runs(runs: Sequence[Run], target: float, *, reference: str | None = Non
         bn = {"value": None, "ci": None, "source": None}
     have = {c["batch_size"] for c in cands}
     extra = list(candidates or [])
-    if not candidates and bn.get("value") is not None and model is not None:
+    if extend and not candidates and bn.get("value") is not None and model is not None:
         top = max(have)
         extra = [top * 2, top * 4]
         notes.append(f"added B={top * 2} and B={top * 4} (two doublings above the largest run) from the noise and "

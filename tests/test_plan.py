@@ -1,0 +1,229 @@
+import json
+import math
+import subprocess
+import sys
+from functools import partial
+
+import pandas as pd
+import pytest
+
+from conftest import PAPER_CSV
+from rlbatch.analysis.accounting import fastest
+from rlbatch.errors import UserError
+from rlbatch.plan import (fit_b_noise, noise_model_rn, plan_runs, plan_section, plan_table, profile_timings,
+                          truncate_runs)
+from rlbatch.readers import load
+from rlbatch.report import accounting_for_runs
+from rlbatch.sweep.synthetic import SyntheticModel, synthetic_trial
+from rlbatch.sweep.trials import make_trials
+
+TARGET = 0.7
+MODEL = SyntheticModel()
+
+
+def rlbatch(*args):
+    return subprocess.run([sys.executable, "-m", "rlbatch.cli", *map(str, args)], capture_output=True, text=True)
+
+
+def by_run(plan):
+    return {c["run"] if c["run"] is not None else c["batch_size"]: c for c in plan["candidates"]}
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory):
+    """A synthetic full sweep: B = 128..4096 (sqrt rule), 3 seeds each, every trial long enough to reach 0.7."""
+    root = tmp_path_factory.mktemp("sweep")
+    budget = int(1.2 * MODEL.samples_to_target(4096, TARGET))
+    for t in make_trials(128, 1e-6, [128, 256, 512, 1024, 2048, 4096], "sqrt", 8, budget, seeds=3):
+        synthetic_trial(t, root / t["run_id"], MODEL)
+    return root
+
+
+# --------------------------------------------------------------------------------------------------- the paper table
+def test_paper_table_recommends_p1024_and_rejects_for_the_papers_reason():
+    res = rlbatch("plan", PAPER_CSV, "--reference", "P128", "--target", "0.77", "--format", "json")
+    assert res.returncode == 0, res.stderr
+    plan = json.loads(res.stdout)
+    assert plan["recommended"] == "P1024" and plan["reference"] == "P128" and plan["target"] == 0.77
+    c = by_run(plan)
+    for key in ("rN", "rN_ci", "rN_source", "relative_throughput", "throughput_source", "predicted_relative_time",
+                "interval", "aligned", "verdict", "sentence"):
+        assert key in c["P2048"]
+    # the paper's numbers: relative time = rN / relative throughput
+    assert round(c["P1024"]["predicted_relative_time"], 2) == 0.71
+    assert round(c["P2048"]["predicted_relative_time"], 2) == 1.23
+    assert round(c["P256-fixed-lr"]["predicted_relative_time"], 2) == 1.42
+    for name in ("P2048", "P256-fixed-lr"):  # throughput gain below rN
+        assert c[name]["verdict"] == "slower" and c[name]["rejected"] is True
+        assert c[name]["relative_throughput"] < c[name]["rN"]
+        assert "does not beat" in c[name]["sentence"] and "throughput gain below rN" in c[name]["sentence"]
+    assert c["P256"]["verdict"] == "faster" and c["P128"]["verdict"] == "reference"
+    assert [c[n]["aligned"] for n in ("P128", "P256", "P1024", "P2048", "P256-fixed-lr")] == [True, True, True,
+                                                                                              False, False]
+    assert c["P256-fixed-lr"]["on_lr_rule"] is False and "off the square-root LR rule" in c["P256-fixed-lr"]["sentence"]
+    assert plan["aligned_family"] == [1024, 8192]
+
+
+def test_paper_table_without_target_and_markdown():
+    res = rlbatch("plan", PAPER_CSV, "--reference", "P128", "--format", "markdown")
+    assert res.returncode == 0, res.stderr
+    assert "**Recommended: P1024 (B=8192)" in res.stdout
+    assert "P2048 (B=16384) is outside the aligned family (rN 1.60 > 1.10)" in res.stdout
+
+
+def test_table_candidates_from_noise_model_and_interpolated_throughput():
+    from rlbatch.analysis.accounting import read_accounting_csv
+
+    plan = plan_table(read_accounting_csv(PAPER_CSV), "P128", candidates=[4096])
+    c = by_run(plan)[4096]
+    assert c["rN_source"] == "noise-model" and c["throughput_source"] == "interpolated"
+    bn = plan["b_noise"]["value"]
+    assert c["rN"] == pytest.approx(noise_model_rn(4096, 1024, bn))
+    # log-log interpolation between P256 (B=2048, 1.247x) and P1024 (B=8192, 1.413x): the geometric mean at B=4096
+    assert c["relative_throughput"] == pytest.approx(math.sqrt(1.24737945 * 1.41330166), rel=1e-6)
+
+
+# --------------------------------------------------------------------------------------------------- the noise model
+def test_noise_model_by_hand():
+    assert noise_model_rn(2048, 1024, 1024) == pytest.approx(1.5)  # (1 + 2) / (1 + 1)
+    assert noise_model_rn(4096, 1024, math.inf) == 1.0
+    pts = [(b, noise_model_rn(b, 128, 2048)) for b in (256, 1024, 4096)]
+    assert fit_b_noise(pts, 128) == pytest.approx(2048, rel=1e-3)
+    assert math.isinf(fit_b_noise([(256, 1.0), (512, 0.99)], 128))
+    assert math.isnan(fit_b_noise([], 128))
+
+
+# --------------------------------------------------------------------------------------------------- runs
+def test_full_sweep_measured_rn_matches_the_model(sweep):
+    runs = load(sweep)
+    plan = plan_runs(runs, TARGET)
+    c = by_run(plan)
+    assert plan["reference"] == "P16-G8-sqrt" and c["P16-G8-sqrt"]["runs"] == [f"P16-G8-sqrt-s{i}" for i in range(3)]
+    for p, b in ((32, 256), (128, 1024), (512, 4096)):
+        got = c[f"P{p}-G8-sqrt"]
+        want = noise_model_rn(b, 128, MODEL.b_noise)
+        assert got["rN_source"] == "measured" and got["throughput_source"] == "measured"
+        assert got["rN"] == pytest.approx(want, rel=0.08)
+        assert got["rN_ci"][0] <= got["rN"] <= got["rN_ci"][1]
+        want_x = (b / MODEL.step_time(b)) / (128 / MODEL.step_time(128))
+        assert got["relative_throughput"] == pytest.approx(want_x, rel=0.03)
+    assert plan["recommended"] == "P256-G8-sqrt"  # B* = sqrt(20 * 2048 / 0.01) ~ 2024: the ladder's best is 2048
+    assert plan["b_noise"]["source"] == "fit to rN" and plan["b_noise"]["value"] == pytest.approx(2048, rel=0.15)
+    extra = [x for x in plan["candidates"] if x["run"] is None]
+    assert [x["batch_size"] for x in extra] == [8192, 16384]
+    assert all(x["rN_source"] == "noise-model" and x["throughput_source"] == "model" for x in extra)
+    assert c["P16-G8-sqrt"]["verdict"] == "reference" and c["P32-G8-sqrt"]["aligned"] is True  # rN ~ 1.06
+    assert c["P128-G8-sqrt"]["aligned"] is False
+
+
+def test_plan_from_first_30_percent_picks_a_batch_within_10_percent(sweep):
+    runs = load(sweep)
+    rows, ref, _ = accounting_for_runs(runs, TARGET, reference="P16-G8-sqrt-s0")
+    acc = pd.DataFrame(rows)
+    # measured time-to-target per batch (mean over seeds, relative to the reference)
+    acc["batch_size"] = acc["batch_size"].astype(int)
+    measured = acc.groupby("batch_size")["relative_time"].mean()
+    short = truncate_runs(runs, 0.3)
+    assert all(r.metrics["samples/retained"].max() <= 0.3 * f.metrics["samples/retained"].max() + 1e-9
+               for r, f in zip(short, runs))
+    plan = plan_runs(short, TARGET)
+    assert any(c["rN_source"] == "curve" for c in plan["candidates"])
+    pick = plan["recommended_batch_size"]
+    assert measured[pick] <= 1.10 * measured.min()
+
+
+def test_truncate_runs_copies(sweep):
+    runs = load(sweep)[:1]
+    n = len(runs[0].metrics)
+    cut = truncate_runs(runs, 0.5)[0]
+    assert len(runs[0].metrics) == n and cut.meta.status == "running"
+    assert cut.evals["samples/retained"].max() <= 0.5 * runs[0].metrics["samples/retained"].max()
+    with pytest.raises(UserError, match="fraction"):
+        truncate_runs(runs, 0)
+
+
+def test_one_probe_with_noise_metrics_and_a_profile(sweep, tmp_path):
+    runs = [r for r in load(sweep) if r.run_id == "P16-G8-sqrt-s0"]
+    profile = {"batches": [{"batch_size": b, "gen_s": MODEL.gen_s, "update_s": MODEL.train_s_per_response * b}
+                           for b in (128, 512, 2048)]}
+    assert len(profile_timings(profile)) == 3
+    plan = plan_runs(runs, TARGET, candidates=[1024, 2048, 4096], profile=profile)
+    assert plan["b_noise"]["source"] == "B_simple" and plan["b_noise"]["value"] == pytest.approx(2048, rel=0.01)
+    c = by_run(plan)
+    assert c[2048]["rN"] == pytest.approx(noise_model_rn(2048, 128, 2048), rel=0.01)
+    assert c[2048]["throughput_source"] == "profile"
+    assert plan["recommended"] == 2048
+
+
+def test_errors_say_what_is_missing(sweep):
+    runs = load(sweep)
+    one_b = [r for r in runs if r.meta.batch_size == 128]
+    with pytest.raises(UserError, match="two or more batch sizes"):
+        plan_runs(one_b, TARGET)
+    mixed = load(sweep)[:4]
+    mixed[1].meta.model = "other-model"
+    with pytest.raises(UserError, match="disagree on model"):
+        plan_runs(mixed, TARGET)
+    with pytest.raises(UserError, match="reward/xyz"):
+        plan_runs(runs, TARGET, metric="reward/xyz")
+    with pytest.raises(UserError, match="unknown reference"):
+        plan_runs(runs, TARGET, reference="nope")
+    with pytest.raises(UserError, match="--target is required"):
+        plan_runs(runs, None)
+    blind = load(sweep)
+    for r in blind:
+        r.metrics = r.metrics.drop(columns=[c for c in r.metrics.columns if c.startswith("time/")])
+    with pytest.raises(UserError, match="--profile"):
+        plan_runs(blind, TARGET)
+
+
+def test_cli_on_sweep_dir_and_error_exit(sweep):
+    res = rlbatch("plan", sweep, "--target", TARGET, "--format", "json")
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["recommended"] == "P256-G8-sqrt"
+    bad = rlbatch("plan", sweep, "--target", TARGET, "--reference", "P999")
+    assert bad.returncode == 2 and "unknown reference" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_plan_section_in_report(sweep, tmp_path):
+    from rlbatch.report import build_report
+
+    runs = [r for r in load(sweep) if r.meta.seed == 0]
+    sec = plan_section(runs, target=TARGET)
+    assert set(sec) == {"title", "markdown", "figures", "json_key", "json"} and sec["json_key"] == "plan"
+    assert "Recommended: P256-G8-sqrt-s0" in sec["markdown"]
+    out = build_report(runs, tmp_path / "rep", target=TARGET, sections=[sec])
+    assert out["plan"]["recommended"] == "P256-G8-sqrt-s0"
+
+
+# --------------------------------------------------------------------------------------------------- adaptive sweep
+@pytest.mark.parametrize("predict_skip", [True, False])
+def test_adaptive_sweep_stops_at_the_right_batch(tmp_path, predict_skip):
+    from rlbatch.sweep.adaptive import adaptive_sweep
+
+    # by hand: T(B) ~ (1 + B/2048)(20/B + 0.01): B=1024 0.0443, 2048 0.0395 (best), 4096 0.0447, 8192 0.0622
+    ladder = [128 * 2 ** k for k in range(7)]
+    assert min(ladder, key=lambda b: MODEL.time_to_target(b, TARGET)) == 2048
+    budget = int(1.15 * MODEL.samples_to_target(8192, TARGET))
+    res = adaptive_sweep(partial(synthetic_trial, model=MODEL),
+                         {"prompts_per_step": 16, "group_size": 8, "lr": 1e-6, "samples": budget, "seed": 0},
+                         tmp_path, target=TARGET, max_doublings=6, predict_skip=predict_skip)
+    assert res["recommended_batch_size"] == 2048 and res["best_batch_during_sweep"] == 2048
+    ran = [t["batch_size"] for t in res["trials"]]
+    assert ran[:5] == [128, 256, 512, 1024, 2048] and 8192 not in ran
+    if not predict_skip:
+        assert ran[-1] == 4096 and res["stopped_because"].startswith("measured")
+    full = sum(math.ceil(budget / b) * b for b in ladder)
+    assert res["samples_spent"] < 0.2 * full
+    # trials carry the square-root LR
+    t = load(tmp_path / "P256-G8-sqrt-s0")[0]
+    assert t.meta.lr == pytest.approx(1e-6 * math.sqrt(16))
+
+
+def test_adaptive_sweep_base_must_reach_target(tmp_path):
+    from rlbatch.sweep.adaptive import adaptive_sweep
+
+    with pytest.raises(UserError, match="did not reach"):
+        adaptive_sweep(partial(synthetic_trial, model=MODEL),
+                       {"prompts_per_step": 16, "group_size": 8, "lr": 1e-6, "samples": 4096}, tmp_path,
+                       target=TARGET)
