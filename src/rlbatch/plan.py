@@ -661,6 +661,11 @@ def plan_runs(runs: Sequence[Run], target: float, *, reference: str | None = Non
                         "sizes); run the probes longer", field="rN")
     ref_c = next(c for c in cands if c["is_reference"])
     ref_c["throughput_abs"] = x_ref_meas if ref_c["throughput_source"] == "measured" else x_ref_model
+    below = [c["run"] for c in cands if c["rN_source"] == "curve" and not c["is_reference"]]
+    if below:
+        notes.append(f"rN of {', '.join(below)} estimated from the curves at scores below the target (rN_level): "
+                     "inside the aligned family the ratio holds at every score; outside it, check it again once "
+                     "the runs reach the target")
     if not ref_reached:
         notes.append(f"the reference {ref['run']} has not reached {metric} >= {target:g}: rN estimated from the "
                      "curves at lower scores; no absolute time-to-target")
