@@ -227,3 +227,15 @@ def test_adaptive_sweep_base_must_reach_target(tmp_path):
         adaptive_sweep(partial(synthetic_trial, model=MODEL),
                        {"prompts_per_step": 16, "group_size": 8, "lr": 1e-6, "samples": 4096}, tmp_path,
                        target=TARGET)
+
+
+def test_fixed_lr_control_is_outside_the_aligned_family(tmp_path):
+    budget = int(1.2 * MODEL.samples_to_target(512, TARGET))
+    for t in make_trials(128, 1e-6, [128, 256, 512], "sqrt", 8, budget, fixed_lr_control=256):
+        synthetic_trial(t, tmp_path / t["run_id"], MODEL)
+    plan = plan_runs(load(tmp_path), TARGET, n_boot=50)
+    c = by_run(plan)
+    assert c["P32-G8-none-s0"]["on_lr_rule"] is False and c["P32-G8-none-s0"]["aligned"] is False
+    assert c["P32-G8-sqrt-s0"]["on_lr_rule"] is True and c["P32-G8-sqrt-s0"]["aligned"] is True
+    assert "off the square-root LR rule" in c["P32-G8-none-s0"]["sentence"]
+    assert plan["b_noise"]["batch_sizes"] == [256, 512]  # the control is not used to fit B_noise

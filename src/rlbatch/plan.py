@@ -24,7 +24,8 @@ Where each number comes from (``rN_source`` / ``throughput_source`` in the outpu
   B^-1/2 marks the knee; :func:`rlbatch.analysis.noise.fit_grad_norm_scaling`).
 - Intervals of rN: percentile bootstrap (Efron & Tibshirani 1993) resampling the seeds of each side when several,
   and always the residuals of each curve around its moving average (the interval from curve noise); for the
-  noise model, B_noise fitted to the ends of the measured intervals (or B_simple's spread).
+  noise model, B_noise fitted to the ends of the measured intervals (or B_simple's spread). The interval of the
+  predicted relative time is the rN interval divided by the relative throughput (throughput taken as exact).
 - throughput **measured** (median per-step retained samples / second of the runs, :func:`rlbatch.analysis.
   throughput.step_timings`), **model** (the fitted time model of :mod:`rlbatch.analysis.throughput` for batches
   without runs), **profile** (the same model fitted to a ``rlbatch profile`` JSON: every candidate), **table**
@@ -101,16 +102,16 @@ def fit_b_noise(points: Sequence[tuple[float, float]], reference_batch: float) -
 
 
 def moving_average(ys: np.ndarray, window: int = SMOOTH_WINDOW) -> np.ndarray:
-    """Centered moving average over ``window`` points (shrinking at the ends); no lag, unlike an EMA, so curves
-    evaluated at different sample spacings stay comparable."""
+    """Centered moving average over ``window`` points along the last axis (shrinking at the ends); no lag, unlike
+    an EMA, so curves evaluated at different sample spacings stay comparable. ``ys``: shape (n,) or (k, n)."""
     ys = np.asarray(ys, float)
-    n, h = len(ys), window // 2
+    n, h = ys.shape[-1], window // 2
     if n == 0 or window <= 1:
         return ys.copy()
-    c = np.concatenate([[0.0], np.cumsum(ys)])
+    c = np.concatenate([np.zeros(ys.shape[:-1] + (1,)), np.cumsum(ys, axis=-1)], axis=-1)
     lo = np.clip(np.arange(n) - h, 0, n)
     hi = np.clip(np.arange(n) + h + 1, 0, n)
-    return (c[hi] - c[lo]) / (hi - lo)
+    return (c[..., hi] - c[..., lo]) / (hi - lo)
 
 
 def _crossing(xs: np.ndarray, ys: np.ndarray, level: float) -> np.ndarray:
@@ -182,7 +183,7 @@ def _rn_estimate(ref_curves: list, cand_curves: list, level: float, smooth: bool
             noise = res[rng.integers(0, n, (n_boot, n))]
             y = sm[None, :] + noise
             if smooth:
-                y = np.apply_along_axis(moving_average, 1, y)
+                y = moving_average(y)
             per.append(_crossing(xs, y, level))
         per = np.array(per)  # (k, n_boot)
         if k >= 2:
