@@ -322,10 +322,18 @@ def _finish(cands: list[dict[str, Any]], ref_label: str, target: float | None, t
             c["verdict"] = "slower"
         c["rejected"] = c["verdict"] == "slower"
         c["sentence"] = _sentence(c, ref_label, tol)
-    fam = sorted(c["batch_size"] for c in cands if c["aligned"] and c["batch_size"])
+    # the aligned family: the contiguous range of batch sizes around the reference with rN <= 1 + tol (DESIGN.md)
+    ladder = sorted((c for c in cands if c["on_lr_rule"] and c["rN"] is not None), key=lambda c: c["batch_size"])
+    i = next(k for k, c in enumerate(ladder) if c["is_reference"])
+    lo, hi = i, i
+    while lo > 0 and ladder[lo - 1]["aligned"]:
+        lo -= 1
+    while hi < len(ladder) - 1 and ladder[hi + 1]["aligned"]:
+        hi += 1
+    fam = [ladder[lo]["batch_size"], ladder[hi]["batch_size"]]
     out = {"recommended": best["run"] if best["run"] is not None else best["batch_size"],
            "recommended_batch_size": best["batch_size"], "reference": ref_label, "target": target,
-           "tolerance": tol, "aligned_family": [fam[0], fam[-1]] if fam else None, **extra,
+           "tolerance": tol, "aligned_family": fam, **extra,
            "candidates": [{k: c.get(k) for k in CANDIDATE_KEYS} for c in
                           sorted(cands, key=lambda c: (c["batch_size"] or 0, not c["on_lr_rule"], str(c["run"])))]}
     return out
@@ -355,7 +363,8 @@ def _b_noise_from_points(points: list[dict[str, Any]], b_ref: int) -> dict[str, 
     lo_pts = [(p["batch_size"], (p["rN_ci"] or [p["rN"]] * 2)[0]) for p in points if p["rN"] is not None]
     hi_pts = [(p["batch_size"], (p["rN_ci"] or [p["rN"]] * 2)[1]) for p in points if p["rN"] is not None]
     a, b = fit_b_noise(hi_pts, b_ref), fit_b_noise(lo_pts, b_ref)  # high rN -> small B_noise
-    return {"value": v, "ci": [min(a, b), max(a, b)], "source": "fit to rN",
+    has_ci = any(p["rN"] is not None and p.get("rN_ci") for p in points)
+    return {"value": v, "ci": [min(a, b), max(a, b)] if has_ci else None, "source": "fit to rN",
             "n_points": len(pts), "batch_sizes": sorted(int(p[0]) for p in pts)}
 
 
