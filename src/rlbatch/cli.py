@@ -115,6 +115,81 @@ def demo_cmd(
     _print_accounting(rows, "P128", fmt, title="The paper's accounting (Li et al. 2026, J = 77%)")
 
 
+# --------------------------------------------------------------------------------------------------- train (issue 4)
+def _quiet_transformers() -> None:
+    import os
+    import warnings
+
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    warnings.filterwarnings("ignore", category=UserWarning, module="torch")
+
+
+@app.command("train")
+def train_cmd(
+    model: str = typer.Option("tiny", "--model", help="Preset (tiny, tiny-random, smollm2-135m) or a local Hugging "
+                              "Face model directory."),
+    task: str = typer.Option("arithmetic", "--task", help="arithmetic, gsm8k, a reasoning-gym name (chain_sum, "
+                             "basic_arithmetic, countdown, ...) or a verl-schema parquet/jsonl path."),
+    prompts_per_step: int = typer.Option(16, "--prompts-per-step", "-P", help="P: prompts per step."),
+    group_size: int = typer.Option(8, "--group-size", "-G", help="G: responses per prompt."),
+    lr: Optional[float] = typer.Option(None, "--lr", help="Learning rate (else from --base-batch/--base-lr/--rule)."),
+    base_batch: Optional[int] = typer.Option(None, "--base-batch", help="B0 of the LR rule."),
+    base_lr: Optional[float] = typer.Option(None, "--base-lr", help="lr0 of the LR rule."),
+    rule: str = typer.Option("sqrt", "--rule", help="LR rule when --lr is not given: sqrt, linear, none."),
+    samples: int = typer.Option(4096, "--samples", help="Retained-sample budget."),
+    out: Path = typer.Option(..., "--out", help="Run directory to write."),
+    seed: int = typer.Option(0, "--seed"),
+    micro_batch_size: Optional[int] = typer.Option(None, "--micro-batch-size", help="Responses per micro-batch "
+                                                   "(must divide P x G; default gcd(P x G, 8))."),
+    max_new_tokens: int = typer.Option(8, "--max-new-tokens", help="Cap on generated tokens per response."),
+    eval_every: int = typer.Option(2048, "--eval-every", help="Retained samples between greedy evaluations."),
+    eval_size: Optional[int] = typer.Option(None, "--eval-size", help="Held-out items (default: 512 arithmetic, "
+                                            "256 otherwise)."),
+    checkpoint_every: int = typer.Option(10, "--checkpoint-every", help="Steps between checkpoints."),
+    kl_coef: float = typer.Option(0.0, "--kl-coef", help="KL-to-reference weight (0: off, no reference model)."),
+    max_grad_norm: float = typer.Option(1.0, "--max-grad-norm", help="Gradient clipping threshold (0: off)."),
+    target: Optional[float] = typer.Option(None, "--stop-at-target", help="Stop once eval/score >= this ..."),
+    hold: int = typer.Option(2, "--stop-hold", help="... for this many consecutive evaluations."),
+    max_steps: Optional[int] = typer.Option(None, "--max-steps", help="Stop after this many steps."),
+    device: str = typer.Option("cpu", "--device", help="cpu or cuda."),
+    resume: bool = typer.Option(False, "--resume", help="Continue the run in --out from its last checkpoint."),
+    fmt: Format = typer.Option(Format.table, "--format", help="Output format of the final summary."),
+) -> None:
+    """Train with GRPO: one optimizer step per P x G rollout batch, metrics in DIR/metrics.jsonl (canonical names),
+    greedy evaluations in DIR/eval.jsonl, checkpoints for --resume."""
+    _quiet_transformers()
+    from rlbatch.train.trainer import make_config, train
+
+    cfg = make_config(model=model, task=task, prompts_per_step=prompts_per_step, group_size=group_size, lr=lr,
+                      lr_rule=rule if lr is None else None, base_batch=base_batch, base_lr=base_lr, samples=samples,
+                      seed=seed, micro_batch_size=micro_batch_size, max_new_tokens=max_new_tokens,
+                      eval_every=eval_every, eval_size=eval_size, checkpoint_every=checkpoint_every, kl_coef=kl_coef,
+                      max_grad_norm=max_grad_norm or None, stop_at_target=target, stop_hold=hold,
+                      max_steps=max_steps, device=device)
+    run_dir = train(cfg, out, resume=resume, progress=fmt is Format.table)
+    from rlbatch.runstore import read_run
+
+    run = read_run(run_dir)
+    m, e = run.metrics, run.evals
+    row = {"run": run.run_id, "status": run.meta.status, "stop_reason": run.meta.stop_reason,
+           "steps": int(m["step"].iloc[-1]) if len(m) else 0,
+           "samples_retained": int(m["samples/retained"].iloc[-1]) if len(m) else 0,
+           "samples_generated": int(m["samples/generated"].iloc[-1]) if len(m) else 0,
+           "lr": run.meta.lr, "first_eval_score": float(e["eval/score"].iloc[0]) if len(e) else None,
+           "last_eval_score": float(e["eval/score"].iloc[-1]) if len(e) else None,
+           "mean_step_s": float(m["time/step_s"].mean()) if len(m) else None,
+           "wall_clock_s": float(m["time/wall_s"].iloc[-1]) if len(m) else None, "run_dir": str(run_dir)}
+    cols = [(k, k, None) for k in row]
+    if fmt is Format.json:
+        print_json(row)
+    elif fmt is Format.markdown:
+        print(markdown_table([row], cols))
+    else:
+        console().print(rich_table([row], cols, title="GRPO run"))
+
+
 def main() -> None:
     """Console entry point: runs the Typer app; a :class:`UserError` prints one line and exits with code 2."""
     try:
