@@ -64,6 +64,7 @@ class TrainConfig(BaseModel):
     stop_hold: int = Field(2, ge=1, description="consecutive evals at or above the target before stopping")
     max_steps: int | None = Field(None, ge=1)
     max_time_s: float | None = Field(None, gt=0)
+    max_empty_steps: int = Field(200, ge=1, description="stop after this many consecutive all-filtered steps")
     device: str = "cpu"
     threads: int | None = Field(None, ge=1)
 
@@ -284,6 +285,10 @@ def train(cfg: TrainConfig, out_dir: Path | str, *, resume: bool = False, progre
             if cfg.max_time_s is not None and state["time/wall_s"] >= cfg.max_time_s:
                 stop_reason = f"max_time_s {cfg.max_time_s:g} reached"
                 break
+            if state.get("empty", 0) >= cfg.max_empty_steps:
+                stop_reason = (f"no learning signal: {cfg.max_empty_steps} consecutive steps had every group "
+                               f"filtered (all rewards equal)")
+                break
             step = state["step"] + 1
             t0 = time.perf_counter()
             items, ro = rollout_step(model, tok, task, cfg, step)
@@ -313,6 +318,7 @@ def train(cfg: TrainConfig, out_dir: Path | str, *, resume: bool = False, progre
             t3 = time.perf_counter()
             gen_tok = int(ro.response_mask.sum())
             state["step"] = step
+            state["empty"] = 0 if b_ret else state.get("empty", 0) + 1
             state["samples/retained"] += b_ret
             state["samples/generated"] += len(items)
             state["tokens/generated"] += gen_tok
