@@ -43,6 +43,9 @@ def test_sweep_skips_finished_trials_and_reports(tmp_path, monkeypatch):
     assert [t["state"] for t in man["trials"]] == ["finished", "finished"]
     before = (out / "trials" / "B8-G4-sqrt-s0" / "metrics.jsonl").read_text()
     assert len(before.splitlines()) == 2
+    meta = json.loads((out / "trials" / "B16-G4-sqrt-s0" / "run.json").read_text())
+    assert (meta["lr_rule"], meta["base_batch"], meta["base_lr"], meta["batch_size"]) == ("sqrt", 8, 1e-3, 16)
+    assert meta["lr"] == pytest.approx(1e-3 * 2 ** 0.5)
 
     calls.clear()
     run_sweep(specs, out, progress=False)  # everything finished: nothing reruns

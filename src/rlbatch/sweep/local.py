@@ -59,7 +59,8 @@ class TrialSpec(BaseModel):
         from rlbatch.train.trainer import make_config
 
         return make_config(model=self.model, task=self.task, prompts_per_step=self.prompts_per_step,
-                           group_size=self.group_size, lr=self.lr, samples=self.samples, seed=self.seed,
+                           group_size=self.group_size, lr=self.lr, lr_rule=self.lr_rule, base_batch=self.base_batch,
+                           base_lr=self.base_lr, samples=self.samples, seed=self.seed,
                            run_id=self.run_id, **self.options)
 
 

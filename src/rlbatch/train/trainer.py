@@ -31,7 +31,8 @@ TIME_KEYS = ("time/gen_s", "time/reward_s", "time/train_s", "time/step_s", "time
 
 class TrainConfig(BaseModel):
     """Everything a GRPO run needs. B = ``prompts_per_step`` x ``group_size`` (nominal, before filtering) is the
-    batch of the LR rule; ``lr`` wins when given, else ``scaled_lr(B, base_batch, base_lr, lr_rule)``."""
+    batch of the LR rule; ``lr`` wins when given, else ``scaled_lr(B, base_batch, base_lr, lr_rule)``. The rule and
+    its base are recorded in run.json whenever given (a sweep passes the scaled ``lr`` together with them)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -240,9 +241,8 @@ def train(cfg: TrainConfig, out_dir: Path | str, *, resume: bool = False, progre
 
     meta_fields = dict(run_id=cfg.run_id or out.name or "run", algorithm="grpo", model=cfg.model, task=cfg.task,
                        prompts_per_step=cfg.prompts_per_step, group_size=cfg.group_size, lr=lr,
-                       lr_rule=cfg.lr_rule if cfg.lr is None else None,
-                       base_batch=cfg.base_batch if cfg.lr is None else None,
-                       base_lr=cfg.base_lr if cfg.lr is None else None, seed=cfg.seed, backend="rlbatch",
+                       lr_rule=cfg.lr_rule, base_batch=cfg.base_batch, base_lr=cfg.base_lr, seed=cfg.seed,
+                       backend="rlbatch",
                        hardware={"device": cfg.device, "cpu_count": os.cpu_count(),
                                  "torch_threads": torch.get_num_threads(), "machine": platform.machine()},
                        software=_software(), status="running", stop_reason=None,
