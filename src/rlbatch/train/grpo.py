@@ -109,6 +109,7 @@ def accumulate_gradients(model, rollout: Rollout, adv: torch.Tensor, micro_batch
     (2018) two-batch noise inputs: ``grad_sq_small`` = mean_i |g_i|^2 and ``grad_sq_big`` = |sum of contributions|^2.
     """
     params = [p for p in model.parameters() if p.requires_grad]
+    adv = adv.to(rollout.response_ids.device)
     n_tokens = int(rollout.response_mask.sum())
     acc = [torch.zeros_like(p) for p in params]
     parts = micro_batches(rollout.response_ids.shape[0], micro_batch_size)
@@ -122,7 +123,7 @@ def accumulate_gradients(model, rollout: Rollout, adv: torch.Tensor, micro_batch
         if ref_model is not None and kl_coef > 0:
             with torch.no_grad():
                 ref_logp = token_logprobs(ref_model, mb)
-        loss, st = clipped_surrogate(logp, logp.detach(), adv[torch.as_tensor(idx)], mb.response_mask, clip_eps,
+        loss, st = clipped_surrogate(logp, logp.detach(), adv[torch.as_tensor(idx, device=adv.device)], mb.response_mask, clip_eps,
                                      n_tokens, ref_logp, kl_coef)
         loss.backward()
         n_i = int(mb.response_mask.sum())

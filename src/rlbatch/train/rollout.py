@@ -41,8 +41,10 @@ class Rollout:
 
     def select(self, idx: torch.Tensor | list[int]) -> "Rollout":
         idx = torch.as_tensor(idx, dtype=torch.long)
+        texts = [self.texts[i] for i in idx.tolist()]
+        idx = idx.to(self.prompt_ids.device)
         return Rollout(self.prompt_ids[idx], self.prompt_mask[idx], self.response_ids[idx], self.response_mask[idx],
-                       [self.texts[i] for i in idx.tolist()])
+                       texts)
 
     @property
     def input_ids(self) -> torch.Tensor:
@@ -92,6 +94,7 @@ def generate(model, tokenizer, prompts: list[list[int]], max_new_tokens: int, *,
     device = next(model.parameters()).device
     eos, pad = tokenizer.eos_token_id, tokenizer.pad_token_id
     ids, mask = left_pad(prompts, pad, device)
+    prompt_mask = mask
     n = ids.shape[0]
     ckw = _cache_kw(model)
     out = model(input_ids=ids, attention_mask=mask, position_ids=positions(mask), use_cache=True)
@@ -120,9 +123,9 @@ def generate(model, tokenizer, prompts: list[list[int]], max_new_tokens: int, *,
         logits = out.logits[:, -1, :]
     resp = torch.stack(toks, dim=1)
     rmask = torch.stack(keep, dim=1)
-    texts = tokenizer.batch_decode([r[m.bool()].tolist() for r, m in zip(resp, rmask)], skip_special_tokens=True)
-    ids0, mask0 = left_pad(prompts, pad, device)
-    return Rollout(ids0, mask0, resp, rmask, texts)
+    texts = tokenizer.batch_decode([r[m.bool()].tolist() for r, m in zip(resp.cpu(), rmask.cpu())],
+                                   skip_special_tokens=True)
+    return Rollout(ids, prompt_mask, resp, rmask, texts)
 
 
 def score(task: Task, items: list[Item], texts: list[str]) -> torch.Tensor:
