@@ -174,7 +174,8 @@ def train_cmd(
     elif fmt is Format.markdown:
         print(markdown_table([row], cols))
     else:
-        console().print(rich_table([row], cols, title="GRPO run"))
+        kv = [{"field": k, "value": v} for k, v in row.items()]
+        console().print(rich_table(kv, [("field", "field", None), ("value", "value", None)], title="GRPO run"))
 
 
 @app.command("sweep")
@@ -219,7 +220,7 @@ def sweep_cmd(
                         fixed_lr_control=fixed_lr_control, samples=samples, model=model, task=task, options=opts)
     settings = dict(base_batch=base_batch, base_lr=base_lr, batches=parse_int_list(batches), rule=rule,
                     fixed_lr_control=fixed_lr_control, seeds=seeds, samples=samples, target=target, model=model,
-                    task=task, options=opts)
+                    task=task, options=opts, workers=workers)
     run_sweep(specs, out, workers=workers, threads=1, settings=settings, progress=fmt is Format.table)
     rep = report_sweep(out, target=target, title=f"rlbatch sweep ({model}, {task})")
     _print_sweep_report(rep, fmt, out)

@@ -252,7 +252,7 @@ def seed_rows(groups: dict[str, list[Run]], target: float | None) -> list[dict]:
     return rows
 
 
-def sweep_sections(runs: list[Run], agg: list[Run], target: float | None) -> list[dict]:
+def sweep_sections(runs: list[Run], agg: list[Run], target: float | None, timing_note: str = "") -> list[dict]:
     """The sweep's report sections (contract of ``rlbatch.report.build_report``): learning curves, per-seed
     samples-to-target, gradient norm vs B with its fitted slope, and time per step split."""
     groups = group_runs(runs)
@@ -290,7 +290,8 @@ def sweep_sections(runs: list[Run], agg: list[Run], target: float | None) -> lis
                 "markdown": _md_table(trows, [("run", "config", None), ("batch_size", "B", None),
                                               ("gen_s", "generation s", ".4f"), ("reward_s", "scoring s", ".4f"),
                                               ("train_s", "update s", ".4f"), ("step_s", "step s", ".4f"),
-                                              ("throughput_samples_per_s", "retained samples/s", ".1f")]),
+                                              ("throughput_samples_per_s", "retained samples/s", ".1f")])
+                            + (f"\n\n{timing_note}" if timing_note else ""),
                 "figures": {"time_per_step": time_figure(trows)}})
     return sec
 
@@ -428,7 +429,13 @@ def report_sweep(out: Path | str, *, target: float | None, reference: str | None
         b0, rule = s.get("base_batch"), s.get("rule", "sqrt")
         cands = [r.run_id for r in agg if r.meta.batch_size == b0 and r.meta.lr_rule == rule]
         reference = cands[0] if cands else agg[0].run_id
-    sections = sweep_sections(runs, agg, target)
+    s = manifest.get("settings", {})
+    hw = runs[0].meta.hardware if isinstance(runs[0].meta.hardware, dict) else {}
+    note = (f"Timings: measured while {s.get('workers', 1)} trial process(es) ran in parallel with "
+            f"{hw.get('torch_threads', '?')} torch thread(s) each on a machine with {hw.get('cpu_count', '?')} CPUs "
+            f"(device {hw.get('device', '?')}); other load on the machine inflates them and adds noise to the "
+            f"throughput ratios.")
+    sections = sweep_sections(runs, agg, target, timing_note=note)
     extra = {"sweep": {"settings": manifest.get("settings", {}),
                        "trials": [{"run_id": t["spec"].run_id, "state": t["state"], "seconds": t.get("seconds")}
                                   for t in manifest["trials"]]}}
