@@ -174,3 +174,13 @@ def test_resume_after_kill_gives_identical_metrics(tiny, tmp_path):
     assert _strip(a) == _strip(b)
     assert _strip(_lines(full / "eval.jsonl")) == _strip(_lines(killed / "eval.jsonl"))
     assert json.loads((killed / "run.json").read_text())["status"] == "finished"
+
+
+def test_kl_to_reference_is_logged_when_on(tiny, tmp_path):
+    cfg = make_config(model="tiny-random", prompts_per_step=2, group_size=8, lr=1e-2, samples=10_000, max_steps=3,
+                      max_new_tokens=4, eval_every=1000, kl_coef=0.1)
+    out = train(cfg, tmp_path / "kl", model_tok=fresh(tiny), task=coin_task())
+    rows = [r for r in _lines(out / "metrics.jsonl") if r["batch/retained"]]
+    assert rows and all(r["kl"] >= 0 for r in rows)
+    assert rows[0]["kl"] == pytest.approx(0.0, abs=1e-6)  # first update: policy == reference
+    assert any(r["kl"] > 0 for r in rows[1:]) or len(rows) == 1
