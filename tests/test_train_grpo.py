@@ -184,3 +184,14 @@ def test_kl_to_reference_is_logged_when_on(tiny, tmp_path):
     assert rows and all(r["kl"] >= 0 for r in rows)
     assert rows[0]["kl"] == pytest.approx(0.0, abs=1e-6)  # first update: policy == reference
     assert any(r["kl"] > 0 for r in rows[1:]) or len(rows) == 1
+
+
+def test_stop_at_target_once_held(tiny, tmp_path):
+    cfg = make_config(model="tiny-random", prompts_per_step=2, group_size=8, lr=1e-3, samples=10_000, max_steps=50,
+                      max_new_tokens=4, eval_every=16, stop_at_target=0.0, stop_hold=2)
+    out = train(cfg, tmp_path / "stop", model_tok=fresh(tiny), task=coin_task())
+    meta = json.loads((out / "run.json").read_text())
+    assert meta["status"] == "finished" and "reached and held" in meta["stop_reason"]
+    evals = _lines(out / "eval.jsonl")
+    assert len(evals) == 2  # step 0 and the first eval after 16 retained samples: held twice -> stop
+    assert len(_lines(out / "metrics.jsonl")) == evals[-1]["step"] < 50
