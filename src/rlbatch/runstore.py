@@ -67,13 +67,13 @@ class RunMeta(BaseModel):
     algorithm: str = "grpo"
     model: str | None = None
     task: str | None = None
-    prompts_per_step: int | None = Field(default=None, ge=1)
-    group_size: int | None = Field(default=None, ge=1)
-    batch_size: int | None = Field(default=None, ge=1)
-    lr: float | None = Field(default=None, gt=0)
+    prompts_per_step: int | None = Field(default=None, ge=1, le=2**53)
+    group_size: int | None = Field(default=None, ge=1, le=2**53)
+    batch_size: int | None = Field(default=None, ge=1, le=2**53)
+    lr: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     lr_rule: Literal["sqrt", "linear", "none"] | None = None
-    base_batch: int | None = Field(default=None, ge=1)
-    base_lr: float | None = Field(default=None, gt=0)
+    base_batch: int | None = Field(default=None, ge=1, le=2**53)
+    base_lr: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     seed: int | None = None
     backend: str | None = None
     source_format: str | None = None
@@ -263,11 +263,12 @@ def read_jsonl(path: Path | str) -> list[dict[str, Any]]:
             continue
         try:
             obj = json.loads(line)
-        except json.JSONDecodeError as err:
+        except (ValueError, RecursionError) as err:  # JSONDecodeError; ints over 4300 digits; deep nesting
             if i == n and not complete_tail:
                 warnings.warn(f"{path}:{i}: ignoring a truncated last line", stacklevel=2)
                 continue
-            raise UserError(f"malformed JSON ({err.msg})", path=str(path), line=i) from None
+            why = getattr(err, "msg", None) or str(err).split(";")[0] or type(err).__name__
+            raise UserError(f"malformed JSON ({why})", path=str(path), line=i) from None
         if not isinstance(obj, dict):
             raise UserError("expected a JSON object per line", path=str(path), line=i)
         rows.append(obj)
@@ -289,8 +290,9 @@ def read_meta(run_dir: Path | str) -> RunMeta:
         raise UserError("no run.json: not a run directory", path=str(Path(run_dir)))
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise UserError(f"malformed JSON ({err})", path=str(path)) from None
+    except (ValueError, RecursionError) as err:  # JSONDecodeError, UnicodeDecodeError, huge ints, deep nesting
+        raise UserError(f"malformed JSON ({str(err).splitlines()[0][:200] or type(err).__name__})",
+                        path=str(path)) from None
     if not isinstance(data, dict):
         raise UserError("expected a JSON object", path=str(path))
     return make_meta(path, **data)
