@@ -323,3 +323,27 @@ def test_cli_only_bad_files_exit_2_with_one_line(tmp_path):
     assert r.returncode == 2 and "Traceback" not in r.stderr
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and "junk.bin" in lines[0] and "empty.log" in lines[0], lines
+
+
+# ------------------------------------------------------------------------ run store: fast JSONL path = slow path
+VAL = st.one_of(st.none(), st.integers(-(2**62), 2**62), st.floats(allow_nan=False, allow_infinity=False, width=64),
+                st.booleans())
+
+
+@settings(FUZZ, max_examples=60)
+@given(rows=st.lists(st.fixed_dictionaries({"step": st.integers(0, 10**6)},
+                                           optional={"reward/mean": st.floats(-1e300, 1e300), "x": VAL}),
+                     min_size=1, max_size=20))
+def test_run_store_fast_jsonl_frame_equals_line_by_line(rows):
+    """read_jsonl_frame's pyarrow path gives the same frame as json.loads per line (values; int/float/bool kinds)."""
+    from rlbatch.runstore import _records_frame, read_jsonl, read_jsonl_frame
+
+    with tempfile.TemporaryDirectory() as d:
+        p = Path(d) / "metrics.jsonl"
+        p.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        fast = read_jsonl_frame(p)
+        slow = _records_frame(read_jsonl(p))
+    assert list(fast.columns) == list(slow.columns)
+    for c in fast.columns:
+        a, b = fast[c].to_numpy(dtype=float, na_value=np.nan), slow[c].to_numpy(dtype=float, na_value=np.nan)
+        np.testing.assert_array_equal(a, b)

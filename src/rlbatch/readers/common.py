@@ -400,9 +400,8 @@ def clean_store_run(run: Run) -> Run:
                 warn("no 'step' field in the evaluation records; evaluations ignored", where)
             setattr(run, attr, pd.DataFrame())
             continue
-        df = df.copy()
         for c in df.columns:
-            if c in CANONICAL_METRICS or str(c).startswith(("eval/", "time/", "noise/")):
+            if df[c].dtype != np.float64 and (c in CANONICAL_METRICS or str(c).startswith(("eval/", "time/", "noise/"))):
                 df[c] = _numeric(df[c])
         step = df["step"]
         bad = ~(step.between(0, MAX_COUNT) & (step == np.floor(step)))
@@ -413,7 +412,9 @@ def clean_store_run(run: Run) -> Run:
             warn(f"{int(df['step'].duplicated().sum())} step(s) logged more than once (resumed run?); kept the "
                  "last record of each", where)
             df = df.drop_duplicates("step", keep="last")
-        df = df.sort_values("step", kind="stable").reset_index(drop=True)
+        if not df["step"].is_monotonic_increasing:
+            df = df.sort_values("step", kind="stable")
+        df = df.reset_index(drop=True)
         df["step"] = df["step"].astype(np.int64)
         if attr == "metrics" and df.empty:
             raise UserError("no record with a valid step", path=str(where))
