@@ -11,7 +11,7 @@ Generates a sweep of run-store directories (``run.json``, ``metrics.jsonl`` with
 printing seconds, rows/second and peak memory (max RSS). ``--profile`` prints the top of a cProfile of the read
 and the analysis. Usage::
 
-    python benchmarks/analyze_scale.py --runs 1000 --steps 10000 [--cli] [--profile] [--clean]
+    python benchmarks/analyze_scale.py --runs 1000 --steps 10000 [--cli] [--compare] [--profile] [--clean]
 """
 
 from __future__ import annotations
@@ -96,6 +96,8 @@ def main() -> None:
     ap.add_argument("--root", type=Path, default=None)
     ap.add_argument("--target", type=float, default=0.7, help="eval/score target for the accounting")
     ap.add_argument("--cli", action="store_true", help="also time `rlbatch analyze ROOT --target T --format json`")
+    ap.add_argument("--compare", action="store_true", help="also time the read with the line-by-line JSONL path "
+                    "(json.loads per line, the reader before the pyarrow fast path) and print the ratio")
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--clean", action="store_true", help="delete the generated runs afterwards")
     args = ap.parse_args()
@@ -140,6 +142,20 @@ def main() -> None:
           f"reached eval/score >= {args.target:g}; reference {ref})")
     print(f"end to end:  {t_e2e:8.2f} s  {rows / t_e2e:12,.0f} rows/s  (rlbatch.analyze.analyze)")
     print(f"peak RSS:    {rss0:8.0f} MB before reading, {rss_read:.0f} MB after reading, {peak_rss_mb():.0f} MB at the end")
+    if args.compare:
+        import rlbatch.runstore as rs
+
+        fast = rs.read_jsonl_frame
+        rs.read_jsonl_frame = lambda path, key="step": rs._records_frame(rs.read_jsonl(path), key)
+        try:
+            t = time.perf_counter()
+            slow_runs, _ = load_all([root])
+            t_slow = time.perf_counter() - t
+        finally:
+            rs.read_jsonl_frame = fast
+        assert sum(len(r.metrics) for r in slow_runs) == rows
+        del slow_runs
+        print(f"read, line by line: {t_slow:8.2f} s  {rows / t_slow:12,.0f} rows/s  -> read_speedup={t_slow / t_read:.2f}")
     if args.cli:
         env = dict(os.environ, PYTHONPATH=str(REPO / "src"))
         t = time.perf_counter()
