@@ -141,7 +141,8 @@ def main() -> None:
     print(f"analyze:     {t_an:8.2f} s  {rows / t_an:12,.0f} rows/s  (summaries + accounting; {reached} runs "
           f"reached eval/score >= {args.target:g}; reference {ref})")
     print(f"end to end:  {t_e2e:8.2f} s  {rows / t_e2e:12,.0f} rows/s  (rlbatch.analyze.analyze)")
-    print(f"peak RSS:    {rss0:8.0f} MB before reading, {rss_read:.0f} MB after reading, {peak_rss_mb():.0f} MB at the end")
+    print(f"peak RSS:    {rss0:8.0f} MB before reading, {rss_read:.0f} MB after reading, "
+          f"{peak_rss_mb():.0f} MB at the end")
     if args.compare:
         import rlbatch.runstore as rs
 
@@ -155,7 +156,8 @@ def main() -> None:
             rs.read_jsonl_frame = fast
         assert sum(len(r.metrics) for r in slow_runs) == rows
         del slow_runs
-        print(f"read, line by line: {t_slow:8.2f} s  {rows / t_slow:12,.0f} rows/s  -> read_speedup={t_slow / t_read:.2f}")
+        print(f"read, line by line: {t_slow:8.2f} s  {rows / t_slow:12,.0f} rows/s  "
+              f"-> read_speedup={t_slow / t_read:.2f}")
     if args.cli:
         env = dict(os.environ, PYTHONPATH=str(REPO / "src"))
         t = time.perf_counter()

@@ -2,7 +2,8 @@
 benchmarks/fuzz_readers.py).
 
 A *case* is ``(kind, files)``: ``kind`` names the seed's format (``verl``, ``verl-jsonl``, ``jsonl``, ``csv``,
-``wandb-csv``, ``trl``, ``tensorboard``, ``rlbatch``) and ``files`` maps relative paths to bytes. A mutation is a list
+``wandb-csv``, ``trl``, ``tensorboard``, ``rlbatch``, or ``dir``: a directory of logs) and ``files`` maps relative
+paths to bytes. A mutation is a list
 of *ops* (plain tuples, so hypothesis can shrink them and a plain ``random.Random`` can draw them):
 
 - ``("truncate", frac)``: cut the file at ``frac`` of its length (mid-line, mid-record);
@@ -107,9 +108,10 @@ def generated_seeds() -> list[tuple[str, dict[str, bytes]]]:
               for s in range(1, 5)]
     gjsonl = [json.dumps({"step": s, "train": {"reward": 0.1 * s, "grad_norm": 1.0 / (s + 1)}, "time_per_step": 2.0,
                           "lr": 1e-6}) for s in range(4)]
-    csv = ["step,reward,grad_norm,time_per_step,eval/score"] + [f"{s},{0.1 * s},{1.0 / s},2.0,{0.1 * s if s % 2 else ''}"
-                                                             for s in range(1, 5)]
-    wcsv = ["_step,_runtime,train/reward,actor/grad_norm"] + [f"{s},{10.0 * s},{0.1 * s},{1.0 / (s + 1)}" for s in range(5)]
+    csv = ["step,reward,grad_norm,time_per_step,eval/score"] + [
+        f"{s},{0.1 * s},{1.0 / s},2.0,{0.1 * s if s % 2 else ''}" for s in range(1, 5)]
+    wcsv = ["_step,_runtime,train/reward,actor/grad_norm"] + [
+        f"{s},{10.0 * s},{0.1 * s},{1.0 / (s + 1)}" for s in range(5)]
     panel = ["Step,runA - train/reward,runA - train/reward__MIN,runB - train/reward"] + [
         f"{s},{0.1 * s},{0.05 * s},{0.2 * s}" for s in range(1, 5)]
     trl = {"global_step": 4, "train_batch_size": 8,
@@ -130,6 +132,8 @@ def generated_seeds() -> list[tuple[str, dict[str, bytes]]]:
         ("wandb-csv", {"panel.csv": (nl(panel) + "\n").encode()}),
         ("trl", {"trainer_state.json": json.dumps(trl, indent=2).encode()}),
         ("tensorboard", {"tb/events.out.tfevents.1700000000.host.1.0": tensorboard_bytes()}),
+        ("dir", {"logs/a.log": "".join(verl).encode(), "logs/b.jsonl": (nl(vjsonl) + "\n").encode(),
+                 "logs/c.csv": (nl(csv) + "\n").encode(), "logs/.hidden": b"\x00junk"}),
         ("rlbatch", {"run/run.json": json.dumps(run_json).encode(), "run/metrics.jsonl": (nl(metrics) + "\n").encode(),
                      "run/eval.jsonl": (nl(evals) + "\n").encode()}),
     ]
@@ -261,12 +265,13 @@ def check(path: Path, fmt: str | None = None) -> str:
     """Read ``path`` the way ``rlbatch analyze`` does and judge the outcome.
 
     Returns ``"parsed"`` (runs with a 1-based integer ``step`` column, strictly increasing, canonical or ``raw/``
-    columns, and a summary computable for each run) or ``"error"`` (one ``UserError`` naming the file). Any other
+    columns, a summary computable for each run and the accounting at a target) or ``"error"`` (one ``UserError`` naming the file). Any other
     exception propagates: that is a crash. An error message that does not name the file raises AssertionError.
     """
     from rlbatch.analysis.curves import summarize_run
     from rlbatch.errors import UserError
     from rlbatch.readers import load
+    from rlbatch.report import accounting_for_runs
     from rlbatch.runstore import CANONICAL_METRICS, Run
 
     with warnings.catch_warnings():
@@ -293,6 +298,8 @@ def check(path: Path, fmt: str | None = None) -> str:
             if len(run.evals) and run.meta.source_format != "rlbatch":
                 assert "eval/score" in run.evals.columns
             summarize_run(run)
+        accounting_for_runs(runs, 0.3, "eval/score", None)  # what `rlbatch analyze --target 0.3` does next
+        accounting_for_runs(runs, 0.3, "reward/mean", None)
     return "parsed"
 
 
@@ -305,7 +312,7 @@ def run_case(root: Path, kind: str, files: dict[str, bytes], ops: list[tuple], w
     mutated = dict(files)
     mutated[target] = mutate(files[target], ops)
     path = write_case(root, mutated)
-    return check(path, kind if give_format else None), path
+    return check(path, kind if give_format and kind != "dir" else None), path
 
 
 __all__ = ["TOKENS", "ENCODINGS", "all_seeds", "real_verl_seeds", "generated_seeds", "mutate", "random_ops", "check",

@@ -96,7 +96,8 @@ LINE = st.one_of(
 
 
 @settings(FUZZ, max_examples=100)
-@given(lines=st.lists(LINE, max_size=12), prefix=st.sampled_from(["", "(TaskRunner pid=1) ", "\x1b[36m(main_task pid=123)\x1b[0m "]))
+@given(lines=st.lists(LINE, max_size=12),
+       prefix=st.sampled_from(["", "(TaskRunner pid=1) ", "\x1b[36m(main_task pid=123)\x1b[0m "]))
 def test_verl_like_text_parse_or_name_the_file(lines, prefix):
     text = "".join(prefix + ln + "\n" for ln in lines)
     assert run("verl", {"x.log": text.encode("utf-8", errors="surrogatepass")}, []) in ("parsed", "error")
@@ -292,6 +293,21 @@ def test_regression_wandb_panel_without_a_usable_run(tmp_path):
     p.write_text("Step,runA - train/reward,runB - train/reward\nx,a,b\ny,c,d\n")
     with pytest.raises(UserError, match="panel.csv"):
         load(p, "wandb-csv")
+
+
+def test_regression_target_met_by_the_initial_evaluation(tmp_path):
+    """UserError 'reference never reached the target' from the accounting when the only run met the target at step 0
+    (0 samples): the default reference now needs samples-to-target > 0, as ``account`` does."""
+    from rlbatch.report import accounting_for_runs
+
+    p = tmp_path / "v.log"
+    p.write_text("python3 -m verl.trainer.main_ppo data.train_batch_size=8 actor_rollout_ref.rollout.n=4\n"
+                 "step:0 - val-core/gsm8k/reward/mean@1:0.5\n"
+                 + "".join(f"step:{s} - critic/score/mean:0.1 - timing_s/step:2.0\n" for s in range(1, 4)))
+    runs, _ = read(p)
+    rows, ref, text = accounting_for_runs(runs, 0.3, "eval/score", None)
+    assert ref is None and rows[0]["samples_to_target"] == 0.0 and rows[0]["reached"] and rows[0]["rN"] is None
+    assert "after training began" in text
 
 
 # --------------------------------------------------------------------------------------------------------- CLI

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from rlbatch.errors import UserError
-from rlbatch.readers.common import (ReadWarning, apply_overrides, clean_store_run, finalize, read_text, sniff_encoding, unique_ids,
-                                    warn)
+from rlbatch.readers.common import (ReadWarning, apply_overrides, clean_store_run, finalize, read_text,
+                                    sniff_encoding, unique_ids, warn)
 from rlbatch.runstore import Run, is_run_dir, iter_run_dirs, read_run
 
 FORMATS = ("rlbatch", "verl", "verl-jsonl", "tensorboard", "trl", "wandb-csv", "csv", "jsonl")

@@ -70,12 +70,12 @@ def open_text(path: str | Path):
         raise UserError(f"cannot read ({err.strerror})", path=str(path)) from None
 
 
-def read_text(path: str | Path, limit: int | None = None) -> str:
-    """The text of a log (at most ``limit`` characters), decoded as :func:`open_text` does; NUL characters
-    dropped. Raises :class:`UserError` naming the file when it cannot be read."""
+def read_text(path: str | Path) -> str:
+    """The text of a log, decoded as :func:`open_text` does; NUL characters dropped. Raises :class:`UserError`
+    naming the file when it cannot be read."""
     with open_text(path) as fh:
         try:
-            text = fh.read() if limit is None else fh.read(limit)
+            text = fh.read()
         except OSError as err:
             raise UserError(f"cannot read ({err.strerror})", path=str(path)) from None
     return text.replace("\x00", "") if "\x00" in text else text
@@ -401,7 +401,8 @@ def clean_store_run(run: Run) -> Run:
             setattr(run, attr, pd.DataFrame())
             continue
         for c in df.columns:
-            if df[c].dtype != np.float64 and (c in CANONICAL_METRICS or str(c).startswith(("eval/", "time/", "noise/"))):
+            numeric = c in CANONICAL_METRICS or str(c).startswith(("eval/", "time/", "noise/"))
+            if numeric and df[c].dtype != np.float64:
                 df[c] = _numeric(df[c])
         step = df["step"]
         bad = ~(step.between(0, MAX_COUNT) & (step == np.floor(step)))

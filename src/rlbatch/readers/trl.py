@@ -61,7 +61,8 @@ def read(path: str | Path, *, run_id: str | None = None, user_map: dict[str, str
     try:
         obj = json.loads(read_text(path))
     except (ValueError, RecursionError) as err:  # JSONDecodeError; also ints over 4300 digits, deep nesting
-        raise UserError(f"not valid JSON ({json_reason(err)})", path=str(path), line=getattr(err, "lineno", None)) from None
+        raise UserError(f"not valid JSON ({json_reason(err)})", path=str(path),
+                        line=getattr(err, "lineno", None)) from None
     if not looks_like(obj):
         raise UserError("no 'log_history' list: not a trainer_state.json", path=str(path))
     rows = []
