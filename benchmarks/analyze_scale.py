@@ -11,7 +11,7 @@ Generates a sweep of run-store directories (``run.json``, ``metrics.jsonl`` with
 printing seconds, rows/second and peak memory (max RSS). ``--profile`` prints the top of a cProfile of the read
 and the analysis. Usage::
 
-    python benchmarks/analyze_scale.py --runs 1000 --steps 10000 [--cli] [--compare] [--profile] [--clean]
+    python benchmarks/analyze_scale.py --runs 1000 --steps 10000 [--cli] [--compare] [--report] [--profile] [--clean]
 """
 
 from __future__ import annotations
@@ -98,6 +98,8 @@ def main() -> None:
     ap.add_argument("--cli", action="store_true", help="also time `rlbatch analyze ROOT --target T --format json`")
     ap.add_argument("--compare", action="store_true", help="also time the read with the line-by-line JSONL path "
                     "(json.loads per line, the reader before the pyarrow fast path) and print the ratio")
+    ap.add_argument("--report", action="store_true", help="also time analyze(..., out=ROOT/report): the HTML/Markdown "
+                    "report with its figures")
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--clean", action="store_true", help="delete the generated runs afterwards")
     args = ap.parse_args()
@@ -143,6 +145,12 @@ def main() -> None:
     print(f"end to end:  {t_e2e:8.2f} s  {rows / t_e2e:12,.0f} rows/s  (rlbatch.analyze.analyze)")
     print(f"peak RSS:    {rss0:8.0f} MB before reading, {rss_read:.0f} MB after reading, "
           f"{peak_rss_mb():.0f} MB at the end")
+    if args.report:
+        t = time.perf_counter()
+        profiled(lambda: analyze([root], target=args.target, out=root / "report"), args.profile, "report")
+        t_rep = time.perf_counter() - t
+        print(f"with report: {t_rep:8.2f} s  {rows / t_rep:12,.0f} rows/s  (analyze(..., out=ROOT/report), "
+              f"{sum(p.stat().st_size for p in (root / 'report').iterdir()) / 1e6:.1f} MB written)")
     if args.compare:
         import rlbatch.runstore as rs
 

@@ -342,7 +342,8 @@ def read_jsonl_frame(path: Path | str, key: str = "step") -> pd.DataFrame:
         flat = all(pa.types.is_integer(f.type) or pa.types.is_floating(f.type) or pa.types.is_boolean(f.type)
                    or pa.types.is_string(f.type) or pa.types.is_large_string(f.type) for f in table.schema)
         df = table.to_pandas() if flat else None  # raises on invalid UTF-8 in a string
-        if df is not None and any(np.isinf(df[c].to_numpy()).any() for c in df.columns if df[c].dtype.kind == "f"):
+        floats = df.select_dtypes(include="float") if df is not None else None
+        if floats is not None and len(floats.columns) and np.isinf(floats.to_numpy()).any():
             df = None  # a number beyond the float range: json.loads would keep it as an int (or refuse it)
     except Exception:  # noqa: BLE001 - any failure of the fast path: read line by line for exact messages
         df = None

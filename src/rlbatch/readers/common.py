@@ -400,9 +400,9 @@ def clean_store_run(run: Run) -> Run:
                 warn("no 'step' field in the evaluation records; evaluations ignored", where)
             setattr(run, attr, pd.DataFrame())
             continue
-        for c in df.columns:
+        for c, dtype in df.dtypes.items():
             numeric = c in CANONICAL_METRICS or str(c).startswith(("eval/", "time/", "noise/"))
-            if numeric and df[c].dtype != np.float64:
+            if numeric and dtype != np.float64:
                 df[c] = _numeric(df[c])
         step = df["step"]
         bad = ~(step.between(0, MAX_COUNT) & (step == np.floor(step)))
