@@ -59,16 +59,19 @@ def load_all(paths: list[Path], *, log_format: str | None = None, mapping: list[
     runs: list[Run] = []
     msgs: list[str] = []
     failed: list[str] = []
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        for p in paths:
+    skipped: list[str] = []
+    for p in paths:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
             try:
                 runs.extend(load(p, log_format, prompts_per_step=prompts_per_step, group_size=group_size,
                                  mapping=user_map))
-            except UserError as err:
+            except UserError as err:  # one line for a file that could not be read, not its partial warnings too
                 failed.append(str(p))
-                msgs.append(f"skipped: {err}")
-    msgs = [str(w.message) for w in caught if issubclass(w.category, UserWarning)] + msgs
+                skipped.append(f"skipped: {err}")
+                continue
+        msgs.extend(str(w.message) for w in caught if issubclass(w.category, UserWarning))
+    msgs += skipped
     if not runs:
         detail = "; ".join(msgs[-3:]) if msgs else ""
         raise UserError(f"nothing usable read from {', '.join(map(str, paths))}" + (f" ({detail})" if detail else ""))

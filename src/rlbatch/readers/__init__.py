@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from rlbatch.errors import UserError
-from rlbatch.readers.common import ReadWarning, apply_overrides, finalize, unique_ids, warn
+from rlbatch.readers.common import (ReadWarning, apply_overrides, clean_store_run, finalize, read_text,
+                                    sniff_encoding, unique_ids, warn)
 from rlbatch.runstore import Run, is_run_dir, iter_run_dirs, read_run
 
 FORMATS = ("rlbatch", "verl", "verl-jsonl", "tensorboard", "trl", "wandb-csv", "csv", "jsonl")
@@ -33,9 +34,10 @@ __all__ = ["FORMATS", "ReadWarning", "load", "detect_format", "apply_overrides",
 def _head(path: Path, n: int = 65536) -> str:
     try:
         with open(path, "rb") as fh:
-            return fh.read(n).decode("utf-8", errors="replace")
+            raw = fh.read(n)
     except OSError as err:
         raise UserError(f"cannot read ({err.strerror})", path=str(path)) from None
+    return raw.decode(sniff_encoding(raw), errors="replace")
 
 
 def detect_format(path: str | Path) -> str:
@@ -75,17 +77,17 @@ def detect_format(path: str | Path) -> str:
                 return "verl-jsonl"
             if isinstance(obj, dict) and "\n" in stripped.strip():
                 return "jsonl"
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # JSONDecodeError, ints over 4300 digits, deep nesting
             pass
         if '"log_history"' in head:
             return "trl"
         try:
-            obj = json.loads(path.read_text(encoding="utf-8", errors="replace"))
+            obj = json.loads(read_text(path))
             if trl.looks_like(obj):
                 return "trl"
             if isinstance(obj, dict):
                 return "jsonl"
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):
             pass
     if verl_console.looks_like(head):
         return "verl"
@@ -123,7 +125,7 @@ def _read_one(path: Path, fmt: str, mapping: dict[str, str]) -> list[Run]:
         for d in iter_run_dirs(path):
             run = read_run(d)
             run.meta.source_format = run.meta.source_format or "rlbatch"
-            runs.append(finalize(run))
+            runs.append(finalize(clean_store_run(run)))
         if not runs:
             raise UserError("no run directories (run.json) here", path=str(path))
         return runs

@@ -36,12 +36,71 @@ def warn(msg: str, path: str | Path | None = None, line: int | None = None) -> N
     warnings.warn(where + msg, ReadWarning, stacklevel=2)
 
 
+BOMS = ((b"\xef\xbb\xbf", "utf-8-sig"), (b"\xff\xfe\x00\x00", "utf-32"), (b"\x00\x00\xfe\xff", "utf-32"),
+        (b"\xff\xfe", "utf-16"), (b"\xfe\xff", "utf-16"))
+#: the largest count (step, P, G, B) taken as real: beyond 2**53 floats no longer hold integers exactly
+MAX_COUNT = 2**53
+
+
+def sniff_encoding(head: bytes) -> str:
+    """The text encoding of a file from its first bytes: a byte-order mark (UTF-8, UTF-16, UTF-32), or UTF-16
+    without one (every other byte NUL in ASCII text); else UTF-8. Latin-1 and other 8-bit text reads as UTF-8 with
+    the undecodable bytes replaced (U+FFFD): numbers and names in logs are ASCII, so nothing readable is lost."""
+    for bom, enc in BOMS:
+        if head.startswith(bom):
+            return enc
+    sample = head[:1024]
+    if len(sample) >= 4:
+        even, odd = sample[0::2], sample[1::2]
+        if odd.count(0) > 0.9 * len(odd) and even.count(0) < 0.1 * len(even):
+            return "utf-16-le"
+        if even.count(0) > 0.9 * len(even) and odd.count(0) < 0.1 * len(odd):
+            return "utf-16-be"
+    return "utf-8"
+
+
+def open_text(path: str | Path):
+    """Open a log for reading as text in its sniffed encoding (:func:`sniff_encoding`), undecodable bytes
+    replaced, line ends kept as written. Raises :class:`UserError` naming the file when it cannot be opened."""
+    try:
+        with open(path, "rb") as fh:
+            enc = sniff_encoding(fh.read(4096))
+        return open(path, "r", encoding=enc, errors="replace", newline="")
+    except OSError as err:
+        raise UserError(f"cannot read ({err.strerror})", path=str(path)) from None
+
+
+def read_text(path: str | Path) -> str:
+    """The text of a log, decoded as :func:`open_text` does; NUL characters dropped. Raises :class:`UserError`
+    naming the file when it cannot be read."""
+    with open_text(path) as fh:
+        try:
+            text = fh.read()
+        except OSError as err:
+            raise UserError(f"cannot read ({err.strerror})", path=str(path)) from None
+    return text.replace("\x00", "") if "\x00" in text else text
+
+
+def json_reason(err: BaseException) -> str:
+    """One-line reason for a failed ``json.loads`` (``JSONDecodeError``, an integer over Python's 4300-digit
+    limit, nesting too deep)."""
+    if isinstance(err, RecursionError):
+        return "nested too deeply"
+    return getattr(err, "msg", None) or str(err).split(";")[0]
+
+
 def to_float(v: Any) -> float | None:
-    """A logged value as float: numbers, numeric strings, ``np.float64(0.5)`` reprs, bools; None otherwise."""
+    """A logged value as float: numbers, numeric strings, ``np.float64(0.5)`` reprs, bools; None otherwise.
+    Numbers beyond the float range (``1e400``, a 400-digit integer) give +-inf (later treated as missing)."""
     if isinstance(v, bool):
         return float(v)
-    if isinstance(v, (int, float)):
-        return float(v)
+    if isinstance(v, float):
+        return v
+    if isinstance(v, int):
+        try:
+            return float(v)
+        except OverflowError:
+            return math.inf if v > 0 else -math.inf
     if isinstance(v, str):
         s = v.strip()
         try:
@@ -55,6 +114,15 @@ def to_float(v: Any) -> float | None:
             except ValueError:
                 return None
     return None
+
+
+def to_count(v: Any) -> int | None:
+    """A count (P, G, B, a step) from a logged or configured value: a whole number in [0, 2**53]; None for
+    anything else (text, fractions, inf, nan, 1e400)."""
+    f = to_float(v)
+    if f is None or not math.isfinite(f) or f != int(f) or not 0 <= f <= MAX_COUNT:
+        return None
+    return int(f)
 
 
 def _nan_warnings(rows: list[dict[str, Any]], lines: list[int] | None, path: str | Path) -> None:
@@ -92,17 +160,12 @@ def build_run(rows: list[dict[str, Any]], *, path: str | Path, source_format: st
     _nan_warnings(rows, lines, path)
     df = pd.DataFrame.from_records(rows) if rows else pd.DataFrame()
     # unit suffixes: "actor/lr(1e-4)" -> "actor/lr" x 1e-4
-    renames, scales = {}, {}
-    for c in df.columns:
+    for c in [c for c in df.columns if N.split_unit(str(c))[0] != c]:
         base, unit = N.split_unit(str(c))
-        if base != c:
-            renames[c] = base
-            scales[base] = unit
-    if renames:
-        df = df.rename(columns=renames)
-        for base, unit in scales.items():
-            df[base] = pd.to_numeric(df[base], errors="coerce") * unit
-    df = df.apply(pd.to_numeric, errors="coerce") if len(df.columns) else df
+        scaled = _numeric(df.pop(c)) * unit
+        # the same name with and without a unit (or with two units) in one log: the first present wins per row
+        df[base] = _numeric(df[base]).fillna(scaled) if base in df.columns else scaled
+    df = df.apply(_numeric) if len(df.columns) else df
     df = df.replace([np.inf, -np.inf], np.nan)
 
     # step column
@@ -116,6 +179,15 @@ def build_run(rows: list[dict[str, Any]], *, path: str | Path, source_format: st
         if len(df):
             notes.append("no step column: rows numbered 1, 2, ... in file order")
     is_train = df[train_cols].notna().any(axis=1) if train_cols else pd.Series(False, index=df.index)
+    steps_all = df[step_src]
+    bad_step = steps_all.notna() & ~(steps_all.between(0, MAX_COUNT) & (steps_all == np.floor(steps_all)))
+    if bad_step.any():
+        i = int(np.flatnonzero(bad_step.to_numpy())[0])
+        line = lines[i] if lines is not None and i < len(lines) else None
+        warn(f"{int(bad_step.sum())} record(s) with a step that is not a whole number in [0, 2**53] (first: "
+             f"{steps_all.iloc[i]!r}); skipped", path, line)
+        df = df[~bad_step]
+        is_train = is_train[~bad_step]
     is_train &= df[step_src].notna()
     train = df[is_train]
     if train.empty:
@@ -164,6 +236,16 @@ def build_run(rows: list[dict[str, Any]], *, path: str | Path, source_format: st
     evals = _eval_frame(by_step, user_map)
     run = Run(meta=meta, metrics=metrics, evals=evals, path=None, notes=notes)
     return finalize(run)
+
+
+def _numeric(col: pd.Series) -> pd.Series:
+    """A column as float64: numbers kept, anything else (text, None, ints beyond the float range) -> NaN."""
+    if col.dtype.kind in "fiub":
+        return col.astype(float)
+    out = pd.to_numeric(col, errors="coerce")
+    if out.dtype.kind not in "fiub":  # object left over: Python ints too large for int64/float
+        out = pd.Series([to_float(v) for v in col], index=col.index, dtype=float)
+    return out.astype(float)
 
 
 def _canonical_frame(train: pd.DataFrame, cols: list[str], steps: np.ndarray,
@@ -294,6 +376,50 @@ def finalize(run: Run) -> Run:
                 ev[col] = np.interp(ev["step"].to_numpy(dtype=float), xs, ys)
             elif col in ev.columns:
                 ev.drop(columns=[col], inplace=True)
+    return run
+
+
+def clean_store_run(run: Run) -> Run:
+    """A run read from a run-store directory, made as safe to analyse as a parsed log: canonical metric columns
+    numeric (anything else -> missing), ``step`` a whole number in [0, 2**53] (other rows skipped), one row per
+    step (the last record of a step re-logged after a resume kept), sorted by step.
+
+    Raises :class:`UserError` naming ``metrics.jsonl`` when no row with a valid step is left. Skipped rows give a
+    :class:`ReadWarning` naming the file.
+    """
+    from rlbatch.runstore import CANONICAL_METRICS, EVAL_JSONL, METRICS_JSONL
+
+    base = Path(run.path) if run.path is not None else Path(run.run_id)
+    for attr, name in (("metrics", METRICS_JSONL), ("evals", EVAL_JSONL)):
+        df = getattr(run, attr)
+        where = base / name
+        if not len(df) or "step" not in df.columns:
+            if attr == "metrics":
+                raise UserError("no step records (missing, empty, or no 'step' field)", path=str(where))
+            if len(df):
+                warn("no 'step' field in the evaluation records; evaluations ignored", where)
+            setattr(run, attr, pd.DataFrame())
+            continue
+        for c, dtype in df.dtypes.items():
+            numeric = c in CANONICAL_METRICS or str(c).startswith(("eval/", "time/", "noise/"))
+            if numeric and dtype != np.float64:
+                df[c] = _numeric(df[c])
+        step = df["step"]
+        bad = ~(step.between(0, MAX_COUNT) & (step == np.floor(step)))
+        if bad.any():
+            warn(f"{int(bad.sum())} record(s) without a whole-number step in [0, 2**53]; skipped", where)
+            df = df[~bad]
+        if attr == "metrics" and df["step"].duplicated().any():
+            warn(f"{int(df['step'].duplicated().sum())} step(s) logged more than once (resumed run?); kept the "
+                 "last record of each", where)
+            df = df.drop_duplicates("step", keep="last")
+        if not df["step"].is_monotonic_increasing:
+            df = df.sort_values("step", kind="stable")
+        df = df.reset_index(drop=True)
+        df["step"] = df["step"].astype(np.int64)
+        if attr == "metrics" and df.empty:
+            raise UserError("no record with a valid step", path=str(where))
+        setattr(run, attr, df)
     return run
 
 

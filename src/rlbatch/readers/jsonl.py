@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from rlbatch.errors import UserError
-from rlbatch.readers.common import build_run, meta_from, warn
+from rlbatch.readers.common import build_run, json_reason, meta_from, read_text, warn
 from rlbatch.runstore import Run
 
 
@@ -42,10 +42,7 @@ def read(path: str | Path, *, fmt: str = "jsonl", run_id: str | None = None,
     rows: list[dict[str, Any]] = []
     lines: list[int] = []
     mixed_warned = False
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError as err:
-        raise UserError(f"cannot read ({err.strerror})", path=str(path)) from None
+    text = read_text(path)
     all_lines = text.split("\n")
     n = len(all_lines)
     for i, line in enumerate(all_lines, 1):
@@ -54,11 +51,11 @@ def read(path: str | Path, *, fmt: str = "jsonl", run_id: str | None = None,
             continue
         try:
             obj = json.loads(s)
-        except json.JSONDecodeError as err:
+        except (ValueError, RecursionError) as err:  # JSONDecodeError; also ints over 4300 digits, deep nesting
             if i == n and not text.endswith("\n"):
                 warn("truncated last line (no line end, not valid JSON): skipped", path, i)
             else:
-                warn(f"not valid JSON ({err.msg}): line skipped", path, i)
+                warn(f"not valid JSON ({json_reason(err)}): line skipped", path, i)
             continue
         if not isinstance(obj, dict):
             warn("not a JSON object: line skipped", path, i)

@@ -19,7 +19,7 @@ from typing import Any
 import pandas as pd
 
 from rlbatch.errors import UserError
-from rlbatch.readers.common import build_run, meta_from, warn
+from rlbatch.readers.common import build_run, meta_from, sniff_encoding, warn
 from rlbatch.runstore import Run
 
 PANEL_COL = re.compile(r"^(?P<run>.+?) - (?P<metric>.+?)(?P<agg>__MIN|__MAX)?$")
@@ -34,7 +34,11 @@ def is_wandb_header(cols: list[str]) -> bool:
 
 def _read_csv(path: Path) -> pd.DataFrame:
     try:
-        df = pd.read_csv(path, on_bad_lines="warn", skipinitialspace=True)
+        with open(path, "rb") as fh:
+            enc = sniff_encoding(fh.read(4096))
+        df = pd.read_csv(path, on_bad_lines="warn", skipinitialspace=True, encoding=enc, encoding_errors="replace")
+    except OSError as err:
+        raise UserError(f"cannot read ({err.strerror})", path=str(path)) from None
     except pd.errors.EmptyDataError:
         raise UserError("empty file: expected a header line and one row per logged step", path=str(path)) from None
     except (pd.errors.ParserError, UnicodeDecodeError) as err:
@@ -90,4 +94,6 @@ def read(path: str | Path, *, fmt: str = "csv", run_id: str | None = None, user_
             from rlbatch.readers.common import finalize
             finalize(run)
         runs.append(run)
+    if not runs:
+        raise UserError("no run with training rows (no column holds a training metric)", path=str(path))
     return runs

@@ -18,7 +18,7 @@ from typing import Any
 
 
 from rlbatch.errors import UserError
-from rlbatch.readers.common import build_run, finalize, meta_from, warn
+from rlbatch.readers.common import build_run, finalize, json_reason, meta_from, read_text, warn
 from rlbatch.readers.names import is_eval_name
 from rlbatch.runstore import Run
 
@@ -59,11 +59,10 @@ def read(path: str | Path, *, run_id: str | None = None, user_map: dict[str, str
     else:
         default_id = path.parent.name if path.name == "trainer_state.json" else path.stem
     try:
-        obj = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise UserError(f"not valid JSON ({err.msg})", path=str(path), line=err.lineno) from None
-    except OSError as err:
-        raise UserError(f"cannot read ({err.strerror})", path=str(path)) from None
+        obj = json.loads(read_text(path))
+    except (ValueError, RecursionError) as err:  # JSONDecodeError; also ints over 4300 digits, deep nesting
+        raise UserError(f"not valid JSON ({json_reason(err)})", path=str(path),
+                        line=getattr(err, "lineno", None)) from None
     if not looks_like(obj):
         raise UserError("no 'log_history' list: not a trainer_state.json", path=str(path))
     rows = []

@@ -17,12 +17,13 @@ A final line cut mid-write is skipped with a warning naming file and line.
 from __future__ import annotations
 
 import ast
+import math
 import re
 from pathlib import Path
 from typing import Any
 
 from rlbatch.errors import UserError
-from rlbatch.readers.common import build_run, meta_from, to_float, warn
+from rlbatch.readers.common import build_run, meta_from, open_text, to_count, to_float, warn
 from rlbatch.readers.names import is_eval_name
 from rlbatch.runstore import Run
 
@@ -125,11 +126,7 @@ def read(path: str | Path, *, run_id: str | None = None, user_map: dict[str, str
     first_bad: tuple[int, str] | None = None
     last_raw = ""
     lineno = 0
-    try:
-        fh = open(path, "r", encoding="utf-8", errors="replace", newline="")
-    except OSError as err:
-        raise UserError(f"cannot read ({err.strerror})", path=str(path)) from None
-    with fh:
+    with open_text(path) as fh:
         for lineno, raw in enumerate(fh, 1):
             last_raw = raw
             idx = raw.find("step:")
@@ -254,11 +251,12 @@ def read(path: str | Path, *, run_id: str | None = None, user_map: dict[str, str
         v = info.get(field)
         if v is None:
             return None
-        try:
-            return cast(float(v)) if cast is int else cast(v)
-        except (TypeError, ValueError):
-            warn(f"{field} = {v!r} in the log is not a number; ignored", path)
+        f = to_count(v) if cast is int else to_float(v)
+        if f is None or not math.isfinite(f) or f <= 0:
+            warn(f"{field} = {str(v)[:40]!r} in the log is not a {'count' if cast is int else 'positive number'}; "
+                 "ignored", path)
             return None
+        return f
 
     est = str(info.get("adv_estimator") or "").lower()
     algorithm = {"gae": "ppo"}.get(est, est) or None

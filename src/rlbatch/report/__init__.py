@@ -19,6 +19,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from rlbatch.errors import UserError
@@ -53,7 +54,13 @@ def summary_columns(compact: bool = False) -> list[tuple[str, str, Any]]:
 
 
 def _default_reference(inp: pd.DataFrame) -> str | None:
-    ok = inp[inp["samples_to_target"].notna() & inp["throughput_samples_per_s"].notna()]
+    # the same test as analysis.accounting.account: samples-to-target and throughput finite and > 0 (a target
+    # already met by the initial evaluation, at 0 samples, gives no rN to compare against)
+    def good(col: str) -> pd.Series:
+        v = pd.to_numeric(inp[col], errors="coerce")
+        return v.notna() & np.isfinite(v) & (v > 0)
+
+    ok = inp[good("samples_to_target") & good("throughput_samples_per_s")]
     if ok.empty:
         return None
     ok = ok.assign(_b=ok["batch_size"].fillna(float("inf")))
@@ -88,7 +95,8 @@ def accounting_for_runs(runs: list[Run], target: float, metric: str = "eval/scor
         reached = [r["run"] for r in rows if r["reached"]]
         if reached:
             text = (f"Runs {', '.join(reached)} reached {metric} ≥ {target:g}, but none has a measured throughput "
-                    "(no per-step timings in the logs), so time-to-target cannot be compared.")
+                    "(no per-step timings in the logs) and a target reached after training began, so time-to-target "
+                    "cannot be compared.")
         else:
             best = max(runs, key=lambda r: _best(r, metric) if _best(r, metric) is not None else -1e300)
             bv = _best(best, metric)
