@@ -175,7 +175,7 @@ def rollout_step(model, tok, task, cfg: TrainConfig, step: int):
     rng = np.random.default_rng([cfg.seed, step])
     prompts = task.sample(rng, cfg.prompts_per_step)
     items = [it for it in prompts for _ in range(cfg.group_size)]
-    ids = [render_prompt(it, tok) for it in items]
+    ids = [x for x in (render_prompt(it, tok) for it in prompts) for _ in range(cfg.group_size)]  # tokenise once
     gen = torch.Generator(device=cfg.device).manual_seed(int(cfg.seed) * 1_000_003 + step)
     ro = generate(model, tok, ids, cfg.max_new_tokens, temperature=cfg.temperature, generator=gen)
     return items, ro
