@@ -192,6 +192,21 @@ def _finish_tokenizer(tok, model):
     return tok
 
 
+def fast_activations(model) -> int:
+    """Swap every ``NewGELUActivation`` (GPT-2's tanh-approximate GELU written as 8 Python-level tensor ops, ~13% of
+    a tiny-preset training step in py-spy) for ``GELUTanh`` (the same function as one fused C kernel,
+    ``torch.nn.functional.gelu(approximate="tanh")``; equal up to float rounding). Returns the number swapped."""
+    from transformers.activations import GELUTanh, NewGELUActivation
+
+    n = 0
+    for mod in list(model.modules()):
+        for name, child in list(mod.named_children()):
+            if type(child) is NewGELUActivation:
+                setattr(mod, name, GELUTanh())
+                n += 1
+    return n
+
+
 def load_model(spec: str, device: str = "cpu"):
     """``(model, tokenizer)`` for a preset (``tiny``, ``tiny-random``, ``smollm2-135m``) or a local Hugging Face
     model directory. The model is an ``AutoModelForCausalLM``-compatible ``PreTrainedModel`` in eval mode on
@@ -217,6 +232,7 @@ def load_model(spec: str, device: str = "cpu"):
             raise UserError("model must be a preset name or a Hugging Face model directory", path=str(path))
         model, tok = _load_dir(path)
     tok = _finish_tokenizer(tok, model)
+    fast_activations(model)
     model.to(device)
     model.eval()
     return model, tok

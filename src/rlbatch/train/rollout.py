@@ -83,49 +83,63 @@ def _cache_of(out):
     return c if c is not None else out.past_key_values
 
 
-@torch.no_grad()
 def generate(model, tokenizer, prompts: list[list[int]], max_new_tokens: int, *, temperature: float = 1.0,
              greedy: bool = False, generator: torch.Generator | None = None) -> Rollout:
     """Generate one response per prompt (repeat a prompt G times for a group) with a KV cache.
 
     Sampling at ``temperature`` from the full distribution (no top-k/top-p), or argmax if ``greedy``. Stops at EOS
-    or after ``max_new_tokens``. Returns a :class:`Rollout` on the model's device.
+    or after ``max_new_tokens``, and as soon as every sequence has hit EOS (so the response is only as wide as its
+    longest member). Runs under ``torch.inference_mode``; the LM head runs only on the last prompt position at
+    prefill; the attention mask is allocated once. Returns a :class:`Rollout` on the model's device (ordinary
+    tensors, usable in a later autograd forward).
     """
+    with torch.inference_mode():
+        ids, prompt_mask, resp, rmask = _generate(model, tokenizer, prompts, max_new_tokens, temperature, greedy,
+                                                  generator)
+    ids, prompt_mask, resp, rmask = (t.clone() for t in (ids, prompt_mask, resp, rmask))  # leave inference mode
+    rows = [r[m.bool()].tolist() for r, m in zip(resp.cpu(), rmask.cpu())]
+    texts = tokenizer.batch_decode(rows, skip_special_tokens=True)
+    return Rollout(ids, prompt_mask, resp, rmask, texts)
+
+
+def _generate(model, tokenizer, prompts, max_new_tokens, temperature, greedy, generator):
     device = next(model.parameters()).device
     eos, pad = tokenizer.eos_token_id, tokenizer.pad_token_id
-    ids, mask = left_pad(prompts, pad, device)
-    prompt_mask = mask
-    n = ids.shape[0]
+    ids, prompt_mask = left_pad(prompts, pad, device)
+    n, L = ids.shape
+    mask = torch.ones((n, L + max_new_tokens), dtype=prompt_mask.dtype, device=device)
+    mask[:, :L] = prompt_mask
     ckw = _cache_kw(model)
-    out = model(input_ids=ids, attention_mask=mask, position_ids=positions(mask), use_cache=True)
+    pos = positions(prompt_mask)
+    out = model(input_ids=ids, attention_mask=prompt_mask, position_ids=pos, use_cache=True, logits_to_keep=1)
     past = _cache_of(out)
     logits = out.logits[:, -1, :]
-    pos = positions(mask)[:, -1]
+    pos = pos[:, -1:]
     done = torch.zeros(n, dtype=torch.bool, device=device)
-    toks, keep = [], []
+    toks = torch.full((n, max_new_tokens), pad, dtype=torch.long, device=device)
+    keep = torch.zeros((n, max_new_tokens), dtype=torch.long, device=device)
+    t_end = max_new_tokens
     for t in range(max_new_tokens):
         if greedy:
             nxt = logits.argmax(-1)
         else:
             probs = torch.softmax(logits.float() / temperature, dim=-1)
             nxt = torch.multinomial(probs, 1, generator=generator).squeeze(1)
-        nxt = torch.where(done, torch.full_like(nxt, pad), nxt)
-        keep.append((~done).long())
-        toks.append(nxt)
+        nxt = nxt.masked_fill(done, pad)
+        keep[:, t] = (~done).long()
+        toks[:, t] = nxt
         done = done | (nxt == eos)
-        if bool(done.all()) or t == max_new_tokens - 1:
+        if t == max_new_tokens - 1:
             break
-        mask = torch.cat([mask, torch.ones((n, 1), dtype=mask.dtype, device=device)], dim=1)
+        if bool(done.all()):
+            t_end = t + 1
+            break
         pos = pos + 1
-        out = model(input_ids=nxt[:, None], attention_mask=mask, position_ids=pos[:, None], use_cache=True,
+        out = model(input_ids=nxt[:, None], attention_mask=mask[:, :L + t + 1], position_ids=pos, use_cache=True,
                     **{ckw: past})
         past = _cache_of(out)
         logits = out.logits[:, -1, :]
-    resp = torch.stack(toks, dim=1)
-    rmask = torch.stack(keep, dim=1)
-    texts = tokenizer.batch_decode([r[m.bool()].tolist() for r, m in zip(resp.cpu(), rmask.cpu())],
-                                   skip_special_tokens=True)
-    return Rollout(ids, prompt_mask, resp, rmask, texts)
+    return ids, prompt_mask, toks[:, :t_end], keep[:, :t_end]
 
 
 def score(task: Task, items: list[Item], texts: list[str]) -> torch.Tensor:

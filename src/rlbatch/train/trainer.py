@@ -175,7 +175,7 @@ def rollout_step(model, tok, task, cfg: TrainConfig, step: int):
     rng = np.random.default_rng([cfg.seed, step])
     prompts = task.sample(rng, cfg.prompts_per_step)
     items = [it for it in prompts for _ in range(cfg.group_size)]
-    ids = [render_prompt(it, tok) for it in items]
+    ids = [x for x in (render_prompt(it, tok) for it in prompts) for _ in range(cfg.group_size)]  # tokenise once
     gen = torch.Generator(device=cfg.device).manual_seed(int(cfg.seed) * 1_000_003 + step)
     ro = generate(model, tok, ids, cfg.max_new_tokens, temperature=cfg.temperature, generator=gen)
     return items, ro
@@ -193,7 +193,7 @@ def train(cfg: TrainConfig, out_dir: Path | str, *, resume: bool = False, progre
     import torch
 
     from rlbatch.analysis.noise import b_simple
-    from rlbatch.train.grpo import accumulate_gradients, group_advantages, optimizer_step
+    from rlbatch.train.grpo import accumulate_gradients, group_advantages, make_adamw, optimizer_step
     from rlbatch.train.models import load_model
     from rlbatch.train.rollout import evaluate, score
     from rlbatch.train.tasks import get_task
@@ -219,8 +219,8 @@ def train(cfg: TrainConfig, out_dir: Path | str, *, resume: bool = False, progre
         import copy
 
         ref_model = copy.deepcopy(model).requires_grad_(False)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, betas=cfg.adam_betas, eps=cfg.adam_eps,
-                                  weight_decay=cfg.weight_decay)
+    optimizer = make_adamw(model.parameters(), lr=lr, betas=cfg.adam_betas, eps=cfg.adam_eps,
+                           weight_decay=cfg.weight_decay)
 
     state = {"step": 0, "samples/retained": 0, "samples/generated": 0, "tokens/generated": 0, "tokens/trained": 0,
              "time/wall_s": 0.0, "next_eval": 0, "hold": 0, "metrics_lines": 0, "eval_lines": 0, "last_eval": None}
