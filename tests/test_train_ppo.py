@@ -234,3 +234,50 @@ def test_ppo_tiny_preset_raises_held_out_score(tmp_path):
     scores = [e["eval/score"] for e in _lines(out / "eval.jsonl")]
     print("PPO tiny held-out scores:", scores)
     assert scores[-1] >= scores[0] + 0.05
+
+
+# --------------------------------------------------------------------------------------------------- CLI, sweep
+def _cli(monkeypatch, capsys, *args):
+    import sys
+
+    from rlbatch import cli
+
+    monkeypatch.setattr(sys, "argv", ["rlbatch", *args])
+    with pytest.raises(SystemExit) as exc:
+        cli.main()
+    out = capsys.readouterr()
+    return exc.value.code, out.out, out.err.strip()
+
+
+@pytest.mark.parametrize("extra, needle", [
+    (["--algo", "a2c"], "--algo must be grpo or ppo"),
+    (["--algo", "ppo", "--critic-base-lr", "1e-3"], "--critic-base-lr needs --base-batch and --rule"),
+    (["--algo", "ppo", "--gamma", "1.5"], "gamma"),
+])
+def test_bad_ppo_input_exits_2(monkeypatch, capsys, tmp_path, extra, needle):
+    code, _, err = _cli(monkeypatch, capsys, "train", "--out", str(tmp_path / "run"), "--lr", "1e-4",
+                        "--model", "tiny-random", *extra)
+    assert code == 2 and needle in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "run" / "run.json").exists()
+
+
+def test_train_cli_ppo_runs(monkeypatch, capsys, tmp_path):
+    code, out, err = _cli(monkeypatch, capsys, "train", "--algo", "ppo", "--model", "tiny-random", "-P", "8", "-G",
+                          "1", "--lr", "1e-3", "--critic-lr", "1e-2", "--max-steps", "2", "--max-new-tokens", "3",
+                          "--eval-size", "8", "--out", str(tmp_path / "run"), "--format", "json")
+    assert code in (0, None), err
+    row = json.loads(out)
+    assert row["steps"] == 2 and row["samples_retained"] == 16
+    meta = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert meta["algorithm"] == "ppo" and meta["critic_lr"] == 1e-2 and meta["group_size"] == 1
+
+
+def test_sweep_plan_ppo_scales_critic_lr_by_its_own_base():
+    from rlbatch.sweep.local import plan_trials
+
+    specs = plan_trials(base_batch=16, base_lr=1e-4, batches=[16, 64], group_sizes=[1], samples=100,
+                        fixed_lr_control=64, options=dict(algo="ppo", critic_base_lr=1e-3))
+    got = {s.run_id: (s.train_config().resolved_lr(), s.train_config().resolved_critic_lr()) for s in specs}
+    assert got["B16-G1-sqrt-s0"] == pytest.approx((1e-4, 1e-3))
+    assert got["B64-G1-sqrt-s0"] == pytest.approx((2e-4, 2e-3))
+    assert got["B64-G1-fixed-s0"] == pytest.approx((1e-4, 1e-3))  # the control keeps both base lrs

@@ -164,8 +164,9 @@ def train_cmd(
                       seed=seed, micro_batch_size=micro_batch_size, max_new_tokens=max_new_tokens,
                       eval_every=eval_every, eval_size=eval_size, checkpoint_every=checkpoint_every, kl_coef=kl_coef,
                       max_grad_norm=max_grad_norm or None, stop_at_target=target, stop_hold=hold,
-                      max_steps=max_steps, device=device, **_ppo_fields(algo, critic_model, critic_lr, critic_base_lr,
-                                                                         gamma, lam, value_clip, critic_warmup_steps))
+                      max_steps=max_steps, device=device,
+                      **_ppo_fields(algo, critic_model, critic_lr, critic_base_lr, gamma, lam, value_clip,
+                                    critic_warmup_steps))
     run_dir = train(cfg, out, resume=resume, progress=fmt is Format.table)
     from rlbatch.runstore import read_run
 

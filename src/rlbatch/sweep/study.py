@@ -297,9 +297,10 @@ def sweep_sections(runs: list[Run], agg: list[Run], target: float | None, timing
         if "slope" in cfit and "slope" not in fit:
             ctxt = f"Critic gradient-norm slope: **{cfit['slope']:.3f}** (no actor fit)."
         sec.append({"title": "Critic gradient norm vs batch size (PPO)", "json_key": "grad_norm_fit_critic",
-                    "json": cfit, "figures": {}, "markdown": ctxt + (". The paper finds the critic's norm nearly flat in B, so its "
-                                                      "critical batch can differ from the actor's."
-                                                      if "slope" in cfit and "slope" in fit else "")})
+                    "json": cfit, "figures": {},
+                    "markdown": ctxt + (". The paper finds the critic's norm nearly flat in B, so its critical "
+                                        "batch can differ from the actor's." if "slope" in cfit and "slope" in fit
+                                        else "")})
     sec.append({"title": "Time per step: generation vs update", "json_key": "time_split", "json": trows,
                 "markdown": _md_table(trows, [("run", "config", None), ("batch_size", "B", None),
                                               ("gen_s", "generation s", ".4f"), ("reward_s", "scoring s", ".4f"),

@@ -175,7 +175,8 @@ def token_surrogate(logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tenso
 
 def explained_variance(values: torch.Tensor, returns: torch.Tensor, mask: torch.Tensor) -> float:
     """``1 - Var(R - V) / Var(R)`` over masked tokens (NaN when Var(R) = 0). 1: perfect critic; 0: no better than a
-    constant; negative: worse. NaN also when Var(R) < 1e-12 (all returns equal, up to rounding). Source: OpenAI baselines ``explained_variance``."""
+    constant; negative: worse. NaN also when Var(R) < 1e-12 (all returns equal, up to rounding).
+    Source: OpenAI baselines ``explained_variance``."""
     m = mask.bool()
     r, v = returns[m].double(), values[m].double()
     if r.numel() < 2:

@@ -225,6 +225,8 @@ def train(cfg: TrainConfig, out_dir: Path | str, *, resume: bool = False, progre
     out = Path(out_dir)
     lr = cfg.resolved_lr()
     micro = cfg.resolved_micro()
+    if cfg.algo == "ppo":
+        cfg.resolved_critic_lr()  # PPO hook: a bad critic-lr configuration fails before anything is written
     ckpt_path = out / CHECKPOINT
     if not resume and ((out / METRICS_JSONL).exists() or ckpt_path.exists()):
         raise UserError("already holds a run; pass --resume to continue it or choose another --out", path=str(out))
