@@ -226,14 +226,15 @@ def test_ppo_resume_after_kill_gives_identical_metrics(tiny, tmp_path):
 @pytest.mark.slow
 @pytest.mark.skipif(os.environ.get("RLBATCH_SLOW") != "1", reason="slow: set RLBATCH_SLOW=1")
 def test_ppo_tiny_preset_raises_held_out_score(tmp_path):
-    # measured (2 shared cores): 0.283 -> 0.385-0.41 within 4096 samples at B = 16, G = 1, lr 1e-4, critic 1e-3
+    # measured (CPU): held-out 0.283 -> 0.350 (2048 samples) -> 0.342 (4096) -> 0.408 (6144) at B = 16, G = 1,
+    # lr 1e-4, critic lr 1e-3; ~20 s of CPU time (~100 s wall on 2 busy shared cores), hence `slow`
     cfg = make_config(algo="ppo", model="tiny", prompts_per_step=16, group_size=1, lr=1e-4, critic_lr=1e-3,
-                      samples=4096, max_new_tokens=5, eval_every=2048, eval_size=512, eval_batch_size=512,
+                      samples=6144, max_new_tokens=5, eval_every=2048, eval_size=512, eval_batch_size=512,
                       micro_batch_size=8, max_grad_norm=1.0, checkpoint_every=1000)
     out = train(cfg, tmp_path / "run")
     scores = [e["eval/score"] for e in _lines(out / "eval.jsonl")]
     print("PPO tiny held-out scores:", scores)
-    assert scores[-1] >= scores[0] + 0.05
+    assert scores[-1] >= scores[0] + 0.08
 
 
 # --------------------------------------------------------------------------------------------------- CLI, sweep
