@@ -6,6 +6,10 @@ Reproducibility: the prompts of step s are drawn with ``numpy.random.default_rng
 sampled with a ``torch.Generator`` seeded from ``(seed, s)``, so a run's data depend only on its seed and step; a
 checkpoint (model, optimizer, RNG states, data-sampler position = step, counters, metrics/eval line counts) lets
 ``resume=True`` continue a killed run with metrics identical (timing aside) to an uninterrupted run on CPU.
+
+With ``algo="ppo"`` the same loop runs PPO: the update step is :func:`rlbatch.train.ppo.ppo_step` (value model, GAE,
+separate critic optimizer), every response is kept (no group filtering), and the checkpoint also holds the critic
+and its optimizer.
 """
 
 from __future__ import annotations
