@@ -143,9 +143,19 @@ def train_cmd(
     device: str = typer.Option("cpu", "--device", help="cpu or cuda."),
     resume: bool = typer.Option(False, "--resume", help="Continue the run in --out from its last checkpoint."),
     fmt: Format = typer.Option(Format.table, "--format", help="Output format of the final summary."),
+    algo: str = typer.Option("grpo", "--algo", help="grpo, or ppo (value model + GAE; use -G 1)."),
+    critic_model: Optional[str] = typer.Option(None, "--critic-model", help="PPO: separate critic model (preset "
+                                               "or directory, same vocabulary); default a copy of the policy."),
+    critic_lr: Optional[float] = typer.Option(None, "--critic-lr", help="PPO: critic learning rate (else from "
+                                              "--critic-base-lr under --rule, else the actor's lr)."),
+    critic_base_lr: Optional[float] = typer.Option(None, "--critic-base-lr", help="PPO: critic lr0 at --base-batch."),
+    gamma: float = typer.Option(1.0, "--gamma", help="PPO: GAE discount."),
+    lam: float = typer.Option(1.0, "--lam", help="PPO: GAE lambda."),
+    value_clip: float = typer.Option(0.2, "--value-clip", help="PPO: value-loss clip range (0: off)."),
+    critic_warmup_steps: int = typer.Option(0, "--critic-warmup-steps", help="PPO: critic-only steps first."),
 ) -> None:
-    """Train with GRPO: one optimizer step per P x G rollout batch, metrics in DIR/metrics.jsonl (canonical names),
-    greedy evaluations in DIR/eval.jsonl, checkpoints for --resume."""
+    """Train with GRPO (or PPO with --algo ppo): one optimizer step per P x G rollout batch, metrics in
+    DIR/metrics.jsonl (canonical names), greedy evaluations in DIR/eval.jsonl, checkpoints for --resume."""
     _quiet_transformers()
     from rlbatch.train.trainer import make_config, train
 
@@ -154,7 +164,9 @@ def train_cmd(
                       seed=seed, micro_batch_size=micro_batch_size, max_new_tokens=max_new_tokens,
                       eval_every=eval_every, eval_size=eval_size, checkpoint_every=checkpoint_every, kl_coef=kl_coef,
                       max_grad_norm=max_grad_norm or None, stop_at_target=target, stop_hold=hold,
-                      max_steps=max_steps, device=device)
+                      max_steps=max_steps, device=device,
+                      **_ppo_fields(algo, critic_model, critic_lr, critic_base_lr, gamma, lam, value_clip,
+                                    critic_warmup_steps))
     run_dir = train(cfg, out, resume=resume, progress=fmt is Format.table)
     from rlbatch.runstore import read_run
 
@@ -175,7 +187,19 @@ def train_cmd(
         print(markdown_table([row], cols))
     else:
         kv = [{"field": k, "value": v} for k, v in row.items()]
-        console().print(rich_table(kv, [("field", "field", None), ("value", "value", None)], title="GRPO run"))
+        console().print(rich_table(kv, [("field", "field", None), ("value", "value", None)], title=f"{cfg.algo.upper()} run"))
+
+
+def _ppo_fields(algo, critic_model, critic_lr, critic_base_lr, gamma, lam, value_clip, warmup) -> dict:
+    """TrainConfig fields of the PPO flags (only the algorithm for GRPO)."""
+    from rlbatch.errors import UserError
+
+    if algo not in ("grpo", "ppo"):
+        raise UserError(f"--algo must be grpo or ppo, got {algo!r}", field="algo")
+    if algo == "grpo":
+        return {}
+    return dict(algo=algo, critic_model=critic_model, critic_lr=critic_lr, critic_base_lr=critic_base_lr,
+                gamma=gamma, lam=lam, value_clip=value_clip or None, critic_warmup_steps=warmup)
 
 
 @app.command("sweep")
@@ -185,7 +209,8 @@ def sweep_cmd(
     batches: str = typer.Option(..., "--batches", help="Comma-separated batch sizes B, e.g. 16,32,64,128."),
     rule: str = typer.Option("sqrt", "--rule", help="LR rule: sqrt, linear or none."),
     fixed_lr_control: Optional[int] = typer.Option(None, "--fixed-lr-control", help="Also run this B at lr0."),
-    group_sizes: str = typer.Option("8", "--group-sizes", help="Comma-separated G values (P = B / G)."),
+    group_sizes: Optional[str] = typer.Option(None, "--group-sizes", help="Comma-separated G values (P = B / G); "
+                                              "default 8 for grpo, 1 for ppo."),
     seeds: int = typer.Option(1, "--seeds", help="Seeds per configuration."),
     samples: int = typer.Option(..., "--samples", help="Retained-sample budget of every trial."),
     target: float = typer.Option(..., "--target", help="Target held-out score for samples-/time-to-target."),
@@ -202,6 +227,14 @@ def sweep_cmd(
     workers: int = typer.Option(1, "--workers", help="Trial processes in parallel (1 torch thread each)."),
     device: str = typer.Option("cpu", "--device"),
     fmt: Format = typer.Option(Format.table, "--format", help="Output format of the accounting."),
+    algo: str = typer.Option("grpo", "--algo", help="grpo or ppo."),
+    critic_model: Optional[str] = typer.Option(None, "--critic-model", help="PPO: separate critic model."),
+    critic_base_lr: Optional[float] = typer.Option(None, "--critic-base-lr", help="PPO: critic lr0 at B0 (scaled "
+                                                   "by --rule like the actor's; default: the actor's lr)."),
+    gamma: float = typer.Option(1.0, "--gamma", help="PPO: GAE discount."),
+    lam: float = typer.Option(1.0, "--lam", help="PPO: GAE lambda."),
+    value_clip: float = typer.Option(0.2, "--value-clip", help="PPO: value-loss clip range (0: off)."),
+    critic_warmup_steps: int = typer.Option(0, "--critic-warmup-steps", help="PPO: critic-only steps first."),
 ) -> None:
     """Batch-size sweep: every B under the LR rule (+ a fixed-LR control) to the same retained-sample budget,
     resumable (finished trials are skipped), then the report (report.html, report.md, report.json in --out)."""
@@ -212,7 +245,9 @@ def sweep_cmd(
 
     scaled_lr(base_batch, base_batch, base_lr, rule)
     opts = dict(micro_batch_size=micro_batch_size, max_new_tokens=max_new_tokens, eval_every=eval_every,
-                eval_size=eval_size, device=device)
+                eval_size=eval_size, device=device,
+                **_ppo_fields(algo, critic_model, None, critic_base_lr, gamma, lam, value_clip, critic_warmup_steps))
+    group_sizes = group_sizes or ("1" if algo == "ppo" else "8")
     if stop_at_target:
         opts.update(stop_at_target=target, stop_hold=hold)
     specs = plan_trials(base_batch=base_batch, base_lr=base_lr, batches=parse_int_list(batches), rule=rule,
@@ -222,7 +257,7 @@ def sweep_cmd(
                     fixed_lr_control=fixed_lr_control, seeds=seeds, samples=samples, target=target, model=model,
                     task=task, options=opts, workers=workers)
     run_sweep(specs, out, workers=workers, threads=1, settings=settings, progress=fmt is Format.table)
-    rep = report_sweep(out, target=target, title=f"rlbatch sweep ({model}, {task})")
+    rep = report_sweep(out, target=target, title=f"rlbatch sweep ({algo}, {model}, {task})")
     _print_sweep_report(rep, fmt, out)
 
 
@@ -253,6 +288,7 @@ def demo_cmd(
     workers: Optional[int] = typer.Option(None, "--workers", help="Parallel trial processes (default min(2, CPUs))."),
     device: str = typer.Option("cpu", "--device"),
     fmt: Format = typer.Option(Format.table, "--format", help="Output format."),
+    algo: str = typer.Option("grpo", "--algo", help="grpo, or ppo (the preset's PPO study: G = 1, value model)."),
 ) -> None:
     """The main job: a real batch-size study (sqrt LR rule at 4 batch sizes + a fixed-LR control, several seeds)
     on the tiny preset, then the report with the accounting and the recommendation."""
@@ -260,7 +296,7 @@ def demo_cmd(
     from rlbatch.sweep.demo import run_demo
 
     rep = run_demo(out, preset=preset, seeds=seeds, samples=samples, workers=workers, device=device,
-                   progress=fmt is Format.table)
+                   progress=fmt is Format.table, algo=algo)
     _print_sweep_report(rep, fmt, out)
     if fmt is not Format.json:
         print(f"demo finished in {rep['demo_seconds']:.0f} s")

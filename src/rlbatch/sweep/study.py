@@ -144,17 +144,18 @@ def curves_figures(agg: list[Run], target: float | None) -> dict:
     return figs
 
 
-def grad_norm_fit(runs: list[Run]) -> dict[str, Any]:
+def grad_norm_fit(runs: list[Run], metric: str = "grad_norm/actor") -> dict[str, Any]:
     """Log-log fit of the mean pre-clip actor gradient norm against B over the sqrt-rule trials (one point per
     seed): slope with a 95% CI (ideal -0.5 inside the batch-invariant range; Li et al. 2026, McCandlish et al.
-    2018). Uses only the first half of each run's steps, so all B are compared at similar policy quality."""
+    2018). Uses only the first half of each run's steps, so all B are compared at similar policy quality.
+    ``metric="grad_norm/critic"`` fits PPO's critic the same way."""
     from scipy import stats
 
     pts = []
     for r in runs:
-        if r.meta.lr_rule == "none" or r.metrics.empty or "grad_norm/actor" not in r.metrics:
+        if r.meta.lr_rule == "none" or r.metrics.empty or metric not in r.metrics:
             continue
-        g = r.metrics["grad_norm/actor"].dropna()
+        g = r.metrics[metric].dropna()
         g = g.iloc[: max(1, len(g) // 2)]
         if len(g):
             pts.append((float(r.meta.batch_size), float(g.mean()), r.run_id))
@@ -286,6 +287,20 @@ def sweep_sections(runs: list[Run], agg: list[Run], target: float | None, timing
                  "Too few batch sizes for a gradient-norm fit.")
     sec.append({"title": "Gradient norm vs batch size", "json_key": "grad_norm_fit", "json": fit,
                 "markdown": slope_txt, "figures": {"grad_norm_vs_B": grad_norm_figure(runs, fit)}})
+    cfit = grad_norm_fit(runs, "grad_norm/critic")
+    if cfit["points"]:  # PPO: the critic's own gradient-norm scaling beside the actor's
+        ctxt = (f"Fitted log-log slope of the pre-clip critic (value model) gradient norm against B (sqrt-rule "
+                f"trials, first half of each run): **{cfit['slope']:.3f}** (95% CI {cfit['slope_ci95'][0]:.3f} .. "
+                f"{cfit['slope_ci95'][1]:.3f}, {cfit['n_points']} points), beside the actor's "
+                f"{fit['slope']:.3f}" if "slope" in cfit and "slope" in fit else
+                "Too few batch sizes for a critic gradient-norm fit.")
+        if "slope" in cfit and "slope" not in fit:
+            ctxt = f"Critic gradient-norm slope: **{cfit['slope']:.3f}** (no actor fit)."
+        sec.append({"title": "Critic gradient norm vs batch size (PPO)", "json_key": "grad_norm_fit_critic",
+                    "json": cfit, "figures": {},
+                    "markdown": ctxt + (". The paper finds the critic's norm nearly flat in B, so its critical "
+                                        "batch can differ from the actor's." if "slope" in cfit and "slope" in fit
+                                        else "")})
     sec.append({"title": "Time per step: generation vs update", "json_key": "time_split", "json": trows,
                 "markdown": _md_table(trows, [("run", "config", None), ("batch_size", "B", None),
                                               ("gen_s", "generation s", ".4f"), ("reward_s", "scoring s", ".4f"),

@@ -6,6 +6,10 @@ Reproducibility: the prompts of step s are drawn with ``numpy.random.default_rng
 sampled with a ``torch.Generator`` seeded from ``(seed, s)``, so a run's data depend only on its seed and step; a
 checkpoint (model, optimizer, RNG states, data-sampler position = step, counters, metrics/eval line counts) lets
 ``resume=True`` continue a killed run with metrics identical (timing aside) to an uninterrupted run on CPU.
+
+With ``algo="ppo"`` the same loop runs PPO: the update step is :func:`rlbatch.train.ppo.ppo_step` (value model, GAE,
+separate critic optimizer), every response is kept (no group filtering), and the checkpoint also holds the critic
+and its optimizer.
 """
 
 from __future__ import annotations
@@ -68,6 +72,15 @@ class TrainConfig(BaseModel):
     max_empty_steps: int = Field(200, ge=1, description="stop after this many consecutive all-filtered steps")
     device: str = "cpu"
     threads: int | None = Field(None, ge=1)
+    # PPO (algo="ppo"; rlbatch.train.ppo): value model, GAE, critic optimizer
+    algo: Literal["grpo", "ppo"] = "grpo"
+    critic_model: str | None = Field(None, description="separate critic model (preset/dir); default: copy of policy")
+    critic_lr: float | None = Field(None, gt=0)
+    critic_base_lr: float | None = Field(None, gt=0, description="critic lr0 at base_batch under lr_rule")
+    gamma: float = Field(1.0, ge=0, le=1)
+    lam: float = Field(1.0, ge=0, le=1)
+    value_clip: float | None = Field(0.2, description="value-loss clip range; None or 0 = off")
+    critic_warmup_steps: int = Field(0, ge=0, description="critic-only steps before the actor starts")
 
     @property
     def batch_size(self) -> int:
@@ -81,6 +94,21 @@ class TrainConfig(BaseModel):
         if self.lr_rule is None or self.base_batch is None or self.base_lr is None:
             raise UserError("give --lr, or --base-batch, --base-lr and --rule", field="lr")
         return scaled_lr(self.batch_size, self.base_batch, self.base_lr, self.lr_rule)
+
+    def resolved_critic_lr(self) -> float:
+        """PPO critic learning rate: ``critic_lr`` when given; else ``scaled_lr(B, base_batch, critic_base_lr,
+        lr_rule)`` (the LR rule with the critic's own base lr0 at the same base batch) when a rule and
+        ``critic_base_lr`` are given; else the actor's resolved lr."""
+        from rlbatch.scaling import scaled_lr
+
+        if self.critic_lr is not None:
+            return self.critic_lr
+        if self.critic_base_lr is not None:
+            if self.lr_rule is None or self.base_batch is None:
+                raise UserError("--critic-base-lr needs --base-batch and --rule (or give --critic-lr)",
+                                field="critic_base_lr")
+            return scaled_lr(self.batch_size, self.base_batch, self.critic_base_lr, self.lr_rule)
+        return self.resolved_lr()
 
     def resolved_micro(self) -> int:
         b = self.batch_size
@@ -143,7 +171,7 @@ def _set_rng_states(s: dict) -> None:
     torch.set_rng_state(s["torch"])
 
 
-def save_checkpoint(out: Path, model, optimizer, state: dict) -> None:
+def save_checkpoint(out: Path, model, optimizer, state: dict, extra: dict | None = None) -> None:
     """Atomically write ``out/checkpoint.pt`` (temp file + fsync + rename): model and optimizer state dicts, RNG
     states and the loop ``state`` (step = data-sampler position, counters, metrics/eval line counts)."""
     import torch
@@ -151,7 +179,7 @@ def save_checkpoint(out: Path, model, optimizer, state: dict) -> None:
     tmp = out / f".{CHECKPOINT}.tmp"
     with open(tmp, "wb") as fh:
         torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "rng": _rng_states(),
-                    "state": state}, fh)
+                    "state": state, **(extra or {})}, fh)
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, out / CHECKPOINT)
@@ -201,6 +229,8 @@ def train(cfg: TrainConfig, out_dir: Path | str, *, resume: bool = False, progre
     out = Path(out_dir)
     lr = cfg.resolved_lr()
     micro = cfg.resolved_micro()
+    if cfg.algo == "ppo":
+        cfg.resolved_critic_lr()  # PPO hook: a bad critic-lr configuration fails before anything is written
     ckpt_path = out / CHECKPOINT
     if not resume and ((out / METRICS_JSONL).exists() or ckpt_path.exists()):
         raise UserError("already holds a run; pass --resume to continue it or choose another --out", path=str(out))
@@ -221,6 +251,11 @@ def train(cfg: TrainConfig, out_dir: Path | str, *, resume: bool = False, progre
         ref_model = copy.deepcopy(model).requires_grad_(False)
     optimizer = make_adamw(model.parameters(), lr=lr, betas=cfg.adam_betas, eps=cfg.adam_eps,
                            weight_decay=cfg.weight_decay)
+    ppo = None  # PPO hook: critic + its optimizer (rlbatch.train.ppo)
+    if cfg.algo == "ppo":
+        from rlbatch.train import ppo as ppo_mod
+
+        ppo = ppo_mod.setup(cfg, model, tok)
 
     state = {"step": 0, "samples/retained": 0, "samples/generated": 0, "tokens/generated": 0, "tokens/trained": 0,
              "time/wall_s": 0.0, "next_eval": 0, "hold": 0, "metrics_lines": 0, "eval_lines": 0, "last_eval": None}
@@ -229,6 +264,8 @@ def train(cfg: TrainConfig, out_dir: Path | str, *, resume: bool = False, progre
         model.load_state_dict(ck["model"])
         optimizer.load_state_dict(ck["optimizer"])
         _set_rng_states(ck["rng"])
+        if ppo is not None:
+            ppo_mod.load_state_dict(ppo, ck)
         state = ck["state"]
         if ref_model is not None:  # the reference is the initial policy: rebuild it from the preset
             ref_model.load_state_dict(load_model(cfg.model, cfg.device)[0].state_dict())
@@ -239,7 +276,7 @@ def train(cfg: TrainConfig, out_dir: Path | str, *, resume: bool = False, progre
     _truncate_lines(out / METRICS_JSONL, state["metrics_lines"])
     _truncate_lines(out / EVAL_JSONL, state["eval_lines"])
 
-    meta_fields = dict(run_id=cfg.run_id or out.name or "run", algorithm="grpo", model=cfg.model, task=cfg.task,
+    meta_fields = dict(run_id=cfg.run_id or out.name or "run", algorithm=cfg.algo, model=cfg.model, task=cfg.task,
                        prompts_per_step=cfg.prompts_per_step, group_size=cfg.group_size, lr=lr,
                        lr_rule=cfg.lr_rule, base_batch=cfg.base_batch, base_lr=cfg.base_lr, seed=cfg.seed,
                        backend="rlbatch",
@@ -247,7 +284,8 @@ def train(cfg: TrainConfig, out_dir: Path | str, *, resume: bool = False, progre
                                  "torch_threads": torch.get_num_threads(), "machine": platform.machine()},
                        software=_software(), status="running", stop_reason=None,
                        config=cfg.model_dump(mode="json"), micro_batch_size=micro,
-                       train_prompts=task.train_size, eval_items=len(task.eval_items))
+                       train_prompts=task.train_size, eval_items=len(task.eval_items),
+                       **({"critic_lr": ppo.lr, "critic_base_lr": cfg.critic_base_lr} if ppo else {}))
     write_meta(out, make_meta(out / "run.json", **meta_fields))
 
     metrics = JsonlWriter(out / METRICS_JSONL)
@@ -295,11 +333,16 @@ def train(cfg: TrainConfig, out_dir: Path | str, *, resume: bool = False, progre
             t1 = time.perf_counter()
             rewards = score(task, items, ro.texts)
             t2 = time.perf_counter()
-            adv, keep = group_advantages(rewards.view(-1, G))
-            rows = torch.nonzero(keep.repeat_interleave(G), as_tuple=False).squeeze(1)
-            b_ret = int(rows.numel())
             rec: dict[str, Any] = {}
-            if b_ret > 0:
+            if ppo is not None:  # PPO hook: every response is kept (B_train = P x G)
+                keep = torch.ones(cfg.prompts_per_step, dtype=torch.bool)
+                b_ret = len(items)
+                rec, n_tok = ppo_mod.ppo_step(model, optimizer, lr, ppo, ro, rewards, cfg, micro, step, ref_model)
+            else:
+                adv, keep = group_advantages(rewards.view(-1, G))
+                rows = torch.nonzero(keep.repeat_interleave(G), as_tuple=False).squeeze(1)
+                b_ret = int(rows.numel())
+            if ppo is None and b_ret > 0:
                 kept = ro.select(rows)
                 gr = accumulate_gradients(model, kept, adv.view(-1)[rows], micro, cfg.clip_eps, ref_model,
                                           cfg.kl_coef)
@@ -313,7 +356,7 @@ def train(cfg: TrainConfig, out_dir: Path | str, *, resume: bool = False, progre
                             "grad_clipped": bool(cfg.max_grad_norm and gnorm > cfg.max_grad_norm)})
                 if cfg.kl_coef > 0:
                     rec["kl"] = gr.stats["kl"] / max(n_tok, 1)
-            else:
+            elif ppo is None:
                 n_tok = 0  # every group filtered: nothing to learn from, no optimizer step
             t3 = time.perf_counter()
             gen_tok = int(ro.response_mask.sum())
@@ -339,12 +382,12 @@ def train(cfg: TrainConfig, out_dir: Path | str, *, resume: bool = False, progre
                 while state["next_eval"] <= state["samples/retained"]:
                     state["next_eval"] += cfg.eval_every
             if step % cfg.checkpoint_every == 0:
-                save_checkpoint(out, model, optimizer, state)
+                save_checkpoint(out, model, optimizer, state, ppo_mod.state_dict(ppo) if ppo else None)
             if bar:
                 bar.update(state, float(rewards.mean()), time.perf_counter() - t_start)
         if state.get("last_eval_step") != state["step"]:
             run_eval()
-        save_checkpoint(out, model, optimizer, state)
+        save_checkpoint(out, model, optimizer, state, ppo_mod.state_dict(ppo) if ppo else None)
         update_meta(out, status="finished", stop_reason=stop_reason, steps=state["step"],
                     samples_retained=state["samples/retained"], samples_generated=state["samples/generated"])
     except BaseException as err:
