@@ -458,10 +458,6 @@ def _bn_json(bn: dict[str, Any]) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------------------------------- runs input
-def _seedless(run_id: str) -> str:
-    return re.sub(r"[-_](s|seed)\d+$", "", run_id)
-
-
 def check_consistent(runs: Sequence[Run], metric: str) -> None:
     """Raise :class:`UserError` when runs disagree on model, task or algorithm (non-missing values), or a run has
     no ``metric`` values on the retained-sample axis (naming the runs)."""
@@ -489,6 +485,8 @@ def check_consistent(runs: Sequence[Run], metric: str) -> None:
 
 
 def _groups(runs: Sequence[Run], ref_key: str | None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    from rlbatch.analysis.curves import seedless_id
+
     by: dict[tuple, list[Run]] = {}
     bad = [r.run_id for r in runs if r.meta.batch_size is None]
     if bad:
@@ -502,7 +500,7 @@ def _groups(runs: Sequence[Run], ref_key: str | None) -> tuple[list[dict[str, An
         rules[key] = r.meta.lr_rule
     groups = []
     for key, rs in by.items():
-        names = {_seedless(r.run_id) for r in rs}
+        names = {seedless_id(r.run_id) for r in rs}
         label = rs[0].run_id if len(rs) == 1 else (names.pop() if len(names) == 1 else f"B{key[0]}-{key[1]}")
         groups.append({"run": label, "batch_size": key[0], "runs_obj": rs, "runs": [r.run_id for r in rs],
                        "lr": rs[0].meta.lr, "lr_rule": rules[key]})

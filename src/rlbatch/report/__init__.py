@@ -16,6 +16,7 @@ import html
 import json
 import math
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -159,25 +160,34 @@ def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None,
     the throughput section, and each of ``sections``. Raises :class:`UserError` when ``runs`` is
     empty, a section is malformed, or the reference is unknown / never reached the target.
     """
-    from rlbatch.analysis.curves import summarize_run
+    from rlbatch.analysis.curves import aggregate_seeds, group_seeds, seed_rows, summarize_run
     from rlbatch.report import figures as F
 
     if not runs:
         raise UserError("no runs to report on")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    runs = list(runs)
     summaries = [summarize_run(r) for r in runs]
+    # several seeds of one configuration: account, plot and tabulate the seed-averaged run (bands = seed range)
+    groups = group_seeds(runs)
+    seeded = any(len(rs) > 1 for rs in groups.values())
+    configs = [aggregate_seeds(rs, name, metric) for name, rs in groups.items()] if seeded else runs
     result: dict[str, Any] = {"title": title,
                               "generated_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
                               "metric": metric, "target": target, "reference": reference, "runs": summaries}
+    if seeded:
+        result["configurations"] = [summarize_run(r) for r in configs]
     md: list[str] = [f"# {title}", ""]
     recommendation = None
+    ref = None
     if target is not None:
-        rows, ref, recommendation = accounting_for_runs(runs, target, metric, reference)
+        rows, ref, recommendation = accounting_for_runs(configs, target, metric, reference)
         result["accounting"] = rows
         result["reference"] = ref
         md += ["## Recommendation", "", recommendation, "",
-               f"### Accounting at {metric} ≥ {target:g}" + (f" (reference {ref})" if ref else ""), "",
+               f"### Accounting at {metric} ≥ {target:g}" + (f" (reference {ref})" if ref else "")
+               + (" — seed-averaged curves" if seeded else ""), "",
                markdown_table(_md_cell_safe(rows), [
                    ("run", "run", None), ("batch_size", "B", None), ("samples_to_target", "samples-to-target",
                                                                      ".4g"),
@@ -189,17 +199,35 @@ def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None,
     else:
         md += ["No target given (`--target`): no accounting or recommendation. Curves and summaries below.", ""]
     result["recommendation"] = recommendation
-    md += ["## Runs", "", markdown_table(_md_cell_safe(summaries), summary_columns()), ""]
+    if seeded:
+        srows = seed_rows(groups, target, metric)
+        result["seeds"] = srows
+        md += [f"## Configurations (mean over seeds; {len(runs)} runs in {len(groups)} configurations)", "",
+               markdown_table(_md_cell_safe([s for s in result["configurations"]]), summary_columns()), "",
+               "### Seeds" + (f": samples-to-target per seed (target {target:g})" if target is not None else ""), "",
+               markdown_table(_md_cell_safe(srows), [
+                   ("config", "configuration", None), ("batch_size", "B", None), ("lr", "lr", ".3g"),
+                   ("reached", "seeds reaching target", None),
+                   ("samples_to_target_min", "min samples-to-target", ".4g"),
+                   ("samples_to_target_max", "max samples-to-target", ".4g"),
+                   ("first_score_mean", "first score", ".3f"), ("last_score_mean", "last score", ".3f"),
+                   ("samples_generated", "generated", ".4g"), ("samples_retained", "retained", ".4g")],
+                   none=NOT_REACHED), "",
+               "The accounting uses each configuration's seed-averaged curve; the range across seeds shows how much "
+               "evaluation and sampling noise there is in one seed's samples-to-target.", ""]
+    else:
+        md += ["## Runs", "", markdown_table(_md_cell_safe(summaries), summary_columns()), ""]
 
     figs: list[tuple[str, str, Any]] = []  # (file name, caption, figure)
+    band = " (lines: mean over seeds; shaded: range across seeds)" if seeded else ""
     figs.append(("fig_score_vs_samples.png", f"{metric} vs cumulative retained samples (curves that overlay are "
-                 "batch-size invariant)",
-                 F.score_vs(runs, "samples/retained", metric, target, xlabel="cumulative retained samples")))
-    figs.append(("fig_score_vs_wallclock.png", f"{metric} vs wall-clock hours (evaluation time excluded where the log "
-                 "allows)", F.score_vs(runs, "time/wall_s", metric, target, xscale=3600.0,
-                                      xlabel="wall-clock hours")))
+                 f"batch-size invariant){band}",
+                 F.score_vs(configs, "samples/retained", metric, target, xlabel="cumulative retained samples")))
+    figs.append(("fig_score_vs_wallclock.png", f"{metric} vs wall-clock (evaluation time excluded where the log "
+                 "allows)", F.score_vs(configs, "time/wall_s", metric, target, xscale=_time_scale(configs)[0],
+                                      xlabel=f"wall-clock {_time_scale(configs)[1]}")))
     figs.append(("fig_time_per_step.png", "mean time per step: generation, reward, update, other",
-                 F.time_per_step(runs)))
+                 F.time_per_step(configs)))
     md += ["## Figures", ""]
     for name, cap, _ in figs:
         md += [f"![{cap}]({name})", "", f"*{cap}*", ""]
@@ -207,8 +235,13 @@ def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None,
     from rlbatch.analysis.noise import noise_section
     from rlbatch.analysis.throughput import throughput_section
 
-    # the core analysis sections (grad-norm scaling and knee, noise scale, G x P; throughput model), then the caller's
-    core = [noise_section(runs, target=target, metric=metric), throughput_section(runs)]
+    # the core analysis sections (grad-norm scaling and knee, noise scale, G x P; throughput model; the plan), then
+    # the caller's. The grad-norm fit is over runs on an LR rule: a fixed-LR control is not part of the family.
+    on_rule = [r for r in runs if r.meta.lr_rule != "none"]
+    core = [noise_section(on_rule if len({r.meta.batch_size for r in on_rule}) >= 2 else runs, target=target,
+                          metric=metric), throughput_section(runs)]
+    if target is not None:
+        core.append(_plan_section(runs, target, metric, ref or reference))
     for sec in core + list(sections or []):
         if not isinstance(sec, dict) or "title" not in sec:
             raise UserError("report section must be a dict with at least a 'title'", field="sections")
@@ -236,11 +269,33 @@ def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None,
     if extra_json:
         result.update(extra_json)
 
+    if "matplotlib.pyplot" in sys.modules:  # sections drawn with pyplot: free their figures
+        sys.modules["matplotlib.pyplot"].close("all")
     md_text = "\n".join(md).rstrip() + "\n"
     (out_dir / "report.md").write_text(md_text, encoding="utf-8")
     (out_dir / "report.html").write_text(_html(title, md_text, images), encoding="utf-8")
     (out_dir / "report.json").write_text(to_json(result) + "\n", encoding="utf-8")
     return json.loads(to_json(result))
+
+
+def _time_scale(runs: list[Run]) -> tuple[float, str]:
+    """Seconds per unit and unit name for a wall-clock axis: hours for long runs, minutes or seconds for short."""
+    longest = max((float(r.metrics["time/wall_s"].max()) for r in runs
+                   if len(r.metrics) and "time/wall_s" in r.metrics.columns and r.metrics["time/wall_s"].notna().any()),
+                  default=0.0)
+    return (3600.0, "hours") if longest >= 7200 else (60.0, "minutes") if longest >= 120 else (1.0, "seconds")
+
+
+def _plan_section(runs: list[Run], target: float, metric: str, reference: str | None) -> dict:
+    """The plan (:func:`rlbatch.plan.plan_section`) over every run (seeds kept apart), or a section saying why
+    there is none."""
+    from rlbatch.plan import plan_section
+
+    try:
+        return plan_section(runs, target=target, metric=metric, reference=reference)
+    except UserError as err:
+        return {"title": "Plan: align, then accelerate", "markdown": f"No plan: {err}", "json_key": "plan",
+                "json": None}
 
 
 _CSS = """

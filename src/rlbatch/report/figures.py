@@ -37,7 +37,10 @@ def png_bytes(fig) -> bytes:
 
 def _label(run: Run) -> str:
     b = run.meta.batch_size
-    return f"{run.run_id} (B={b})" if b else run.run_id
+    n = getattr(run.meta, "n_seeds", None)
+    lr = f", lr {run.meta.lr:.2g}" if run.meta.lr else ""
+    seeds = f", mean of {n} seeds" if n and n > 1 else ""
+    return f"{run.run_id} (B={b}{lr}{seeds})" if b else run.run_id
 
 
 def _empty(ax, text: str) -> None:
@@ -56,6 +59,16 @@ def _curve(run: Run, metric: str, x: str) -> tuple[np.ndarray, np.ndarray] | Non
     return d[x].to_numpy(dtype=float), d[metric].to_numpy(dtype=float)
 
 
+def _band(run: Run, metric: str, x: str) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """(x, min, max) across seeds of a seed-averaged run (:func:`rlbatch.analysis.curves.aggregate_seeds`)."""
+    df = metric_frame(run, metric)
+    lo, hi = f"{metric}_min", f"{metric}_max"
+    if not len(df) or x not in df.columns or lo not in df.columns or hi not in df.columns:
+        return None
+    d = df[[x, lo, hi]].dropna().sort_values(x)
+    return (d[x].to_numpy(float), d[lo].to_numpy(float), d[hi].to_numpy(float)) if len(d) else None
+
+
 def score_vs(runs: list[Run], x: str, metric: str = "eval/score", target: float | None = None,
              xscale: float = 1.0, xlabel: str = "", title: str = "") -> Any:
     """``metric`` against ``x`` (``samples/retained`` or ``time/wall_s``) for every run, target as a dashed line."""
@@ -66,7 +79,11 @@ def score_vs(runs: list[Run], x: str, metric: str = "eval/score", target: float 
         c = _curve(run, metric, x)
         if c is None:
             continue
-        ax.plot(c[0] / xscale, c[1], marker="o", markersize=2.5, linewidth=1.4, label=_label(run))
+        ls = "--" if run.meta.lr_rule == "none" else "-"
+        (line,) = ax.plot(c[0] / xscale, c[1], ls, marker="o", markersize=2.5, linewidth=1.4, label=_label(run))
+        band = _band(run, metric, x)
+        if band is not None:  # seed-averaged run: shade the range across seeds
+            ax.fill_between(band[0] / xscale, band[1], band[2], color=line.get_color(), alpha=0.12, linewidth=0)
         drawn += 1
     if not drawn:
         _empty(ax, f"no run has both {metric!r} and {x!r}")
