@@ -136,12 +136,9 @@ def _crossing(xs: np.ndarray, ys: np.ndarray, level: float) -> np.ndarray:
 
 
 def _curve(run: Run, metric: str) -> tuple[np.ndarray, np.ndarray]:
-    from rlbatch.analysis.curves import metric_frame
+    from rlbatch.analysis.curves import curve
 
-    df = metric_frame(run, metric)
-    if metric not in df.columns or X not in df.columns:
-        return np.array([]), np.array([])
-    d = df[[X, metric]].apply(pd.to_numeric, errors="coerce").dropna().sort_values(X, kind="stable")
+    d = curve(run, metric, X)
     d = d[d[X] > 0] if (d[X] > 0).sum() >= 2 else d
     return d[X].to_numpy(float), d[metric].to_numpy(float)
 

@@ -73,6 +73,18 @@ def metric_frame(run: Run, metric: str) -> pd.DataFrame:
     return run.metrics
 
 
+def curve(run: Run, metric: str, x: str = "samples/retained") -> pd.DataFrame:
+    """The learning curve of ``metric`` against ``x``: columns ``[x, metric]``, numeric, NaN rows dropped, sorted by
+    ``x`` (stable). Taken from ``evals`` when it holds both columns, else from ``metrics``; empty when neither does.
+    The one curve extractor shared by the figures, the noise analysis and the plan."""
+    for df in (run.evals, run.metrics):
+        if isinstance(df, pd.DataFrame) and metric in df.columns and x in df.columns:
+            d = df[[x, metric]].apply(pd.to_numeric, errors="coerce").dropna().sort_values(x, kind="stable")
+            if len(d):
+                return d.reset_index(drop=True)
+    return pd.DataFrame(columns=[x, metric], dtype=float)
+
+
 def _mean(df: pd.DataFrame, col: str) -> float | None:
     if col not in df.columns:
         return None

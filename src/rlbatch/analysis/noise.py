@@ -360,12 +360,9 @@ def fit_grad_norm_scaling(runs_or_frame: Any, metric: str = "grad_norm/actor", *
 
 # --------------------------------------------------------------------------------------------------- G x P equivalence
 def _curve(run: Any, metric: str, x: str = X) -> pd.DataFrame:
-    for df in (run.evals, run.metrics):
-        if isinstance(df, pd.DataFrame) and metric in df and x in df:
-            d = df[[x, metric]].dropna().sort_values(x)
-            if len(d):
-                return d
-    return pd.DataFrame(columns=[x, metric])
+    from rlbatch.analysis.curves import curve
+
+    return curve(run, metric, x)
 
 
 def _samples_to_target(df: pd.DataFrame, target: float, metric: str, x: str = X) -> float | None:

@@ -156,8 +156,16 @@ def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None,
     target is given), "recommendation": str | None, "noise": {...} (rlbatch.analysis.noise.noise_section),
     "throughput": {...} (rlbatch.analysis.throughput.throughput_section), "figures": [file names],
     <section json_key>: <section json>, ...extra_json}``. Figures: score vs retained samples, score vs wall-clock,
-    time per step; then the noise section (gradient norm vs B, log-log, with slope, interval and knee; B_simple),
-    the throughput section, and each of ``sections``. Raises :class:`UserError` when ``runs`` is
+    time per step; then the noise section (gradient norm vs B, log-log, with slope, interval and knee; B_simple;
+    fitted over the runs on an LR rule, without a fixed-LR control), the throughput section, with a target the plan
+    (:func:`rlbatch.plan.plan_section`, key ``plan``), and each of ``sections``.
+
+    Seeds: runs that differ only in their seed (:func:`rlbatch.analysis.curves.group_seeds`) form one
+    configuration; when any configuration has several, the accounting, the curves (with the range across seeds
+    shaded) and the time figure use the seed-averaged runs (:func:`rlbatch.analysis.curves.aggregate_seeds`), the
+    JSON adds ``configurations`` (their summaries) and ``seeds`` (:func:`rlbatch.analysis.curves.seed_rows`), and
+    the noise fit and the plan use every seed. The sweep (``rlbatch.sweep.study.report_sweep``) and
+    ``rlbatch analyze --out`` both call this function. Raises :class:`UserError` when ``runs`` is
     empty, a section is malformed, or the reference is unknown / never reached the target.
     """
     from rlbatch.analysis.curves import aggregate_seeds, group_seeds, seed_rows, summarize_run

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from rlbatch.analysis.curves import metric_frame
+from rlbatch.analysis.curves import curve, metric_frame
 from rlbatch.runstore import Run
 
 
@@ -50,13 +50,8 @@ def _empty(ax, text: str) -> None:
 
 
 def _curve(run: Run, metric: str, x: str) -> tuple[np.ndarray, np.ndarray] | None:
-    df = metric_frame(run, metric)
-    if not len(df) or metric not in df.columns or x not in df.columns:
-        return None
-    d = df[[x, metric]].dropna().sort_values(x)
-    if d.empty:
-        return None
-    return d[x].to_numpy(dtype=float), d[metric].to_numpy(dtype=float)
+    d = curve(run, metric, x)
+    return (d[x].to_numpy(dtype=float), d[metric].to_numpy(dtype=float)) if len(d) else None
 
 
 def _band(run: Run, metric: str, x: str) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
