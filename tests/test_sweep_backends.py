@@ -79,3 +79,23 @@ def test_sweep_report_is_the_analyze_report(tmp_path):
                  "## Plan: align, then accelerate", "## How the sweep was run"):
         assert head in md, head
     assert "shaded: range across seeds" in md
+
+
+def test_adaptive_wiring_writes_record_and_report(tmp_path, monkeypatch):
+    """--adaptive: adaptive_sweep with the local trial runner (here the synthetic trial), trials in OUT/trials, the
+    record in OUT/adaptive.json and the report with the adaptive section and the plan."""
+    from rlbatch.sweep import local
+    from rlbatch.sweep.backends import run_study
+    from rlbatch.sweep.synthetic import synthetic_trial
+
+    monkeypatch.setattr(local, "run_trial", synthetic_trial)
+    monkeypatch.setattr(local, "_prepare", lambda model: model)
+    monkeypatch.setattr(local, "_init_worker", lambda threads: None)
+    res = run_study(backend="local", adaptive=True, base_batch=128, base_lr=1e-6, batches=[128], rule="sqrt",
+                    group_sizes=[8], seeds=1, samples=400_000, out=tmp_path, target=0.7, progress=False)
+    rec = res["adaptive"]
+    assert res["kind"] == "adaptive" and rec["trials"][0]["batch_size"] == 128 and len(rec["trials"]) >= 2
+    assert json.loads((tmp_path / "adaptive.json").read_text())["recommended"] == rec["recommended"]
+    assert sorted(p.name for p in (tmp_path / "trials").iterdir()) == sorted(t["run_id"] for t in rec["trials"])
+    assert res["report"]["adaptive"]["stopped_because"] == rec["stopped_because"]
+    assert "## Adaptive sweep" in (tmp_path / "report.md").read_text()
