@@ -852,7 +852,9 @@ def plan_section(plan_or_runs: dict[str, Any] | Sequence[Run], **plan_kwargs: An
     if th:
         a1.plot([c["batch_size"] for c in th], [c["relative_throughput"] for c in th], "x--", color="gray",
                 label="relative throughput")
-    a1.set_xscale("log", base=2)
+    from rlbatch.report.figures import batch_axis
+
+    batch_axis(a1)
     a1.set_xlabel("batch size B (responses per update)")
     a1.set_ylabel("ratio to the reference")
     a1.set_title("Sample penalty rN vs throughput gain")

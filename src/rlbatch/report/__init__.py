@@ -31,19 +31,38 @@ __all__ = ["build_report", "accounting_for_runs", "summary_columns"]
 NOT_REACHED = "not reached"
 
 
+def count(v: Any) -> str:
+    """A sample count for a table: ``11,008`` (``1.2e+10`` from a billion up); ``—`` when missing."""
+    if not isinstance(v, (int, float)) or (isinstance(v, float) and not math.isfinite(v)):
+        return "—"
+    return f"{v:.3g}" if abs(v) >= 1e9 else f"{v:,.0f}"
+
+
+def _reached(v: Any) -> str:
+    """Samples-to-target for a table: a count, or ``not reached``."""
+    return NOT_REACHED if v is None else count(v)
+
+
+def _duration(v: Any) -> str:
+    """Seconds as ``42 s``, ``3.5 min`` or ``2.25 h``."""
+    if not isinstance(v, (int, float)) or not math.isfinite(v):
+        return "—"
+    return f"{v:.0f} s" if v < 120 else f"{v / 60:.1f} min" if v < 7200 else f"{v / 3600:.2f} h"
+
+
 def summary_columns(compact: bool = False) -> list[tuple[str, str, Any]]:
     """Columns of the per-run summary table (shared by the report and ``rlbatch analyze``); ``compact`` keeps the
     ones that fit a terminal."""
     def hours(v: Any) -> str:
-        return fmt_value(v / 3600.0, ".2f") if isinstance(v, (int, float)) else "—"
+        return _duration(v)
 
     def pct(v: Any) -> str:
         return fmt_value(100.0 * v, ".0f") + "%" if isinstance(v, (int, float)) else "—"
 
     cols = [("run", "run", None), ("algorithm", "alg.", None), ("prompts_per_step", "P", None),
             ("group_size", "G", None), ("batch_size", "B", None), ("lr", "lr", ".3g"), ("steps", "steps", None),
-            ("samples_retained", "samples", ".4g"), ("samples_source", "samples from", None),
-            ("wall_clock_s", "wall-clock h", hours), ("gen_time_share", "gen share", pct),
+            ("samples_retained", "samples", count), ("samples_source", "samples from", None),
+            ("wall_clock_s", "wall-clock", hours), ("gen_time_share", "gen share", pct),
             ("throughput_samples_per_s", "samples/s", ".3g"), ("grad_norm_actor_mean", "grad norm actor", ".3g"),
             ("grad_norm_critic_mean", "grad norm critic", ".3g"), ("last_eval_score", "last eval", ".4g")]
     if compact:
@@ -198,7 +217,7 @@ def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None,
                + (" — seed-averaged curves" if seeded else ""), "",
                markdown_table(_md_cell_safe(rows), [
                    ("run", "run", None), ("batch_size", "B", None), ("samples_to_target", "samples-to-target",
-                                                                     ".4g"),
+                                                                     _reached),
                    ("rN", "rN", ".2f"), ("relative_throughput", "rel. throughput", ".2f"),
                    ("relative_time", "rel. time-to-target", ".2f"), ("faster_than_reference", "faster", None)],
                    none=NOT_REACHED), "",
@@ -216,10 +235,10 @@ def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None,
                markdown_table(_md_cell_safe(srows), [
                    ("config", "configuration", None), ("batch_size", "B", None), ("lr", "lr", ".3g"),
                    ("reached", "seeds reaching target", None),
-                   ("samples_to_target_min", "min samples-to-target", ".4g"),
-                   ("samples_to_target_max", "max samples-to-target", ".4g"),
+                   ("samples_to_target_min", "min samples-to-target", _reached),
+                   ("samples_to_target_max", "max samples-to-target", _reached),
                    ("first_score_mean", "first score", ".3f"), ("last_score_mean", "last score", ".3f"),
-                   ("samples_generated", "generated", ".4g"), ("samples_retained", "retained", ".4g")],
+                   ("samples_generated", "generated", count), ("samples_retained", "retained", count)],
                    none=NOT_REACHED), "",
                "The accounting uses each configuration's seed-averaged curve; the range across seeds shows how much "
                "evaluation and sampling noise there is in one seed's samples-to-target.", ""]
@@ -300,10 +319,18 @@ def _plan_section(runs: list[Run], target: float, metric: str, reference: str | 
     from rlbatch.plan import plan_section
 
     try:
-        return plan_section(runs, target=target, metric=metric, reference=reference)
+        sec = plan_section(runs, target=target, metric=metric, reference=reference)
     except UserError as err:
         return {"title": "Plan: align, then accelerate", "markdown": f"No plan: {err}", "json_key": "plan",
                 "json": None}
+    plan = sec["json"]
+    pick = next((c for c in plan["candidates"] if c["run"] is None and c["batch_size"] == plan["recommended"]), None)
+    if pick is not None:  # the plan's pick was not run: say how it relates to the measured recommendation
+        sec["markdown"] = (f"The plan predicts that B={pick['batch_size']}, which has not been run, would be faster "
+                           "still (rN from the noise model, throughput from the fitted time model; see the "
+                           "interval). The recommendation above is measured among the batches run; "
+                           f"B={pick['batch_size']} is the next batch to try.\n\n" + sec["markdown"])
+    return sec
 
 
 _CSS = """

@@ -29,6 +29,18 @@ def new_figure(width: float = 7.0, height: float = 4.2):
     return fig
 
 
+def batch_axis(ax, axis: str = "x") -> None:
+    """A batch-size axis: log base 2 with plain integer labels at the powers of two (16, 32, 64, ...), no minor
+    labels. Shared by every figure that plots against B."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    a = ax.xaxis if axis == "x" else ax.yaxis
+    (ax.set_xscale if axis == "x" else ax.set_yscale)("log", base=2)
+    a.set_major_locator(LogLocator(base=2))
+    a.set_major_formatter(FuncFormatter(lambda v, _p: f"{v:.0f}" if v >= 1 else f"{v:g}"))
+    a.set_minor_formatter(NullFormatter())
+
+
 def png_bytes(fig) -> bytes:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=100)
