@@ -631,6 +631,16 @@ def plan_runs(runs: Sequence[Run], target: float, *, reference: str | None = Non
             bn = alt
     if bn is None:
         bn = {"value": None, "ci": None, "source": None}
+    # runs on the rule whose curves cannot be compared yet (not risen above their start): the noise model, as for a
+    # batch without runs, rather than no estimate at all
+    early = [c for c in cands if c["rN"] is None and c["on_lr_rule"] and not c["is_reference"]]
+    if early and bn.get("value") is not None:
+        for c in early:
+            nc = _noise_candidate(c["batch_size"], b_ref, bn)
+            c.update({k: nc[k] for k in ("rN", "rN_ci", "rN_source")})
+            c.pop("why", None)
+        notes.append(f"rN of {', '.join(c['run'] for c in early)} from the noise model: their curves have not risen "
+                     "above their starting score yet")
     have = {c["batch_size"] for c in cands}
     extra = list(candidates or [])
     if extend and not candidates and bn.get("value") is not None and model is not None:

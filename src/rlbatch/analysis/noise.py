@@ -465,8 +465,8 @@ def _fmt_fit(fit: dict[str, Any]) -> str:
         lines.append(f"  - B {d['b_from']} -> {d['b_to']}: ratio {d['ratio']:.3f} vs {d['expected']:.3f} "
                      f"({d['departure']:+.0%}){' — past the knee' if d['past_knee'] else ''}")
     lines.append("")
-    lines.append(f"Knee (critical batch, first doubling whose ratio departs from 1/sqrt(2) by more than "
-                 f"{fit.get('tolerance', 0.08):.0%}): **{knee}**." if knee is not None else
+    lines.append(f"Knee (critical batch): **{knee}** (the lower B of the first doubling whose ratio departs from "
+                 f"1/sqrt(2) by more than {fit.get('tolerance', 0.08):.0%})." if knee is not None else
                  "No knee within the measured batch sizes: all doublings stay within the tolerance of 1/sqrt(2).")
     return "\n".join(lines)
 
