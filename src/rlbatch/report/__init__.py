@@ -26,7 +26,7 @@ from rlbatch.errors import UserError
 from rlbatch.output import fmt_value, markdown_table, to_json
 from rlbatch.runstore import Run
 
-__all__ = ["build_report", "accounting_for_runs", "summary_columns"]
+__all__ = ["build_report", "accounting_for_runs", "summary_columns", "count", "samples_cell"]
 
 NOT_REACHED = "not reached"
 
@@ -38,7 +38,7 @@ def count(v: Any) -> str:
     return f"{v:.3g}" if abs(v) >= 1e9 else f"{v:,.0f}"
 
 
-def _reached(v: Any) -> str:
+def samples_cell(v: Any) -> str:
     """Samples-to-target for a table: a count, or ``not reached``."""
     return NOT_REACHED if v is None else count(v)
 
@@ -70,6 +70,18 @@ def summary_columns(compact: bool = False) -> list[tuple[str, str, Any]]:
                 "grad_norm_actor_mean", "last_eval_score")
         cols = [c for c in cols if c[0] in keep]
     return cols
+
+
+def configurations(runs: list[Run], metric: str = "eval/score") -> tuple[dict[str, list[Run]], bool, list[Run]]:
+    """``(groups, seeded, configs)``: runs grouped by configuration (seeds together,
+    :func:`rlbatch.analysis.curves.group_seeds`), whether any configuration has several seeds, and the runs to
+    account and plot: the seed-averaged run per configuration when seeded, else the runs themselves."""
+    from rlbatch.analysis.curves import aggregate_seeds, group_seeds
+
+    groups = group_seeds(list(runs))
+    seeded = any(len(rs) > 1 for rs in groups.values())
+    configs = [aggregate_seeds(rs, name, metric) for name, rs in groups.items()] if seeded else list(runs)
+    return groups, seeded, configs
 
 
 def _default_reference(inp: pd.DataFrame) -> str | None:
@@ -187,7 +199,7 @@ def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None,
     ``rlbatch analyze --out`` both call this function. Raises :class:`UserError` when ``runs`` is
     empty, a section is malformed, or the reference is unknown / never reached the target.
     """
-    from rlbatch.analysis.curves import aggregate_seeds, group_seeds, seed_rows, summarize_run
+    from rlbatch.analysis.curves import seed_rows, summarize_run
     from rlbatch.report import figures as F
 
     if not runs:
@@ -197,9 +209,7 @@ def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None,
     runs = list(runs)
     summaries = [summarize_run(r) for r in runs]
     # several seeds of one configuration: account, plot and tabulate the seed-averaged run (bands = seed range)
-    groups = group_seeds(runs)
-    seeded = any(len(rs) > 1 for rs in groups.values())
-    configs = [aggregate_seeds(rs, name, metric) for name, rs in groups.items()] if seeded else runs
+    groups, seeded, configs = configurations(runs, metric)
     result: dict[str, Any] = {"title": title,
                               "generated_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
                               "metric": metric, "target": target, "reference": reference, "runs": summaries}
@@ -217,7 +227,7 @@ def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None,
                + (" — seed-averaged curves" if seeded else ""), "",
                markdown_table(_md_cell_safe(rows), [
                    ("run", "run", None), ("batch_size", "B", None), ("samples_to_target", "samples-to-target",
-                                                                     _reached),
+                                                                     samples_cell),
                    ("rN", "rN", ".2f"), ("relative_throughput", "rel. throughput", ".2f"),
                    ("relative_time", "rel. time-to-target", ".2f"), ("faster_than_reference", "faster", None)],
                    none=NOT_REACHED), "",
@@ -235,8 +245,8 @@ def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None,
                markdown_table(_md_cell_safe(srows), [
                    ("config", "configuration", None), ("batch_size", "B", None), ("lr", "lr", ".3g"),
                    ("reached", "seeds reaching target", None),
-                   ("samples_to_target_min", "min samples-to-target", _reached),
-                   ("samples_to_target_max", "max samples-to-target", _reached),
+                   ("samples_to_target_min", "min samples-to-target", samples_cell),
+                   ("samples_to_target_max", "max samples-to-target", samples_cell),
                    ("first_score_mean", "first score", ".3f"), ("last_score_mean", "last score", ".3f"),
                    ("samples_generated", "generated", count), ("samples_retained", "retained", count)],
                    none=NOT_REACHED), "",
