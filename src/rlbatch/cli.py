@@ -247,19 +247,21 @@ def sweep_cmd(
 
 
 def _print_sweep_report(rep: dict, fmt: Format, out: Path) -> None:
+    from rlbatch.report import samples_cell
+
     rows = rep.get("accounting") or []
-    cols = [("run", "run", None), ("batch_size", "B", None), ("samples_to_target", "samples-to-target", ".0f"),
+    cols = [("run", "run", None), ("batch_size", "B", None), ("samples_to_target", "samples-to-target", samples_cell),
             ("rN", "rN", ".2f"), ("relative_throughput", "rel. throughput", ".2f"),
             ("relative_time", "rel. time-to-target", ".2f"), ("faster_than_reference", "faster", None)]
     if fmt is Format.json:
         print_json(rep)
         return
     if fmt is Format.markdown:
-        print(markdown_table(rows, cols, none="not reached"))
+        print(markdown_table(rows, cols))
         print(f"\n{rep.get('recommendation') or ''}\n\nReport: {out}/report.html, report.md, report.json")
         return
     con = console()
-    con.print(rich_table(rows, cols, title="End-to-end accounting (seed-averaged)", none="not reached"))
+    con.print(rich_table(rows, cols, title="End-to-end accounting (seeds of a configuration averaged)"))
     con.print(rep.get("recommendation") or "")
     con.print(f"Report: {out}/report.html, {out}/report.md, {out}/report.json")
 
