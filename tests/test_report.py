@@ -70,8 +70,8 @@ def test_build_report_contract(tmp_path):
     assert "## Noise scale" in md and "B_simple is **1234**." in md and "(fig_noise_scale_b_simple.png)" in md
     html = (tmp_path / "report.html").read_text()
     assert "<strong>1234</strong>" in html and 'src="fig_' not in html  # all figures embedded
-    # 3 built-in + noise (grad norm vs B) + throughput + the caller's section
-    assert len(re.findall(r'<img src="data:image/png;base64,', html)) == 6 == len(res["figures"])
+    # 3 built-in + noise (grad norm vs B) + throughput + plan + the caller's section
+    assert len(re.findall(r'<img src="data:image/png;base64,', html)) == 7 == len(res["figures"])
 
 
 def test_no_target_and_none_reached(tmp_path):

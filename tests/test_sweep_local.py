@@ -63,5 +63,6 @@ def test_sweep_skips_finished_trials_and_reports(tmp_path, monkeypatch):
     rep = report_sweep(out, target=None)
     for name in ("report.html", "report.md", "report.json"):
         assert (out / name).is_file()
-    assert {r["run"] for r in rep["runs"]} == {"B8-G4-sqrt", "B16-G4-sqrt"}
-    assert "grad_norm_fit" in rep and "time_split" in rep
+    assert {r["run"] for r in rep["runs"]} == {"B8-G4-sqrt-s0", "B16-G4-sqrt-s0"}
+    assert "noise" in rep and "throughput" in rep and rep["sweep"]["backend"] == "local"
+    assert [t["attempts"] for t in rep["sweep"]["trials"]] == [1, 2]

@@ -59,13 +59,13 @@ def test_sweep_survives_a_killed_worker(local_ray, tmp_path):
     assert states == {"P4-G4-sqrt-s0": ("finished", 2), "P8-G4-sqrt-s0": ("finished", 1),
                       "P12-G4-sqrt-s0": ("finished", 1)}
     # the kill really happened: the marker holds the pid of the killed worker, and steps after it ran elsewhere
-    killed_pid = int((tmp_path / "P4-G4-sqrt-s0" / "killed.marker").read_text())
+    killed_pid = int((tmp_path / "trials" / "P4-G4-sqrt-s0" / "killed.marker").read_text())
     for t in trials:
-        rows = read_jsonl(tmp_path / t["run_id"] / "metrics.jsonl")
+        rows = read_jsonl(tmp_path / "trials" / t["run_id"] / "metrics.jsonl")
         assert [r["step"] for r in rows] == list(range(1, t["steps"] + 1))  # nothing lost, nothing duplicated
         assert [r["samples/retained"] for r in rows] == [s * t["batch_size"] for s in range(1, t["steps"] + 1)]
-        assert read_meta(tmp_path / t["run_id"]).status == "finished"
-    rows = read_jsonl(tmp_path / "P4-G4-sqrt-s0" / "metrics.jsonl")
+        assert read_meta(tmp_path / "trials" / t["run_id"]).status == "finished"
+    rows = read_jsonl(tmp_path / "trials" / "P4-G4-sqrt-s0" / "metrics.jsonl")
     assert [r["pid"] == killed_pid for r in rows] == [True, True, True, False, False, False]
     # the manifest on disk says the same
     on_disk = {e["run_id"]: e["state"] for e in read_manifest(tmp_path)["trials"]}
@@ -109,4 +109,33 @@ def test_starts_and_stops_its_own_local_ray(tmp_path):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS.parent / "src"), str(TESTS)])}
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stderr[-2000:]
-    assert [x["step"] for x in read_jsonl(tmp_path / "P2-G4-sqrt-s0" / "metrics.jsonl")] == [1, 2]
+    assert [x["step"] for x in read_jsonl(tmp_path / "trials" / "P2-G4-sqrt-s0" / "metrics.jsonl")] == [1, 2]
+
+
+def test_local_and_ray_share_the_manifest(local_ray, tmp_path, monkeypatch):
+    """A sweep started locally resumes on Ray (the finished trial is skipped, the other runs with the real trainer
+    on a Ray worker) and back locally (nothing reruns); both write one sweep.json and end with the same report."""
+    pytest.importorskip("torch")
+    from rlbatch.sweep import local
+    from rlbatch.sweep.local import plan_trials, run_sweep
+    from rlbatch.sweep.study import report_sweep
+
+    opts = dict(max_steps=2, max_new_tokens=3, eval_every=16, eval_size=16, micro_batch_size=4, checkpoint_every=1)
+    specs = plan_trials(base_batch=8, base_lr=1e-3, batches=[16], rule="sqrt", group_sizes=[4], samples=10_000,
+                        model="tiny-random", options=opts)
+    run_sweep(specs[:1], tmp_path, progress=False, settings={"workers": 1})  # local: the first trial only
+    first = (tmp_path / "trials" / "B8-G4-sqrt-s0" / "metrics.jsonl").read_text()
+    m = run_sweep_ray([s.model_dump(mode="json") for s in specs], tmp_path, log=None)
+    assert {e["run_id"]: (e["state"], e["attempts"]) for e in m["trials"]} == {
+        "B8-G4-sqrt-s0": ("finished", 1), "B16-G4-sqrt-s0": ("finished", 1)}
+    assert m["settings"] == {"workers": 1} and m["backend"] == "ray"
+    assert (tmp_path / "trials" / "B8-G4-sqrt-s0" / "metrics.jsonl").read_text() == first
+    assert read_meta(tmp_path / "trials" / "B16-G4-sqrt-s0").status == "finished"
+    rep_ray = report_sweep(tmp_path, target=None)
+
+    calls = []
+    monkeypatch.setattr(local, "run_trial", lambda spec, run_dir: calls.append(spec.run_id))
+    man = run_sweep(specs, tmp_path, progress=False)  # back to local: everything is finished
+    assert calls == [] and [t["state"] for t in man["trials"]] == ["finished", "finished"]
+    rep_local = report_sweep(tmp_path, target=None)
+    assert rep_local["runs"] == rep_ray["runs"] and len(rep_local["runs"]) == 2

@@ -100,7 +100,7 @@ def analyze(paths: list[Path], *, target: float | None = None, metric: str = "ev
     "warnings": [...], "report": {"html", "markdown", "json"} (with ``out``)}``.
     """
     from rlbatch.analysis.curves import summarize_run
-    from rlbatch.report import accounting_for_runs, build_report
+    from rlbatch.report import accounting_for_runs, build_report, configurations
 
     runs, msgs = load_all(paths, log_format=log_format, mapping=mapping, prompts_per_step=prompts_per_step,
                           group_size=group_size, sets=sets)
@@ -115,8 +115,9 @@ def analyze(paths: list[Path], *, target: float | None = None, metric: str = "ev
         result = {"metric": metric, "target": target, "reference": reference,
                   "runs": [summarize_run(r) for r in runs]}
         result["recommendation"] = None
-        if target is not None:
-            rows, ref, text = accounting_for_runs(runs, target, metric, reference)
+        if target is not None:  # as the report: seeds of one configuration are accounted together
+            _groups, _seeded, configs = configurations(runs, metric)
+            rows, ref, text = accounting_for_runs(configs, target, metric, reference)
             result.update(accounting=rows, reference=ref, recommendation=text)
     result["warnings"] = msgs
     return result
@@ -125,7 +126,7 @@ def analyze(paths: list[Path], *, target: float | None = None, metric: str = "ev
 def print_analysis(result: dict[str, Any], fmt: str) -> None:
     """Print :func:`analyze`'s result as ``table`` (rich), ``markdown`` or ``json``; warnings go to stderr."""
     from rlbatch.output import console, markdown_table, print_json, rich_table
-    from rlbatch.report import summary_columns
+    from rlbatch.report import samples_cell, summary_columns
 
     for w in result.get("warnings", []):
         print(f"rlbatch: warning: {w}", file=sys.stderr)
@@ -133,7 +134,7 @@ def print_analysis(result: dict[str, Any], fmt: str) -> None:
         print_json(result)
         return
     cols = summary_columns()
-    acc_cols = [("run", "run", None), ("batch_size", "B", None), ("samples_to_target", "samples-to-target", ".4g"),
+    acc_cols = [("run", "run", None), ("batch_size", "B", None), ("samples_to_target", "samples-to-target", samples_cell),
                 ("rN", "rN", ".2f"), ("relative_throughput", "rel. throughput", ".2f"),
                 ("relative_time", "rel. time-to-target", ".2f"), ("faster_than_reference", "faster", None)]
     target = result.get("target")

@@ -212,12 +212,28 @@ def sweep_cmd(
     group_sizes: Optional[str] = typer.Option(None, "--group-sizes", help="Comma-separated G values (P = B / G); "
                                               "default 8 for grpo, 1 for ppo."),
     seeds: int = typer.Option(1, "--seeds", help="Seeds per configuration."),
-    samples: int = typer.Option(..., "--samples", help="Retained-sample budget of every trial."),
-    target: float = typer.Option(..., "--target", help="Target held-out score for samples-/time-to-target."),
+    samples: int = typer.Option(..., "--samples", help="Sample budget of every trial (retained samples for "
+                                "local/ray; generated responses for verl/openrlhf/trl)."),
+    target: Optional[float] = typer.Option(None, "--target", help="Target held-out score (required for local, ray "
+                                           "and --adaptive)."),
     stop_at_target: bool = typer.Option(False, "--stop-at-target", help="Stop a trial once the target is reached "
                                         "and held (--stop-hold evaluations)."),
     hold: int = typer.Option(2, "--stop-hold"),
     out: Path = typer.Option(..., "--out", help="Sweep directory (trials/, sweep.json, report.*)."),
+    backend: str = typer.Option("local", "--backend", help="local (processes here), ray (Ray tasks), or launch "
+                                "the study on verl, openrlhf or trl."),
+    adaptive: bool = typer.Option(False, "--adaptive", help="Double B from the base, each trial only until the plan "
+                                  "decides; stop once the throughput gain no longer beats rN (local)."),
+    address: Optional[str] = typer.Option(None, "--address", help="ray: cluster to join (auto, HOST:6379, "
+                                          "ray://HOST:10001); verl/openrlhf/trl --submit: http://HEAD:8265."),
+    cpus_per_trial: float = typer.Option(1, "--cpus-per-trial", help="ray: CPUs requested per trial."),
+    gpus_per_trial: float = typer.Option(0, "--gpus-per-trial", help="ray: GPUs requested per trial."),
+    max_retries: int = typer.Option(2, "--max-retries", help="ray: resubmissions of a failed trial."),
+    verl_config: Optional[Path] = typer.Option(None, "--verl-config", "--base-config", help="verl/openrlhf/trl: "
+                                               "your base settings (Hydra overrides, flags or a GRPOConfig YAML)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="verl/openrlhf/trl: print the commands; write nothing."),
+    submit: bool = typer.Option(False, "--submit", help="verl/openrlhf/trl: submit each trial as a Ray job to "
+                                "--address."),
     model: str = typer.Option("tiny", "--model", help="Preset or model directory."),
     task: str = typer.Option("arithmetic", "--task", help="Task name or path."),
     micro_batch_size: Optional[int] = typer.Option(None, "--micro-batch-size"),
@@ -236,45 +252,51 @@ def sweep_cmd(
     value_clip: float = typer.Option(0.2, "--value-clip", help="PPO: value-loss clip range (0: off)."),
     critic_warmup_steps: int = typer.Option(0, "--critic-warmup-steps", help="PPO: critic-only steps first."),
 ) -> None:
-    """Batch-size sweep: every B under the LR rule (+ a fixed-LR control) to the same retained-sample budget,
-    resumable (finished trials are skipped), then the report (report.html, report.md, report.json in --out)."""
+    """Batch-size sweep: every B under the LR rule (+ a fixed-LR control) to the same sample budget, resumable
+    (finished trials are skipped; local and ray share sweep.json), then the report (report.html, report.md,
+    report.json in --out). --backend verl|openrlhf|trl launches the study there instead (as rlbatch launch)."""
     _quiet_transformers()
-    from rlbatch.scaling import parse_int_list, scaled_lr
-    from rlbatch.sweep.local import plan_trials, run_sweep
-    from rlbatch.sweep.study import report_sweep
+    from rlbatch.scaling import parse_int_list
+    from rlbatch.sweep.backends import run_study
 
-    scaled_lr(base_batch, base_batch, base_lr, rule)
     opts = dict(micro_batch_size=micro_batch_size, max_new_tokens=max_new_tokens, eval_every=eval_every,
                 eval_size=eval_size, device=device,
                 **_ppo_fields(algo, critic_model, None, critic_base_lr, gamma, lam, value_clip, critic_warmup_steps))
     group_sizes = group_sizes or ("1" if algo == "ppo" else "8")
-    if stop_at_target:
+    if stop_at_target and target is not None:
         opts.update(stop_at_target=target, stop_hold=hold)
-    specs = plan_trials(base_batch=base_batch, base_lr=base_lr, batches=parse_int_list(batches), rule=rule,
-                        group_sizes=parse_int_list(group_sizes, "group-sizes"), seeds=seeds,
-                        fixed_lr_control=fixed_lr_control, samples=samples, model=model, task=task, options=opts)
-    settings = dict(base_batch=base_batch, base_lr=base_lr, batches=parse_int_list(batches), rule=rule,
-                    fixed_lr_control=fixed_lr_control, seeds=seeds, samples=samples, target=target, model=model,
-                    task=task, options=opts, workers=workers)
-    run_sweep(specs, out, workers=workers, threads=1, settings=settings, progress=fmt is Format.table)
-    rep = report_sweep(out, target=target, title=f"rlbatch sweep ({algo}, {model}, {task})")
-    _print_sweep_report(rep, fmt, out)
+    res = run_study(backend=backend, base_batch=base_batch, base_lr=base_lr, batches=parse_int_list(batches),
+                    rule=rule, group_sizes=parse_int_list(group_sizes, "group-sizes"), seeds=seeds, samples=samples,
+                    out=out, target=target, fixed_lr_control=fixed_lr_control, model=model, task=task, options=opts,
+                    workers=workers, adaptive=adaptive, address=address, cpus_per_trial=cpus_per_trial,
+                    gpus_per_trial=gpus_per_trial, max_retries=max_retries, verl_config=verl_config,
+                    dry_run=dry_run, submit=submit, progress=fmt is Format.table)
+    if res["kind"] == "launch":
+        _print_launch(res["launch"], backend, out, dry_run, fmt)
+        return
+    if res["kind"] == "adaptive" and fmt is not Format.json:
+        a = res["adaptive"]
+        print(f"adaptive: recommended {a['recommended']} ({a['stopped_because']}); "
+              f"{a['samples_spent']:.0f} retained samples spent")
+    _print_sweep_report(res["report"], fmt, out)
 
 
 def _print_sweep_report(rep: dict, fmt: Format, out: Path) -> None:
+    from rlbatch.report import samples_cell
+
     rows = rep.get("accounting") or []
-    cols = [("run", "run", None), ("batch_size", "B", None), ("samples_to_target", "samples-to-target", ".0f"),
+    cols = [("run", "run", None), ("batch_size", "B", None), ("samples_to_target", "samples-to-target", samples_cell),
             ("rN", "rN", ".2f"), ("relative_throughput", "rel. throughput", ".2f"),
             ("relative_time", "rel. time-to-target", ".2f"), ("faster_than_reference", "faster", None)]
     if fmt is Format.json:
         print_json(rep)
         return
     if fmt is Format.markdown:
-        print(markdown_table(rows, cols, none="not reached"))
+        print(markdown_table(rows, cols))
         print(f"\n{rep.get('recommendation') or ''}\n\nReport: {out}/report.html, report.md, report.json")
         return
     con = console()
-    con.print(rich_table(rows, cols, title="End-to-end accounting (seed-averaged)", none="not reached"))
+    con.print(rich_table(rows, cols, title="End-to-end accounting (seeds of a configuration averaged)"))
     con.print(rep.get("recommendation") or "")
     con.print(f"Report: {out}/report.html, {out}/report.md, {out}/report.json")
 
@@ -420,15 +442,22 @@ def launch_cmd(
 ) -> None:
     """Launch the study on verl, OpenRLHF or TRL: one command per trial with P = B/G, G, the scaled learning rate and
     steps from the sample budget. Writes OUT/launch.sh + OUT/trials/*.sh + OUT/plan.json (default), prints the
-    commands (--dry-run) or submits them as Ray jobs (--submit --address). Then: rlbatch analyze OUT/logs."""
+    commands (--dry-run) or submits them as Ray jobs (--submit --address). Then: rlbatch analyze OUT/logs.
+    The same as rlbatch sweep --backend verl|openrlhf|trl (kept as an alias with the launcher-only options)."""
     from rlbatch.scaling import parse_int_list
-    from rlbatch.sweep.verl import format_dry_run, launch
+    from rlbatch.sweep.verl import launch
 
     res = launch(backend=backend.value, base_batch=base_batch, base_lr=base_lr, batches=parse_int_list(batches),
                  rule=rule, group_size=group_size, samples=samples, out=out, base_config=base_config,
                  fixed_lr_control=fixed_lr_control, seeds=seeds, dry_run=dry_run, submit=submit, address=address,
                  project=project, num_processes=num_processes, trl_script=trl_script, base_critic_lr=critic_lr,
                  openrlhf_flags=openrlhf_flags)
+    _print_launch(res, backend.value, out, dry_run, fmt)
+
+
+def _print_launch(res: dict, backend: str, out: Path, dry_run: bool, fmt: Format) -> None:
+    from rlbatch.sweep.verl import format_dry_run
+
     plans = res["plans"]
     if fmt is Format.json:
         print_json({"trials": plans, "launch_script": res["launch_script"], "jobs": res["jobs"]})
@@ -445,7 +474,7 @@ def launch_cmd(
     if fmt is Format.markdown:
         print(markdown_table(rows, cols))
     else:
-        console().print(rich_table(rows, cols, title=f"{backend.value}: {len(plans)} trials"))
+        console().print(rich_table(rows, cols, title=f"{backend}: {len(plans)} trials"))
     if not jobs:
         print(f"Run: bash {res['launch_script']}   (re-run to resume; then: rlbatch analyze {Path(out) / 'logs'})")
 

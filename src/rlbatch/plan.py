@@ -136,12 +136,9 @@ def _crossing(xs: np.ndarray, ys: np.ndarray, level: float) -> np.ndarray:
 
 
 def _curve(run: Run, metric: str) -> tuple[np.ndarray, np.ndarray]:
-    from rlbatch.analysis.curves import metric_frame
+    from rlbatch.analysis.curves import curve
 
-    df = metric_frame(run, metric)
-    if metric not in df.columns or X not in df.columns:
-        return np.array([]), np.array([])
-    d = df[[X, metric]].apply(pd.to_numeric, errors="coerce").dropna().sort_values(X, kind="stable")
+    d = curve(run, metric, X)
     d = d[d[X] > 0] if (d[X] > 0).sum() >= 2 else d
     return d[X].to_numpy(float), d[metric].to_numpy(float)
 
@@ -458,10 +455,6 @@ def _bn_json(bn: dict[str, Any]) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------------------------------- runs input
-def _seedless(run_id: str) -> str:
-    return re.sub(r"[-_](s|seed)\d+$", "", run_id)
-
-
 def check_consistent(runs: Sequence[Run], metric: str) -> None:
     """Raise :class:`UserError` when runs disagree on model, task or algorithm (non-missing values), or a run has
     no ``metric`` values on the retained-sample axis (naming the runs)."""
@@ -489,6 +482,8 @@ def check_consistent(runs: Sequence[Run], metric: str) -> None:
 
 
 def _groups(runs: Sequence[Run], ref_key: str | None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    from rlbatch.analysis.curves import seedless_id
+
     by: dict[tuple, list[Run]] = {}
     bad = [r.run_id for r in runs if r.meta.batch_size is None]
     if bad:
@@ -502,7 +497,7 @@ def _groups(runs: Sequence[Run], ref_key: str | None) -> tuple[list[dict[str, An
         rules[key] = r.meta.lr_rule
     groups = []
     for key, rs in by.items():
-        names = {_seedless(r.run_id) for r in rs}
+        names = {seedless_id(r.run_id) for r in rs}
         label = rs[0].run_id if len(rs) == 1 else (names.pop() if len(names) == 1 else f"B{key[0]}-{key[1]}")
         groups.append({"run": label, "batch_size": key[0], "runs_obj": rs, "runs": [r.run_id for r in rs],
                        "lr": rs[0].meta.lr, "lr_rule": rules[key]})
@@ -636,6 +631,16 @@ def plan_runs(runs: Sequence[Run], target: float, *, reference: str | None = Non
             bn = alt
     if bn is None:
         bn = {"value": None, "ci": None, "source": None}
+    # runs on the rule whose curves cannot be compared yet (not risen above their start): the noise model, as for a
+    # batch without runs, rather than no estimate at all
+    early = [c for c in cands if c["rN"] is None and c["on_lr_rule"] and not c["is_reference"]]
+    if early and bn.get("value") is not None:
+        for c in early:
+            nc = _noise_candidate(c["batch_size"], b_ref, bn)
+            c.update({k: nc[k] for k in ("rN", "rN_ci", "rN_source")})
+            c.pop("why", None)
+        notes.append(f"rN of {', '.join(c['run'] for c in early)} from the noise model: their curves have not risen "
+                     "above their starting score yet")
     have = {c["batch_size"] for c in cands}
     extra = list(candidates or [])
     if extend and not candidates and bn.get("value") is not None and model is not None:
@@ -857,7 +862,9 @@ def plan_section(plan_or_runs: dict[str, Any] | Sequence[Run], **plan_kwargs: An
     if th:
         a1.plot([c["batch_size"] for c in th], [c["relative_throughput"] for c in th], "x--", color="gray",
                 label="relative throughput")
-    a1.set_xscale("log", base=2)
+    from rlbatch.report.figures import batch_axis
+
+    batch_axis(a1)
     a1.set_xlabel("batch size B (responses per update)")
     a1.set_ylabel("ratio to the reference")
     a1.set_title("Sample penalty rN vs throughput gain")

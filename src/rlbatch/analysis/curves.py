@@ -73,6 +73,18 @@ def metric_frame(run: Run, metric: str) -> pd.DataFrame:
     return run.metrics
 
 
+def curve(run: Run, metric: str, x: str = "samples/retained") -> pd.DataFrame:
+    """The learning curve of ``metric`` against ``x``: columns ``[x, metric]``, numeric, NaN rows dropped, sorted by
+    ``x`` (stable). Taken from ``evals`` when it holds both columns, else from ``metrics``; empty when neither does.
+    The one curve extractor shared by the figures, the noise analysis and the plan."""
+    for df in (run.evals, run.metrics):
+        if isinstance(df, pd.DataFrame) and metric in df.columns and x in df.columns:
+            d = df[[x, metric]].apply(pd.to_numeric, errors="coerce").dropna().sort_values(x, kind="stable")
+            if len(d):
+                return d.reset_index(drop=True)
+    return pd.DataFrame(columns=[x, metric], dtype=float)
+
+
 def _mean(df: pd.DataFrame, col: str) -> float | None:
     if col not in df.columns:
         return None
@@ -151,3 +163,84 @@ def accounting_input(runs: list[Run], target: float, metric: str = "eval/score",
                      "throughput_samples_per_s": s["throughput_samples_per_s"]})
     return pd.DataFrame(rows)
 
+
+
+def seedless_id(run_id: str) -> str:
+    """A run id without its seed suffix: ``B64-G8-sqrt-s2`` / ``run_seed1`` -> ``B64-G8-sqrt`` / ``run``."""
+    import re
+
+    return re.sub(r"[-_](s|seed)\d+$", "", run_id)
+
+
+def group_seeds(runs: list[Run]) -> dict[str, list[Run]]:
+    """Runs of one configuration (same seedless id, batch size, LR and LR rule) grouped together, ordered by batch
+    size then name; the key is the seedless id (made unique with ``@lr...`` if two configurations share it)."""
+    by: dict[tuple, list[Run]] = {}
+    for r in sorted(runs, key=lambda r: (r.meta.batch_size or 0, r.run_id)):
+        key = (seedless_id(r.run_id), r.meta.batch_size, r.meta.lr, r.meta.lr_rule)
+        by.setdefault(key, []).append(r)
+    out: dict[str, list[Run]] = {}
+    for (name, _b, lr, _rule), rs in by.items():
+        out[name if name not in out else f"{name}@lr{lr:.3g}"] = rs
+    return out
+
+
+def aggregate_seeds(runs: list[Run], name: str, metric: str = "eval/score", x: str = "samples/retained") -> Run:
+    """One run standing for several seeds of one configuration, named ``name``.
+
+    ``metrics``: numeric per-step columns averaged over seeds, on the steps every seed has. ``evals``: ``metric``
+    averaged over seeds on the evaluation grid (``x``) of the seed that stopped first, each seed linearly
+    interpolated onto it; ``<metric>_min`` / ``<metric>_max`` keep the range across seeds (the bands of the
+    overlay); ``time/wall_s`` is interpolated from the averaged metrics. Samples-to-target of the result is that of
+    the seed-averaged curve. Metadata: the first run's, with ``seed`` None and ``seeds`` / ``n_seeds`` added. A
+    single run is only renamed."""
+    from rlbatch.runstore import make_meta
+
+    first = runs[0]
+    meta = make_meta(None, **{**first.meta.model_dump(mode="json"), "run_id": name, "seed": None,
+                              "seeds": [r.meta.seed for r in runs], "n_seeds": len(runs)})
+    if len(runs) == 1:
+        return Run(meta=meta, metrics=first.metrics.copy(), evals=first.evals.copy(), path=first.path)
+    metrics = pd.concat([r.metrics.select_dtypes("number") for r in runs]).groupby("step", as_index=False).mean()
+    counts = pd.concat([r.metrics[["step"]] for r in runs]).groupby("step").size()
+    metrics = metrics[metrics["step"].map(counts) == len(runs)].reset_index(drop=True)
+    frames = [metric_frame(r, metric) for r in runs]
+    frames = [f[[c for c in ("step", x, metric) if c in f.columns]].dropna(subset=[x, metric]).sort_values(x)
+              for f in frames if x in f.columns and metric in f.columns]
+    evals = pd.DataFrame()
+    if len(frames) == len(runs):
+        base = min(frames, key=lambda f: float(f[x].max()) if len(f) else -1.0)
+        grid = base[x].to_numpy(float)
+        ys = np.array([np.interp(grid, f[x].to_numpy(float), f[metric].to_numpy(float)) for f in frames])
+        evals = pd.DataFrame({"step": base["step"].to_numpy() if "step" in base else np.arange(len(grid)),
+                              x: grid, metric: ys.mean(0), f"{metric}_min": ys.min(0), f"{metric}_max": ys.max(0)})
+        if len(metrics) and "time/wall_s" in metrics and x in metrics:
+            evals["time/wall_s"] = np.interp(grid, np.r_[0.0, metrics[x].to_numpy(float)],
+                                             np.r_[0.0, metrics["time/wall_s"].to_numpy(float)])
+    return Run(meta=meta, metrics=metrics, evals=evals, path=None)
+
+
+def seed_rows(groups: dict[str, list[Run]], target: float | None, metric: str = "eval/score") -> list[dict[str, Any]]:
+    """Per configuration: seeds, how many reached ``target``, samples-to-target of each seed and their range, mean
+    first and last score, mean retained / generated samples (the report's seed table)."""
+    rows = []
+    for name, rs in groups.items():
+        s2t = [samples_to_target(metric_frame(r, metric), target, metric) if target is not None else None for r in rs]
+        reached = [s for s in s2t if s is not None]
+        scores = [metric_frame(r, metric)[metric].dropna() for r in rs if metric in metric_frame(r, metric).columns]
+        scores = [s for s in scores if len(s)]
+        rows.append({"config": name, "batch_size": rs[0].meta.batch_size, "lr": rs[0].meta.lr,
+                     "lr_rule": rs[0].meta.lr_rule, "seeds": len(rs), "reached": f"{len(reached)}/{len(rs)}",
+                     "samples_to_target_per_seed": s2t,
+                     "samples_to_target_min": min(reached) if reached else None,
+                     "samples_to_target_max": max(reached) if reached else None,
+                     "first_score_mean": float(np.mean([s.iloc[0] for s in scores])) if scores else None,
+                     "last_score_mean": float(np.mean([s.iloc[-1] for s in scores])) if scores else None,
+                     "samples_retained": _mean_last(rs, "samples/retained"),
+                     "samples_generated": _mean_last(rs, "samples/generated")})
+    return rows
+
+
+def _mean_last(runs: list[Run], col: str) -> float | None:
+    v = [x for x in (_last(r.metrics, col) for r in runs) if x is not None]
+    return float(np.mean(v)) if v else None

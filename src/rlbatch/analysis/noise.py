@@ -20,6 +20,7 @@ slopes -0.468 GRPO, -0.471 PPO).
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
@@ -360,12 +361,9 @@ def fit_grad_norm_scaling(runs_or_frame: Any, metric: str = "grad_norm/actor", *
 
 # --------------------------------------------------------------------------------------------------- G x P equivalence
 def _curve(run: Any, metric: str, x: str = X) -> pd.DataFrame:
-    for df in (run.evals, run.metrics):
-        if isinstance(df, pd.DataFrame) and metric in df and x in df:
-            d = df[[x, metric]].dropna().sort_values(x)
-            if len(d):
-                return d
-    return pd.DataFrame(columns=[x, metric])
+    from rlbatch.analysis.curves import curve
+
+    return curve(run, metric, x)
 
 
 def _samples_to_target(df: pd.DataFrame, target: float, metric: str, x: str = X) -> float | None:
@@ -452,16 +450,24 @@ def _fmt_fit(fit: dict[str, Any]) -> str:
     ci = fit["slope_ci"]
     ci_s = f" (95% CI {ci[0]:.3f} to {ci[1]:.3f})" if all(np.isfinite(ci)) else ""
     knee = fit["knee_batch"]
-    lines = [f"- `{fit['metric']}`: log-log slope over B in {fit['fit_batches']} = **{fit['slope']:.3f}**{ci_s} "
-             f"(ideal -0.5); over all batch sizes {fit['slope_all']:.3f}."]
+    if len(fit["fit_batches"]) >= 2:
+        lines = [f"- `{fit['metric']}`: log-log slope over B in {fit['fit_batches']} = **{fit['slope']:.3f}**{ci_s} "
+                 f"(ideal -0.5); over all batch sizes {fit['slope_all']:.3f}."]
+    else:
+        ca = fit.get("slope_all_ci") or [float("nan")] * 2
+        ca_s = f" (95% CI {ca[0]:.3f} to {ca[1]:.3f})" if all(np.isfinite(ca)) else ""
+        lines = [f"- `{fit['metric']}`: log-log slope over all batch sizes **{fit['slope_all']:.3f}**{ca_s} (ideal "
+                 f"-0.5); the first doubling already departs from 1/sqrt(2), so there is no aligned range to fit alone."]
     if fit.get("slope_ci_bootstrap"):
         lo, hi = fit["slope_ci_bootstrap"]
         lines.append(f"  Bootstrap over seeds: {lo:.3f} to {hi:.3f}.")
     for d in fit["doublings"]:
         lines.append(f"  - B {d['b_from']} -> {d['b_to']}: ratio {d['ratio']:.3f} vs {d['expected']:.3f} "
                      f"({d['departure']:+.0%}){' — past the knee' if d['past_knee'] else ''}")
-    lines.append(f"  Knee (critical batch): **{knee}**." if knee is not None else
-                 "  No knee within the measured batch sizes: all doublings stay within the tolerance of 1/sqrt(2).")
+    lines.append("")
+    lines.append(f"Knee (critical batch): **{knee}** (the lower B of the first doubling whose ratio departs from "
+                 f"1/sqrt(2) by more than {fit.get('tolerance', 0.08):.0%})." if knee is not None else
+                 "No knee within the measured batch sizes: all doublings stay within the tolerance of 1/sqrt(2).")
     return "\n".join(lines)
 
 
@@ -498,14 +504,20 @@ def noise_section(runs: Sequence[Any], target: float | None = None, metric: str 
         for role, fit in fits.items():
             b = np.array([p["batch_size"] for p in fit["points"]], float)
             v = np.array([p["value"] for p in fit["points"]])
-            line = ax.loglog(b, v, "o-", label=f"{role} grad norm")[0]
-            if np.isfinite(fit["slope"]):
-                fb = np.array(fit["fit_batches"], float)
-                ax.loglog(fb, np.exp(fit["intercept"]) * fb ** fit["slope"], "--", color=line.get_color(),
-                          label=f"{role} fit, slope {fit['slope']:.2f}")
+            line = ax.loglog(b, v, "o", label=f"{role} grad norm")[0]
+            # the fit over the aligned part (B <= knee); over every batch when that part is a single point
+            key = "slope" if np.isfinite(fit["slope"]) else "slope_all"
+            fb = np.array(fit["fit_batches"] if key == "slope" else b, float)
+            icpt = fit["intercept"] if key == "slope" else _loglog_fit(b, v, 0.95)["intercept"]
+            if np.isfinite(fit[key]):
+                ax.loglog(fb, np.exp(icpt) * fb ** fit[key], "--", color=line.get_color(),
+                          label=f"{role} fit, slope {fit[key]:.2f}" + ("" if key == "slope" else " (all B)"))
             if fit["knee_batch"] is not None:
-                ax.axvline(fit["knee_batch"], color=line.get_color(), alpha=0.4, ls=":")
-            ax.loglog(b, v[0] * (b / b[0]) ** -0.5, ":", color="gray", alpha=0.6)
+                ax.axvline(fit["knee_batch"], color=line.get_color(), alpha=0.4, ls=":", label="knee")
+            ax.loglog(b, v[0] * (b / b[0]) ** -0.5, ":", color="gray", alpha=0.6, label="B^-1/2")
+        from rlbatch.report.figures import batch_axis
+
+        batch_axis(ax)
         ax.set_xlabel("batch size B (responses per update)")
         ax.set_ylabel("mean gradient norm (matched sample window)")
         ax.set_title("Gradient norm vs batch (dotted grey: B^-1/2)")
@@ -542,9 +554,24 @@ def noise_section(runs: Sequence[Any], target: float | None = None, metric: str 
             md.append(f"- B = {b}: B_simple ~ {np.mean(vals):.3g}{ci}"
                       f"{' — the batch is above the noise scale' if np.mean(vals) < b else ''}")
         fig, ax = plt.subplots(figsize=(5.5, 4))
+        by_b_curves: dict[Any, list] = {}
         for r, d in curves:
-            xs = d[X] if X in d else d["step"]
-            ax.plot(xs, d["b_simple"], label=f"{r.run_id} (B={r.meta.batch_size})")
+            by_b_curves.setdefault(r.meta.batch_size, []).append((r, d))
+        if len(curves) > 6 and all(X in d for _, d in curves):
+            # many runs: one line per batch size, the median over its runs on a common grid (seeds overlap)
+            for b, items in sorted(by_b_curves.items(), key=lambda kv: kv[0] or 0):
+                hi = min(float(d[X].max()) for _, d in items)
+                grid = np.linspace(min(float(d[X].min()) for _, d in items), hi, 200)
+                ys = np.array([np.interp(grid, d[X].to_numpy(float), d["b_simple"].to_numpy(float))
+                               for _, d in items])
+                with np.errstate(all="ignore"), warnings.catch_warnings():
+                    warnings.simplefilter("ignore", RuntimeWarning)  # grid points where every run is NaN
+                    med = np.nanmedian(ys, axis=0)
+                ax.plot(grid, med, label=f"B={b} (median of {len(items)} runs)")
+        else:
+            for r, d in curves:
+                xs = d[X] if X in d else d["step"]
+                ax.plot(xs, d["b_simple"], label=f"{r.run_id} (B={r.meta.batch_size})")
         ax.set_yscale("log")
         ax.set_xlabel("retained samples" if all(X in d for _, d in curves) else "step")
         ax.set_ylabel("B_simple (EMA-smoothed)")

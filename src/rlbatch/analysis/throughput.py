@@ -267,11 +267,15 @@ def throughput_section(runs: Sequence[Any], predict_batches: Sequence[int] | Non
         a1.loglog(pb, [max(p["train_s"], 1e-12) for p in pred], "-", color=a1.lines[-1].get_color(),
                   label="update (fit)")
     a1.loglog(pb, pred[0]["gen_s"] * pb / pb[0], ":", color="gray", label="linear in B")
+    from rlbatch.report.figures import batch_axis
+
+    batch_axis(a1)
     a1.set_xlabel("batch size B")
     a1.set_ylabel("seconds per step")
     a1.legend(fontsize=8)
     a2.semilogx(t["batch_size"], t["throughput_samples_per_s"], "o", label="measured")
     a2.semilogx(pb, [p["throughput_samples_per_s"] for p in pred], "-", label="predicted")
+    batch_axis(a2)
     a2.set_xlabel("batch size B")
     a2.set_ylabel("retained samples / s")
     a2.legend(fontsize=8)

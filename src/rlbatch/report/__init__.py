@@ -16,6 +16,7 @@ import html
 import json
 import math
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -26,24 +27,43 @@ from rlbatch.errors import UserError
 from rlbatch.output import fmt_value, markdown_table, to_json
 from rlbatch.runstore import Run
 
-__all__ = ["build_report", "accounting_for_runs", "summary_columns"]
+__all__ = ["build_report", "accounting_for_runs", "summary_columns", "count", "samples_cell"]
 
 NOT_REACHED = "not reached"
+
+
+def count(v: Any) -> str:
+    """A sample count for a table: ``11,008`` (``1.2e+10`` from a billion up); ``—`` when missing."""
+    if not isinstance(v, (int, float)) or (isinstance(v, float) and not math.isfinite(v)):
+        return "—"
+    return f"{v:.3g}" if abs(v) >= 1e9 else f"{v:,.0f}"
+
+
+def samples_cell(v: Any) -> str:
+    """Samples-to-target for a table: a count, or ``not reached``."""
+    return NOT_REACHED if v is None else count(v)
+
+
+def _duration(v: Any) -> str:
+    """Seconds as ``42 s``, ``3.5 min`` or ``2.25 h``."""
+    if not isinstance(v, (int, float)) or not math.isfinite(v):
+        return "—"
+    return f"{v:.0f} s" if v < 120 else f"{v / 60:.1f} min" if v < 7200 else f"{v / 3600:.2f} h"
 
 
 def summary_columns(compact: bool = False) -> list[tuple[str, str, Any]]:
     """Columns of the per-run summary table (shared by the report and ``rlbatch analyze``); ``compact`` keeps the
     ones that fit a terminal."""
     def hours(v: Any) -> str:
-        return fmt_value(v / 3600.0, ".2f") if isinstance(v, (int, float)) else "—"
+        return _duration(v)
 
     def pct(v: Any) -> str:
         return fmt_value(100.0 * v, ".0f") + "%" if isinstance(v, (int, float)) else "—"
 
     cols = [("run", "run", None), ("algorithm", "alg.", None), ("prompts_per_step", "P", None),
             ("group_size", "G", None), ("batch_size", "B", None), ("lr", "lr", ".3g"), ("steps", "steps", None),
-            ("samples_retained", "samples", ".4g"), ("samples_source", "samples from", None),
-            ("wall_clock_s", "wall-clock h", hours), ("gen_time_share", "gen share", pct),
+            ("samples_retained", "samples", count), ("samples_source", "samples from", None),
+            ("wall_clock_s", "wall-clock", hours), ("gen_time_share", "gen share", pct),
             ("throughput_samples_per_s", "samples/s", ".3g"), ("grad_norm_actor_mean", "grad norm actor", ".3g"),
             ("grad_norm_critic_mean", "grad norm critic", ".3g"), ("last_eval_score", "last eval", ".4g")]
     if compact:
@@ -51,6 +71,18 @@ def summary_columns(compact: bool = False) -> list[tuple[str, str, Any]]:
                 "grad_norm_actor_mean", "last_eval_score")
         cols = [c for c in cols if c[0] in keep]
     return cols
+
+
+def configurations(runs: list[Run], metric: str = "eval/score") -> tuple[dict[str, list[Run]], bool, list[Run]]:
+    """``(groups, seeded, configs)``: runs grouped by configuration (seeds together,
+    :func:`rlbatch.analysis.curves.group_seeds`), whether any configuration has several seeds, and the runs to
+    account and plot: the seed-averaged run per configuration when seeded, else the runs themselves."""
+    from rlbatch.analysis.curves import aggregate_seeds, group_seeds
+
+    groups = group_seeds(list(runs))
+    seeded = any(len(rs) > 1 for rs in groups.values())
+    configs = [aggregate_seeds(rs, name, metric) for name, rs in groups.items()] if seeded else list(runs)
+    return groups, seeded, configs
 
 
 def _default_reference(inp: pd.DataFrame) -> str | None:
@@ -163,32 +195,47 @@ def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None,
     target is given), "recommendation": str | None, "noise": {...} (rlbatch.analysis.noise.noise_section),
     "throughput": {...} (rlbatch.analysis.throughput.throughput_section), "figures": [file names],
     <section json_key>: <section json>, ...extra_json}``. Figures: score vs retained samples, score vs wall-clock,
-    time per step; then the noise section (gradient norm vs B, log-log, with slope, interval and knee; B_simple),
-    the throughput section, and each of ``sections``. Raises :class:`UserError` when ``runs`` is
+    time per step; then the noise section (gradient norm vs B, log-log, with slope, interval and knee; B_simple;
+    fitted over the runs on an LR rule, without a fixed-LR control), the throughput section, with a target the plan
+    (:func:`rlbatch.plan.plan_section`, key ``plan``), and each of ``sections``.
+
+    Seeds: runs that differ only in their seed (:func:`rlbatch.analysis.curves.group_seeds`) form one
+    configuration; when any configuration has several, the accounting, the curves (with the range across seeds
+    shaded) and the time figure use the seed-averaged runs (:func:`rlbatch.analysis.curves.aggregate_seeds`), the
+    JSON adds ``configurations`` (their summaries) and ``seeds`` (:func:`rlbatch.analysis.curves.seed_rows`), and
+    the noise fit and the plan use every seed. The sweep (``rlbatch.sweep.study.report_sweep``) and
+    ``rlbatch analyze --out`` both call this function. Raises :class:`UserError` when ``runs`` is
     empty, a section is malformed, or the reference is unknown / never reached the target.
     """
-    from rlbatch.analysis.curves import summarize_run
+    from rlbatch.analysis.curves import seed_rows, summarize_run
     from rlbatch.report import figures as F
 
     if not runs:
         raise UserError("no runs to report on")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    runs = list(runs)
     summaries = [summarize_run(r) for r in runs]
+    # several seeds of one configuration: account, plot and tabulate the seed-averaged run (bands = seed range)
+    groups, seeded, configs = configurations(runs, metric)
     result: dict[str, Any] = {"title": title,
                               "generated_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
                               "metric": metric, "target": target, "reference": reference, "runs": summaries}
+    if seeded:
+        result["configurations"] = [summarize_run(r) for r in configs]
     md: list[str] = [f"# {title}", ""]
     recommendation = None
+    ref = None
     if target is not None:
-        rows, ref, recommendation = accounting_for_runs(runs, target, metric, reference)
+        rows, ref, recommendation = accounting_for_runs(configs, target, metric, reference)
         result["accounting"] = rows
         result["reference"] = ref
         md += ["## Recommendation", "", recommendation, "",
-               f"### Accounting at {metric} ≥ {target:g}" + (f" (reference {ref})" if ref else ""), "",
+               f"### Accounting at {metric} ≥ {target:g}" + (f" (reference {ref})" if ref else "")
+               + (" — seed-averaged curves" if seeded else ""), "",
                markdown_table(_md_cell_safe(rows), [
                    ("run", "run", None), ("batch_size", "B", None), ("samples_to_target", "samples-to-target",
-                                                                     ".4g"),
+                                                                     samples_cell),
                    ("rN", "rN", ".2f"), ("relative_throughput", "rel. throughput", ".2f"),
                    ("relative_time", "rel. time-to-target", ".2f"), ("faster_than_reference", "faster", None)],
                    none=NOT_REACHED), "",
@@ -197,17 +244,35 @@ def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None,
     else:
         md += ["No target given (`--target`): no accounting or recommendation. Curves and summaries below.", ""]
     result["recommendation"] = recommendation
-    md += ["## Runs", "", markdown_table(_md_cell_safe(summaries), summary_columns()), ""]
+    if seeded:
+        srows = seed_rows(groups, target, metric)
+        result["seeds"] = srows
+        md += [f"## Configurations (mean over seeds; {len(runs)} runs in {len(groups)} configurations)", "",
+               markdown_table(_md_cell_safe([s for s in result["configurations"]]), summary_columns()), "",
+               "### Seeds" + (f": samples-to-target per seed (target {target:g})" if target is not None else ""), "",
+               markdown_table(_md_cell_safe(srows), [
+                   ("config", "configuration", None), ("batch_size", "B", None), ("lr", "lr", ".3g"),
+                   ("reached", "seeds reaching target", None),
+                   ("samples_to_target_min", "min samples-to-target", samples_cell),
+                   ("samples_to_target_max", "max samples-to-target", samples_cell),
+                   ("first_score_mean", "first score", ".3f"), ("last_score_mean", "last score", ".3f"),
+                   ("samples_generated", "generated", count), ("samples_retained", "retained", count)],
+                   none=NOT_REACHED), "",
+               "The accounting uses each configuration's seed-averaged curve; the range across seeds shows how much "
+               "evaluation and sampling noise there is in one seed's samples-to-target.", ""]
+    else:
+        md += ["## Runs", "", markdown_table(_md_cell_safe(summaries), summary_columns()), ""]
 
     figs: list[tuple[str, str, Any]] = []  # (file name, caption, figure)
+    band = " (lines: mean over seeds; shaded: range across seeds)" if seeded else ""
     figs.append(("fig_score_vs_samples.png", f"{metric} vs cumulative retained samples (curves that overlay are "
-                 "batch-size invariant)",
-                 F.score_vs(runs, "samples/retained", metric, target, xlabel="cumulative retained samples")))
-    figs.append(("fig_score_vs_wallclock.png", f"{metric} vs wall-clock hours (evaluation time excluded where the log "
-                 "allows)", F.score_vs(runs, "time/wall_s", metric, target, xscale=3600.0,
-                                      xlabel="wall-clock hours")))
+                 f"batch-size invariant){band}",
+                 F.score_vs(configs, "samples/retained", metric, target, xlabel="cumulative retained samples")))
+    figs.append(("fig_score_vs_wallclock.png", f"{metric} vs wall-clock (evaluation time excluded where the log "
+                 "allows)", F.score_vs(configs, "time/wall_s", metric, target, xscale=_time_scale(configs)[0],
+                                      xlabel=f"wall-clock {_time_scale(configs)[1]}")))
     figs.append(("fig_time_per_step.png", "mean time per step: generation, reward, update, other",
-                 F.time_per_step(runs)))
+                 F.time_per_step(configs)))
     md += ["## Figures", ""]
     for name, cap, _ in figs:
         md += [f"![{cap}]({name})", "", f"*{cap}*", ""]
@@ -215,8 +280,13 @@ def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None,
     from rlbatch.analysis.noise import noise_section
     from rlbatch.analysis.throughput import throughput_section
 
-    # the core analysis sections (grad-norm scaling and knee, noise scale, G x P; throughput model), then the caller's
-    core = [noise_section(runs, target=target, metric=metric), throughput_section(runs)]
+    # the core analysis sections (grad-norm scaling and knee, noise scale, G x P; throughput model; the plan), then
+    # the caller's. The grad-norm fit is over runs on an LR rule: a fixed-LR control is not part of the family.
+    on_rule = [r for r in runs if r.meta.lr_rule != "none"]
+    core = [noise_section(on_rule if len({r.meta.batch_size for r in on_rule}) >= 2 else runs, target=target,
+                          metric=metric), throughput_section(runs)]
+    if target is not None:
+        core.append(_plan_section(runs, target, metric, ref or reference))
     for sec in core + list(sections or []):
         if not isinstance(sec, dict) or "title" not in sec:
             raise UserError("report section must be a dict with at least a 'title'", field="sections")
@@ -244,11 +314,41 @@ def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None,
     if extra_json:
         result.update(extra_json)
 
+    if "matplotlib.pyplot" in sys.modules:  # sections drawn with pyplot: free their figures
+        sys.modules["matplotlib.pyplot"].close("all")
     md_text = "\n".join(md).rstrip() + "\n"
     (out_dir / "report.md").write_text(md_text, encoding="utf-8")
     (out_dir / "report.html").write_text(_html(title, md_text, images), encoding="utf-8")
     (out_dir / "report.json").write_text(to_json(result) + "\n", encoding="utf-8")
     return json.loads(to_json(result))
+
+
+def _time_scale(runs: list[Run]) -> tuple[float, str]:
+    """Seconds per unit and unit name for a wall-clock axis: hours for long runs, minutes or seconds for short."""
+    longest = max((float(r.metrics["time/wall_s"].max()) for r in runs
+                   if len(r.metrics) and "time/wall_s" in r.metrics.columns and r.metrics["time/wall_s"].notna().any()),
+                  default=0.0)
+    return (3600.0, "hours") if longest >= 7200 else (60.0, "minutes") if longest >= 120 else (1.0, "seconds")
+
+
+def _plan_section(runs: list[Run], target: float, metric: str, reference: str | None) -> dict:
+    """The plan (:func:`rlbatch.plan.plan_section`) over every run (seeds kept apart), or a section saying why
+    there is none."""
+    from rlbatch.plan import plan_section
+
+    try:
+        sec = plan_section(runs, target=target, metric=metric, reference=reference)
+    except UserError as err:
+        return {"title": "Plan: align, then accelerate", "markdown": f"No plan: {err}", "json_key": "plan",
+                "json": None}
+    plan = sec["json"]
+    pick = next((c for c in plan["candidates"] if c["run"] is None and c["batch_size"] == plan["recommended"]), None)
+    if pick is not None:  # the plan's pick was not run: say how it relates to the measured recommendation
+        sec["markdown"] = (f"The plan predicts that B={pick['batch_size']}, which has not been run, would be faster "
+                           "still (rN from the noise model, throughput from the fitted time model; see the "
+                           "interval). The recommendation above is measured among the batches run; "
+                           f"B={pick['batch_size']} is the next batch to try.\n\n" + sec["markdown"])
+    return sec
 
 
 _CSS = """

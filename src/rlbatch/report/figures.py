@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from rlbatch.analysis.curves import metric_frame
+from rlbatch.analysis.curves import curve, metric_frame
 from rlbatch.runstore import Run
 
 
@@ -29,6 +29,18 @@ def new_figure(width: float = 7.0, height: float = 4.2):
     return fig
 
 
+def batch_axis(ax, axis: str = "x") -> None:
+    """A batch-size axis: log base 2 with plain integer labels at the powers of two (16, 32, 64, ...), no minor
+    labels. Shared by every figure that plots against B."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    a = ax.xaxis if axis == "x" else ax.yaxis
+    (ax.set_xscale if axis == "x" else ax.set_yscale)("log", base=2)
+    a.set_major_locator(LogLocator(base=2))
+    a.set_major_formatter(FuncFormatter(lambda v, _p: f"{v:.0f}" if v >= 1 else f"{v:g}"))
+    a.set_minor_formatter(NullFormatter())
+
+
 def png_bytes(fig) -> bytes:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=100)
@@ -37,7 +49,10 @@ def png_bytes(fig) -> bytes:
 
 def _label(run: Run) -> str:
     b = run.meta.batch_size
-    return f"{run.run_id} (B={b})" if b else run.run_id
+    n = getattr(run.meta, "n_seeds", None)
+    lr = f", lr {run.meta.lr:.2g}" if run.meta.lr else ""
+    seeds = f", mean of {n} seeds" if n and n > 1 else ""
+    return f"{run.run_id} (B={b}{lr}{seeds})" if b else run.run_id
 
 
 def _empty(ax, text: str) -> None:
@@ -47,13 +62,18 @@ def _empty(ax, text: str) -> None:
 
 
 def _curve(run: Run, metric: str, x: str) -> tuple[np.ndarray, np.ndarray] | None:
+    d = curve(run, metric, x)
+    return (d[x].to_numpy(dtype=float), d[metric].to_numpy(dtype=float)) if len(d) else None
+
+
+def _band(run: Run, metric: str, x: str) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """(x, min, max) across seeds of a seed-averaged run (:func:`rlbatch.analysis.curves.aggregate_seeds`)."""
     df = metric_frame(run, metric)
-    if not len(df) or metric not in df.columns or x not in df.columns:
+    lo, hi = f"{metric}_min", f"{metric}_max"
+    if not len(df) or x not in df.columns or lo not in df.columns or hi not in df.columns:
         return None
-    d = df[[x, metric]].dropna().sort_values(x)
-    if d.empty:
-        return None
-    return d[x].to_numpy(dtype=float), d[metric].to_numpy(dtype=float)
+    d = df[[x, lo, hi]].dropna().sort_values(x)
+    return (d[x].to_numpy(float), d[lo].to_numpy(float), d[hi].to_numpy(float)) if len(d) else None
 
 
 def score_vs(runs: list[Run], x: str, metric: str = "eval/score", target: float | None = None,
@@ -66,7 +86,11 @@ def score_vs(runs: list[Run], x: str, metric: str = "eval/score", target: float 
         c = _curve(run, metric, x)
         if c is None:
             continue
-        ax.plot(c[0] / xscale, c[1], marker="o", markersize=2.5, linewidth=1.4, label=_label(run))
+        ls = "--" if run.meta.lr_rule == "none" else "-"
+        (line,) = ax.plot(c[0] / xscale, c[1], ls, marker="o", markersize=2.5, linewidth=1.4, label=_label(run))
+        band = _band(run, metric, x)
+        if band is not None:  # seed-averaged run: shade the range across seeds
+            ax.fill_between(band[0] / xscale, band[1], band[2], color=line.get_color(), alpha=0.12, linewidth=0)
         drawn += 1
     if not drawn:
         _empty(ax, f"no run has both {metric!r} and {x!r}")

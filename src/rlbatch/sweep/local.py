@@ -2,6 +2,11 @@
 control, every trial trained to the same retained-sample budget; a resumable manifest (``sweep.json``); then the
 report.
 
+The manifest is shared by every backend that runs the trainer (this one and :mod:`rlbatch.sweep.ray`):
+``{"version", "created", "backend": "local"|"ray", "settings": {...}, "trials": [{"run_id", "spec" (TrialSpec
+fields), "state": pending|running|finished|failed, "run_dir" ("trials/<run_id>", relative to the sweep directory),
+"attempts", "error", "seconds"}]}``, so a sweep started with one backend resumes with the other.
+
 Trials run in worker processes (``workers``, each with ``threads`` torch threads) that are reused across trials, so
 torch/transformers are imported once per worker, not once per trial. Only the parent writes ``sweep.json``.
 A trial whose state is ``finished`` (and whose run directory says so) is never rerun; an interrupted one resumes
@@ -133,7 +138,8 @@ def read_manifest(out: Path) -> dict | None:
 
 
 def write_manifest(out: Path, manifest: dict) -> None:
-    data = {**manifest, "trials": [{**t, "spec": t["spec"].model_dump(mode="json")} for t in manifest["trials"]]}
+    data = {**manifest, "trials": [{"run_id": t["spec"].run_id, **t, "spec": t["spec"].model_dump(mode="json")}
+                                   for t in manifest["trials"]]}
     atomic_write_text(out / SWEEP_JSON, json.dumps(data, indent=2) + "\n")
 
 
@@ -186,14 +192,15 @@ def run_sweep(specs: list[TrialSpec], out: Path | str, *, workers: int = 1, thre
                                       "settings": settings or {}, "trials": []}
     if settings:
         manifest["settings"] = settings
+    manifest["backend"] = "local"
     known = {t["spec"].run_id: t for t in manifest["trials"]}
     for spec in specs:
         if spec.run_id in known:
             if known[spec.run_id]["spec"] != spec and not _trial_finished(out, known[spec.run_id]):
                 known[spec.run_id]["spec"] = spec
         else:
-            entry = {"spec": spec, "state": "pending", "run_dir": f"{TRIALS_DIR}/{spec.run_id}", "error": None,
-                     "seconds": None}
+            entry = {"run_id": spec.run_id, "spec": spec, "state": "pending",
+                     "run_dir": f"{TRIALS_DIR}/{spec.run_id}", "attempts": 0, "error": None, "seconds": None}
             manifest["trials"].append(entry)
             known[spec.run_id] = entry
     todo = [known[s.run_id] for s in specs if not _trial_finished(out, known[s.run_id])]
@@ -217,7 +224,7 @@ def run_sweep(specs: list[TrialSpec], out: Path | str, *, workers: int = 1, thre
 
     def done(run_id: str, state: str, error: str | None, secs: float) -> None:
         entry = known[run_id]
-        entry.update(state=state, error=error, seconds=round(secs, 2))
+        entry.update(state=state, error=error, seconds=round(secs, 2), attempts=int(entry.get("attempts") or 0) + 1)
         write_manifest(out, manifest)
         if bar:
             bar.update(tid, advance=1, info=f"{run_id}: {state} ({secs:.0f} s)")

@@ -1,10 +1,12 @@
 """Run the trials of a sweep as Ray tasks (``rlbatch sweep ... --backend ray [--address ...]``).
 
 Each trial is one Ray task with a resource request (``cpus_per_trial``, ``gpus_per_trial``); Ray runs as many at once
-as the cluster has room for. Every trial writes its run directory ``OUT/<run_id>`` (the run store) directly, so
-``OUT`` must be on a filesystem all nodes share (NFS, Lustre, a mounted bucket). The driver alone writes the manifest
-``OUT/sweep.json`` (each trial's spec, state ``pending|running|finished|failed``, attempts and last error), after
-every change, atomically. A trial that fails (its worker process killed, its node lost, an exception) is submitted
+as the cluster has room for. Every trial writes its run directory ``OUT/trials/<run_id>`` (the run store) directly,
+so ``OUT`` must be on a filesystem all nodes share (NFS, Lustre, a mounted bucket). The driver alone writes the
+manifest ``OUT/sweep.json`` after every change, atomically. It is the local sweep's manifest
+(:mod:`rlbatch.sweep.local`: each trial's ``run_id``, ``spec``, state ``pending|running|finished|failed``,
+``run_dir`` relative to ``OUT``, ``attempts``, last ``error``, ``seconds``; top-level ``settings``, ``backend``), so
+a sweep started locally can be resumed on Ray and the other way round. A trial that fails (its worker process killed, its node lost, an exception) is submitted
 again, up to ``max_retries`` times; the trial function resumes from the trial's checkpoint, so nothing is repeated.
 Re-running the sweep skips finished trials and resumes the others.
 
@@ -24,6 +26,7 @@ from rlbatch.errors import UserError
 from rlbatch.runstore import atomic_write_text
 
 MANIFEST = "sweep.json"
+TRIALS_DIR = "trials"
 STATES = ("pending", "running", "finished", "failed")
 
 TrialFn = Callable[[Any, Path], Any]
@@ -52,7 +55,8 @@ def _execute(trial_fn: TrialFn, spec: dict, run_dir: str) -> str:
 
 
 def read_manifest(out_dir: Path | str) -> dict:
-    """Read ``OUT/sweep.json`` (``{"backend", "trials": [{run_id, spec, state, attempts, error, run_dir}]}``);
+    """Read ``OUT/sweep.json`` (``{"backend", "settings", "trials": [{run_id, spec, state, attempts, error, run_dir,
+    seconds}]}``, spec as a plain dict);
     an absent file reads as no trials. Raises :class:`UserError` naming the file when it is malformed."""
     path = Path(out_dir) / MANIFEST
     if not path.exists():
@@ -69,6 +73,11 @@ def read_manifest(out_dir: Path | str) -> dict:
 def _write_manifest(out: Path, entries: dict[str, dict], extra: dict) -> None:
     atomic_write_text(out / MANIFEST, json.dumps({**extra, "trials": list(entries.values())}, indent=2,
                                                  default=str) + "\n")
+
+
+def _entry_id(e: dict) -> str | None:
+    """Run id of a manifest entry (entries of older local manifests carry it only in their spec)."""
+    return e.get("run_id") or (e.get("spec") or {}).get("run_id")
 
 
 def _describe(err: BaseException) -> str:
@@ -111,19 +120,28 @@ def run_sweep_ray(trials: list[dict], out_dir: Path | str, *, trial_fn: TrialFn 
             raise UserError("the embedded trainer (rlbatch.sweep.local) is not available in this build") from None
         trial_fn = default_trial_fn
 
-    previous = {e["run_id"]: e for e in read_manifest(out).get("trials", []) if isinstance(e, dict)}
+    old_manifest = read_manifest(out)
+    previous = {_entry_id(e): e for e in old_manifest.get("trials", []) if isinstance(e, dict)}
     entries: dict[str, dict] = {}
     for t in trials:
         old = previous.get(t["run_id"], {})
         state = old.get("state", "pending")
-        if state == "finished" and not (out / t["run_id"]).is_dir():
+        rel = old.get("run_dir") or f"{TRIALS_DIR}/{t['run_id']}"
+        if state == "finished" and not (out / rel).is_dir():
             state = "pending"  # the run directory went missing: run it again
         entries[t["run_id"]] = {"run_id": t["run_id"], "spec": t, "state": "finished" if state == "finished"
-                                else "pending", "attempts": int(old.get("attempts", 0)),
+                                else "pending", "run_dir": rel, "attempts": int(old.get("attempts") or 0),
                                 "error": old.get("error") if state == "finished" else None,
-                                "run_dir": str(out / t["run_id"])}
-    extra = {"backend": "ray", "address": address, "cpus_per_trial": cpus_per_trial,
-             "gpus_per_trial": gpus_per_trial, "max_retries": max_retries}
+                                "seconds": old.get("seconds")}
+    # keep the manifest's other keys (settings, created, ...) and trials of it not in this call
+    for rid, e in previous.items():
+        if rid is not None and rid not in entries:
+            entries[rid] = e
+    extra = {k: v for k, v in old_manifest.items() if k != "trials"}
+    extra.setdefault("version", 1)
+    extra.setdefault("created", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+    extra.update(backend="ray", ray={"address": address, "cpus_per_trial": cpus_per_trial,
+                                     "gpus_per_trial": gpus_per_trial, "max_retries": max_retries})
     _write_manifest(out, entries, extra)
 
     started_here = False
@@ -140,7 +158,8 @@ def run_sweep_ray(trials: list[dict], out_dir: Path | str, *, trial_fn: TrialFn 
     say = log or (lambda _m: None)
     remote = ray.remote(_execute).options(num_cpus=cpus_per_trial, num_gpus=gpus_per_trial, max_retries=0,
                                           retry_exceptions=False)
-    todo = [rid for rid, e in entries.items() if e["state"] != "finished"]
+    todo = [t["run_id"] for t in trials if entries[t["run_id"]]["state"] != "finished"]
+    started: dict[str, float] = {}
     budget = {rid: max_retries + 1 for rid in todo}  # attempts allowed in this invocation
     inflight: dict[Any, str] = {}
 
@@ -148,7 +167,8 @@ def run_sweep_ray(trials: list[dict], out_dir: Path | str, *, trial_fn: TrialFn 
         e = entries[rid]
         e["state"], e["attempts"] = "running", e["attempts"] + 1
         budget[rid] -= 1
-        inflight[remote.remote(trial_fn, e["spec"], e["run_dir"])] = rid
+        started[rid] = time.monotonic()
+        inflight[remote.remote(trial_fn, e["spec"], str(out / e["run_dir"]))] = rid
         _write_manifest(out, entries, extra)
 
     t0 = time.monotonic()
@@ -160,6 +180,7 @@ def run_sweep_ray(trials: list[dict], out_dir: Path | str, *, trial_fn: TrialFn 
             for ref in done:
                 rid = inflight.pop(ref)
                 e = entries[rid]
+                e["seconds"] = round(time.monotonic() - started[rid], 2)
                 try:
                     ray.get(ref)
                 except Exception as err:  # worker crash, node loss, or the trial raised

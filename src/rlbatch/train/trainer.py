@@ -235,7 +235,11 @@ def train(cfg: TrainConfig, out_dir: Path | str, *, resume: bool = False, progre
     if not resume and ((out / METRICS_JSONL).exists() or ckpt_path.exists()):
         raise UserError("already holds a run; pass --resume to continue it or choose another --out", path=str(out))
     if resume and (out / "run.json").exists() and read_meta(out).status == "finished":
-        return out
+        done = read_meta(out)
+        # a run that stopped on its budget continues when asked for a larger one (adaptive sweeps); else it is done
+        if not (done.stop_reason == "retained-sample budget reached" and ckpt_path.exists()
+                and (getattr(done, "samples_retained", None) or 0) < cfg.samples):
+            return out
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
 

@@ -1,0 +1,52 @@
+"""Issue 8 on a real sweep: the stored demo sweep (``rlbatch demo``, tiny preset, B = 16..128 on the square-root LR
+rule plus a fixed-LR control at B = 128, 3 seeds each; tests/data/demo_sweep). The plan made from the first 30% of
+every trial's samples must pick a batch whose measured time-to-target (from the full sweep, seed-averaged curves, as
+the report's accounting) is within 10% of the best measured."""
+
+import json
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from rlbatch.analysis.curves import aggregate_seeds, group_seeds
+from rlbatch.plan import plan_runs, truncate_runs
+from rlbatch.readers import load
+from rlbatch.report import accounting_for_runs
+
+DATA = Path(__file__).resolve().parent / "data" / "demo_sweep"
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    root = tmp_path_factory.mktemp("demo_sweep")
+    with tarfile.open(DATA / "trials.tar.gz") as tar:
+        tar.extractall(root, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
+    settings = json.loads((DATA / "settings.json").read_text())
+    return load(root / "trials", "rlbatch"), settings
+
+
+def measured_relative_time(runs, target):
+    configs = [aggregate_seeds(rs, name) for name, rs in group_seeds(runs).items()]
+    rows, ref, _ = accounting_for_runs(configs, target)
+    return {r["run"]: r["relative_time"] for r in rows if r["relative_time"] is not None}, ref
+
+
+def test_stored_demo_sweep_is_complete(demo):
+    runs, settings = demo
+    assert len(runs) == 15 and {r.meta.status for r in runs} == {"finished"}
+    assert sorted({r.meta.batch_size for r in runs}) == [16, 32, 64, 128]
+    assert sum(r.meta.lr_rule == "none" for r in runs) == 3
+    rel, ref = measured_relative_time(runs, settings["target"])
+    assert ref == "B16-G8-sqrt" and rel[ref] == 1.0 and len(rel) >= 3
+
+
+def test_plan_from_first_30_percent_of_the_demo_picks_a_batch_within_10_percent(demo):
+    runs, settings = demo
+    target = settings["target"]
+    rel, _ = measured_relative_time(runs, target)
+    short = truncate_runs(runs, 0.3)
+    plan = plan_runs(short, target, extend=False, n_boot=100)
+    pick = plan["recommended"]
+    assert pick in rel, (pick, rel)
+    assert rel[pick] <= 1.10 * min(rel.values()), (pick, rel)

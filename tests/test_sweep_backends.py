@@ -1,0 +1,101 @@
+"""``rlbatch sweep --backend ...``: the framework backends go through the launcher (same commands as rlbatch launch),
+options that do not apply to a backend are one-line errors, and the report of a sweep directory is the report of
+``rlbatch analyze`` on it (one code path)."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SRC = str(Path(__file__).resolve().parents[1] / "src")
+
+
+def sweep(*args):
+    env = {**os.environ, "PYTHONPATH": SRC, "OMP_NUM_THREADS": "1"}
+    return subprocess.run([sys.executable, "-m", "rlbatch.cli", "sweep", *map(str, args)], capture_output=True,
+                          text=True, env=env, timeout=120)
+
+
+BASE = ["--base-batch", "512", "--base-lr", "1e-6", "--batches", "512,1024", "--group-sizes", "8",
+        "--samples", "100000"]
+
+
+def test_sweep_backend_verl_dry_run_and_json(tmp_path):
+    r = sweep(*BASE, "--out", tmp_path, "--backend", "verl", "--dry-run")
+    assert r.returncode == 0, r.stderr
+    assert "actor_rollout_ref.actor.optim.lr=1.4142135623730952e-06" in r.stdout and "data.train_batch_size=64" in r.stdout
+    assert not (tmp_path / "launch.sh").exists()
+    r = sweep(*BASE, "--out", tmp_path, "--backend", "trl", "--format", "json")
+    assert r.returncode == 0, r.stderr
+    assert [t["steps"] for t in json.loads(r.stdout)["trials"]] == [196, 98] and (tmp_path / "launch.sh").exists()
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--backend", "slurm"], "unknown backend 'slurm'"),
+    (["--backend", "local", "--dry-run", "--target", "0.5"], "--dry-run applies to --backend verl"),
+    (["--backend", "ray", "--adaptive", "--target", "0.5"], "--adaptive"),
+    (["--backend", "verl", "--group-sizes", "4,8"], "one group size"),
+    (["--backend", "local"], "--target is required"),
+])
+def test_sweep_backend_errors(tmp_path, extra, message):
+    args = [a for a in BASE if a != "8"] if "--group-sizes" in extra else BASE
+    if "--group-sizes" in extra:
+        args = [a for a in args if a != "--group-sizes"]
+    r = sweep(*args, "--out", tmp_path / "s", *extra)
+    assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_sweep_report_is_the_analyze_report(tmp_path):
+    """Two seeds per configuration (synthetic trials): the sweep's report and rlbatch analyze on the sweep directory
+    hold the same accounting, seed table, noise fit and plan; curves are seed-averaged with bands."""
+    from rlbatch.analyze import analyze
+    from rlbatch.sweep.local import TrialSpec, write_manifest
+    from rlbatch.sweep.study import report_sweep
+    from rlbatch.sweep.synthetic import synthetic_trial
+
+    trials = []
+    for b in (16, 32, 64):
+        for s in (0, 1):
+            spec = TrialSpec(run_id=f"B{b}-G8-sqrt-s{s}", prompts_per_step=b // 8, group_size=8,
+                             lr=1e-4 * (b / 16) ** 0.5, lr_rule="sqrt", base_batch=16, base_lr=1e-4, samples=6000,
+                             seed=s)
+            synthetic_trial({**spec.model_dump(), "batch_size": b}, tmp_path / "trials" / spec.run_id)
+            trials.append({"run_id": spec.run_id, "spec": spec, "state": "finished",
+                           "run_dir": f"trials/{spec.run_id}", "attempts": 1, "error": None, "seconds": 1.0})
+    write_manifest(tmp_path, {"version": 1, "backend": "local", "settings": {"workers": 1}, "trials": trials})
+    rep = report_sweep(tmp_path, target=0.5)
+    ana = analyze([tmp_path], target=0.5, out=tmp_path / "analyze")
+    for key in ("accounting", "reference", "recommendation", "seeds", "configurations"):
+        assert rep[key] == ana[key], key
+    assert [r["run"] for r in rep["accounting"]] == ["B16-G8-sqrt", "B32-G8-sqrt", "B64-G8-sqrt"]
+    assert len(rep["runs"]) == 6 and [s["seeds"] for s in rep["seeds"]] == [2, 2, 2]
+    assert rep["noise"]["actor"]["slope"] == pytest.approx(ana["noise"]["actor"]["slope"])
+    assert rep["plan"]["recommended"] == ana["plan"]["recommended"]
+    md = (tmp_path / "report.md").read_text()
+    for head in ("## Recommendation", "### Accounting", "### Seeds", "## Gradient noise", "## Throughput",
+                 "## Plan: align, then accelerate", "## How the sweep was run"):
+        assert head in md, head
+    assert "shaded: range across seeds" in md
+
+
+def test_adaptive_wiring_writes_record_and_report(tmp_path, monkeypatch):
+    """--adaptive: adaptive_sweep with the local trial runner (here the synthetic trial), trials in OUT/trials, the
+    record in OUT/adaptive.json and the report with the adaptive section and the plan."""
+    from rlbatch.sweep import local
+    from rlbatch.sweep.backends import run_study
+    from rlbatch.sweep.synthetic import synthetic_trial
+
+    monkeypatch.setattr(local, "run_trial", synthetic_trial)
+    monkeypatch.setattr(local, "_prepare", lambda model: model)
+    monkeypatch.setattr(local, "_init_worker", lambda threads: None)
+    res = run_study(backend="local", adaptive=True, base_batch=128, base_lr=1e-6, batches=[128], rule="sqrt",
+                    group_sizes=[8], seeds=1, samples=400_000, out=tmp_path, target=0.7, progress=False)
+    rec = res["adaptive"]
+    assert res["kind"] == "adaptive" and rec["trials"][0]["batch_size"] == 128 and len(rec["trials"]) >= 2
+    assert json.loads((tmp_path / "adaptive.json").read_text())["recommended"] == rec["recommended"]
+    assert sorted(p.name for p in (tmp_path / "trials").iterdir()) == sorted(t["run_id"] for t in rec["trials"])
+    assert res["report"]["adaptive"]["stopped_because"] == rec["stopped_because"]
+    assert "## Adaptive sweep" in (tmp_path / "report.md").read_text()
