@@ -93,8 +93,12 @@ def load_all(paths: list[Path], *, log_format: str | None = None, mapping: list[
 def analyze(paths: list[Path], *, target: float | None = None, metric: str = "eval/score",
             reference: str | None = None, out: Path | None = None, log_format: str | None = None,
             mapping: list[str] | None = None, sets: list[str] | None = None, prompts_per_step: int | None = None,
-            group_size: int | None = None, title: str = "rlbatch analyze") -> dict[str, Any]:
+            group_size: int | None = None, title: str = "rlbatch analyze", ema: float | None = None,
+            sustained: bool = False) -> dict[str, Any]:
     """Read ``paths``, summarise, account (with a target) and write the report into ``out`` when given.
+
+    ``ema`` (smoothing weight in [0, 1)) and ``sustained`` (the score must stay at or above the target after the
+    crossing) apply to samples-to-target (:func:`rlbatch.analysis.curves.samples_to_target`).
 
     Returns ``{"runs": [...], "accounting": [...] (with a target), "recommendation": str | None,
     "warnings": [...], "report": {"html", "markdown", "json"} (with ``out``)}``.
@@ -108,7 +112,8 @@ def analyze(paths: list[Path], *, target: float | None = None, metric: str = "ev
         raise UserError(f"unknown reference run {reference!r}; runs are: {', '.join(r.run_id for r in runs)}",
                         field="reference")
     if out is not None:
-        result = build_report(runs, Path(out), target=target, metric=metric, reference=reference, title=title)
+        result = build_report(runs, Path(out), target=target, metric=metric, reference=reference, title=title,
+                              ema=ema, sustained=sustained)
         result["report"] = {k: str(Path(out) / f) for k, f in
                             (("html", "report.html"), ("markdown", "report.md"), ("json", "report.json"))}
     else:
@@ -117,7 +122,7 @@ def analyze(paths: list[Path], *, target: float | None = None, metric: str = "ev
         result["recommendation"] = None
         if target is not None:  # as the report: seeds of one configuration are accounted together
             _groups, _seeded, configs = configurations(runs, metric)
-            rows, ref, text = accounting_for_runs(configs, target, metric, reference)
+            rows, ref, text = accounting_for_runs(configs, target, metric, reference, ema=ema, sustained=sustained)
             result.update(accounting=rows, reference=ref, recommendation=text)
     result["warnings"] = msgs
     return result

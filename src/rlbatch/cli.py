@@ -395,6 +395,10 @@ def analyze_cmd(
                                              "verl, verl-jsonl, tensorboard, trl, wandb-csv, csv, jsonl, rlbatch."),
     out: Optional[Path] = typer.Option(None, "--out", help="Write report.html, report.md (+PNG) and report.json "
                                        "here."),
+    ema: Optional[float] = typer.Option(None, "--ema", help="Smooth the metric with an EMA of this weight in [0, 1) "
+                                        "(TensorBoard's convention) before finding samples-to-target."),
+    sustained: bool = typer.Option(False, "--sustained", help="Count a target as reached only if the score stays at "
+                                   "or above it afterwards."),
     fmt: Format = typer.Option(Format.table, "--format", help="Output format."),
 ) -> None:
     """Read RL training logs (verl, TRL, OpenRLHF/TensorBoard, W&B, CSV/JSONL, rlbatch runs) and summarise each
@@ -402,7 +406,7 @@ def analyze_cmd(
     from rlbatch.analyze import analyze, print_analysis
 
     result = analyze(paths, target=target, metric=metric, reference=reference, out=out, log_format=log_format,
-                     mapping=mapping, sets=sets)
+                     mapping=mapping, sets=sets, ema=ema, sustained=sustained)
     print_analysis(result, fmt.value)
 
 # --------------------------------------------------------------------------------------------------- launch

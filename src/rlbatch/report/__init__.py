@@ -186,7 +186,7 @@ def _md_cell_safe(rows: list[dict]) -> list[dict]:
 
 def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None, metric: str = "eval/score",
                  reference: str | None = None, title: str = "rlbatch report", sections: list[dict] | None = None,
-                 extra_json: dict | None = None) -> dict:
+                 extra_json: dict | None = None, ema: float | None = None, sustained: bool = False) -> dict:
     """Write ``report.html`` (self-contained), ``report.md`` (+ PNG figures beside it) and ``report.json`` into
     ``out_dir``; return the JSON object.
 
@@ -227,7 +227,8 @@ def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None,
     recommendation = None
     ref = None
     if target is not None:
-        rows, ref, recommendation = accounting_for_runs(configs, target, metric, reference)
+        rows, ref, recommendation = accounting_for_runs(configs, target, metric, reference, ema=ema,
+                                                        sustained=sustained)
         result["accounting"] = rows
         result["reference"] = ref
         md += ["## Recommendation", "", recommendation, "",
