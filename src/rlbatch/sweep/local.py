@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any, Literal
@@ -138,9 +139,15 @@ def read_manifest(out: Path) -> dict | None:
 
 
 def write_manifest(out: Path, manifest: dict) -> None:
+    """Write ``out/sweep.json`` atomically; :class:`UserError` naming it if it cannot be written (disk full)."""
+    from rlbatch.runstore import write_error
+
     data = {**manifest, "trials": [{"run_id": t["spec"].run_id, **t, "spec": t["spec"].model_dump(mode="json")}
                                    for t in manifest["trials"]]}
-    atomic_write_text(out / SWEEP_JSON, json.dumps(data, indent=2) + "\n")
+    try:
+        atomic_write_text(out / SWEEP_JSON, json.dumps(data, indent=2) + "\n")
+    except OSError as err:
+        raise write_error(err, out / SWEEP_JSON, "; the previous sweep.json is intact") from None
 
 
 def _trial_finished(out: Path, entry: dict) -> bool:
@@ -149,7 +156,23 @@ def _trial_finished(out: Path, entry: dict) -> bool:
 
 
 # --------------------------------------------------------------------------------------------------- workers
-def _init_worker(threads: int) -> None:
+def _die_with_parent(parent_pid: int) -> None:
+    """Linux: have the kernel SIGKILL this worker when the sweep process dies (even by ``kill -9``), so no
+    orphaned worker keeps writing a trial that the re-run sweep resumes. Exits at once if the parent is gone."""
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # pragma: no cover - not Linux
+        pass
+    if os.getppid() != parent_pid:
+        os._exit(1)
+
+
+def _init_worker(threads: int, parent_pid: int | None = None) -> None:
+    if parent_pid is not None:
+        _die_with_parent(parent_pid)
     os.environ["OMP_NUM_THREADS"] = str(threads)
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     import warnings
@@ -243,7 +266,7 @@ def run_sweep(specs: list[TrialSpec], out: Path | str, *, workers: int = 1, thre
 
             ctx = mp.get_context("spawn")
             with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker,
-                                     initargs=(threads,)) as pool:
+                                     initargs=(threads, os.getpid())) as pool:
                 pool.submit(_prepare, todo[0]["spec"].model).result()
                 queue = list(todo)
                 # longest trials (smallest B: most steps) first, so the tail is short
@@ -266,5 +289,10 @@ def run_sweep(specs: list[TrialSpec], out: Path | str, *, workers: int = 1, thre
         for entry in manifest["trials"]:
             if entry["state"] == "running":
                 entry["state"] = "pending"  # interrupted: resumes from its checkpoint next time
-        write_manifest(out, manifest)
+        in_flight = sys.exc_info()[0] is not None
+        try:
+            write_manifest(out, manifest)
+        except UserError:
+            if not in_flight:  # else keep the error already on its way out
+                raise
     return manifest
