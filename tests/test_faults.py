@@ -180,6 +180,12 @@ def test_unwritable_output_directories(monkeypatch, capsys, tmp_path):
     held = lock_run_dir(out)
     try:
         code, err = run_cli(monkeypatch, capsys, out, None)
-        assert code == 2 and "in use by another rlbatch process" in err
+        assert code == 2 and "is in use by another rlbatch process" in err
     finally:
         held.close()
+    with pytest.raises(UserError, match="is in use by another rlbatch process"):  # a second sweep on one --out
+        held = lock_run_dir(out)
+        try:
+            run_sweep(plan_trials(**fr.SWEEP), out, progress=False)
+        finally:
+            held.close()

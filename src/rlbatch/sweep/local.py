@@ -207,10 +207,21 @@ def run_sweep(specs: list[TrialSpec], out: Path | str, *, workers: int = 1, thre
     (the specs and each trial's state ``pending|running|finished|failed``). Trials of an existing manifest are kept
     (matched by run id) and new ones appended, so a re-run skips finished trials and resumes the others.
     Returns the manifest."""
-    from rlbatch.train.trainer import check_writable
+    from rlbatch.train.trainer import check_writable, lock_run_dir, remove_stale_temps
 
     out = Path(out)
     check_writable(out)
+    lock = lock_run_dir(out)  # one sweep process per directory; released on exit, even by kill -9
+    try:
+        remove_stale_temps(out)  # a killed manifest write's temp file
+        return _run_sweep(specs, out, workers, threads, settings, progress)
+    finally:
+        if lock is not None:
+            lock.close()
+
+
+def _run_sweep(specs: list[TrialSpec], out: Path, workers: int, threads: int, settings: dict | None,
+               progress: bool) -> dict:
     manifest = read_manifest(out) or {"version": 1, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                                       "settings": settings or {}, "trials": []}
     if settings:

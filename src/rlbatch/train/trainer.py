@@ -174,7 +174,7 @@ def lock_run_dir(out: Path):
         fh.seek(0)
         holder = fh.read().strip() or "?"
         fh.close()
-        raise UserError(f"run directory is in use by another rlbatch process (pid {holder})", path=str(out)) from None
+        raise UserError(f"directory is in use by another rlbatch process (pid {holder})", path=str(out)) from None
     fh.seek(0)
     fh.truncate()
     fh.write(str(os.getpid()))
