@@ -25,13 +25,14 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 TIME_KEYS = ("time/gen_s", "time/reward_s", "time/train_s", "time/step_s", "time/wall_s", "time/eval_s")
 COMMON = ["--model", "tiny", "--max-new-tokens", "6", "--eval-every", "64", "--eval-size", "32", "--format", "json"]
-TRAIN = ["train", "-P", "4", "-G", "4", "--lr", "3e-3", "--samples", "192", "--checkpoint-every", "3", "--seed", "1"]
+TRAIN = ["train", "-P", "4", "-G", "4", "--lr", "3e-3", "--samples", "160", "--checkpoint-every", "3", "--seed", "1"]
 SWEEP = ["sweep", "--base-batch", "8", "--base-lr", "3e-3", "--batches", "16", "--group-sizes", "4", "--samples",
          "96", "--target", "0.9"]
 POINTS = ["gen", "update", "optim", "metrics", "eval", "ckpt_write", "ckpt_done"]
@@ -60,6 +61,13 @@ def children(pid: int) -> list[int]:
             except (OSError, IndexError, ValueError):
                 pass
     return kids
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
 
 
 def alive(pid: int) -> bool:
@@ -150,7 +158,7 @@ def reference(kind: str, root: Path) -> tuple[Path, float, float]:
 def iteration(kind: str, ref: tuple[Path, float, float], out: Path, rng: random.Random) -> dict:
     ref_dir, t_meta, total = ref
     workers = rng.choice([1, 2]) if kind == "sweep" else 1
-    kills, points, orphans, reruns = 0, [], 0, []
+    kills, points, orphans, reruns, worker_kills = 0, [], 0, [], 0
     attempt = 0
     while True:
         attempt += 1
@@ -168,16 +176,28 @@ def iteration(kind: str, ref: tuple[Path, float, float], out: Path, rng: random.
             time.sleep(rng.uniform(0, max(total - t_meta, 0.2)))
             if proc.poll() is None:
                 kids = children(proc.pid)
-                proc.send_signal(signal.SIGKILL)
-                proc.wait()
+                workers_now = [k for k in kids if b"spawn_main" in _cmdline(k)]
+                if workers_now and rng.random() < 0.3:  # kill one worker: the sweep stops with a clear error
+                    victim = rng.choice(workers_now)
+                    try:
+                        os.kill(victim, signal.SIGKILL)
+                        worker_kills += 1
+                    except ProcessLookupError:
+                        pass
+                    proc.wait()
+                    kids = []
+                else:
+                    proc.send_signal(signal.SIGKILL)
+                    proc.wait()
                 kills += 1
                 time.sleep(1.0 if kids else 0)
-                orphans += sum(alive(k) for k in kids if Path(f"/proc/{k}/cmdline").exists()
-                               and b"resource_tracker" not in Path(f"/proc/{k}/cmdline").read_bytes())
+                orphans += sum(alive(k) for k in kids if b"resource_tracker" not in _cmdline(k))
         err = proc.communicate()[1].decode()
         if proc.returncode == -signal.SIGKILL and fault:
             kills += 1
             points.append(fault)
+        elif proc.returncode == 2 and worker_kills and "worker process died" in err:
+            pass  # expected after killing a worker
         elif proc.returncode not in (0, -signal.SIGKILL):
             return {"kind": kind, "kills": kills, "error": err.strip().splitlines()[-1:] or [str(proc.returncode)],
                     "mismatch": True}
@@ -192,7 +212,8 @@ def iteration(kind: str, ref: tuple[Path, float, float], out: Path, rng: random.
         bad.append(f"finished trials rerun: {reruns}")
     if orphans:
         bad.append(f"{orphans} worker process(es) outlived the killed sweep")
-    return {"kind": kind, "workers": workers, "kills": kills, "points": points, "attempts": attempt,
+    return {"kind": kind, "workers": workers, "kills": kills, "worker_kills": worker_kills, "points": points,
+            "attempts": attempt,
             "mismatch": bool(bad), "problems": bad}
 
 
@@ -201,6 +222,7 @@ def main() -> None:
     ap.add_argument("--minutes", type=float, default=5.0)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--sweep-share", type=float, default=0.3, help="share of iterations that kill a sweep")
+    ap.add_argument("--parallel", type=int, default=1, help="iterations run side by side")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     a = ap.parse_args()
     rng = random.Random(a.seed)
@@ -211,20 +233,35 @@ def main() -> None:
         end = time.monotonic() + 60 * a.minutes
         n = kills = mism = 0
         by_kind = {"train": [0, 0], "sweep": [0, 0]}
-        while time.monotonic() < end:
-            kind = "sweep" if rng.random() < a.sweep_share else "train"
-            out = root / f"it{n}"
-            res = iteration(kind, refs[kind], out, rng)
-            n += 1
-            kills += res["kills"]
-            mism += res["mismatch"]
-            by_kind[kind][0] += 1
-            by_kind[kind][1] += res["kills"]
-            print(f"iter {n:3d} {kind:5s} workers={res.get('workers', 1)} kills={res['kills']} "
-                  f"points={res.get('points', [])} {'MISMATCH ' + str(res.get('problems') or res.get('error')) if res['mismatch'] else 'identical'}",
-                  flush=True)
-            if not res["mismatch"] and not a.keep:
-                shutil.rmtree(out, ignore_errors=True)
+        lock = threading.Lock()
+
+        def worker(wid: int) -> None:
+            nonlocal n, kills, mism
+            wrng = random.Random(a.seed * 1000 + wid)
+            i = 0
+            while time.monotonic() < end:
+                kind = "sweep" if wrng.random() < a.sweep_share else "train"
+                out = root / f"w{wid}-it{i}"
+                i += 1
+                res = iteration(kind, refs[kind], out, wrng)
+                with lock:
+                    n += 1
+                    kills += res["kills"]
+                    mism += res["mismatch"]
+                    by_kind[kind][0] += 1
+                    by_kind[kind][1] += res["kills"]
+                    problem = res.get("problems") or res.get("error")
+                    print(f"iter {n:3d} {kind:5s} workers={res.get('workers', 1)} kills={res['kills']} "
+                          f"(worker kills {res.get('worker_kills', 0)}) points={res.get('points', [])} "
+                          f"{'MISMATCH ' + str(problem) if res['mismatch'] else 'identical'}", flush=True)
+                if not res["mismatch"] and not a.keep:
+                    shutil.rmtree(out, ignore_errors=True)
+
+        threads = [threading.Thread(target=worker, args=(w,)) for w in range(a.parallel)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
         print(f"iterations={n} kills={kills} mismatches={mism} (train: {by_kind['train'][0]} iterations, "
               f"{by_kind['train'][1]} kills; sweep: {by_kind['sweep'][0]} iterations, {by_kind['sweep'][1]} kills)")
         sys.exit(1 if mism else 0)

@@ -274,6 +274,7 @@ def _run_sweep(specs: list[TrialSpec], out: Path, workers: int, threads: int, se
         else:
             import multiprocessing as mp
             from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+            from concurrent.futures.process import BrokenProcessPool
 
             ctx = mp.get_context("spawn")
             with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker,
@@ -293,7 +294,12 @@ def _run_sweep(specs: list[TrialSpec], out: Path, workers: int, threads: int, se
                     finished, _ = wait(list(running), return_when=FIRST_COMPLETED)
                     for fut in finished:
                         running.pop(fut)
-                        done(*fut.result())
+                        try:
+                            res = fut.result()
+                        except BrokenProcessPool:
+                            raise UserError("a worker process died (killed or out of memory); run the same command "
+                                            "again to resume the unfinished trials", path=str(out)) from None
+                        done(*res)
     finally:
         if bar:
             bar.stop()
