@@ -199,8 +199,8 @@ def iteration(kind: str, ref: tuple[Path, float, float], out: Path, rng: random.
         elif proc.returncode == 2 and worker_kills and "worker process died" in err:
             pass  # expected after killing a worker
         elif proc.returncode not in (0, -signal.SIGKILL):
-            return {"kind": kind, "kills": kills, "error": err.strip().splitlines()[-1:] or [str(proc.returncode)],
-                    "mismatch": True}
+            return {"kind": kind, "workers": workers, "kills": kills, "worker_kills": worker_kills, "mismatch": True,
+                    "error": err.strip().splitlines()[-1:] or [str(proc.returncode)]}
         after = finished_trials(out) if kind == "sweep" else {}
         reruns += [r for r, m in before.items() if after.get(r) != m]
         if proc.returncode == 0:

@@ -2,7 +2,8 @@
 
 Set ``RLBATCH_FAULT=point:step[:nth][@run]`` (several comma-separated) to make the trainer fail at a named point of
 optimizer step ``step`` (0 = before the first step, e.g. the initial evaluation), on the ``nth`` hit of that point
-within the step (default 1), in any run or only in the run with id ``run`` (e.g. one trial of a sweep). Kill points end the process with ``SIGKILL`` (as ``kill -9`` would):
+within the step (default 1), in any run or only in the run with id ``run`` (e.g. one trial of a sweep). Kill points
+end the process with ``SIGKILL`` (as ``kill -9`` would):
 
 - ``gen``         during generation, before decoding token ``nth`` (training rollouts and evaluations);
 - ``update``      during the update, after the backward pass of micro-batch ``nth``;

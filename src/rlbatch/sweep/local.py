@@ -276,30 +276,30 @@ def _run_sweep(specs: list[TrialSpec], out: Path, workers: int, threads: int, se
             from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
             from concurrent.futures.process import BrokenProcessPool
 
-            ctx = mp.get_context("spawn")
-            with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker,
-                                     initargs=(threads, os.getpid())) as pool:
-                pool.submit(_prepare, todo[0]["spec"].model).result()
-                queue = list(todo)
-                # longest trials (smallest B: most steps) first, so the tail is short
-                queue.sort(key=lambda e: (e["spec"].batch_size, e["spec"].run_id))
-                running = {}
-                while queue or running:
-                    while queue and len(running) < workers:
-                        entry = queue.pop(0)
-                        entry["state"] = "running"
-                        write_manifest(out, manifest)
-                        fut = pool.submit(_work, entry["spec"].model_dump(mode="json"), str(out / entry["run_dir"]))
-                        running[fut] = entry
-                    finished, _ = wait(list(running), return_when=FIRST_COMPLETED)
-                    for fut in finished:
-                        running.pop(fut)
-                        try:
-                            res = fut.result()
-                        except BrokenProcessPool:
-                            raise UserError("a worker process died (killed or out of memory); run the same command "
-                                            "again to resume the unfinished trials", path=str(out)) from None
-                        done(*res)
+            try:
+                ctx = mp.get_context("spawn")
+                with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker,
+                                         initargs=(threads, os.getpid())) as pool:
+                    pool.submit(_prepare, todo[0]["spec"].model).result()
+                    queue = list(todo)
+                    # longest trials (smallest B: most steps) first, so the tail is short
+                    queue.sort(key=lambda e: (e["spec"].batch_size, e["spec"].run_id))
+                    running = {}
+                    while queue or running:
+                        while queue and len(running) < workers:
+                            entry = queue.pop(0)
+                            entry["state"] = "running"
+                            write_manifest(out, manifest)
+                            fut = pool.submit(_work, entry["spec"].model_dump(mode="json"),
+                                              str(out / entry["run_dir"]))
+                            running[fut] = entry
+                        finished, _ = wait(list(running), return_when=FIRST_COMPLETED)
+                        for fut in finished:
+                            running.pop(fut)
+                            done(*fut.result())
+            except BrokenProcessPool:  # a worker was killed: its trial resumes from its checkpoint next time
+                raise UserError("a worker process died (killed or out of memory); run the same command again to "
+                                "resume the unfinished trials", path=str(out)) from None
     finally:
         if bar:
             bar.stop()

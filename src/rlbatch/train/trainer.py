@@ -403,7 +403,8 @@ def _train(cfg: TrainConfig, out: Path, lr: float, micro: int, resume: bool, pro
         torch.manual_seed(cfg.seed)
 
     def kept_note() -> str:
-        ck = f"the last checkpoint (step {saved['step']}) is intact" if saved["step"] is not None else "no checkpoint yet"
+        ck = (f"the last checkpoint (step {saved['step']}) is intact" if saved["step"] is not None
+              else "no checkpoint yet")
         return f"; earlier lines are intact, {ck}; free space and rerun with --resume"
 
     meta_fields = dict(run_id=cfg.run_id or out.name or "run", algorithm=cfg.algo, model=cfg.model, task=cfg.task,
