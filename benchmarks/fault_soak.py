@@ -196,8 +196,11 @@ def iteration(kind: str, ref: tuple[Path, float, float], out: Path, rng: random.
         if proc.returncode == -signal.SIGKILL and fault:
             kills += 1
             points.append(fault)
-        elif proc.returncode == 2 and worker_kills and "worker process died" in err:
-            pass  # expected after killing a worker
+        elif proc.returncode == 2 and (worker_kills or fault) and "worker process died" in err:
+            # expected after killing a worker (from outside, or a fault point firing in a trial's worker process)
+            if fault:
+                kills += 1
+                points.append(fault + " (in a worker)")
         elif proc.returncode not in (0, -signal.SIGKILL):
             return {"kind": kind, "workers": workers, "kills": kills, "worker_kills": worker_kills, "mismatch": True,
                     "error": err.strip().splitlines()[-1:] or [str(proc.returncode)]}
