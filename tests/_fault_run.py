@@ -10,6 +10,7 @@ it right about half the time, so groups are mixed and every step updates), insta
 from __future__ import annotations
 
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 TRAIN = dict(model="tiny-random", task="coin", prompts_per_step=2, group_size=4, lr=3e-3, samples=10_000, max_steps=6,
@@ -26,25 +27,31 @@ def coin_task(*_args, **_kw):
     return Task("coin", train=items[8:], eval_items=items[:8], scorer=lambda it, c: float(c[:1] in "01234"))
 
 
-def install_coin_task() -> None:
-    """Make ``get_task(...)`` return the coin task (the trainer imports it at call time)."""
+@contextmanager
+def coin_task_installed():
+    """While inside, ``get_task(...)`` returns the coin task (the trainer imports it at call time)."""
     import rlbatch.train.tasks as tasks
 
+    real = tasks.get_task
     tasks.get_task = coin_task
+    try:
+        yield
+    finally:
+        tasks.get_task = real
 
 
 def run_train(out: Path | str, resume: bool = False) -> Path:
     from rlbatch.train.trainer import make_config, train
 
-    install_coin_task()
-    return train(make_config(**TRAIN), out, resume=resume)
+    with coin_task_installed():
+        return train(make_config(**TRAIN), out, resume=resume)
 
 
 def run_sweep(out: Path | str) -> dict:
     from rlbatch.sweep.local import plan_trials, run_sweep as sweep
 
-    install_coin_task()
-    return sweep(plan_trials(**SWEEP), Path(out), progress=False)
+    with coin_task_installed():
+        return sweep(plan_trials(**SWEEP), Path(out), progress=False)
 
 
 if __name__ == "__main__":
