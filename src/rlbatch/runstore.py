@@ -147,11 +147,13 @@ def atomic_write_text(path: Path | str, text: str) -> None:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as err:
         try:
             os.unlink(tmp)
         except FileNotFoundError:
             pass
+        if isinstance(err, OSError) and err.filename is None:  # e.g. disk full on write: name the file
+            raise OSError(err.errno, err.strerror, str(path)) from None
         raise
     _fsync_dir(path.parent)
 
@@ -183,26 +185,53 @@ def dumps(obj: Any) -> str:
 
 
 class JsonlWriter:
-    """Append-only JSONL writer: one object per line, flushed and fsynced per line.
+    """Append-only JSONL writer: one object per line, written with one ``write`` and fsynced per line.
 
     Opening a file whose last line is incomplete (a crash mid-write) first cuts that line off, with a warning, so
-    appends never glue onto a broken line.
+    appends never glue onto a broken line. A failed append (disk full, I/O error) cuts the file back to its length
+    before the append, so earlier lines stay exactly as they were, and raises ``OSError`` naming the file.
+    Fault points ``metrics``/``eval`` and ``enospc_metrics``/``enospc_eval`` (by file stem; :mod:`rlbatch.faults`).
     """
 
     def __init__(self, path: Path | str):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         repair_jsonl_tail(self.path)
-        self._fh = open(self.path, "a", encoding="utf-8")
+        self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._point = self.path.stem
 
     def append(self, obj: dict[str, Any]) -> None:
-        self._fh.write(dumps(obj) + "\n")
-        self._fh.flush()
-        os.fsync(self._fh.fileno())
+        from rlbatch import faults
+
+        data = (dumps(obj) + "\n").encode("utf-8")
+        fd = self._fd
+        if fd is None:
+            raise ValueError(f"{self.path}: writer is closed")
+        start = os.fstat(fd).st_size
+        try:
+            if faults.armed(self._point):  # killed mid-line: half of it on disk
+                os.write(fd, data[: len(data) // 2])
+                os.fsync(fd)
+                faults.kill()
+            if faults.armed("enospc_" + self._point):
+                os.write(fd, data[: len(data) // 2])
+                raise faults.enospc()
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        except OSError as err:
+            try:
+                os.ftruncate(fd, start)  # drop the partial line; earlier lines stay intact
+                os.fsync(fd)
+            except OSError:
+                pass
+            raise OSError(err.errno, err.strerror, str(self.path)) from None
 
     def close(self) -> None:
-        if not self._fh.closed:
-            self._fh.close()
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
     def __enter__(self) -> "JsonlWriter":
         return self
@@ -274,6 +303,13 @@ def read_jsonl(path: Path | str) -> list[dict[str, Any]]:
             raise UserError("expected a JSON object per line", path=str(path), line=i)
         rows.append(obj)
     return rows
+
+
+def write_error(err: OSError, path: Path | str, note: str = "") -> UserError:
+    """A failed write (disk full, read-only or unwritable location) as one :class:`UserError` naming the file
+    (``err.filename``, else ``path``) and the system's reason, plus ``note`` (e.g. what was kept)."""
+    why = err.strerror or str(err) or type(err).__name__
+    return UserError(f"cannot write ({why}){note}", path=str(err.filename or path))
 
 
 # --------------------------------------------------------------------------------------------------- run directories

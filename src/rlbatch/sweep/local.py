@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any, Literal
@@ -138,9 +139,15 @@ def read_manifest(out: Path) -> dict | None:
 
 
 def write_manifest(out: Path, manifest: dict) -> None:
+    """Write ``out/sweep.json`` atomically; :class:`UserError` naming it if it cannot be written (disk full)."""
+    from rlbatch.runstore import write_error
+
     data = {**manifest, "trials": [{"run_id": t["spec"].run_id, **t, "spec": t["spec"].model_dump(mode="json")}
                                    for t in manifest["trials"]]}
-    atomic_write_text(out / SWEEP_JSON, json.dumps(data, indent=2) + "\n")
+    try:
+        atomic_write_text(out / SWEEP_JSON, json.dumps(data, indent=2) + "\n")
+    except OSError as err:
+        raise write_error(err, out / SWEEP_JSON, "; the previous sweep.json is intact") from None
 
 
 def _trial_finished(out: Path, entry: dict) -> bool:
@@ -149,7 +156,23 @@ def _trial_finished(out: Path, entry: dict) -> bool:
 
 
 # --------------------------------------------------------------------------------------------------- workers
-def _init_worker(threads: int) -> None:
+def _die_with_parent(parent_pid: int) -> None:
+    """Linux: have the kernel SIGKILL this worker when the sweep process dies (even by ``kill -9``), so no
+    orphaned worker keeps writing a trial that the re-run sweep resumes. Exits at once if the parent is gone."""
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # pragma: no cover - not Linux
+        pass
+    if os.getppid() != parent_pid:
+        os._exit(1)
+
+
+def _init_worker(threads: int, parent_pid: int | None = None) -> None:
+    if parent_pid is not None:
+        _die_with_parent(parent_pid)
     os.environ["OMP_NUM_THREADS"] = str(threads)
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     import warnings
@@ -184,10 +207,21 @@ def run_sweep(specs: list[TrialSpec], out: Path | str, *, workers: int = 1, thre
     (the specs and each trial's state ``pending|running|finished|failed``). Trials of an existing manifest are kept
     (matched by run id) and new ones appended, so a re-run skips finished trials and resumes the others.
     Returns the manifest."""
-    from rlbatch.train.trainer import check_writable
+    from rlbatch.train.trainer import check_writable, lock_run_dir, remove_stale_temps
 
     out = Path(out)
     check_writable(out)
+    lock = lock_run_dir(out)  # one sweep process per directory; released on exit, even by kill -9
+    try:
+        remove_stale_temps(out)  # a killed manifest write's temp file
+        return _run_sweep(specs, out, workers, threads, settings, progress)
+    finally:
+        if lock is not None:
+            lock.close()
+
+
+def _run_sweep(specs: list[TrialSpec], out: Path, workers: int, threads: int, settings: dict | None,
+               progress: bool) -> dict:
     manifest = read_manifest(out) or {"version": 1, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                                       "settings": settings or {}, "trials": []}
     if settings:
@@ -240,31 +274,42 @@ def run_sweep(specs: list[TrialSpec], out: Path | str, *, workers: int = 1, thre
         else:
             import multiprocessing as mp
             from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+            from concurrent.futures.process import BrokenProcessPool
 
-            ctx = mp.get_context("spawn")
-            with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker,
-                                     initargs=(threads,)) as pool:
-                pool.submit(_prepare, todo[0]["spec"].model).result()
-                queue = list(todo)
-                # longest trials (smallest B: most steps) first, so the tail is short
-                queue.sort(key=lambda e: (e["spec"].batch_size, e["spec"].run_id))
-                running = {}
-                while queue or running:
-                    while queue and len(running) < workers:
-                        entry = queue.pop(0)
-                        entry["state"] = "running"
-                        write_manifest(out, manifest)
-                        fut = pool.submit(_work, entry["spec"].model_dump(mode="json"), str(out / entry["run_dir"]))
-                        running[fut] = entry
-                    finished, _ = wait(list(running), return_when=FIRST_COMPLETED)
-                    for fut in finished:
-                        running.pop(fut)
-                        done(*fut.result())
+            try:
+                ctx = mp.get_context("spawn")
+                with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker,
+                                         initargs=(threads, os.getpid())) as pool:
+                    pool.submit(_prepare, todo[0]["spec"].model).result()
+                    queue = list(todo)
+                    # longest trials (smallest B: most steps) first, so the tail is short
+                    queue.sort(key=lambda e: (e["spec"].batch_size, e["spec"].run_id))
+                    running = {}
+                    while queue or running:
+                        while queue and len(running) < workers:
+                            entry = queue.pop(0)
+                            entry["state"] = "running"
+                            write_manifest(out, manifest)
+                            fut = pool.submit(_work, entry["spec"].model_dump(mode="json"),
+                                              str(out / entry["run_dir"]))
+                            running[fut] = entry
+                        finished, _ = wait(list(running), return_when=FIRST_COMPLETED)
+                        for fut in finished:
+                            running.pop(fut)
+                            done(*fut.result())
+            except BrokenProcessPool:  # a worker was killed: its trial resumes from its checkpoint next time
+                raise UserError("a worker process died (killed or out of memory); run the same command again to "
+                                "resume the unfinished trials", path=str(out)) from None
     finally:
         if bar:
             bar.stop()
         for entry in manifest["trials"]:
             if entry["state"] == "running":
                 entry["state"] = "pending"  # interrupted: resumes from its checkpoint next time
-        write_manifest(out, manifest)
+        in_flight = sys.exc_info()[0] is not None
+        try:
+            write_manifest(out, manifest)
+        except UserError:
+            if not in_flight:  # else keep the error already on its way out
+                raise
     return manifest

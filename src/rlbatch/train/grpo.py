@@ -15,7 +15,12 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from rlbatch import faults
 from rlbatch.train.rollout import Rollout, positions
+
+
+class NonFiniteError(ArithmeticError):
+    """A loss or gradient norm is NaN or Inf: the update must not be applied (the trainer stops the run)."""
 
 
 def group_advantages(rewards: torch.Tensor, eps: float = 1e-6) -> tuple[torch.Tensor, torch.Tensor]:
@@ -143,7 +148,12 @@ def accumulate_gradients(model, rollout: Rollout, adv: torch.Tensor, micro_batch
                 ref_logp = token_logprobs(ref_model, mb)
         loss, st = clipped_surrogate(logp, logp.detach(), adv[torch.as_tensor(idx, device=adv.device)], mb.response_mask, clip_eps,
                                      n_tokens, ref_logp, kl_coef)
+        if faults.armed("nan_loss"):
+            loss = loss * float("nan")
         loss.backward()
+        if faults.armed("inf_grad"):
+            next(p for p in params if p.grad is not None).grad.view(-1)[0] = float("inf")
+        faults.fault("update")
         n_i = int(mb.response_mask.sum())
         scale = n_tokens / max(n_i, 1)
         grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
@@ -180,7 +190,8 @@ def make_adamw(params, lr: float, betas=(0.9, 0.999), eps: float = 1e-8, weight_
 
 def optimizer_step(model, optimizer: torch.optim.Optimizer, lr: float, max_grad_norm: float | None) -> float:
     """Set ``lr`` on every parameter group, clip the gradient to ``max_grad_norm`` (None or <= 0: no clipping) and
-    take one optimizer step. Returns the L2 norm of the gradient *before* clipping (``grad_norm/actor``)."""
+    take one optimizer step. Returns the L2 norm of the gradient *before* clipping (``grad_norm/actor``).
+    Raises :class:`NonFiniteError` (parameters and optimizer state untouched) if that norm is NaN or Inf."""
     params = [p for p in model.parameters() if p.grad is not None]
     for g in optimizer.param_groups:
         g["lr"] = lr
@@ -188,6 +199,9 @@ def optimizer_step(model, optimizer: torch.optim.Optimizer, lr: float, max_grad_
         norm = float(torch.nn.utils.clip_grad_norm_(params, max_grad_norm))
     else:
         norm = float(torch.sqrt(sum(p.grad.pow(2).sum() for p in params)))
+    if not math.isfinite(norm):
+        optimizer.zero_grad(set_to_none=True)
+        raise NonFiniteError(f"non-finite gradient norm ({norm})")
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
     return norm

@@ -26,14 +26,16 @@ Sources: PPO (Schulman et al. 2017, eq. 7 clipped surrogate, eq. 11-12 GAE in tr
 from __future__ import annotations
 
 import copy
+import math
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 
+from rlbatch import faults
 from rlbatch.errors import UserError
-from rlbatch.train.grpo import GradResult, make_adamw, micro_batches, optimizer_step, token_logprobs
+from rlbatch.train.grpo import GradResult, NonFiniteError, make_adamw, micro_batches, optimizer_step, token_logprobs
 from rlbatch.train.rollout import Rollout, positions
 
 
@@ -201,7 +203,12 @@ def accumulate(module, n_rows: int, micro_batch_size: int, loss_of) -> GradResul
         for p in params:
             p.grad = None
         loss, n_i, st = loss_of(idx)
+        if faults.armed("nan_loss"):
+            loss = loss * float("nan")
         loss.backward()
+        if faults.armed("inf_grad"):
+            next(p for p in params if p.grad is not None).grad.view(-1)[0] = float("inf")
+        faults.fault("update")
         sq = 0.0
         for a, p in zip(acc, params):
             if p.grad is not None:
@@ -276,6 +283,8 @@ def ppo_step(model, actor_opt, actor_lr: float, parts: PPOParts, ro: Rollout, re
         return loss, int(mb.response_mask.sum()), st
 
     cr = accumulate(critic, B, micro, value_loss_of)
+    if not math.isfinite(cr.loss):
+        raise NonFiniteError(f"non-finite value loss ({cr.loss})")
     cnorm = optimizer_step(critic, parts.optimizer, parts.lr, cfg.max_grad_norm)
     m = mask.bool()
     rec: dict[str, Any] = {
@@ -305,6 +314,8 @@ def ppo_step(model, actor_opt, actor_lr: float, parts: PPOParts, ro: Rollout, re
         return loss, int(mb.response_mask.sum()), st
 
     ar = accumulate(model, B, micro, actor_loss_of)
+    if not math.isfinite(ar.loss):
+        raise NonFiniteError(f"non-finite loss ({ar.loss})")
     gnorm = optimizer_step(model, actor_opt, actor_lr, cfg.max_grad_norm)
     rec.update({"grad_norm/actor": gnorm, "loss": ar.loss, "noise/grad_sq_small": ar.grad_sq_small,
                 "noise/grad_sq_big": ar.grad_sq_big,

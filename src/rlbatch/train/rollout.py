@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
+from rlbatch.faults import fault
 from rlbatch.train.tasks import Item, Task
 
 
@@ -120,6 +121,7 @@ def _generate(model, tokenizer, prompts, max_new_tokens, temperature, greedy, ge
     keep = torch.zeros((n, max_new_tokens), dtype=torch.long, device=device)
     t_end = max_new_tokens
     for t in range(max_new_tokens):
+        fault("gen")
         if greedy:
             nxt = logits.argmax(-1)
         else:

@@ -26,9 +26,11 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from rlbatch.errors import UserError
-from rlbatch.runstore import EVAL_JSONL, METRICS_JSONL, JsonlWriter, make_meta, read_meta, update_meta, write_meta
+from rlbatch.runstore import (EVAL_JSONL, METRICS_JSONL, JsonlWriter, make_meta, read_meta, update_meta, write_error,
+                              write_meta)
 
 CHECKPOINT = "checkpoint.pt"
+LOCK = ".lock"
 #: Metric keys that measure time (excluded when comparing a resumed run with an uninterrupted one).
 TIME_KEYS = ("time/gen_s", "time/reward_s", "time/train_s", "time/step_s", "time/wall_s", "time/eval_s")
 
@@ -157,6 +159,39 @@ def _truncate_lines(path: Path, n: int) -> None:
         atomic_write_text(path, "".join(lines[:n]))
 
 
+def lock_run_dir(out: Path):
+    """Take an exclusive lock on ``out/.lock`` for this process (released when it exits, even by ``kill -9``), so
+    two trainers never write one run directory; :class:`UserError` if another process holds it. Returns the open
+    file (keep it open while training); None where ``fcntl`` is unavailable."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        return None
+    fh = open(out / LOCK, "a+")
+    try:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        fh.seek(0)
+        holder = fh.read().strip() or "?"
+        fh.close()
+        raise UserError(f"directory is in use by another rlbatch process (pid {holder})", path=str(out)) from None
+    fh.seek(0)
+    fh.truncate()
+    fh.write(str(os.getpid()))
+    fh.flush()
+    return fh
+
+
+def remove_stale_temps(out: Path) -> None:
+    """Remove temp files a killed writer left behind (``.checkpoint.pt.tmp``, ``.run.json.*.tmp``,
+    ``.metrics.jsonl.*.tmp``, ...); call only while holding the run directory's lock."""
+    for p in out.glob(".*.tmp"):
+        try:
+            p.unlink()
+        except OSError:
+            pass
+
+
 def _rng_states() -> dict:
     import torch
 
@@ -171,18 +206,82 @@ def _set_rng_states(s: dict) -> None:
     torch.set_rng_state(s["torch"])
 
 
+class _Sink:
+    """The checkpoint's file as ``torch.save`` sees it: passes writes through, keeps the ``OSError`` of a failed
+    write (torch reports it as a bare ``RuntimeError``) and hosts the ``ckpt_write`` / ``enospc_checkpoint``
+    fault points (:mod:`rlbatch.faults`), which fire on the third write, with part of the file on disk."""
+
+    def __init__(self, fh):
+        from rlbatch import faults
+
+        self.fh, self.n, self.error = fh, 0, None
+        self.kill, self.full = faults.armed("ckpt_write"), faults.armed("enospc_checkpoint")
+
+    def write(self, data) -> int:
+        from rlbatch import faults
+
+        self.n += 1
+        try:
+            if self.n == 3 and (self.kill or self.full):
+                self.fh.write(data[: len(data) // 2])
+                self.fh.flush()
+                if self.kill:
+                    os.fsync(self.fh.fileno())
+                    faults.kill()
+                raise faults.enospc()
+            return self.fh.write(data)
+        except OSError as err:
+            self.error = err
+            raise
+
+    def flush(self) -> None:
+        self.fh.flush()
+
+
 def save_checkpoint(out: Path, model, optimizer, state: dict, extra: dict | None = None) -> None:
-    """Atomically write ``out/checkpoint.pt`` (temp file + fsync + rename): model and optimizer state dicts, RNG
-    states and the loop ``state`` (step = data-sampler position, counters, metrics/eval line counts)."""
+    """Atomically write ``out/checkpoint.pt`` (temp file + fsync + rename + directory fsync): model and optimizer
+    state dicts, RNG states and the loop ``state`` (step = data-sampler position, counters, metrics/eval line
+    counts). A kill at any moment leaves the previous checkpoint in place and loadable (at worst a stale
+    ``.checkpoint.pt.tmp``, removed on resume). A failed write (disk full) removes the temp file and raises
+    ``OSError`` naming ``out/checkpoint.pt``; the previous checkpoint stays."""
     import torch
 
+    from rlbatch import faults
+    from rlbatch.runstore import _fsync_dir
+
+    final = out / CHECKPOINT
     tmp = out / f".{CHECKPOINT}.tmp"
-    with open(tmp, "wb") as fh:
-        torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "rng": _rng_states(),
-                    "state": state, **(extra or {})}, fh)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, out / CHECKPOINT)
+    sink = None
+    try:
+        with open(tmp, "wb") as fh:
+            sink = _Sink(fh)
+            torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "rng": _rng_states(),
+                        "state": state, **(extra or {})}, sink)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, final)
+    except (OSError, RuntimeError) as err:
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
+        cause = err if isinstance(err, OSError) else (sink.error if sink is not None else None)
+        if cause is None:
+            raise
+        raise OSError(cause.errno, cause.strerror, str(final)) from None
+    _fsync_dir(out)
+    faults.fault("ckpt_done")
+
+
+def load_checkpoint(path: Path, device: str) -> dict:
+    """Read a checkpoint written by :func:`save_checkpoint`; :class:`UserError` naming the file if unreadable."""
+    import torch
+
+    try:
+        return torch.load(path, map_location=device, weights_only=False)
+    except Exception as err:  # noqa: BLE001 - truncated or foreign file
+        raise UserError(f"cannot read checkpoint ({type(err).__name__}: {str(err).splitlines()[0][:200]}); move it "
+                        "away to restart the run from scratch", path=str(path)) from None
 
 
 def _software() -> dict:
@@ -217,13 +316,16 @@ def train(cfg: TrainConfig, out_dir: Path | str, *, resume: bool = False, progre
     ``get_task(cfg.task, seed=cfg.split_seed)``. Stops when ``samples/retained`` reaches ``cfg.samples``, the
     target is reached and held (``stop_at_target``), or ``max_steps``/``max_time_s`` is hit; ``run.json`` records
     the reason. Raises :class:`UserError` for bad configuration or an existing run without ``resume``.
+
+    Faults: a kill at any point (``kill -9``) loses at most the steps since the last checkpoint; ``resume=True``
+    drops their lines and recomputes them, giving metrics identical (timing aside) to an uninterrupted run on CPU.
+    The directory is locked (``.lock``) while training. A NaN/Inf loss or gradient raises :class:`UserError`
+    before the step is logged or checkpointed (run.json: ``failed`` with the reason; the last checkpoint stays);
+    a failed write (disk full, unwritable) raises :class:`UserError` naming the file, earlier lines and the last
+    checkpoint intact.
     """
     import torch
 
-    from rlbatch.analysis.noise import b_simple
-    from rlbatch.train.grpo import accumulate_gradients, group_advantages, make_adamw, optimizer_step
-    from rlbatch.train.models import load_model
-    from rlbatch.train.rollout import evaluate, score
     from rlbatch.train.tasks import get_task
 
     out = Path(out_dir)
@@ -245,6 +347,26 @@ def train(cfg: TrainConfig, out_dir: Path | str, *, resume: bool = False, progre
 
     task = task or get_task(cfg.task, seed=cfg.split_seed, eval_size=cfg.eval_size)
     check_writable(out)
+    lock = lock_run_dir(out)
+    try:
+        return _train(cfg, out, lr, micro, resume, progress, model_tok, task)
+    finally:
+        if lock is not None:
+            lock.close()
+
+
+def _train(cfg: TrainConfig, out: Path, lr: float, micro: int, resume: bool, progress: bool, model_tok,
+           task) -> Path:
+    import torch
+
+    from rlbatch import faults
+    from rlbatch.analysis.noise import b_simple
+    from rlbatch.train.grpo import NonFiniteError, accumulate_gradients, group_advantages, make_adamw, optimizer_step
+    from rlbatch.train.models import load_model
+    from rlbatch.train.rollout import evaluate, score
+
+    ckpt_path = out / CHECKPOINT
+    remove_stale_temps(out)
     model, tok = model_tok or load_model(cfg.model, cfg.device)
     model.to(cfg.device)
     model.eval()  # dropout off for rollouts and updates (the tiny preset has none; standard in RL fine-tuning)
@@ -263,22 +385,27 @@ def train(cfg: TrainConfig, out_dir: Path | str, *, resume: bool = False, progre
 
     state = {"step": 0, "samples/retained": 0, "samples/generated": 0, "tokens/generated": 0, "tokens/trained": 0,
              "time/wall_s": 0.0, "next_eval": 0, "hold": 0, "metrics_lines": 0, "eval_lines": 0, "last_eval": None}
+    saved = {"step": None}  # step of the last checkpoint on disk (for error messages)
     if resume and ckpt_path.exists():
-        ck = torch.load(ckpt_path, map_location=cfg.device, weights_only=False)
+        ck = load_checkpoint(ckpt_path, cfg.device)
         model.load_state_dict(ck["model"])
         optimizer.load_state_dict(ck["optimizer"])
         _set_rng_states(ck["rng"])
         if ppo is not None:
             ppo_mod.load_state_dict(ppo, ck)
         state = ck["state"]
+        saved["step"] = state["step"]
         if ref_model is not None:  # the reference is the initial policy: rebuild it from the preset
             ref_model.load_state_dict(load_model(cfg.model, cfg.device)[0].state_dict())
     else:
         random.seed(cfg.seed)
         np.random.seed(cfg.seed % 2**32)
         torch.manual_seed(cfg.seed)
-    _truncate_lines(out / METRICS_JSONL, state["metrics_lines"])
-    _truncate_lines(out / EVAL_JSONL, state["eval_lines"])
+
+    def kept_note() -> str:
+        ck = (f"the last checkpoint (step {saved['step']}) is intact" if saved["step"] is not None
+              else "no checkpoint yet")
+        return f"; earlier lines are intact, {ck}; free space and rerun with --resume"
 
     meta_fields = dict(run_id=cfg.run_id or out.name or "run", algorithm=cfg.algo, model=cfg.model, task=cfg.task,
                        prompts_per_step=cfg.prompts_per_step, group_size=cfg.group_size, lr=lr,
@@ -290,10 +417,15 @@ def train(cfg: TrainConfig, out_dir: Path | str, *, resume: bool = False, progre
                        config=cfg.model_dump(mode="json"), micro_batch_size=micro,
                        train_prompts=task.train_size, eval_items=len(task.eval_items),
                        **({"critic_lr": ppo.lr, "critic_base_lr": cfg.critic_base_lr} if ppo else {}))
-    write_meta(out, make_meta(out / "run.json", **meta_fields))
-
-    metrics = JsonlWriter(out / METRICS_JSONL)
-    evals = JsonlWriter(out / EVAL_JSONL)
+    meta = make_meta(out / "run.json", **meta_fields)
+    try:
+        _truncate_lines(out / METRICS_JSONL, state["metrics_lines"])
+        _truncate_lines(out / EVAL_JSONL, state["eval_lines"])
+        write_meta(out, meta)
+        metrics = JsonlWriter(out / METRICS_JSONL)
+        evals = JsonlWriter(out / EVAL_JSONL)
+    except OSError as err:
+        raise write_error(err, out, kept_note()) from None
     G = cfg.group_size
     bar = _Progress(cfg.samples, out.name) if progress else None
     t_start = time.perf_counter()
@@ -312,6 +444,7 @@ def train(cfg: TrainConfig, out_dir: Path | str, *, resume: bool = False, progre
         return sc
 
     try:
+        faults.set_step(state["step"], meta.run_id)
         if state["step"] == 0 and state["eval_lines"] == 0:
             run_eval()
             state["next_eval"] = cfg.eval_every
@@ -332,6 +465,7 @@ def train(cfg: TrainConfig, out_dir: Path | str, *, resume: bool = False, progre
                                f"filtered (all rewards equal)")
                 break
             step = state["step"] + 1
+            faults.set_step(step, meta.run_id)
             t0 = time.perf_counter()
             items, ro = rollout_step(model, tok, task, cfg, step)
             t1 = time.perf_counter()
@@ -341,7 +475,10 @@ def train(cfg: TrainConfig, out_dir: Path | str, *, resume: bool = False, progre
             if ppo is not None:  # PPO hook: every response is kept (B_train = P x G)
                 keep = torch.ones(cfg.prompts_per_step, dtype=torch.bool)
                 b_ret = len(items)
-                rec, n_tok = ppo_mod.ppo_step(model, optimizer, lr, ppo, ro, rewards, cfg, micro, step, ref_model)
+                try:
+                    rec, n_tok = ppo_mod.ppo_step(model, optimizer, lr, ppo, ro, rewards, cfg, micro, step, ref_model)
+                except NonFiniteError as err:
+                    raise _diverged(out, step, err, saved["step"]) from None
             else:
                 adv, keep = group_advantages(rewards.view(-1, G))
                 rows = torch.nonzero(keep.repeat_interleave(G), as_tuple=False).squeeze(1)
@@ -350,7 +487,12 @@ def train(cfg: TrainConfig, out_dir: Path | str, *, resume: bool = False, progre
                 kept = ro.select(rows)
                 gr = accumulate_gradients(model, kept, adv.view(-1)[rows], micro, cfg.clip_eps, ref_model,
                                           cfg.kl_coef)
-                gnorm = optimizer_step(model, optimizer, lr, cfg.max_grad_norm)
+                try:
+                    if not math.isfinite(gr.loss):
+                        raise NonFiniteError(f"non-finite loss ({gr.loss})")
+                    gnorm = optimizer_step(model, optimizer, lr, cfg.max_grad_norm)
+                except NonFiniteError as err:
+                    raise _diverged(out, step, err, saved["step"]) from None
                 n_tok = gr.n_tokens
                 rec.update({"grad_norm/actor": gnorm, "loss": gr.loss, "noise/grad_sq_small": gr.grad_sq_small,
                             "noise/grad_sq_big": gr.grad_sq_big, "noise/b_small": gr.b_small, "noise/b_big": b_ret,
@@ -362,6 +504,7 @@ def train(cfg: TrainConfig, out_dir: Path | str, *, resume: bool = False, progre
                     rec["kl"] = gr.stats["kl"] / max(n_tok, 1)
             elif ppo is None:
                 n_tok = 0  # every group filtered: nothing to learn from, no optimizer step
+            faults.fault("optim")
             t3 = time.perf_counter()
             gen_tok = int(ro.response_mask.sum())
             state["step"] = step
@@ -387,18 +530,24 @@ def train(cfg: TrainConfig, out_dir: Path | str, *, resume: bool = False, progre
                     state["next_eval"] += cfg.eval_every
             if step % cfg.checkpoint_every == 0:
                 save_checkpoint(out, model, optimizer, state, ppo_mod.state_dict(ppo) if ppo else None)
+                saved["step"] = step
             if bar:
                 bar.update(state, float(rewards.mean()), time.perf_counter() - t_start)
         if state.get("last_eval_step") != state["step"]:
             run_eval()
         save_checkpoint(out, model, optimizer, state, ppo_mod.state_dict(ppo) if ppo else None)
+        saved["step"] = state["step"]
         update_meta(out, status="finished", stop_reason=stop_reason, steps=state["step"],
                     samples_retained=state["samples/retained"], samples_generated=state["samples/generated"])
     except BaseException as err:
+        final = write_error(err, out, kept_note()) if isinstance(err, OSError) else err
         try:
-            update_meta(out, status="failed", stop_reason=f"{type(err).__name__}: {err}"[:300])
+            why = str(final) if isinstance(final, UserError) else f"{type(err).__name__}: {err}"
+            update_meta(out, status="failed", stop_reason=why[:500])
         except Exception:
             pass
+        if final is not err:
+            raise final from None
         raise
     finally:
         metrics.close()
@@ -406,6 +555,13 @@ def train(cfg: TrainConfig, out_dir: Path | str, *, resume: bool = False, progre
         if bar:
             bar.close()
     return out
+
+
+def _diverged(out: Path, step: int, err: Exception, saved_step: int | None) -> UserError:
+    ck = (f"the last good checkpoint (step {saved_step}) is kept" if saved_step is not None
+          else "no checkpoint had been written yet")
+    return UserError(f"training diverged at step {step}: {err}; the step was neither logged nor checkpointed and "
+                     f"{ck} (lower the learning rate or clip gradients with --max-grad-norm)", path=str(out))
 
 
 class _Progress:

@@ -1,0 +1,68 @@
+"""The runs of the fault tests (tests/test_faults.py), also run as a subprocess that a fault kills:
+
+    python tests/_fault_run.py train OUT [--resume]
+    python tests/_fault_run.py sweep OUT
+
+Both use the ``tiny-random`` model on the "coin" task (reward 1 if a response starts with 0-4: a random model gets
+it right about half the time, so groups are mixed and every step updates), installed in place of ``get_task``.
+"""
+
+from __future__ import annotations
+
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+
+TRAIN = dict(model="tiny-random", task="coin", prompts_per_step=2, group_size=4, lr=3e-3, samples=10_000, max_steps=6,
+             max_new_tokens=4, eval_every=16, eval_size=8, checkpoint_every=2, micro_batch_size=4, threads=1)
+SWEEP = dict(base_batch=4, base_lr=3e-3, batches=[8], rule="sqrt", group_sizes=[4], seeds=1, samples=32,
+             model="tiny-random", task="coin",
+             options=dict(max_new_tokens=4, eval_every=16, eval_size=8, micro_batch_size=4, checkpoint_every=2))
+
+
+def coin_task(*_args, **_kw):
+    from rlbatch.train.tasks import Item, Task
+
+    items = [Item(prompt=f"{a}+{a}=", answer="") for a in range(10, 60)]
+    return Task("coin", train=items[8:], eval_items=items[:8], scorer=lambda it, c: float(c[:1] in "01234"))
+
+
+@contextmanager
+def coin_task_installed():
+    """While inside, ``get_task(...)`` returns the coin task (the trainer imports it at call time)."""
+    import rlbatch.train.tasks as tasks
+
+    real = tasks.get_task
+    tasks.get_task = coin_task
+    try:
+        yield
+    finally:
+        tasks.get_task = real
+
+
+def run_train(out: Path | str, resume: bool = False) -> Path:
+    from rlbatch.train.trainer import make_config, train
+
+    with coin_task_installed():
+        return train(make_config(**TRAIN), out, resume=resume)
+
+
+def run_sweep(out: Path | str) -> dict:
+    from rlbatch.sweep.local import plan_trials, run_sweep as sweep
+
+    with coin_task_installed():
+        return sweep(plan_trials(**SWEEP), Path(out), progress=False)
+
+
+if __name__ == "__main__":
+    import os
+    import warnings
+
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    warnings.filterwarnings("ignore")
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+    kind, out = sys.argv[1], sys.argv[2]
+    if kind == "train":
+        run_train(out, resume="--resume" in sys.argv)
+    else:
+        run_sweep(out)
