@@ -48,7 +48,8 @@ def test_verl_jsonl_and_math_verify(tmp_path):
         get_task(str(bad))
 
 
-def test_gsm8k_shared_parquet(shared_dir):
+def test_gsm8k_shared_parquet(shared_dir, monkeypatch):
+    monkeypatch.setenv("RLBATCH_GSM8K", str(shared_dir / "data" / "gsm8k"))
     t = get_task("gsm8k", eval_size=16)
     assert len(t.eval_items) == 16 and t.train_size > 7000
     assert t.eval_items[0].answer == "18" and t.eval_items[0].prompt[0]["role"] == "user"

@@ -15,6 +15,7 @@ numpy ``Generator``), ``eval_items`` (the fixed held-out set) and ``score(item, 
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -214,13 +215,20 @@ def verl_task(path: Path, name: str, seed: int = 0, eval_size: int = 256) -> Tas
 
 
 def _shared_gsm8k() -> Path:
+    """The GSM8K parquet directory: ``$RLBATCH_GSM8K`` if set, else ``shared/data/gsm8k`` found beside the working
+    directory or the checkout (or one of their parents). Raises :class:`UserError` when there is none."""
+    env = os.environ.get("RLBATCH_GSM8K")
+    if env:
+        if not Path(env).is_dir():
+            raise UserError("RLBATCH_GSM8K is not a directory", path=env)
+        return Path(env)
     here = Path(__file__).resolve()
     for parent in [Path.cwd(), *Path.cwd().parents, *here.parents]:
         cand = parent / "shared" / "data" / "gsm8k"
         if cand.is_dir():
             return cand
     raise UserError("gsm8k: no shared/data/gsm8k directory found beside the checkout; pass the parquet directory "
-                    "as --task PATH")
+                    "as --task PATH or set RLBATCH_GSM8K")
 
 
 # --------------------------------------------------------------------------------------------------- registry
