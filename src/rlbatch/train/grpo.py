@@ -88,14 +88,14 @@ def clipped_surrogate(logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Ten
     """PPO clipped surrogate with token-level normalisation.
 
     ``logp``, ``old_logp``, ``mask``: [n, T]; ``adv``: [n] (one advantage per response, broadcast over its
-    tokens). Per token ``l = -min(rho A, clip(rho, 1-eps, 1+eps) A) + kl_coef * k3`` with ``rho = exp(logp -
+    tokens: GRPO) or [n, T] (one per token: PPO's GAE, Schulman et al. 2017 eq. 7). Per token ``l = -min(rho A, clip(rho, 1-eps, 1+eps) A) + kl_coef * k3`` with ``rho = exp(logp -
     old_logp)`` and ``k3 = exp(ref - logp) - (ref - logp) - 1``. Returns ``(sum of l over masked tokens / n_tokens,
     stats)``, where ``n_tokens`` is the token count of the *whole* batch, so summing the micro-batch losses gives the
     token-level mean of the full batch (DAPO eq. 8). ``stats``: summed ``clipped`` and ``kl`` over tokens.
     """
     m = mask.float()
     ratio = torch.exp(logp - old_logp)
-    a = adv[:, None].float()
+    a = (adv[:, None] if adv.dim() == 1 else adv).float()
     s1 = ratio * a
     s2 = torch.clamp(ratio, 1.0 - clip_eps, 1.0 + clip_eps) * a
     per_tok = -torch.minimum(s1, s2)

@@ -35,7 +35,8 @@ import torch
 
 from rlbatch import faults
 from rlbatch.errors import UserError
-from rlbatch.train.grpo import GradResult, NonFiniteError, make_adamw, micro_batches, optimizer_step, token_logprobs
+from rlbatch.train.grpo import (GradResult, NonFiniteError, clipped_surrogate, make_adamw, micro_batches,
+                                optimizer_step, token_logprobs)
 from rlbatch.train.rollout import Rollout, positions
 
 
@@ -158,21 +159,9 @@ def clipped_value_loss(values: torch.Tensor, old_values: torch.Tensor, returns: 
 def token_surrogate(logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor, mask: torch.Tensor,
                     clip_eps: float, n_tokens: int, ref_logp: torch.Tensor | None = None,
                     kl_coef: float = 0.0) -> tuple[torch.Tensor, dict]:
-    """The clipped surrogate of :func:`rlbatch.train.grpo.clipped_surrogate` with per-token advantages ``adv``
-    [n, T] (GAE) instead of one per response. Same normalisation (sum / ``n_tokens``) and stats. Source: PPO eq. 7."""
-    m = mask.float()
-    ratio = torch.exp(logp - old_logp)
-    a = adv.float()
-    s1 = ratio * a
-    s2 = torch.clamp(ratio, 1.0 - clip_eps, 1.0 + clip_eps) * a
-    per_tok = -torch.minimum(s1, s2)
-    stats = {"clipped": float(((s2 < s1).float() * m).sum())}
-    if ref_logp is not None and kl_coef > 0:
-        d = ref_logp - logp
-        k3 = torch.exp(d) - d - 1.0
-        per_tok = per_tok + kl_coef * k3
-        stats["kl"] = float((k3.detach() * m).sum())
-    return (per_tok * m).sum() / max(n_tokens, 1), stats
+    """The clipped surrogate with per-token advantages ``adv`` [n, T] (GAE): :func:`rlbatch.train.grpo.clipped_surrogate`
+    takes both shapes; same normalisation (sum / ``n_tokens``) and stats. Source: PPO (Schulman et al. 2017) eq. 7."""
+    return clipped_surrogate(logp, old_logp, adv, mask, clip_eps, n_tokens, ref_logp=ref_logp, kl_coef=kl_coef)
 
 
 def explained_variance(values: torch.Tensor, returns: torch.Tensor, mask: torch.Tensor) -> float:
