@@ -121,59 +121,79 @@ class GradResult:
     stats: dict
 
 
-def accumulate_gradients(model, rollout: Rollout, adv: torch.Tensor, micro_batch_size: int, clip_eps: float,
-                         ref_model=None, kl_coef: float = 0.0) -> GradResult:
-    """Forward/backward over micro-batches of the retained ``rollout`` ([B, ...], advantages ``adv`` [B]); leaves
-    the full-batch gradient (token-level mean loss) in ``p.grad``.
+def accumulate(module, n_rows: int, micro_batch_size: int, loss_of) -> GradResult:
+    """Forward/backward ``loss_of(idx) -> (loss, n_tokens_i, stats)`` over balanced micro-batches of ``n_rows``
+    responses (:func:`micro_batches`), leaving the full-batch gradient in ``p.grad`` of ``module``. Shared by GRPO
+    (:func:`accumulate_gradients`) and PPO's actor and critic (:mod:`rlbatch.train.ppo`).
 
-    One update per rollout batch: the old policy is the current one, so ``old_logp = logp.detach()`` and the ratio
-    is 1 (the clip is inactive; it matters for the PPO variant's extra epochs). Each micro-batch's own mean gradient
-    ``g_i`` is recovered from its contribution (scaled by ``n_tokens / n_tokens_i``) to log the McCandlish et al.
-    (2018) two-batch noise inputs: ``grad_sq_small`` = mean_i |g_i|^2 and ``grad_sq_big`` = |sum of contributions|^2.
+    Each loss must be normalised by the whole batch's token count, so the contributions sum to the full-batch
+    token-mean gradient G. The micro-batch's own mean gradient g_i is its contribution x ``n_tokens / n_tokens_i``,
+    giving the McCandlish et al. (2018, app. A) two-batch noise inputs ``grad_sq_small`` = mean_i |g_i|^2 and
+    ``grad_sq_big`` = |G|^2. ``n_tokens`` of the result is the sum of the ``n_tokens_i``; ``b_small`` the mean
+    micro-batch size in responses. Raises nothing itself; fault-injection points ``nan_loss``, ``inf_grad`` and
+    ``update`` (:mod:`rlbatch.faults`) are checked per micro-batch.
     """
-    params = [p for p in model.parameters() if p.requires_grad]
-    adv = adv.to(rollout.response_ids.device)
-    n_tokens = int(rollout.response_mask.sum())
+    params = [p for p in module.parameters() if p.requires_grad]
     acc: list[torch.Tensor] | None = None
-    parts = micro_batches(rollout.response_ids.shape[0], micro_batch_size)
-    sq_small, loss_total, stats = [], 0.0, {"clipped": 0.0, "kl": 0.0}
+    parts = micro_batches(n_rows, micro_batch_size)
+    contribs, n_toks, loss_total, stats = [], [], 0.0, {}
     for idx in parts:
-        mb = trim(rollout.select(idx))
         for p in params:
             p.grad = None
-        logp = token_logprobs(model, mb)
-        ref_logp = None
-        if ref_model is not None and kl_coef > 0:
-            with torch.no_grad():
-                ref_logp = token_logprobs(ref_model, mb)
-        loss, st = clipped_surrogate(logp, logp.detach(), adv[torch.as_tensor(idx, device=adv.device)], mb.response_mask, clip_eps,
-                                     n_tokens, ref_logp, kl_coef)
+        loss, n_i, st = loss_of(idx)
         if faults.armed("nan_loss"):
             loss = loss * float("nan")
         loss.backward()
         if faults.armed("inf_grad"):
             next(p for p in params if p.grad is not None).grad.view(-1)[0] = float("inf")
         faults.fault("update")
-        n_i = int(mb.response_mask.sum())
-        scale = n_tokens / max(n_i, 1)
         grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
-        sq = float(torch.stack(torch._foreach_norm(grads)).pow(2).sum())
+        contribs.append(float(torch.stack(torch._foreach_norm(grads)).pow(2).sum()))
         if acc is None:
             acc = grads  # the first micro-batch's gradient becomes the accumulator (no zero-filled copy)
         else:
             torch._foreach_add_(acc, grads)
-        sq_small.append(sq * scale * scale)
+        n_toks.append(int(n_i))
         loss_total += float(loss.detach())
         for k, v in st.items():
             stats[k] = stats.get(k, 0.0) + v
+    n_tokens = int(sum(n_toks))
+    sq_small = [sq * (n_tokens / max(n_i, 1)) ** 2 for sq, n_i in zip(contribs, n_toks)]
     big = 0.0
     if acc is not None:
         for a, p in zip(acc, params):
             p.grad = a
         big = float(torch.stack(torch._foreach_norm(acc)).pow(2).sum())
     return GradResult(loss=loss_total, grad_sq_small=float(np.mean(sq_small)) if sq_small else float("nan"),
-                      grad_sq_big=big, b_small=rollout.response_ids.shape[0] / max(len(parts), 1),
-                      n_micro=len(parts), n_tokens=n_tokens, stats=stats)
+                      grad_sq_big=big, b_small=n_rows / max(len(parts), 1), n_micro=len(parts), n_tokens=n_tokens,
+                      stats=stats)
+
+
+def accumulate_gradients(model, rollout: Rollout, adv: torch.Tensor, micro_batch_size: int, clip_eps: float,
+                         ref_model=None, kl_coef: float = 0.0) -> GradResult:
+    """Forward/backward over micro-batches of the retained ``rollout`` ([B, ...], advantages ``adv`` [B]); leaves
+    the full-batch gradient (token-level mean loss) in ``p.grad`` (:func:`accumulate`).
+
+    One update per rollout batch: the old policy is the current one, so ``old_logp = logp.detach()`` and the ratio
+    is 1 (the clip is inactive; it matters for extra PPO epochs). Noise inputs as in :func:`accumulate`.
+    """
+    adv = adv.to(rollout.response_ids.device)
+    n_tokens = int(rollout.response_mask.sum())
+
+    def loss_of(idx):
+        mb = trim(rollout.select(idx))
+        logp = token_logprobs(model, mb)
+        ref_logp = None
+        if ref_model is not None and kl_coef > 0:
+            with torch.no_grad():
+                ref_logp = token_logprobs(ref_model, mb)
+        loss, st = clipped_surrogate(logp, logp.detach(), adv[torch.as_tensor(idx, device=adv.device)],
+                                     mb.response_mask, clip_eps, n_tokens, ref_logp, kl_coef)
+        return loss, int(mb.response_mask.sum()), st
+
+    res = accumulate(model, rollout.response_ids.shape[0], micro_batch_size, loss_of)
+    res.stats = {"clipped": 0.0, "kl": 0.0, **res.stats}
+    return res
 
 
 def make_adamw(params, lr: float, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.0):

@@ -35,8 +35,8 @@ import torch
 
 from rlbatch import faults
 from rlbatch.errors import UserError
-from rlbatch.train.grpo import (GradResult, NonFiniteError, clipped_surrogate, make_adamw, micro_batches,
-                                optimizer_step, token_logprobs)
+from rlbatch.train.grpo import (GradResult, NonFiniteError, accumulate, clipped_surrogate, make_adamw,  # noqa: F401
+                                micro_batches, optimizer_step, token_logprobs)
 from rlbatch.train.rollout import Rollout, positions
 
 
@@ -177,48 +177,6 @@ def explained_variance(values: torch.Tensor, returns: torch.Tensor, mask: torch.
 
 
 # --------------------------------------------------------------------------------------------------- accumulation
-def accumulate(module, n_rows: int, micro_batch_size: int, loss_of) -> GradResult:
-    """Forward/backward ``loss_of(idx) -> (loss, n_tokens_i, stats)`` over balanced micro-batches of ``n_rows``
-    responses (:func:`rlbatch.train.grpo.micro_batches`), leaving the full-batch gradient in ``p.grad`` of
-    ``module``. Each loss must be normalised by the whole batch's token count; the micro-batch's own mean gradient
-    is its contribution x ``n_tokens / n_tokens_i``, giving the two-batch noise inputs ``grad_sq_small`` = mean_i
-    |g_i|^2 and ``grad_sq_big`` = |G|^2 exactly as :func:`rlbatch.train.grpo.accumulate_gradients` (McCandlish et
-    al. 2018, app. A). ``n_tokens`` of the result is the sum of the ``n_tokens_i``."""
-    params = [p for p in module.parameters() if p.requires_grad]
-    acc = [torch.zeros_like(p) for p in params]
-    parts = micro_batches(n_rows, micro_batch_size)
-    contribs, n_toks, loss_total, stats = [], [], 0.0, {"clipped": 0.0}
-    for idx in parts:
-        for p in params:
-            p.grad = None
-        loss, n_i, st = loss_of(idx)
-        if faults.armed("nan_loss"):
-            loss = loss * float("nan")
-        loss.backward()
-        if faults.armed("inf_grad"):
-            next(p for p in params if p.grad is not None).grad.view(-1)[0] = float("inf")
-        faults.fault("update")
-        sq = 0.0
-        for a, p in zip(acc, params):
-            if p.grad is not None:
-                sq += float(p.grad.pow(2).sum())
-                a.add_(p.grad)
-        contribs.append(sq)
-        n_toks.append(n_i)
-        loss_total += float(loss.detach())
-        for k, v in st.items():
-            stats[k] = stats.get(k, 0.0) + v
-    n_tokens = int(sum(n_toks))
-    sq_small = [sq * (n_tokens / max(n_i, 1)) ** 2 for sq, n_i in zip(contribs, n_toks)]
-    big = 0.0
-    for a, p in zip(acc, params):
-        p.grad = a
-        big += float(a.pow(2).sum())
-    return GradResult(loss=loss_total, grad_sq_small=float(np.mean(sq_small)) if sq_small else float("nan"),
-                      grad_sq_big=big, b_small=n_rows / max(len(parts), 1), n_micro=len(parts), n_tokens=n_tokens,
-                      stats=stats)
-
-
 @dataclass
 class PPOParts:
     """The critic and its optimizer beside the policy, plus the resolved critic learning rate."""
