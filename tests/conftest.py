@@ -16,3 +16,11 @@ def shared_dir() -> Path:
     if not SHARED.is_dir():
         pytest.skip("shared data not present (looked in ../shared beside the checkout and /work/shared)")
     return SHARED
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    """The ``tiny-random`` preset (model, tokenizer), loaded once per test module; copy it with ``fresh``."""
+    from rlbatch.train.models import load_model
+
+    return load_model("tiny-random")

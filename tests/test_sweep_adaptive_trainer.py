@@ -10,7 +10,9 @@ import pytest
 pytest.importorskip("torch")
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_train_grpo import TIME_KEYS, coin_task  # noqa: E402
+from _train_helpers import coin_task  # noqa: E402
+
+from rlbatch.train.trainer import TIME_KEYS  # noqa: E402
 
 from rlbatch.sweep.local import TrialSpec, run_trial  # noqa: E402
 

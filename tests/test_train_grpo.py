@@ -10,29 +10,11 @@ torch = pytest.importorskip("torch")
 
 from rlbatch.errors import UserError  # noqa: E402
 from rlbatch.train.grpo import accumulate_gradients, group_advantages, micro_batches, optimizer_step  # noqa: E402
-from rlbatch.train.tasks import Item, Task  # noqa: E402
 from rlbatch.train.trainer import TIME_KEYS, make_config, train  # noqa: E402
 
+from _train_helpers import Kill as _Kill, coin_task, fresh, killing_task  # noqa: E402
+
 torch.set_num_threads(1)
-
-
-def coin_task() -> Task:
-    """A task a random model gets right about a third of the time: reward 1 if the response starts with 0-4."""
-    items = [Item(prompt=f"{a}+{a}=", answer="") for a in range(10, 60)]
-    return Task("coin", train=items[10:], eval_items=items[:10], scorer=lambda it, c: float(c[:1] in "01234"))
-
-
-@pytest.fixture(scope="module")
-def tiny():
-    from rlbatch.train.models import load_model
-
-    return load_model("tiny-random")
-
-
-def fresh(tiny):
-    model, tok = tiny
-    return copy.deepcopy(model), tok
-
 
 # --------------------------------------------------------------------------------------------------- advantages
 def test_group_advantages_and_filtering_hand_made():
@@ -129,27 +111,6 @@ def test_lr_rule_and_retained_vs_generated_counts(tiny, tmp_path):
     evals = _lines(out / "eval.jsonl")
     assert evals[0]["step"] == 0 and evals[-1]["step"] == 6 and all(0 <= e["eval/score"] <= 1 for e in evals)
     assert meta["status"] == "finished"
-
-
-class _Kill(Exception):
-    pass
-
-
-def killing_task(after_calls: int) -> Task:
-    """coin_task whose scorer raises after ``after_calls`` scored responses: a simulated kill mid-run."""
-    t = coin_task()
-    base = t.scorer
-    count = {"n": 0}
-    evals = {id(x) for x in t.eval_items}
-
-    def scorer(it, c):
-        count["n"] += id(it) not in evals  # count training responses only
-        if count["n"] > after_calls:
-            raise _Kill()
-        return base(it, c)
-
-    t.scorer = scorer
-    return t
 
 
 def _strip(rows):

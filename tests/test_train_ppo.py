@@ -1,7 +1,6 @@
 """PPO: GAE, value loss and clipping on fixed tensors, the critic's LR rule, a smoke run, exact resume, and (slow,
 RLBATCH_SLOW=1) a short run on the tiny preset that raises the held-out score."""
 
-import copy
 import json
 import math
 import os
@@ -13,28 +12,11 @@ torch = pytest.importorskip("torch")
 from rlbatch.errors import UserError  # noqa: E402
 from rlbatch.train.ppo import (accumulate, build_critic, clipped_value_loss, explained_variance, gae,  # noqa: E402
                                outcome_token_rewards, token_values, whiten)
-from rlbatch.train.tasks import Item, Task  # noqa: E402
 from rlbatch.train.trainer import TIME_KEYS, make_config, train  # noqa: E402
 
+from _train_helpers import Kill as _Kill, coin_task, fresh, killing_task  # noqa: E402
+
 torch.set_num_threads(1)
-
-
-def coin_task() -> Task:
-    items = [Item(prompt=f"{a}+{a}=", answer="") for a in range(10, 60)]
-    return Task("coin", train=items[10:], eval_items=items[:10], scorer=lambda it, c: float(c[:1] in "01234"))
-
-
-@pytest.fixture(scope="module")
-def tiny():
-    from rlbatch.train.models import load_model
-
-    return load_model("tiny-random")
-
-
-def fresh(tiny):
-    model, tok = tiny
-    return copy.deepcopy(model), tok
-
 
 def _lines(path):
     return [json.loads(x) for x in path.read_text().splitlines()]
@@ -181,26 +163,6 @@ def test_ppo_smoke_metrics_and_warmup(tiny, tmp_path):
         assert r["grad_norm/actor"] > 0 and "noise/grad_sq_small" in r and "clip_frac" in r and "loss" in r
     ck = torch.load(out / "checkpoint.pt", weights_only=False)
     assert "critic" in ck and "critic_optimizer" in ck
-
-
-class _Kill(Exception):
-    pass
-
-
-def killing_task(after_calls: int) -> Task:
-    t = coin_task()
-    base = t.scorer
-    count = {"n": 0}
-    evals = {id(x) for x in t.eval_items}
-
-    def scorer(it, c):
-        count["n"] += id(it) not in evals
-        if count["n"] > after_calls:
-            raise _Kill()
-        return base(it, c)
-
-    t.scorer = scorer
-    return t
 
 
 def _strip(rows):
