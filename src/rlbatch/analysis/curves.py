@@ -99,6 +99,13 @@ def _last(df: pd.DataFrame, col: str) -> float | None:
     return float(v.iloc[-1]) if len(v) else None
 
 
+def throughput(run: Run) -> float | None:
+    """Retained samples per wall-clock second over the whole run (last ``samples/retained`` / last
+    ``time/wall_s``); None when either is missing or the wall-clock is not positive."""
+    samples, wall = _last(run.metrics, "samples/retained"), _last(run.metrics, "time/wall_s")
+    return samples / wall if samples is not None and wall and wall > 0 else None
+
+
 def summarize_run(run: Run) -> dict[str, Any]:
     """Per-run summary (the ``runs`` objects of ``rlbatch analyze --format json``); None where the log lacks it.
 
@@ -117,7 +124,6 @@ def summarize_run(run: Run) -> dict[str, Any]:
     wall = _last(m, "time/wall_s")
     gen_total = float(pd.to_numeric(m["time/gen_s"], errors="coerce").sum()) if "time/gen_s" in m.columns else None
     share = gen_total / wall if gen_total is not None and wall and wall > 0 else None
-    thr = samples / wall if samples is not None and wall and wall > 0 else None
     has_eval = len(ev) and "eval/score" in ev.columns and ev["eval/score"].notna().any()
     evs = ev.dropna(subset=["eval/score"]) if has_eval else pd.DataFrame()
     return {
@@ -135,7 +141,7 @@ def summarize_run(run: Run) -> dict[str, Any]:
         "samples_source": getattr(meta, "samples_source", None),
         "wall_clock_s": wall,
         "gen_time_share": share,
-        "throughput_samples_per_s": thr,
+        "throughput_samples_per_s": throughput(run),
         "time_per_step_s": _mean(m, "time/step_s"),
         "gen_time_per_step_s": _mean(m, "time/gen_s"),
         "train_time_per_step_s": _mean(m, "time/train_s"),
@@ -157,10 +163,9 @@ def accounting_input(runs: list[Run], target: float, metric: str = "eval/score",
     time-to-target = samples-to-target / throughput, Li et al. 2026 end-to-end accounting)."""
     rows = []
     for r in runs:
-        s = summarize_run(r)
         stt = samples_to_target(metric_frame(r, metric), target, metric, ema=ema, sustained=sustained)
         rows.append({"run": r.run_id, "batch_size": r.meta.batch_size, "samples_to_target": stt,
-                     "throughput_samples_per_s": s["throughput_samples_per_s"]})
+                     "throughput_samples_per_s": throughput(r)})
     return pd.DataFrame(rows)
 
 
