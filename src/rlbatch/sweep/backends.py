@@ -3,7 +3,7 @@ study. The trainer backends (``local``: worker processes on this machine, ``ray`
 trial list (:func:`rlbatch.sweep.local.plan_trials`), the manifest ``sweep.json`` and the report
 (:func:`rlbatch.sweep.study.report_sweep`), so a sweep started with one resumes with the other. The framework
 backends (``verl``, ``openrlhf``, ``trl``) write / print / submit one training command per trial
-(:func:`rlbatch.sweep.verl.launch`); ``rlbatch analyze OUT/logs`` reads their logs back. ``adaptive`` runs
+(:func:`rlbatch.sweep.launch.launch`); ``rlbatch analyze OUT/logs`` reads their logs back. ``adaptive`` runs
 :func:`rlbatch.sweep.adaptive.adaptive_sweep` with the local trainer.
 """
 
@@ -29,7 +29,7 @@ def run_study(*, backend: str, base_batch: int, base_lr: float, batches: list[in
               progress: bool = True, launch_kwargs: dict[str, Any] | None = None) -> dict[str, Any]:
     """Run (or launch) the study and return ``{"kind": "report"|"adaptive"|"launch", ...}``: for the trainer
     backends the report's JSON object (``report``), for ``--adaptive`` the adaptive record and the report, for the
-    framework backends :func:`rlbatch.sweep.verl.launch`'s result (``launch``).
+    framework backends :func:`rlbatch.sweep.launch.launch`'s result (``launch``).
 
     Raises :class:`UserError` for an unknown backend, options that do not apply to it (``--verl-config``,
     ``--dry-run``, ``--submit`` outside verl/openrlhf/trl; ``--adaptive`` outside local), or a missing target."""
@@ -44,7 +44,7 @@ def run_study(*, backend: str, base_batch: int, base_lr: float, batches: list[in
         if len(group_sizes) != 1:
             raise UserError(f"--backend {backend} takes one group size (--group-sizes G), got {group_sizes}",
                             field="group_sizes")
-        from rlbatch.sweep.verl import launch
+        from rlbatch.sweep.launch import launch
 
         res = launch(backend=backend, base_batch=base_batch, base_lr=base_lr, batches=batches, rule=rule,
                      group_size=group_sizes[0], samples=samples, out=out, base_config=verl_config,

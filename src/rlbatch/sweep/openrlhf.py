@@ -13,14 +13,13 @@ checkpoint path + load switch let a re-launch resume; advantage estimator ``grou
 
 from __future__ import annotations
 
-import math
 import shlex
 from pathlib import Path
 
 from rlbatch.errors import UserError
 from rlbatch.scaling import scaled_lr
 from rlbatch.sweep.baseconfig import Entry, check_conflicts
-from rlbatch.sweep.verl import _base_plan, expected_log_path
+from rlbatch.sweep.launchplan import base_plan, checkpoint_dir, checkpoint_every, expected_log_path
 
 #: role -> (dotted flag for OpenRLHF >= 0.10.2, flat flag for <= 0.10.1), without the leading ``--``
 FLAGS: dict[str, tuple[str, str]] = {
@@ -87,13 +86,14 @@ def openrlhf_plan(trial: dict, out_dir: Path | str, base: list[Entry] | None = N
     where = str(base_path) if base_path else None
     out = Path(out_dir).expanduser().resolve()
     rid, p, g, b = trial["run_id"], trial["prompts_per_step"], trial["group_size"], trial["batch_size"]
-    plan = _base_plan(trial, "openrlhf", out)
+    ckpt = str(checkpoint_dir(out, rid))
+    plan = base_plan(trial, "openrlhf", out)
     flags: dict[str, object] = {
         f("estimator"): "group_norm",
         f("train_batch"): b,
         f("max_epochs"): 1,
         f("logging_steps"): 1,
-        f("save_steps"): max(1, math.ceil(trial["steps"] / 10)),
+        f("save_steps"): checkpoint_every(trial),
         f("load_ckpt"): None,
         f("save_path"): str(out / "models" / rid),
     }
@@ -122,7 +122,7 @@ def openrlhf_plan(trial: dict, out_dir: Path | str, base: list[Entry] | None = N
         f("max_samples"): trial["steps"] * p,
         f("tensorboard"): str(log.parent),
         f("run_name"): rid,
-        f("ckpt_path"): str(out / "checkpoints" / rid),
+        f("ckpt_path"): ckpt,
         f("seed"): trial.get("seed", 0),
     })
     cmd = ["python3", "-m", "openrlhf.cli.train_ppo_ray"]
@@ -133,6 +133,6 @@ def openrlhf_plan(trial: dict, out_dir: Path | str, base: list[Entry] | None = N
         elif v is not None:
             cmd.append(str(v))
     plan.update(command=cmd, log_path=str(log), log_format="tensorboard", updates_per_step=b // tbs,
-                experiment_name=rid, checkpoint_dir=str(out / "checkpoints" / rid), openrlhf_flags=dialect,
+                experiment_name=rid, checkpoint_dir=ckpt, openrlhf_flags=dialect,
                 prepare=[f"mkdir -p {shlex.quote(str(log.parent))}"])
     return plan

@@ -6,20 +6,19 @@ Field names follow ``trl/trainer/grpo_config.py`` (github.com/huggingface/trl) a
 it (``steps_per_generation`` defaults to ``gradient_accumulation_steps``), so one generation batch of B = P x G
 completions is one optimizer step when ``num_iterations`` is 1. ``num_generations`` is G. The TensorBoard writer of
 transformers >= 5 logs to ``TENSORBOARD_LOGGING_DIR`` (``integrations/integration_utils.py``), which the trial
-script sets to :func:`rlbatch.sweep.verl.expected_log_path`; older versions write ``output_dir/runs/*``.
+script sets to :func:`rlbatch.sweep.launchplan.expected_log_path`; older versions write ``output_dir/runs/*``.
 The script is the user's (it must build a ``GRPOTrainer`` from ``TrlParser((GRPOConfig, ...))``, which reads
 ``--config``).
 """
 
 from __future__ import annotations
 
-import math
 import shlex
 from pathlib import Path
 
 from rlbatch.errors import UserError
 from rlbatch.sweep.baseconfig import Entry, check_conflicts
-from rlbatch.sweep.verl import _base_plan, expected_log_path
+from rlbatch.sweep.launchplan import base_plan, checkpoint_dir, checkpoint_every, expected_log_path
 
 TRL_CONTROLLED = {
     "num_generations": "G, responses per prompt",
@@ -57,6 +56,7 @@ def trl_plan(trial: dict, out_dir: Path | str, base: list[Entry] | None = None, 
         raise UserError(f"--num-processes must be >= 1, got {num_processes}", field="num_processes")
     out = Path(out_dir).expanduser().resolve()
     rid, g, b = trial["run_id"], trial["group_size"], trial["batch_size"]
+    ckpt = str(checkpoint_dir(out, rid))
     where = str(base_path) if base_path else None
     if b % num_processes:
         raise UserError(f"B = {b} (trial {rid}) is not divisible by --num-processes {num_processes}")
@@ -65,7 +65,7 @@ def trl_plan(trial: dict, out_dir: Path | str, base: list[Entry] | None = None, 
         "logging_steps": 1,
         "report_to": ["tensorboard"],
         "num_iterations": 1,
-        "save_steps": max(1, math.ceil(trial["steps"] / 10)),
+        "save_steps": checkpoint_every(trial),
     }
     for e in base:
         cfg[e.key] = e.value
@@ -83,7 +83,7 @@ def trl_plan(trial: dict, out_dir: Path | str, base: list[Entry] | None = None, 
         report.append("tensorboard")
     log = expected_log_path(trial, out, "trl")
     cfg.update({
-        "output_dir": str(out / "checkpoints" / rid),
+        "output_dir": ckpt,
         "run_name": rid,
         "per_device_train_batch_size": per_device,
         "gradient_accumulation_steps": local // per_device,
@@ -97,11 +97,11 @@ def trl_plan(trial: dict, out_dir: Path | str, base: list[Entry] | None = None, 
     header = (f"# rlbatch trial {rid}: P={trial['prompts_per_step']} G={g} B={b} lr={trial['lr']!r} "
               f"({trial['lr_rule']} rule) steps={trial['steps']}\n")
     text = header + yaml.safe_dump(cfg, sort_keys=False, default_flow_style=False)
-    plan = _base_plan(trial, "trl", out)
+    plan = base_plan(trial, "trl", out)
     plan.update(command=["accelerate", "launch", "--num_processes", str(num_processes), script,
                          "--config", str(config_path)],
                 env={"TENSORBOARD_LOGGING_DIR": str(log)}, files={str(config_path): text},
                 log_path=str(log), log_format="tensorboard", updates_per_step=int(cfg.get("num_iterations") or 1),
                 experiment_name=rid,
-                checkpoint_dir=str(out / "checkpoints" / rid), prepare=[f"mkdir -p {shlex.quote(str(log))}"])
+                checkpoint_dir=ckpt, prepare=[f"mkdir -p {shlex.quote(str(log))}"])
     return plan

@@ -1,0 +1,181 @@
+"""``rlbatch launch``: the study on verl, OpenRLHF or TRL, one training command per trial with the scaled learning
+rate.
+
+:func:`plan_trials` builds the plans of the trials (:mod:`rlbatch.sweep.launchplan`) on one backend
+(:func:`rlbatch.sweep.verl.verl_plan`, :func:`rlbatch.sweep.openrlhf.openrlhf_plan`,
+:func:`rlbatch.sweep.trl.trl_plan`); :func:`write_launch` writes ``launch.sh`` + one script per trial + ``plan.json``;
+:func:`submit_plans` submits them with Ray's job submission API; :func:`format_dry_run` prints them. :func:`launch`
+does all of it from the study's settings.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+from typing import Any
+
+from rlbatch.errors import UserError
+from rlbatch.runstore import atomic_write_text
+from rlbatch.sweep.baseconfig import read_base_config
+from rlbatch.sweep.launchplan import DEFAULT_PROJECT, unknown_backend
+from rlbatch.sweep.openrlhf import openrlhf_plan
+from rlbatch.sweep.trials import make_trials
+from rlbatch.sweep.trl import trl_plan
+from rlbatch.sweep.verl import verl_plan
+
+
+def plan_trials(trials: list[dict], backend: str, out_dir: Path | str, *, base_config: Path | str | None = None,
+                project: str = DEFAULT_PROJECT, num_processes: int = 1, trl_script: str = "train_grpo.py",
+                base_critic_lr: float | None = None, openrlhf_flags: str = "dotted") -> list[dict]:
+    """Plans for all ``trials`` on ``backend`` (``verl``, ``openrlhf`` or ``trl``), reading ``base_config`` once.
+
+    Backend options: ``project`` (verl project name), ``num_processes`` (TRL: GPUs in ``accelerate launch``),
+    ``trl_script`` (TRL: the user's GRPO training script taking ``--config``), ``base_critic_lr`` (OpenRLHF PPO:
+    the critic's lr0 at B0, scaled by the same rule), ``openrlhf_flags`` (``dotted`` for OpenRLHF >= 0.10.2,
+    ``flat`` for older releases). Nothing is written. Raises :class:`UserError` for an unknown
+    backend or a bad base configuration (naming file and line).
+    """
+    if backend == "verl":
+        base = read_base_config(base_config, "hydra")
+        return [verl_plan(t, out_dir, base, project=project, base_path=base_config) for t in trials]
+    if backend == "openrlhf":
+        base = read_base_config(base_config, "flags")
+        return [openrlhf_plan(t, out_dir, base, base_path=base_config, base_critic_lr=base_critic_lr,
+                              dialect=openrlhf_flags) for t in trials]
+    if backend == "trl":
+        base = read_base_config(base_config, "mapping")
+        return [trl_plan(t, out_dir, base, base_path=base_config, num_processes=num_processes, script=trl_script)
+                for t in trials]
+    raise unknown_backend(backend)
+
+
+# --------------------------------------------------------------------------------------------------- rendering
+def command_line(plan: dict, multiline: bool = True) -> str:
+    """The plan's command as a shell line (each argument quoted; one per line with ``\\`` when ``multiline``)."""
+    args = [str(a) for a in plan["command"]]
+    if not multiline:
+        return " ".join(shlex.quote(a) for a in args)
+    head = 2 if args[:2] == ["accelerate", "launch"] else 3
+    lines = [" ".join(shlex.quote(a) for a in args[:head])]
+    i = head
+    while i < len(args):  # one argument per line; a flag and its value(s) share a line
+        group = [args[i]]
+        i += 1
+        limit = 2 if args[0] == "accelerate" else len(args)  # accelerate: a flag takes one value, then the script
+        while group[0].startswith("--") and i < len(args) and not args[i].startswith("--") and len(group) < limit:
+            group.append(args[i])
+            i += 1
+        lines.append("  " + " ".join(shlex.quote(a) for a in group))
+    return " \\\n".join(lines)
+
+
+def trial_script(plan: dict) -> str:
+    """The shell script of one trial: exports, config files already written, the command, then a done marker."""
+    out = ["#!/usr/bin/env bash",
+           f"# rlbatch trial {plan['run_id']} on {plan['backend']}: P={plan['prompts_per_step']} "
+           f"G={plan['group_size']} B={plan['batch_size']} lr={plan['lr']!r} ({plan['lr_rule']} rule) "
+           f"steps={plan['steps']}",
+           f"# log: {plan['log_path']} ({plan['log_format']})",
+           "set -euo pipefail"]
+    out += [f"export {k}={shlex.quote(str(v))}" for k, v in plan["env"].items()]
+    out += plan.get("prepare", [])
+    out.append(command_line(plan))
+    out.append(f"touch {shlex.quote(plan['done_marker'])}")
+    return "\n".join(out) + "\n"
+
+
+def launch_script(plans: list[dict]) -> str:
+    """``launch.sh``: runs the trials one after the other (each uses the whole cluster), skips trials already done
+    (their ``.done`` marker exists, so a re-run resumes), keeps going past a failure and exits 1 if any failed."""
+    lines = ["#!/usr/bin/env bash",
+             "# rlbatch launch script: one trial after the other; re-run to resume (finished trials are skipped).",
+             "set -uo pipefail", "failed=0"]
+    for p in plans:
+        s, d = shlex.quote(p["script"]), shlex.quote(p["done_marker"])
+        lines.append(f"if [ -e {d} ]; then echo 'skip {p['run_id']} (done)'; "
+                     f"else echo 'run {p['run_id']}'; bash {s} || {{ echo 'FAILED {p['run_id']}'; failed=1; }}; fi")
+    lines.append("exit $failed")
+    return "\n".join(lines) + "\n"
+
+
+def write_launch(plans: list[dict], out_dir: Path | str) -> Path:
+    """Write ``OUT/launch.sh``, ``OUT/trials/<run_id>.sh``, each plan's config files and ``OUT/plan.json`` (the
+    plans, including each trial's ``log_path``). Returns the path of ``launch.sh``."""
+    out = Path(out_dir).expanduser().resolve()
+    for p in plans:
+        for path, text in p.get("files", {}).items():
+            atomic_write_text(path, text)
+        atomic_write_text(p["script"], trial_script(p))
+        Path(p["script"]).chmod(0o755)
+    launch = out / "launch.sh"
+    atomic_write_text(launch, launch_script(plans))
+    launch.chmod(0o755)
+    atomic_write_text(out / "plan.json", json.dumps({"trials": plans}, indent=2) + "\n")
+    return launch
+
+
+def format_dry_run(plans: list[dict]) -> str:
+    """Human-readable dry run: per trial a comment line (P, G, B, lr, steps, log) and its full command."""
+    blocks = []
+    for p in plans:
+        head = (f"# {p['run_id']}: P={p['prompts_per_step']} G={p['group_size']} B={p['batch_size']} "
+                f"lr={p['lr']:.6g} ({p['lr_rule']}) steps={p['steps']} log={p['log_path']}")
+        env = " ".join(f"{k}={shlex.quote(str(v))}" for k, v in p["env"].items())
+        files = "".join(f"# --- {path}\n{text}" for path, text in p.get("files", {}).items())
+        blocks.append(head + "\n" + files + (f"{env} \\\n" if env else "") + command_line(p))
+    return "\n\n".join(blocks) + "\n"
+
+
+def submit_plans(plans: list[dict], address: str, out_dir: Path | str) -> list[dict]:
+    """Submit every trial as a Ray job to the dashboard at ``address`` (e.g. ``http://HEAD:8265``) with
+    ``ray.job_submission.JobSubmissionClient``. The scripts are written first (:func:`write_launch`); the sweep
+    directory must be on a filesystem the cluster shares. Each job runs ``bash OUT/trials/<run_id>.sh`` with the
+    plan's environment in its runtime env. Returns ``[{run_id, job_id, log_path}]`` and writes it to
+    ``OUT/jobs.json``. Raises :class:`UserError` when Ray is missing or the address cannot be reached.
+    """
+    try:
+        from ray.job_submission import JobSubmissionClient
+    except ImportError:
+        raise UserError("--submit needs Ray's job submission client: pip install 'rlbatch[ray]'") from None
+    write_launch(plans, out_dir)
+    try:
+        client = JobSubmissionClient(address)
+    except Exception as err:  # connection refused, bad URL, version mismatch
+        raise UserError(f"--address {address}: cannot reach the Ray dashboard ({err})", field="address") from None
+    jobs = []
+    for p in plans:
+        job_id = client.submit_job(entrypoint=f"bash {shlex.quote(p['script'])}",
+                                   runtime_env={"env_vars": {k: str(v) for k, v in p["env"].items()}},
+                                   metadata={"rlbatch_run_id": p["run_id"], "rlbatch_backend": p["backend"]})
+        jobs.append({"run_id": p["run_id"], "job_id": job_id, "log_path": p["log_path"]})
+    atomic_write_text(Path(out_dir).expanduser().resolve() / "jobs.json", json.dumps(jobs, indent=2) + "\n")
+    return jobs
+
+
+def launch(*, backend: str, base_batch: int, base_lr: float, batches: list[int], rule: str, group_size: int,
+           samples: int, out: Path | str, base_config: Path | str | None = None, fixed_lr_control: int | None = None,
+           seeds: int = 1, dry_run: bool = False, submit: bool = False, address: str | None = None,
+           project: str = DEFAULT_PROJECT, num_processes: int = 1, trl_script: str = "train_grpo.py",
+           base_critic_lr: float | None = None, openrlhf_flags: str = "dotted") -> dict[str, Any]:
+    """Everything ``rlbatch launch`` does: trials -> plans -> print (``dry_run``), write scripts (default) or
+    submit (``submit`` with ``address``). Returns ``{"plans": [...], "launch_script": path|None, "jobs": [...]}``.
+    Raises :class:`UserError` for bad options (e.g. ``--submit`` without ``--address``)."""
+    if submit and not address:
+        raise UserError("--submit needs --address http://HEAD:8265 (the Ray dashboard of the cluster)",
+                        field="address")
+    if dry_run and submit:
+        raise UserError("choose one of --dry-run and --submit")
+    trials = make_trials(base_batch, base_lr, batches, rule, group_size, samples, fixed_lr_control, seeds)
+    plans = plan_trials(trials, backend, out, base_config=base_config, project=project,
+                        num_processes=num_processes, trl_script=trl_script, base_critic_lr=base_critic_lr,
+                        openrlhf_flags=openrlhf_flags)
+    result: dict[str, Any] = {"plans": plans, "launch_script": None, "jobs": []}
+    if dry_run:
+        return result
+    if submit:
+        result["jobs"] = submit_plans(plans, address, out)
+        result["launch_script"] = str(Path(out).expanduser().resolve() / "launch.sh")
+        return result
+    result["launch_script"] = str(write_launch(plans, out))
+    return result
