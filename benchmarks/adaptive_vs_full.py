@@ -48,7 +48,7 @@ def replay(sweep: Path, target: float, metric: str) -> None:
     from rlbatch.analysis.accounting import fastest
     from rlbatch.plan import truncate_runs
     from rlbatch.readers import load
-    from rlbatch.report import accounting_for_runs
+    from rlbatch.analysis.accounting import accounting_for_runs
     from rlbatch.runstore import write_run
     from rlbatch.sweep.adaptive import adaptive_sweep
 

@@ -106,7 +106,7 @@ def main() -> None:
 
     from rlbatch.analysis.curves import summarize_run
     from rlbatch.analyze import analyze, load_all
-    from rlbatch.report import accounting_for_runs
+    from rlbatch.analysis.accounting import accounting_for_runs
 
     root = args.root or REPO / "runs" / "bench" / f"analyze_{args.runs}x{args.steps}"
     t = time.perf_counter()

@@ -271,7 +271,7 @@ def check(path: Path, fmt: str | None = None) -> str:
     from rlbatch.analysis.curves import summarize_run
     from rlbatch.errors import UserError
     from rlbatch.readers import load
-    from rlbatch.report import accounting_for_runs
+    from rlbatch.analysis.accounting import accounting_for_runs
     from rlbatch.runstore import CANONICAL_METRICS, Run
 
     with warnings.catch_warnings():

@@ -24,7 +24,7 @@ import pytest
 import yaml
 
 from rlbatch.sweep.trials import make_trials
-from rlbatch.sweep.verl import plan_trials
+from rlbatch.sweep.launch import plan_trials
 
 WHEELS = os.environ.get("RLBATCH_FRAMEWORK_WHEELS")
 pytestmark = pytest.mark.skipif(not WHEELS, reason="set RLBATCH_FRAMEWORK_WHEELS to a directory of wheels")

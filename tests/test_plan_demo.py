@@ -9,10 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from rlbatch.analysis.curves import aggregate_seeds, group_seeds
 from rlbatch.plan import plan_runs, truncate_runs
 from rlbatch.readers import load
-from rlbatch.report import accounting_for_runs
+from rlbatch.analysis.accounting import accounting_for_runs
 
 DATA = Path(__file__).resolve().parent / "data" / "demo_sweep"
 
@@ -27,8 +26,7 @@ def demo(tmp_path_factory):
 
 
 def measured_relative_time(runs, target):
-    configs = [aggregate_seeds(rs, name) for name, rs in group_seeds(runs).items()]
-    rows, ref, _ = accounting_for_runs(configs, target)
+    rows, ref, _ = accounting_for_runs(runs, target)
     return {r["run"]: r["relative_time"] for r in rows if r["relative_time"] is not None}, ref
 
 

@@ -298,7 +298,7 @@ def test_regression_wandb_panel_without_a_usable_run(tmp_path):
 def test_regression_target_met_by_the_initial_evaluation(tmp_path):
     """UserError 'reference never reached the target' from the accounting when the only run met the target at step 0
     (0 samples): the default reference now needs samples-to-target > 0, as ``account`` does."""
-    from rlbatch.report import accounting_for_runs
+    from rlbatch.analysis.accounting import accounting_for_runs
 
     p = tmp_path / "v.log"
     p.write_text("python3 -m verl.trainer.main_ppo data.train_batch_size=8 actor_rollout_ref.rollout.n=4\n"

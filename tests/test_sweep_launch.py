@@ -39,8 +39,8 @@ import yaml
 
 from rlbatch.errors import UserError
 from rlbatch.sweep.trials import make_trials
-from rlbatch.sweep.verl import (expected_log_path, format_dry_run, launch, plan_trials, trial_script,
-                                write_launch)
+from rlbatch.sweep.launch import format_dry_run, launch, plan_trials, trial_script, write_launch
+from rlbatch.sweep.launchplan import expected_log_path
 
 GOLDEN = Path(__file__).parent / "golden"
 OUT = "/shared/study"  # plans are pure functions of the trials and this path; nothing is written there

@@ -39,8 +39,11 @@ def test_paper_ppo_generation_scaling():
     assert model["train"]["slope"] == pytest.approx(50 / 25600)
     assert model["train"]["intercept"] == pytest.approx(0.0, abs=1e-6)
     assert pred[512]["train_s"] == pytest.approx(100.0)
-    assert pred[512]["step_s"] == pytest.approx(pred[512]["gen_s"] + 100.0)
+    # the step time passes through the measured points (89 s, 268 s) and is log-log interpolated between them
+    assert pred[256]["step_s"] == pytest.approx(89.0) and pred[1024]["step_s"] == pytest.approx(268.0)
+    assert pred[512]["step_s"] == pytest.approx(math.sqrt(89.0 * 268.0))
     assert pred[512]["throughput_samples_per_s"] == pytest.approx(512 / pred[512]["step_s"])
+    assert pred[256]["throughput_samples_per_s"] == pytest.approx(t["throughput_samples_per_s"].iloc[0])
 
 
 def test_paper_grpo_generation_and_update():

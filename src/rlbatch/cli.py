@@ -399,6 +399,9 @@ def analyze_cmd(
                                         "(TensorBoard's convention) before finding samples-to-target."),
     sustained: bool = typer.Option(False, "--sustained", help="Count a target as reached only if the score stays at "
                                    "or above it afterwards."),
+    clock: str = typer.Option("auto", "--clock", help="Clock for time-to-target and throughput: auto (process CPU "
+                              "time for runs on a CPU device that log time/cpu_s, where parallel trials share the "
+                              "cores; else wall-clock), wall or cpu."),
     fmt: Format = typer.Option(Format.table, "--format", help="Output format."),
 ) -> None:
     """Read RL training logs (verl, TRL, OpenRLHF/TensorBoard, W&B, CSV/JSONL, rlbatch runs) and summarise each
@@ -406,7 +409,7 @@ def analyze_cmd(
     from rlbatch.analyze import analyze, print_analysis
 
     result = analyze(paths, target=target, metric=metric, reference=reference, out=out, log_format=log_format,
-                     mapping=mapping, sets=sets, ema=ema, sustained=sustained)
+                     mapping=mapping, sets=sets, ema=ema, sustained=sustained, clock=clock)
     print_analysis(result, fmt.value)
 
 # --------------------------------------------------------------------------------------------------- launch
@@ -449,7 +452,7 @@ def launch_cmd(
     commands (--dry-run) or submits them as Ray jobs (--submit --address). Then: rlbatch analyze OUT/logs.
     The same as rlbatch sweep --backend verl|openrlhf|trl (kept as an alias with the launcher-only options)."""
     from rlbatch.scaling import parse_int_list
-    from rlbatch.sweep.verl import launch
+    from rlbatch.sweep.launch import launch
 
     res = launch(backend=backend.value, base_batch=base_batch, base_lr=base_lr, batches=parse_int_list(batches),
                  rule=rule, group_size=group_size, samples=samples, out=out, base_config=base_config,
@@ -460,7 +463,7 @@ def launch_cmd(
 
 
 def _print_launch(res: dict, backend: str, out: Path, dry_run: bool, fmt: Format) -> None:
-    from rlbatch.sweep.verl import format_dry_run
+    from rlbatch.sweep.launch import format_dry_run
 
     plans = res["plans"]
     if fmt is Format.json:
@@ -491,7 +494,8 @@ def plan_cmd(
     target: Optional[float] = typer.Option(None, "--target", help="Target score (required for runs; a table is "
                                            "already at its target)."),
     reference: Optional[str] = typer.Option(None, "--reference", help="Reference run, configuration or batch size "
-                                            "(default: the smallest batch on the square-root LR rule)."),
+                                            "(default: as rlbatch analyze, the smallest batch that reached the "
+                                            "target)."),
     candidates: Optional[str] = typer.Option(None, "--candidates", help="Comma-separated batch sizes to predict "
                                              "besides the runs' own, e.g. 2048,4096."),
     profile: Optional[Path] = typer.Option(None, "--profile", help="Throughput profile JSON (rlbatch profile) for "
@@ -501,6 +505,9 @@ def plan_cmd(
     sets: Optional[list[str]] = typer.Option(None, "--set", help="Override run metadata: RUN:field=value."),
     mapping: Optional[list[str]] = typer.Option(None, "--map", help="Map a foreign metric name: foreign=canonical."),
     log_format: Optional[str] = typer.Option(None, "--log-format", help="Input log format instead of detecting it."),
+    clock: str = typer.Option("auto", "--clock", help="Clock for time-to-target and throughput: auto (process CPU "
+                              "time for runs on a CPU device that log time/cpu_s, where parallel trials share the "
+                              "cores; else wall-clock), wall or cpu."),
     fmt: Format = typer.Option(Format.table, "--format", help="Output format."),
 ) -> None:
     """Align, then accelerate: predict each candidate batch's time-to-target (rN / throughput gain, with an
@@ -510,7 +517,7 @@ def plan_cmd(
 
     plan = make_plan(paths, target=target, reference=reference, profile=profile, metric=metric, tol=tolerance,
                      candidates=parse_int_list(candidates, "candidates") if candidates else None,
-                     log_format=log_format, sets=sets, mapping=mapping)
+                     log_format=log_format, sets=sets, mapping=mapping, clock=clock)
     print_plan(plan, fmt.value)
 
 

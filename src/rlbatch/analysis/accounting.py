@@ -1,27 +1,51 @@
 """End-to-end accounting: does a larger batch reach the target sooner? (the paper's "accelerate" test).
 
-Time-to-target = samples-to-target / throughput, so relative to a reference run
+The one analysis core: every command (``account``, ``analyze``, ``plan``, the report, the sweeps, the demo) takes
+samples-to-target, time-to-target, throughput, rN, relative time and the verdict from the functions here.
+
+Per seed (one run), on the policy-sample axis (:func:`rlbatch.analysis.curves.curve`, evaluation at 0 kept):
+    S  = samples-to-target, the first crossing of the target, linear between evaluation points
+         (:func:`rlbatch.analysis.curves.samples_to_target`);
+    T  = time-to-target, the clock logged at the crossing, interpolated like the samples
+         (:func:`rlbatch.analysis.throughput.time_at`; wall-clock, or process CPU time on a shared CPU,
+         :func:`rlbatch.analysis.throughput.clock_basis`).
+Per configuration (its seeds; :func:`estimate_configuration`), **seed aggregation = the mean of the per-seed values**
+(not the crossing of the seed-averaged curve, which is biased low):
+    S = mean_i S_i,   T = mean_i T_i,   throughput X = S / T  (retained samples per second up to the target; over
+    the whole run when the target is not reached).
+Relative to a reference configuration (Li et al. 2026, end-to-end accounting, Table "J = 77%"):
     rN                  = S / S_ref                    (sample penalty; samples-to-target ratio)
-    relative_throughput = X / X_ref                    (X = samples-to-target / time-to-target, samples/s)
+    relative_throughput = X / X_ref
     relative_time       = T / T_ref = rN / relative_throughput
-and a configuration is faster than the reference iff ``relative_throughput > rN`` (Li et al. 2026, end-to-end
-accounting, Table "J = 77%"). A run that never reached the target has no rN and no time-to-target: it is reported as
-"not reached", never as a number.
+and a configuration is faster than the reference iff ``relative_throughput > rN``. A configuration some of whose
+seeds never reached the target has no rN and no time-to-target: "not reached", never a number.
+
+Intervals (95%, percentile bootstrap, Efron & Tibshirani 1993; :func:`estimate_configuration`): with two or more
+seeds, the seeds are resampled (their spread holds sampling and evaluation noise); with one seed, the evaluation
+noise is resampled (binomial, sd sqrt(p(1-p)/n) per evaluation point when the number of evaluation items n is
+logged, else the residuals around a 5-point moving average); timing noise in both cases by a moving-block bootstrap
+of the steps (:func:`rlbatch.analysis.throughput.timing_factors`). Ratios take the candidate's and the reference's
+replicates independently. The verdict follows the interval: ``faster`` / ``slower`` only when the interval of the
+relative time lies wholly below / above 1, else ``within noise``.
 """
 
 from __future__ import annotations
 
 import math
+import re
+import zlib
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
+import numpy as np
 import pandas as pd
 
 from rlbatch.errors import UserError
+from rlbatch.runstore import Run
 
 #: Keys of one accounting row in JSON output (``rlbatch account --format json``).
 JSON_KEYS = ("run", "batch_size", "samples_to_target", "rN", "relative_throughput", "relative_time",
-             "faster_than_reference")
+             "faster_than_reference", "verdict")
 
 _NOT_REACHED_TOKENS = {"", "none", "null", "nan", "not reached", "not_reached", "-", "na", "n/a"}
 
@@ -68,16 +92,517 @@ def account(runs: pd.DataFrame, reference: str) -> pd.DataFrame:
     if ref["throughput_samples_per_s"] is None:
         raise UserError(f"reference run {reference!r} has neither time-to-target nor throughput", field="reference")
     for r in rows:
-        r["rN"] = r["samples_to_target"] / ref["samples_to_target"] if r["reached"] else None
+        r.update(ratios(r["samples_to_target"], r["time_to_target_s"], ref["samples_to_target"],
+                        ref["time_to_target_s"]))
         x = r["throughput_samples_per_s"]
-        r["relative_throughput"] = x / ref["throughput_samples_per_s"] if x is not None else None
-        if r["rN"] is not None and r["relative_throughput"] is not None:
-            r["relative_time"] = r["rN"] / r["relative_throughput"]
-            r["faster_than_reference"] = bool(r["relative_throughput"] > r["rN"] and r["run"] != reference)
-        else:
-            r["relative_time"] = None
-            r["faster_than_reference"] = False
+        if r["relative_throughput"] is None and x is not None:
+            r["relative_throughput"] = x / ref["throughput_samples_per_s"]
+        r["faster_than_reference"] = bool(r["relative_time"] is not None and r["relative_time"] < 1
+                                          and r["run"] != reference)
+        r["verdict"] = verdict_label(r["relative_time"], None, is_reference=r["run"] == reference,
+                                     reached=r["reached"])
     return pd.DataFrame(rows)
+
+
+
+N_BOOT = 1000
+CONF = 0.95
+SMOOTH_WINDOW = 5
+
+
+def ratios(s: float | None, t: float | None, s_ref: float, t_ref: float) -> dict[str, float | None]:
+    """``rN = s / s_ref``, ``relative_throughput = (s / t) / (s_ref / t_ref)``, ``relative_time = t / t_ref``
+    (Li et al. 2026, end-to-end accounting). ``s``, ``s_ref``: samples-to-target (responses); ``t``, ``t_ref``:
+    time-to-target (seconds). None where ``s`` or ``t`` is unknown; ``relative_throughput`` None when ``s`` or
+    ``t`` is 0 (a target met at the first evaluation)."""
+    out: dict[str, float | None] = {"rN": None, "relative_throughput": None, "relative_time": None}
+    if s is not None:
+        out["rN"] = s / s_ref
+    if s is not None and t is not None:
+        out["relative_time"] = t / t_ref
+        if s > 0 and t > 0:
+            out["relative_throughput"] = (s / t) / (s_ref / t_ref)
+    return out
+
+
+def _ci(reps: np.ndarray | None, conf: float = CONF) -> list[float] | None:
+    """Percentile interval of bootstrap replicates (NaN dropped; +inf kept: an unbounded end is None in JSON)."""
+    if reps is None:
+        return None
+    r = np.asarray(reps, float)
+    r = r[~np.isnan(r)]
+    if len(r) < 20:
+        return None
+    q = (1 - conf) / 2
+    return [float(np.quantile(r, q)), float(np.quantile(r, 1 - q))]
+
+
+def _eval_noise(c: pd.DataFrame, metric: str, n_boot: int, rng: np.random.Generator) -> np.ndarray:
+    """(n_boot, n) perturbed copies of one seed's curve ``c``: binomial noise when ``eval/n`` is logged, else the
+    residuals around a centered moving average resampled."""
+    from rlbatch.analysis.curves import moving_average
+
+    y = c[metric].to_numpy(float)
+    n = len(y)
+    if "eval/n" in c.columns and c["eval/n"].notna().all() and (c["eval/n"] > 0).all():
+        p = np.clip(y, 0.0, 1.0)
+        sd = np.sqrt(np.maximum(p * (1 - p), 1e-4) / c["eval/n"].to_numpy(float))
+        return y[None, :] + rng.standard_normal((n_boot, n)) * sd[None, :]
+    sm = moving_average(y, SMOOTH_WINDOW)
+    res = y - sm
+    return sm[None, :] + res[rng.integers(0, n, (n_boot, n))]
+
+
+def seed_estimate(run: Run, target: float | None, metric: str = "eval/score", *, ema: float | None = None,
+                  sustained: bool = False, clock: str = "wall") -> dict[str, Any]:
+    """One seed: ``samples_to_target`` (S, responses; None = not reached), ``time_to_target_s`` (T, seconds on
+    ``clock``), ``samples`` / ``seconds`` (whole run), and the curve and clock the bootstrap perturbs."""
+    from rlbatch.analysis.curves import curve, samples_to_target
+    from rlbatch.analysis.throughput import run_clock, time_at
+
+    c = curve(run, metric)
+    clk = run_clock(run, clock)
+    s = samples_to_target(c, target, metric, ema=ema, sustained=sustained) if target is not None else None
+    t = time_at(clk, s) if s is not None else None
+    return {"run": run.run_id, "seed": run.meta.seed, "samples_to_target": s, "time_to_target_s": t,
+            "samples": float(clk[0][-1]) if clk is not None else None,
+            "seconds": float(clk[1][-1]) if clk is not None else None, "_curve": c, "_clock": clk}
+
+
+def estimate_configuration(runs: Sequence[Run], target: float | None, metric: str = "eval/score", *,
+                           ema: float | None = None, sustained: bool = False, clock: str = "wall",
+                           n_boot: int = N_BOOT, seed: int | None = None, name: str | None = None) -> dict[str, Any]:
+    """Samples-to-target, time-to-target and throughput of one configuration (its seeds ``runs``), with intervals.
+
+    Seed aggregation (module docstring): the mean over seeds of per-seed S and T; X = S / T. When any seed did
+    not reach ``target`` (or no target): S, T None and X = mean whole-run samples / mean whole-run seconds.
+    Intervals: ``samples_to_target_ci``, ``time_to_target_ci``, ``throughput_ci`` (95% percentile bootstrap:
+    seeds resampled when two or more, else evaluation noise; timing noise by block bootstrap of steps). ``seed``
+    fixes the bootstrap (default: from the configuration's name, so a configuration's interval does not depend on
+    which others are analysed with it). The replicates stay in ``_replicates`` for ratios (:func:`compare`).
+
+    Returns a dict with ``config, batch_size, prompts_per_step, group_size, lr, lr_rule, runs, n_seeds, n_reached,
+    reached, samples_to_target(_ci), samples_to_target_per_seed, time_to_target_s, time_to_target_ci,
+    throughput_samples_per_s, throughput_ci, throughput_window ("to target" | "whole run"), clock``.
+    """
+    from rlbatch.analysis.curves import crossing, ema_smooth
+    from rlbatch.analysis.throughput import step_seconds, time_at, timing_factors
+
+    runs = list(runs)
+    name = name or runs[0].run_id
+    rng = np.random.default_rng(zlib.crc32(name.encode()) if seed is None else seed)
+    items = [seed_estimate(r, target, metric, ema=ema, sustained=sustained, clock=clock) for r in runs]
+    k = len(items)
+    S = np.array([np.nan if it["samples_to_target"] is None else it["samples_to_target"] for it in items])
+    reached = target is not None and bool(np.isfinite(S).all())
+    T = np.array([np.nan if it["time_to_target_s"] is None else it["time_to_target_s"] for it in items])
+    timed = reached and bool(np.isfinite(T).all())
+    meta = runs[0].meta
+    est: dict[str, Any] = {
+        "config": name, "batch_size": meta.batch_size, "prompts_per_step": meta.prompts_per_step,
+        "group_size": meta.group_size, "lr": meta.lr, "lr_rule": meta.lr_rule, "runs": [r.run_id for r in runs],
+        "n_seeds": k, "n_reached": int(np.isfinite(S).sum()), "reached": reached,
+        "samples_to_target_per_seed": [it["samples_to_target"] for it in items],
+        "samples_to_target": float(S.mean()) if reached else None, "samples_to_target_ci": None,
+        "time_to_target_s": float(T.mean()) if timed else None, "time_to_target_ci": None,
+        "throughput_samples_per_s": None, "throughput_ci": None, "clock": clock,
+        "throughput_window": "to target" if reached else "whole run",
+        "best_score": max((float(it["_curve"][metric].max()) for it in items if len(it["_curve"])), default=None)}
+    S_b = T_b = None
+    if reached:
+        if k >= 2:
+            idx = rng.integers(0, k, (n_boot, k))
+            S_b = S[idx].mean(axis=1)
+        else:
+            c = items[0]["_curve"]
+            ys = _eval_noise(c, metric, n_boot, rng)
+            if ema:
+                ys = np.array([ema_smooth(y, float(ema)) for y in ys])
+            S_b = crossing(c["samples/retained"].to_numpy(float), ys, target, sustained=sustained)
+            S_b[np.isnan(S_b)] = np.inf  # a replicate that never reaches the target: beyond any sample count
+            idx = np.zeros((n_boot, 1), dtype=int)
+        if timed:
+            F = np.array([timing_factors(step_seconds(it["_clock"], it["samples_to_target"]), n_boot, rng)
+                          for it in items])  # (k, n_boot)
+            if k >= 2:
+                T_b = (T[idx] * F[idx, np.arange(n_boot)[:, None]]).mean(axis=1)
+            else:
+                with np.errstate(invalid="ignore"):
+                    t_at = np.where(np.isfinite(S_b), time_at(items[0]["_clock"], np.where(np.isfinite(S_b), S_b,
+                                                                                            0.0)), np.inf)
+                T_b = t_at * F[0]
+        est["samples_to_target_ci"] = _ci(S_b)
+        est["time_to_target_ci"] = _ci(T_b)
+    # throughput: to the target when reached (X = S / T), else over the whole run
+    if timed and est["samples_to_target"] > 0 and est["time_to_target_s"] > 0:
+        est["throughput_samples_per_s"] = est["samples_to_target"] / est["time_to_target_s"]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            X_b = np.where(np.isfinite(S_b) & np.isfinite(T_b), S_b / T_b, np.nan)
+    else:
+        tot_s = np.array([np.nan if it["samples"] is None else it["samples"] for it in items])
+        tot_t = np.array([np.nan if it["seconds"] is None else it["seconds"] for it in items])
+        X_b = None
+        if np.isfinite(tot_s).all() and np.isfinite(tot_t).all() and tot_t.sum() > 0 and tot_s.sum() > 0:
+            est["throughput_samples_per_s"] = float(tot_s.mean() / tot_t.mean())
+            est["throughput_window"] = "whole run"
+            F = np.array([timing_factors(step_seconds(it["_clock"]), n_boot, rng) for it in items])
+            idx = rng.integers(0, k, (n_boot, k)) if k >= 2 else np.zeros((n_boot, 1), dtype=int)
+            X_b = tot_s[idx].mean(axis=1) / (tot_t[idx] * F[idx, np.arange(n_boot)[:, None]]).mean(axis=1)
+    est["throughput_ci"] = _ci(X_b)
+    est["_replicates"] = {"S": S_b, "T": T_b, "X": X_b}
+    return est
+
+
+def compare(est: dict[str, Any], ref: dict[str, Any]) -> dict[str, Any]:
+    """rN, relative throughput and relative time of ``est`` against ``ref`` (both :func:`estimate_configuration`),
+    each with its 95% interval from the two configurations' bootstrap replicates taken independently
+    (``rN_ci``, ``relative_throughput_ci``, ``relative_time_ci``; the reference against itself: exactly 1)."""
+    x, xr = est["throughput_samples_per_s"], ref["throughput_samples_per_s"]
+    out: dict[str, Any] = {"rN": None, "rN_ci": None, "relative_throughput": None, "relative_throughput_ci": None,
+                           "relative_time": None, "relative_time_ci": None}
+    if est is ref:
+        return {k: ([1.0, 1.0] if k.endswith("_ci") else 1.0) for k in out}
+    s_ref, t_ref = ref["samples_to_target"], ref["time_to_target_s"]
+    if s_ref is not None and s_ref > 0:
+        r = ratios(est["samples_to_target"], est["time_to_target_s"], s_ref, t_ref if t_ref else float("nan"))
+        out["rN"] = r["rN"]
+        if t_ref:
+            out["relative_time"] = r["relative_time"]
+    if x is not None and xr:
+        out["relative_throughput"] = x / xr
+    a, b = est.get("_replicates") or {}, ref.get("_replicates") or {}
+    with np.errstate(invalid="ignore", divide="ignore"):
+        for key, rk in (("rN", "S"), ("relative_time", "T"), ("relative_throughput", "X")):
+            if out[key] is not None and a.get(rk) is not None and b.get(rk) is not None:
+                out[f"{key}_ci"] = _ci(a[rk] / b[rk])
+    return out
+
+
+def verdict_label(relative_time: float | None, ci: Sequence[float] | None, *, is_reference: bool = False,
+                  reached: bool = True) -> str:
+    """The decision for one configuration: ``reference``, ``not reached``, ``unknown`` (no throughput),
+    ``faster`` / ``slower`` (the interval of the relative time lies wholly below / above 1; the point estimate
+    when there is no interval) or ``within noise`` (the interval contains 1)."""
+    if is_reference:
+        return "reference"
+    if not reached:
+        return "not reached"
+    if relative_time is None:
+        return "unknown"
+    if ci is None or ci[0] is None or ci[1] is None:
+        return "faster" if relative_time < 1 else "slower"
+    if ci[1] < 1:
+        return "faster"
+    if ci[0] > 1:
+        return "slower"
+    return "within noise"
+
+
+def comparison_groups(runs: Sequence[Run]) -> dict[tuple, list[Run]]:
+    """Runs split by (model, task, algorithm): only runs within one group are compared on the batch axis
+    (missing values match anything of the group they fall in only when the group has no other value)."""
+    out: dict[tuple, list[Run]] = {}
+    for r in runs:
+        out.setdefault((r.meta.model, r.meta.task, r.meta.algorithm), []).append(r)
+    return out
+
+
+def _pick_reference(ests: dict[str, dict[str, Any]], groups: dict[str, list[Run]], reference: Any) -> str | None:
+    """A configuration name for ``reference`` (a configuration name, a run id, or a batch size ``B64`` / ``64``);
+    default: the smallest batch that reached the target after training began and has a time-to-target, a
+    configuration on an LR rule before a fixed-LR one at equal B."""
+    if reference is not None:
+        key = str(reference)
+        for name, rs in groups.items():
+            if key == name or key in [r.run_id for r in rs]:
+                return name
+        if re.fullmatch(r"[Bb]?\d+", key):
+            b = int(key.lstrip("Bb"))
+            hits = sorted((e["lr_rule"] == "none", n) for n, e in ests.items() if e["batch_size"] == b)
+            if hits:
+                return hits[0][1]
+        raise UserError(f"unknown reference {reference!r}; configurations are: {', '.join(groups)} (or give a run "
+                        "id or a batch size, e.g. B64)", field="reference")
+    ok = [(e["batch_size"] or float("inf"), e["lr_rule"] == "none", n) for n, e in ests.items()
+          if e["reached"] and e["samples_to_target"] and e["time_to_target_s"]]
+    return sorted(ok)[0][2] if ok else None
+
+
+def account_runs(runs: Sequence[Run], target: float, metric: str = "eval/score", reference: Any = None, *,
+                 ema: float | None = None, sustained: bool = False, clock: str = "auto",
+                 n_boot: int = N_BOOT, allow_unreached_reference: bool = False) -> dict[str, Any]:
+    """The accounting of ``runs`` at ``target``: seeds grouped into configurations
+    (:func:`rlbatch.analysis.curves.group_seeds`), each estimated (:func:`estimate_configuration`) and compared
+    with the reference (:func:`compare`), the verdict per configuration (:func:`verdict_label`) and the
+    recommendation paragraph (:func:`recommendation`).
+
+    Returns ``{"rows": [...] (one per configuration, keys :data:`ROW_KEYS`), "reference": name | None,
+    "recommendation": str (Markdown), "best": name | None, "within_noise": [names], "clock": "wall" | "cpu",
+    "estimates": {name: estimate}}``. Raises :class:`UserError` for an unknown reference, or one that did not
+    reach the target after training began (its samples-to-target is 0 or None); with
+    ``allow_unreached_reference`` (the plan's short probes) a reference that has not reached the target is kept and
+    its comparisons are None."""
+    from rlbatch.analysis.curves import group_seeds
+    from rlbatch.analysis.throughput import clock_basis
+
+    runs = list(runs)
+    basis = clock_basis(runs, clock)
+    groups = group_seeds(runs)
+    ests = {name: estimate_configuration(rs, target, metric, ema=ema, sustained=sustained, clock=basis,
+                                         n_boot=n_boot, name=name) for name, rs in groups.items()}
+    ref = _pick_reference(ests, groups, reference)
+    if ref is None and allow_unreached_reference:  # short probes: the smallest batch on an LR rule
+        ref = sorted((e["batch_size"] or float("inf"), e["lr_rule"] in ("none", "linear"), n)
+                     for n, e in ests.items())[0][2]
+    if ref is not None and not (allow_unreached_reference and not ests[ref]["reached"]):
+        e = ests[ref]
+        if not e["reached"]:
+            raise UserError(f"reference {ref!r} never reached the target ({e['n_reached']}/{e['n_seeds']} seeds); "
+                            "choose another --reference", field="reference")
+        if not e["samples_to_target"]:
+            raise UserError(f"reference {ref!r} is at the target at its first evaluation (0 samples): nothing to "
+                            "compare against; choose a higher --target or another --reference", field="reference")
+        if not e["time_to_target_s"] and not allow_unreached_reference:
+            raise UserError(f"reference {ref!r} has no clock (time/wall_s, time/step_s or time/cpu_s) to time it",
+                            field="reference")
+    rows = []
+    for name, e in ests.items():
+        c = compare(e, ests[ref]) if ref is not None and (e is ests[ref] or ests[ref]["reached"]) else compare(e, {**e, "samples_to_target": None,
+                                                                       "throughput_samples_per_s": None,
+                                                                       "_replicates": {}})
+        row = {k: e[k] for k in ("batch_size", "prompts_per_step", "group_size", "lr", "lr_rule", "n_seeds",
+                                 "n_reached", "samples_to_target", "samples_to_target_ci",
+                                 "samples_to_target_per_seed", "time_to_target_s", "time_to_target_ci",
+                                 "throughput_samples_per_s", "throughput_ci", "throughput_window", "best_score")}
+        row = {"run": name, **row, **c, "runs": e["runs"], "reached": e["reached"]}
+        row["faster_than_reference"] = bool(name != ref and row["relative_time"] is not None
+                                            and row["relative_time"] < 1)
+        row["verdict"] = verdict_label(row["relative_time"], row["relative_time_ci"], is_reference=name == ref,
+                                       reached=e["reached"])
+        rows.append(row)
+    ref_ok = ref is not None and ests[ref]["reached"] and bool(ests[ref]["samples_to_target"])
+    text, best, tied = recommendation(rows, ref if ref_ok else None, metric, target, runs)
+    return {"rows": rows, "reference": ref, "recommendation": text, "best": best, "within_noise": tied,
+            "clock": basis, "estimates": ests}
+
+
+#: Keys of one accounting row (``rlbatch analyze --format json`` ``accounting``; ``rlbatch plan`` candidates carry
+#: the same values under the same names).
+ROW_KEYS = ("run", "batch_size", "samples_to_target", "samples_to_target_ci", "time_to_target_s", "time_to_target_ci",
+            "throughput_samples_per_s", "throughput_ci", "rN", "rN_ci", "relative_throughput",
+            "relative_throughput_ci", "relative_time", "relative_time_ci", "faster_than_reference", "verdict",
+            "reached")
+
+
+def _iv(ci: Sequence[float] | None, spec: str = ".2f") -> str:
+    if not ci:
+        return ""
+    lo, hi = ci
+    return f" (95% CI {format(lo, spec)}–{format(hi, spec) if hi is not None and math.isfinite(hi) else '∞'})"
+
+
+def _overlap(a: Sequence[float] | None, b: Sequence[float] | None, pa: float, pb: float) -> bool:
+    a = a or [pa, pa]
+    b = b or [pb, pb]
+    hi_a = a[1] if a[1] is not None else float("inf")
+    hi_b = b[1] if b[1] is not None else float("inf")
+    return a[0] <= hi_b and b[0] <= hi_a
+
+
+def recommendation(rows: list[dict[str, Any]], ref: str | None, metric: str, target: float,
+                   runs: Sequence[Run] = ()) -> tuple[str, str | None, list[str]]:
+    """The recommendation paragraph (Markdown), the configuration with the smallest relative time-to-target and
+    the configurations within noise of it (their 95% intervals of the relative time overlap the best's). When
+    several are within noise the headline says so instead of naming one winner as certain."""
+    if ref is None:
+        reached = [r["run"] for r in rows if r["reached"]]
+        if reached:
+            text = (f"Runs {', '.join(reached)} reached {metric} ≥ {target:g}, but none has a measured clock (no "
+                    "per-step timings in the logs) and a target reached after training began, so time-to-target "
+                    "cannot be compared.")
+        else:
+            best = max(rows, key=lambda r: r.get("best_score") if r.get("best_score") is not None else -1e300,
+                       default=None)
+            bv = best.get("best_score") if best else None
+            text = (f"No run reached {metric} ≥ {target:g}" +
+                    (f"; the best was {best['run']} at {bv:.4g}. " if bv is not None else ". ") +
+                    "Train longer, or choose a lower target, before comparing batch sizes.")
+        return text, None, []
+    by = {r["run"]: r for r in rows}
+    if len(rows) == 1:
+        return (f"Only one configuration ({ref}, B={rows[0]['batch_size']}): nothing to compare it with.", ref, [])
+    ok = [r for r in rows if r["relative_time"] is not None]
+    best = min(ok, key=lambda r: (r["relative_time"], r["batch_size"] or 0))
+    tied = [r["run"] for r in ok if r is not best and _overlap(r["relative_time_ci"], best["relative_time_ci"],
+                                                                 r["relative_time"], best["relative_time"])]
+    b = best
+    bref = by[ref]["batch_size"]
+    parts = []
+    if tied:
+        members = sorted([b] + [by[n] for n in tied], key=lambda r: (r["batch_size"] or 0, r["run"]))
+        bs = sorted({m["batch_size"] for m in members if m["batch_size"]})
+        span = (f"B={bs[0]} to {bs[-1]}" if len(bs) > 2 else " and ".join(f"B={x}" for x in bs)) if bs else ""
+        names = ", ".join(m["run"] for m in members)
+        parts.append(f"**{span} are within noise of each other** ({names}: the 95% intervals of their relative "
+                     f"time-to-target overlap). {b['run']} (B={b['batch_size']}) has the smallest point estimate, "
+                     f"{b['relative_time']:.2f}x the reference's time-to-target{_iv(b['relative_time_ci'])}; more "
+                     "seeds or longer timing would separate them.")
+    elif b["run"] == ref:
+        parts.append(f"**Recommendation: keep {ref} (B={bref}).** No other configuration reaches {metric} ≥ "
+                     f"{target:g} sooner: none has a throughput gain that beats its sample penalty rN.")
+    else:
+        parts.append(f"**Recommendation: {b['run']} (B={b['batch_size']}).** It reaches {metric} ≥ {target:g} in "
+                     f"{b['relative_time']:.2f}x{_iv(b['relative_time_ci'])} the time of the reference {ref} "
+                     f"(B={bref}): its throughput is {b['relative_throughput']:.2f}x"
+                     f"{_iv(b['relative_throughput_ci'])} the reference's while it needs rN = {b['rN']:.2f}"
+                     f"{_iv(b['rN_ci'])} times the samples, and a configuration is faster iff its throughput gain "
+                     "exceeds rN.")
+    others = [verdict(r, ref) for r in rows if r["run"] not in (ref, b["run"])]
+    if others:
+        parts.append("Others: " + " ".join(others))
+    hw = {str(r.meta.hardware) for r in runs if r.meta.hardware}
+    if len(hw) > 1:
+        parts.append(f"Caution: these runs used different hardware ({'; '.join(sorted(hw))}), so throughput ratios "
+                     "compare hardware as well as batch size.")
+    return " ".join(parts), b["run"], tied
+
+
+AGGREGATION = ("Seeds of one configuration are combined as the mean of their per-seed samples-to-target and "
+               "time-to-target (each seed's first crossing of the target, linear between evaluations, the "
+               "evaluation at 0 samples included); throughput = samples-to-target / time-to-target. 95% intervals: "
+               "percentile bootstrap over seeds (over evaluation noise for a single seed) and over blocks of steps "
+               "for timing noise.")
+
+
+def clock_note(clock: str) -> str:
+    """One sentence on the clock that time-to-target and throughput were measured on."""
+    if clock == "cpu":
+        return ("Time is the trainer's process CPU time (time/cpu_s): the runs ran on CPU, where other processes "
+                "sharing the cores (parallel trials, other users) stretch the wall-clock but not the work done.")
+    return "Time is the logged wall-clock (time/wall_s, evaluation excluded where the log allows)."
+
+
+def accounting_summary(runs: Sequence[Run], target: float, metric: str = "eval/score", reference: Any = None, *,
+                       ema: float | None = None, sustained: bool = False, clock: str = "auto",
+                       n_boot: int = N_BOOT) -> dict[str, Any]:
+    """The accounting as ``rlbatch analyze`` and the report give it: :func:`account_runs` per comparison group
+    (:func:`comparison_groups`: runs of different models, tasks or algorithms are never compared with each other).
+
+    Returns ``{"accounting": rows (each with ``comparison`` when there are several groups), "reference",
+    "recommendation", "clock", "aggregation", "comparisons": [{model, task, algorithm, reference, recommendation,
+    runs}] (several groups only)}``. Raises :class:`UserError` as :func:`account_runs`."""
+    groups = comparison_groups(runs)
+    if len(groups) == 1:
+        acc = account_runs(runs, target, metric, reference, ema=ema, sustained=sustained, clock=clock,
+                           n_boot=n_boot)
+        return {"accounting": acc["rows"], "reference": acc["reference"], "recommendation": acc["recommendation"],
+                "within_noise": acc["within_noise"], "clock": acc["clock"], "aggregation": AGGREGATION}
+    rows, comps, texts, clocks = [], [], [], set()
+    ids = {r.run_id for r in runs}
+    for (model, task, alg), rs in groups.items():
+        label = " / ".join(str(v) for v in (model, task, alg) if v is not None) or "unlabelled"
+        mine = reference is not None and (str(reference) in {r.run_id for r in rs} or str(reference) not in ids)
+        try:
+            acc = account_runs(rs, target, metric, reference if mine else None, ema=ema, sustained=sustained,
+                               clock=clock, n_boot=n_boot)
+        except UserError as err:
+            if mine and str(reference) in {r.run_id for r in rs}:
+                raise
+            acc = account_runs(rs, target, metric, None, ema=ema, sustained=sustained, clock=clock, n_boot=n_boot) \
+                if mine else {"rows": [], "reference": None, "recommendation": f"not accounted: {err}", "clock": None}
+        clocks.add(acc["clock"])
+        rows += [{**r, "comparison": label} for r in acc["rows"]]
+        comps.append({"model": model, "task": task, "algorithm": alg, "runs": [r.run_id for r in rs],
+                      "reference": acc["reference"], "recommendation": acc["recommendation"]})
+        texts.append(f"**{label}** — {acc['recommendation']}")
+    head = (f"These runs are of {len(groups)} different model / task / algorithm combinations, so they are not "
+            "compared with each other (a batch-size comparison holds only within one): each is accounted "
+            "separately. ")
+    return {"accounting": rows, "reference": None, "recommendation": head + " ".join(texts), "within_noise": [],
+            "clock": clocks.pop() if len(clocks) == 1 else "mixed", "aggregation": AGGREGATION, "comparisons": comps}
+
+
+def seed_rows(groups: dict[str, list[Run]], rows: list[dict[str, Any]] | None = None,
+              metric: str = "eval/score") -> list[dict[str, Any]]:
+    """Per configuration (the report's seed table): seeds, how many reached the target, each seed's
+    samples-to-target with their min and max (from the accounting ``rows`` of :func:`account_runs`, so the same
+    numbers), mean first and last score, mean retained / generated samples."""
+    from rlbatch.analysis.curves import curve, mean_last
+
+    by = {r["run"]: r for r in rows or []}
+    out = []
+    for name, rs in groups.items():
+        row = by.get(name, {})
+        s2t = row.get("samples_to_target_per_seed") or [None] * len(rs)
+        reached = [s for s in s2t if s is not None]
+        scores = [c[metric] for c in (curve(r, metric) for r in rs) if len(c)]
+        out.append({"config": name, "batch_size": rs[0].meta.batch_size, "lr": rs[0].meta.lr,
+                    "lr_rule": rs[0].meta.lr_rule, "seeds": len(rs), "reached": f"{len(reached)}/{len(rs)}",
+                    "samples_to_target_per_seed": s2t,
+                    "samples_to_target_min": min(reached) if reached else None,
+                    "samples_to_target_max": max(reached) if reached else None,
+                    "first_score_mean": float(np.mean([s.iloc[0] for s in scores])) if scores else None,
+                    "last_score_mean": float(np.mean([s.iloc[-1] for s in scores])) if scores else None,
+                    "samples_retained": mean_last(rs, "samples/retained"),
+                    "samples_generated": mean_last(rs, "samples/generated")})
+    return out
+
+
+def probe_level(ref_runs: Sequence[Run], runs: Sequence[Run], target: float, metric: str = "eval/score") -> float | None:
+    """The score level short probes can be compared at: ``min(target, lowest smoothed maximum of every curve of
+    the pair - 2 standard errors of a smoothed point)``, provided it lies above every curve's smoothed start;
+    None otherwise. Smoothing: a centered 5-point moving average of each per-seed curve."""
+    from rlbatch.analysis.curves import curve, moving_average
+
+    ys = [c[metric].to_numpy(float) for c in (curve(r, metric) for r in list(ref_runs) + list(runs)) if len(c)]
+    if not ys:
+        return None
+    best = min(float(moving_average(y, SMOOTH_WINDOW).max()) for y in ys)
+    sd = float(np.sqrt(np.mean(np.concatenate([(y - moving_average(y, SMOOTH_WINDOW)) ** 2 for y in ys]))))
+    level = min(target, best - 2.0 * sd / math.sqrt(SMOOTH_WINDOW))
+    starts = max(float(moving_average(y, SMOOTH_WINDOW)[0]) for y in ys)
+    return level if level > starts else None
+
+
+def rn_at_level(ref_runs: Sequence[Run], runs: Sequence[Run], level: float, metric: str = "eval/score", *,
+                n_boot: int = 200, seed: int = 0) -> tuple[float | None, list[float] | None]:
+    """rN **at a score level below the target** for short probes: mean samples-to-``level`` of the smoothed
+    (5-point centered moving average) per-seed curves of ``runs`` over that of ``ref_runs``, with a 95% percentile
+    bootstrap resampling seeds (when several) and each curve's residuals around its moving average. It is the
+    ratio at ``level``, not at the target: the plan labels it so (``rN_source = "curve"``, ``rN_level``)."""
+    from rlbatch.analysis.curves import crossing, curve, moving_average
+
+    def prep(rs):
+        out = []
+        for r in rs:
+            c = curve(r, metric)
+            if len(c):
+                xs, ys = c["samples/retained"].to_numpy(float), c[metric].to_numpy(float)
+                sm = moving_average(ys, SMOOTH_WINDOW)
+                out.append((xs, sm, ys - sm))
+        return out
+
+    ref, cand = prep(ref_runs), prep(runs)
+    if not ref or not cand:
+        return None, None
+    s_ref = float(np.mean([crossing(x, sm, level)[0] for x, sm, _ in ref]))
+    s_c = float(np.mean([crossing(x, sm, level)[0] for x, sm, _ in cand]))
+    if not (math.isfinite(s_ref) and math.isfinite(s_c) and s_ref > 0):
+        return None, None
+    rng = np.random.default_rng(seed)
+
+    def boot(items):
+        per = np.array([crossing(x, moving_average(sm[None, :] + res[rng.integers(0, len(res), (n_boot, len(res)))],
+                                                   SMOOTH_WINDOW), level) for x, sm, res in items])
+        if len(items) >= 2:
+            pick = rng.integers(0, len(items), (n_boot, len(items)))
+            return per[pick, np.arange(n_boot)[:, None]].mean(axis=1)
+        return per[0]
+
+    if n_boot <= 0:
+        return s_c / s_ref, None
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return s_c / s_ref, _ci(boot(cand) / boot(ref))
 
 
 def fastest(rows: pd.DataFrame) -> str | None:
@@ -89,20 +614,26 @@ def fastest(rows: pd.DataFrame) -> str | None:
 
 
 def verdict(row: dict[str, Any], reference: str) -> str:
-    """One sentence on a row: throughput gain vs sample penalty rN, and the decision."""
+    """One sentence on an accounting row: throughput gain vs sample penalty rN with their intervals, and the
+    decision as :func:`verdict_label` (``within noise`` when the interval of the relative time contains 1)."""
     run = row["run"]
     if run == reference:
         return f"{run} is the reference."
     if not row.get("reached"):
-        return f"{run} did not reach the target: not reached, so it cannot be faster."
-    if row.get("relative_throughput") is None:
+        n = f" ({row['n_reached']}/{row['n_seeds']} seeds reached it)" if row.get("n_seeds") else ""
+        return f"{run} did not reach the target{n}: not reached, so it cannot be faster."
+    if row.get("relative_throughput") is None or row.get("relative_time") is None:
         return f"{run}: throughput unknown, no decision."
     gain, rn, rel = row["relative_throughput"], row["rN"], row["relative_time"]
-    if row["faster_than_reference"]:
-        return (f"{run} is faster: throughput gain {gain:.2f}x beats sample penalty rN={rn:.2f} "
-                f"({rel:.2f}x the reference's time-to-target).")
-    return (f"{run} is slower: throughput gain {gain:.2f}x does not beat sample penalty rN={rn:.2f} "
-            f"({rel:.2f}x the reference's time-to-target).")
+    nums = (f"throughput gain {gain:.2f}x{_iv(row.get('relative_throughput_ci'))} vs sample penalty "
+            f"rN={rn:.2f}{_iv(row.get('rN_ci'))}; {rel:.2f}x{_iv(row.get('relative_time_ci'))} the reference's "
+            "time-to-target")
+    label = row.get("verdict") or verdict_label(rel, row.get("relative_time_ci"))
+    if label == "faster":
+        return f"{run} is faster ({nums})."
+    if label == "slower":
+        return f"{run} is slower ({nums})."
+    return f"{run} is within noise of the reference ({nums})."
 
 
 def to_json_rows(rows: pd.DataFrame) -> list[dict[str, Any]]:
@@ -201,3 +732,12 @@ def read_accounting_csv(path: Path | str) -> pd.DataFrame:
                             path=str(path), line=line)
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def accounting_for_runs(runs: Sequence[Run], target: float, metric: str = "eval/score", reference: Any = None,
+                        ema: float | None = None, sustained: bool = False,
+                        clock: str = "auto") -> tuple[list[dict], str | None, str]:
+    """``(rows, reference, recommendation)`` of :func:`account_runs` (seeds of a configuration grouped): the short
+    form the benchmarks and tests use."""
+    acc = account_runs(runs, target, metric, reference, ema=ema, sustained=sustained, clock=clock)
+    return acc["rows"], acc["reference"], acc["recommendation"]

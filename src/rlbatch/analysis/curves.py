@@ -7,11 +7,13 @@ the target has no samples-to-target: ``None``, never infinity or zero.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from rlbatch.analysis.samples import X, policy_offset  # noqa: F401 (re-exported)
 from rlbatch.runstore import Run
 
 
@@ -27,6 +29,19 @@ def ema_smooth(values: np.ndarray, weight: float) -> np.ndarray:
         s = y if s is None else weight * s + (1.0 - weight) * y
         out[i] = s
     return out
+
+
+def moving_average(ys: np.ndarray, window: int = 5) -> np.ndarray:
+    """Centered moving average over ``window`` points along the last axis (shrinking at the ends); no lag, unlike
+    an EMA, so curves evaluated at different sample spacings stay comparable. ``ys``: shape (n,) or (k, n)."""
+    ys = np.asarray(ys, float)
+    n, h = ys.shape[-1], window // 2
+    if n == 0 or window <= 1:
+        return ys.copy()
+    c = np.concatenate([np.zeros(ys.shape[:-1] + (1,)), np.cumsum(ys, axis=-1)], axis=-1)
+    lo = np.clip(np.arange(n) - h, 0, n)
+    hi = np.clip(np.arange(n) + h + 1, 0, n)
+    return (c[..., hi] - c[..., lo]) / (hi - lo)
 
 
 def samples_to_target(df: pd.DataFrame, target: float, metric: str = "eval/score", x: str = "samples/retained",
@@ -50,20 +65,39 @@ def samples_to_target(df: pd.DataFrame, target: float, metric: str = "eval/score
     ys = d[metric].to_numpy(dtype=float)
     if ema:
         ys = ema_smooth(ys, float(ema))
-    above = ys >= target
-    if not above.any():
-        return None
+    v = float(crossing(xs, ys, target, sustained=sustained)[0])
+    return v if math.isfinite(v) else None
+
+
+def crossing(xs: np.ndarray, ys: np.ndarray, target: float, sustained: bool = False) -> np.ndarray:
+    """First crossing of ``target`` by each row of ``ys`` (shape (n,) or (k, n)) over the sorted axis ``xs`` (n,):
+    the interpolation of :func:`samples_to_target`, vectorised over rows (bootstrap replicates). ``sustained``: the
+    crossing after the last point below the target. Returns shape (k,); NaN for a row that never reaches it."""
+    xs = np.asarray(xs, float)
+    y = np.atleast_2d(np.asarray(ys, float))
+    above = y >= target
+    n = y.shape[1]
+    out = np.full(len(y), np.nan)
+    if n == 0:
+        return out
     if sustained:
-        below = np.flatnonzero(~above)
-        i = 0 if below.size == 0 else int(below[-1]) + 1
-        if i >= len(ys):
-            return None
+        below = ~above
+        last_below = np.where(below.any(axis=1), n - 1 - np.argmax(below[:, ::-1], axis=1), -1)
+        i = last_below + 1
+        hit = i < n
     else:
-        i = int(np.argmax(above))
-    if i == 0:
-        return float(xs[0])
-    x0, x1, y0, y1 = xs[i - 1], xs[i], ys[i - 1], ys[i]
-    return float(x0 + (target - y0) / (y1 - y0) * (x1 - x0))
+        hit = above.any(axis=1)
+        i = np.argmax(above, axis=1)
+    first = hit & (i == 0)
+    out[first] = xs[0]
+    mid = hit & (i > 0)
+    if mid.any():
+        r = np.flatnonzero(mid)
+        ii = i[mid]
+        y0, y1 = y[r, ii - 1], y[r, ii]
+        x0, x1 = xs[ii - 1], xs[ii]
+        out[mid] = x0 + (target - y0) / (y1 - y0) * (x1 - x0)
+    return out
 
 
 def metric_frame(run: Run, metric: str) -> pd.DataFrame:
@@ -73,15 +107,25 @@ def metric_frame(run: Run, metric: str) -> pd.DataFrame:
     return run.metrics
 
 
-def curve(run: Run, metric: str, x: str = "samples/retained") -> pd.DataFrame:
-    """The learning curve of ``metric`` against ``x``: columns ``[x, metric]``, numeric, NaN rows dropped, sorted by
-    ``x`` (stable). Taken from ``evals`` when it holds both columns, else from ``metrics``; empty when neither does.
-    The one curve extractor shared by the figures, the noise analysis and the plan."""
+def curve(run: Run, metric: str, x: str = X) -> pd.DataFrame:
+    """The per-seed learning curve of ``metric`` against ``x``: columns ``[x, metric]`` (plus ``eval/n``, the
+    number of evaluation items, when logged), numeric, NaN rows dropped, sorted by ``x`` (stable). Taken from
+    ``evals`` when it holds both columns, else from ``metrics``; empty when neither does.
+
+    The evaluation at 0 samples is kept (it is where every curve starts). On the retained-sample axis, samples of
+    leading PPO critic warm-up steps are not policy samples and are subtracted (:func:`policy_offset`; points
+    inside the warm-up sit at 0). The one curve extractor of the accounting, the figures and the plan."""
     for df in (run.evals, run.metrics):
         if isinstance(df, pd.DataFrame) and metric in df.columns and x in df.columns:
-            d = df[[x, metric]].apply(pd.to_numeric, errors="coerce").dropna().sort_values(x, kind="stable")
+            cols = [x, metric] + (["eval/n"] if "eval/n" in df.columns and df is run.evals else [])
+            d = df[cols].apply(pd.to_numeric, errors="coerce").dropna(subset=[x, metric])
+            d = d.sort_values(x, kind="stable").reset_index(drop=True)
             if len(d):
-                return d.reset_index(drop=True)
+                if x == X:
+                    off = policy_offset(run.metrics)
+                    if off:
+                        d[x] = (d[x] - off).clip(lower=0.0)
+                return d
     return pd.DataFrame(columns=[x, metric], dtype=float)
 
 
@@ -99,13 +143,6 @@ def _last(df: pd.DataFrame, col: str) -> float | None:
     return float(v.iloc[-1]) if len(v) else None
 
 
-def throughput(run: Run) -> float | None:
-    """Retained samples per wall-clock second over the whole run (last ``samples/retained`` / last
-    ``time/wall_s``); None when either is missing or the wall-clock is not positive."""
-    samples, wall = _last(run.metrics, "samples/retained"), _last(run.metrics, "time/wall_s")
-    return samples / wall if samples is not None and wall and wall > 0 else None
-
-
 def summarize_run(run: Run) -> dict[str, Any]:
     """Per-run summary (the ``runs`` objects of ``rlbatch analyze --format json``); None where the log lacks it.
 
@@ -118,6 +155,8 @@ def summarize_run(run: Run) -> dict[str, Any]:
     ``grad_norm_critic_mean``, ``reward_mean_last``, ``eval_points``, ``last_eval_step``, ``last_eval_score``,
     ``best_eval_score``, ``notes``.
     """
+    from rlbatch.analysis.throughput import run_throughput
+
     m, ev, meta = run.metrics, run.evals, run.meta
     steps = int(m["step"].max()) if len(m) and "step" in m.columns else 0
     samples = _last(m, "samples/retained")
@@ -141,7 +180,7 @@ def summarize_run(run: Run) -> dict[str, Any]:
         "samples_source": getattr(meta, "samples_source", None),
         "wall_clock_s": wall,
         "gen_time_share": share,
-        "throughput_samples_per_s": throughput(run),
+        "throughput_samples_per_s": run_throughput(run)["throughput_samples_per_s"],
         "time_per_step_s": _mean(m, "time/step_s"),
         "gen_time_per_step_s": _mean(m, "time/gen_s"),
         "train_time_per_step_s": _mean(m, "time/train_s"),
@@ -156,20 +195,6 @@ def summarize_run(run: Run) -> dict[str, Any]:
     }
 
 
-def accounting_input(runs: list[Run], target: float, metric: str = "eval/score", ema: float | None = None,
-                     sustained: bool = False) -> pd.DataFrame:
-    """Rows for :func:`rlbatch.analysis.accounting.account`: per run, ``batch_size``, ``samples_to_target`` (None if
-    not reached) and ``throughput_samples_per_s`` (retained samples per wall-clock second over the whole run, so
-    time-to-target = samples-to-target / throughput, Li et al. 2026 end-to-end accounting)."""
-    rows = []
-    for r in runs:
-        stt = samples_to_target(metric_frame(r, metric), target, metric, ema=ema, sustained=sustained)
-        rows.append({"run": r.run_id, "batch_size": r.meta.batch_size, "samples_to_target": stt,
-                     "throughput_samples_per_s": throughput(r)})
-    return pd.DataFrame(rows)
-
-
-
 def seedless_id(run_id: str) -> str:
     """A run id without its seed suffix: ``B64-G8-sqrt-s2`` / ``run_seed1`` -> ``B64-G8-sqrt`` / ``run``."""
     import re
@@ -177,28 +202,43 @@ def seedless_id(run_id: str) -> str:
     return re.sub(r"[-_](s|seed)\d+$", "", run_id)
 
 
+def config_key(run: Run) -> tuple:
+    """What makes two runs seeds of one configuration: the same seedless id (:func:`seedless_id`), model, task,
+    algorithm, P, G, B, learning rate and LR rule."""
+    m = run.meta
+    return (seedless_id(run.run_id), m.model, m.task, m.algorithm, m.prompts_per_step, m.group_size, m.batch_size,
+            round(float(m.lr), 12) if m.lr else None, m.lr_rule)
+
+
 def group_seeds(runs: list[Run]) -> dict[str, list[Run]]:
-    """Runs of one configuration (same seedless id, batch size, LR and LR rule) grouped together, ordered by batch
-    size then name; the key is the seedless id (made unique with ``@lr...`` if two configurations share it)."""
+    """Runs of one configuration (:func:`config_key`) grouped together, ordered by batch size then name; the key
+    is the seedless id (made unique with ``@lr...`` if two configurations share it). The one grouping of seeds used
+    by the accounting, the plan, the report and the sweeps. A configuration with one run keeps that run's id."""
     by: dict[tuple, list[Run]] = {}
     for r in sorted(runs, key=lambda r: (r.meta.batch_size or 0, r.run_id)):
-        key = (seedless_id(r.run_id), r.meta.batch_size, r.meta.lr, r.meta.lr_rule)
-        by.setdefault(key, []).append(r)
+        by.setdefault(config_key(r), []).append(r)
     out: dict[str, list[Run]] = {}
-    for (name, _b, lr, _rule), rs in by.items():
-        out[name if name not in out else f"{name}@lr{lr:.3g}"] = rs
+    for key, rs in by.items():
+        name, lr = (key[0] if len(rs) > 1 else rs[0].run_id), key[7]
+        if name in out:
+            name = f"{name}@lr{lr:.3g}" if lr else f"{name}@{len(out)}"
+        while name in out:
+            name += "'"
+        out[name] = rs
     return out
 
 
-def aggregate_seeds(runs: list[Run], name: str, metric: str = "eval/score", x: str = "samples/retained") -> Run:
-    """One run standing for several seeds of one configuration, named ``name``.
+def aggregate_seeds(runs: list[Run], name: str, metric: str = "eval/score", x: str = X) -> Run:
+    """One run standing for several seeds of one configuration, named ``name``: **for the figures and the
+    configuration summaries only** (the accounting never crosses this averaged curve: the first crossing of a
+    seed-averaged curve is biased low; it averages per-seed samples-to-target instead,
+    :func:`rlbatch.analysis.accounting.estimate_configuration`).
 
     ``metrics``: numeric per-step columns averaged over seeds, on the steps every seed has. ``evals``: ``metric``
-    averaged over seeds on the evaluation grid (``x``) of the seed that stopped first, each seed linearly
-    interpolated onto it; ``<metric>_min`` / ``<metric>_max`` keep the range across seeds (the bands of the
-    overlay); ``time/wall_s`` is interpolated from the averaged metrics. Samples-to-target of the result is that of
-    the seed-averaged curve. Metadata: the first run's, with ``seed`` None and ``seeds`` / ``n_seeds`` added. A
-    single run is only renamed."""
+    averaged over seeds on the evaluation grid (``x``, policy samples as :func:`curve`) of the seed that stopped
+    first, each seed linearly interpolated onto it; ``<metric>_min`` / ``<metric>_max`` keep the range across seeds
+    (the bands of the overlay); ``time/wall_s`` is interpolated from the averaged metrics. Metadata: the first
+    run's, with ``seed`` None and ``seeds`` / ``n_seeds`` added. A single run is only renamed."""
     from rlbatch.runstore import make_meta
 
     first = runs[0]
@@ -209,43 +249,22 @@ def aggregate_seeds(runs: list[Run], name: str, metric: str = "eval/score", x: s
     metrics = pd.concat([r.metrics.select_dtypes("number") for r in runs]).groupby("step", as_index=False).mean()
     counts = pd.concat([r.metrics[["step"]] for r in runs]).groupby("step").size()
     metrics = metrics[metrics["step"].map(counts) == len(runs)].reset_index(drop=True)
-    frames = [metric_frame(r, metric) for r in runs]
-    frames = [f[[c for c in ("step", x, metric) if c in f.columns]].dropna(subset=[x, metric]).sort_values(x)
-              for f in frames if x in f.columns and metric in f.columns]
+    frames = [curve(r, metric, x) for r in runs]
+    frames = [f for f in frames if len(f)]
     evals = pd.DataFrame()
     if len(frames) == len(runs):
-        base = min(frames, key=lambda f: float(f[x].max()) if len(f) else -1.0)
+        base = min(frames, key=lambda f: float(f[x].max()))
         grid = base[x].to_numpy(float)
         ys = np.array([np.interp(grid, f[x].to_numpy(float), f[metric].to_numpy(float)) for f in frames])
-        evals = pd.DataFrame({"step": base["step"].to_numpy() if "step" in base else np.arange(len(grid)),
-                              x: grid, metric: ys.mean(0), f"{metric}_min": ys.min(0), f"{metric}_max": ys.max(0)})
+        evals = pd.DataFrame({"step": np.arange(len(grid)), x: grid, metric: ys.mean(0),
+                              f"{metric}_min": ys.min(0), f"{metric}_max": ys.max(0)})
         if len(metrics) and "time/wall_s" in metrics and x in metrics:
             evals["time/wall_s"] = np.interp(grid, np.r_[0.0, metrics[x].to_numpy(float)],
                                              np.r_[0.0, metrics["time/wall_s"].to_numpy(float)])
     return Run(meta=meta, metrics=metrics, evals=evals, path=None)
 
 
-def seed_rows(groups: dict[str, list[Run]], target: float | None, metric: str = "eval/score") -> list[dict[str, Any]]:
-    """Per configuration: seeds, how many reached ``target``, samples-to-target of each seed and their range, mean
-    first and last score, mean retained / generated samples (the report's seed table)."""
-    rows = []
-    for name, rs in groups.items():
-        s2t = [samples_to_target(metric_frame(r, metric), target, metric) if target is not None else None for r in rs]
-        reached = [s for s in s2t if s is not None]
-        scores = [metric_frame(r, metric)[metric].dropna() for r in rs if metric in metric_frame(r, metric).columns]
-        scores = [s for s in scores if len(s)]
-        rows.append({"config": name, "batch_size": rs[0].meta.batch_size, "lr": rs[0].meta.lr,
-                     "lr_rule": rs[0].meta.lr_rule, "seeds": len(rs), "reached": f"{len(reached)}/{len(rs)}",
-                     "samples_to_target_per_seed": s2t,
-                     "samples_to_target_min": min(reached) if reached else None,
-                     "samples_to_target_max": max(reached) if reached else None,
-                     "first_score_mean": float(np.mean([s.iloc[0] for s in scores])) if scores else None,
-                     "last_score_mean": float(np.mean([s.iloc[-1] for s in scores])) if scores else None,
-                     "samples_retained": _mean_last(rs, "samples/retained"),
-                     "samples_generated": _mean_last(rs, "samples/generated")})
-    return rows
-
-
-def _mean_last(runs: list[Run], col: str) -> float | None:
+def mean_last(runs: list[Run], col: str) -> float | None:
+    """Mean over ``runs`` of the last logged value of ``col`` (e.g. total retained samples); None if none has it."""
     v = [x for x in (_last(r.metrics, col) for r in runs) if x is not None]
     return float(np.mean(v)) if v else None

@@ -23,6 +23,127 @@ import pandas as pd
 from rlbatch.errors import UserError
 
 
+#: Clocks a time axis can be measured on: ``wall`` (``time/wall_s``, cumulative wall-clock excluding evaluation) and
+#: ``cpu`` (the cumulative sum of ``time/cpu_s``, the trainer's process CPU seconds per step).
+CLOCKS = ("wall", "cpu")
+PHASES = ("time/gen_s", "time/reward_s", "time/train_s")
+
+
+def clock_basis(runs: Sequence[Any], requested: str = "auto") -> str:
+    """The clock that time-to-target and throughput are measured on, the same for every run compared.
+
+    ``auto``: ``cpu`` when every run logs ``time/cpu_s`` and ran on a CPU device (``hardware.device == "cpu"``):
+    there the process CPU time is the work of the step, untouched by other processes (other trials of the sweep,
+    other users) that share the cores and stretch the wall-clock — the fixed-LR control and the square-root run at
+    the same B then measure the same throughput; else ``wall``. ``wall`` / ``cpu`` force one (``cpu`` raises
+    :class:`UserError` when a run lacks ``time/cpu_s``)."""
+    runs = list(runs)
+    if requested not in ("auto",) + CLOCKS:
+        raise UserError(f"clock must be auto, wall or cpu, got {requested!r}", field="clock")
+    has_cpu = [isinstance(r.metrics, pd.DataFrame) and "time/cpu_s" in r.metrics.columns
+               and r.metrics["time/cpu_s"].notna().any() for r in runs]
+    if requested == "cpu":
+        missing = [r.run_id for r, h in zip(runs, has_cpu) if not h]
+        if missing:
+            raise UserError(f"no time/cpu_s in run(s) {', '.join(missing[:4])}: use --clock wall", field="clock")
+        return "cpu"
+    if requested == "wall":
+        return "wall"
+
+    def on_cpu(r: Any) -> bool:
+        hw = r.meta.hardware
+        return isinstance(hw, dict) and str(hw.get("device", "")).startswith("cpu")
+
+    return "cpu" if runs and all(has_cpu) and all(on_cpu(r) for r in runs) else "wall"
+
+
+def run_clock(run: Any, basis: str = "wall") -> tuple[np.ndarray, np.ndarray] | None:
+    """The run's clock on the policy-sample axis: ``(samples, seconds)``, both non-decreasing, one point per step
+    plus ``(0, 0)`` first; ``samples`` as :func:`rlbatch.analysis.curves.curve` (critic warm-up removed; its time is
+    kept), ``seconds`` cumulative on ``basis`` (``wall``: ``time/wall_s``, else the sum of ``time/step_s``; ``cpu``:
+    the sum of ``time/cpu_s``; without either wall column, the sum of the phases ``time/gen_s`` + ``time/reward_s``
+    + ``time/train_s``). Equal sample values keep the last point. None without samples or clock."""
+    from rlbatch.analysis.samples import X, policy_offset
+
+    m = run.metrics
+    if not isinstance(m, pd.DataFrame) or X not in m.columns or not len(m):
+        return None
+    if basis == "cpu":
+        if "time/cpu_s" not in m.columns:
+            return None
+        sec = pd.to_numeric(m["time/cpu_s"], errors="coerce").fillna(0.0).cumsum()
+    elif "time/wall_s" in m.columns and m["time/wall_s"].notna().any():
+        sec = pd.to_numeric(m["time/wall_s"], errors="coerce")
+    elif "time/step_s" in m.columns and m["time/step_s"].notna().any():
+        sec = pd.to_numeric(m["time/step_s"], errors="coerce").fillna(0.0).cumsum()
+    elif any(c in m.columns for c in PHASES):
+        sec = sum(pd.to_numeric(m[c], errors="coerce").fillna(0.0) for c in PHASES if c in m.columns).cumsum()
+    else:
+        return None
+    x = pd.to_numeric(m[X], errors="coerce")
+    ok = x.notna() & sec.notna()
+    xs = np.r_[0.0, (x[ok].to_numpy(float) - policy_offset(m)).clip(min=0.0)]
+    ts = np.r_[0.0, sec[ok].to_numpy(float)]
+    if len(xs) < 2:
+        return None
+    xs, ts = np.maximum.accumulate(xs), np.maximum.accumulate(ts)
+    keep = np.r_[xs[1:] != xs[:-1], True]
+    return xs[keep], ts[keep]
+
+
+def time_at(clock: tuple[np.ndarray, np.ndarray] | None, samples: Any) -> Any:
+    """Seconds on ``clock`` (:func:`run_clock`) at ``samples`` (scalar or array), linear between steps; None
+    without a clock. Time-to-target is the clock at samples-to-target, interpolated like the samples."""
+    if clock is None:
+        return None
+    xs, ts = clock
+    v = np.interp(np.asarray(samples, float), xs, ts)
+    return float(v) if np.ndim(v) == 0 else v
+
+
+def step_seconds(clock: tuple[np.ndarray, np.ndarray] | None, upto: float | None = None) -> np.ndarray:
+    """Per-step seconds of ``clock`` (the increments), over the steps up to ``upto`` samples when given: the unit
+    the timing bootstrap resamples."""
+    if clock is None:
+        return np.array([])
+    xs, ts = clock
+    dt = np.diff(ts)
+    if upto is not None:
+        dt = dt[: max(1, int(np.searchsorted(xs, upto, side="left")))]
+    return dt
+
+
+def timing_factors(dt: np.ndarray, n_boot: int, rng: np.random.Generator, block: int = 10) -> np.ndarray:
+    """Timing noise as multiplicative factors (n_boot,): a moving-block bootstrap (Kuensch 1989; blocks of
+    ``block`` consecutive steps, which keeps the correlation of slow phases such as a busy neighbour) of the mean
+    step time over the mean. Ones when fewer than two steps."""
+    dt = np.asarray(dt, float)
+    n = len(dt)
+    if n < 2 or not (dt.sum() > 0):
+        return np.ones(n_boot)
+    if n_boot <= 0:
+        return np.ones(0)
+    b = max(1, min(block, n))
+    k = int(math.ceil(n / b))
+    starts = rng.integers(0, n - b + 1, (n_boot, k))
+    idx = (starts[:, :, None] + np.arange(b)[None, None, :]).reshape(n_boot, -1)[:, :n]
+    return dt[idx].mean(axis=1) / dt.mean()
+
+
+def run_throughput(run: Any, basis: str = "wall", upto: float | None = None) -> dict[str, Any]:
+    """Retained (policy) samples per second of ``run`` on ``basis`` (:func:`run_clock`): over the whole run, or up
+    to ``upto`` samples. Returns ``{"throughput_samples_per_s", "samples", "seconds", "basis"}`` (None where the
+    log lacks samples or a clock). Source: Li et al. 2026, throughput = retained samples / second."""
+    c = run_clock(run, basis)
+    if c is None:
+        return {"throughput_samples_per_s": None, "samples": None, "seconds": None, "basis": basis}
+    xs, ts = c
+    s = float(xs[-1]) if upto is None else float(upto)
+    t = time_at(c, s)
+    return {"throughput_samples_per_s": s / t if t and t > 0 and s > 0 else None, "samples": s, "seconds": t,
+            "basis": basis}
+
+
 def _per_step(m: pd.DataFrame, col: str) -> pd.Series | None:
     """Per-step increments of a cumulative column (first step counted from 0)."""
     if col not in m:
@@ -33,45 +154,47 @@ def _per_step(m: pd.DataFrame, col: str) -> pd.Series | None:
     return c.diff().fillna(c.iloc[0])
 
 
-def step_timings(runs: Sequence[Any], skip_first: int = 1) -> pd.DataFrame:
-    """Per-run median per-step timings and sizes, one row per run.
+def step_timings(runs: Sequence[Any], skip_first: int = 1, clock: str = "wall") -> pd.DataFrame:
+    """Per-run timings and sizes, one row per run.
 
-    Columns: ``run``, ``batch_size`` (B from run metadata), ``seed``, ``gen_s``, ``train_s``, ``reward_s``,
-    ``step_s`` (seconds per step; ``step_s`` = time/step_s, else the sum of the parts), ``samples_per_step``
-    (retained, from ``samples/retained`` increments, else B), ``gen_tokens_per_step``, ``train_tokens_per_step``
-    (from the cumulative ``tokens/*``; NaN if missing), ``throughput_samples_per_s`` (= samples_per_step / step_s).
-    Medians skip the first ``skip_first`` steps (warm-up, compilation) when the run has more steps than that.
+    Columns: ``run``, ``batch_size`` (B, nominal P x G), ``seed``, ``gen_s``, ``train_s``, ``reward_s`` (median
+    seconds per step of each phase, skipping the first ``skip_first`` steps: warm-up, compilation), ``step_s``
+    (mean seconds per step on ``clock`` over the whole run: total clock / steps, :func:`run_clock`),
+    ``samples_per_step`` (mean retained responses per step: total / steps, not a median, which group filtering
+    quantises), ``retained_fraction`` (retained / generated responses), ``gen_tokens_per_step``,
+    ``train_tokens_per_step`` (from the cumulative ``tokens/*``; NaN if missing), ``samples``, ``seconds`` (whole
+    run) and ``throughput_samples_per_s`` = samples / seconds (:func:`run_throughput`).
     """
     rows = []
     for r in runs:
         m, b = r.metrics, r.meta.batch_size
         if b is None or not isinstance(m, pd.DataFrame) or not len(m):
             continue
-        if len(m) > skip_first:
-            m = m.iloc[skip_first:]
+        part = m.iloc[skip_first:] if len(m) > skip_first else m
 
         def med(col: str, s: pd.Series | None = None) -> float:
-            s = m[col] if s is None and col in m else s
+            s = part[col] if s is None and col in part else s
             return float(s.astype(float).median()) if s is not None and s.notna().any() else float("nan")
 
         row = {"run": r.run_id, "batch_size": int(b), "seed": r.meta.seed, "gen_s": med("time/gen_s"),
-               "train_s": med("time/train_s"), "reward_s": med("time/reward_s"), "step_s": med("time/step_s")}
-        full = r.metrics
-        row["samples_per_step"] = med("", _per_step(full, "samples/retained").iloc[min(skip_first, len(full) - 1):]
-                                      if "samples/retained" in full else None)
-        if not math.isfinite(row["samples_per_step"]):
-            row["samples_per_step"] = float(b)
+               "train_s": med("time/train_s"), "reward_s": med("time/reward_s")}
+        tp = run_throughput(r, clock)
+        steps = len(m)
+        row["samples"], row["seconds"] = tp["samples"], tp["seconds"]
+        row["step_s"] = tp["seconds"] / steps if tp["seconds"] else float("nan")
+        row["samples_per_step"] = tp["samples"] / steps if tp["samples"] is not None else float(b)
+        gen = pd.to_numeric(m["samples/generated"], errors="coerce").dropna() if "samples/generated" in m else None
+        row["retained_fraction"] = (float(tp["samples"] / gen.iloc[-1]) if gen is not None and len(gen)
+                                    and gen.iloc[-1] > 0 and tp["samples"] is not None else 1.0)
         for key, col in (("gen_tokens_per_step", "tokens/generated"), ("train_tokens_per_step", "tokens/trained")):
-            s = _per_step(full, col)
-            row[key] = med("", s.iloc[min(skip_first, len(s) - 1):]) if s is not None else float("nan")
-        if not math.isfinite(row["step_s"]):
-            parts = [row[k] for k in ("gen_s", "train_s", "reward_s") if math.isfinite(row[k])]
-            row["step_s"] = float(sum(parts)) if parts else float("nan")
-        row["throughput_samples_per_s"] = (row["samples_per_step"] / row["step_s"]
-                                           if row["step_s"] and math.isfinite(row["step_s"]) else float("nan"))
+            s = _per_step(m, col)
+            row[key] = float(s.iloc[min(skip_first, len(s) - 1):].mean()) if s is not None else float("nan")
+        x = tp["throughput_samples_per_s"]
+        row["throughput_samples_per_s"] = x if x is not None else float("nan")
         rows.append(row)
     cols = ["run", "batch_size", "seed", "gen_s", "train_s", "reward_s", "step_s", "samples_per_step",
-            "gen_tokens_per_step", "train_tokens_per_step", "throughput_samples_per_s"]
+            "retained_fraction", "gen_tokens_per_step", "train_tokens_per_step", "samples", "seconds",
+            "throughput_samples_per_s"]
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -145,18 +268,52 @@ def fit_throughput_model(timings: pd.DataFrame | Sequence[Any]) -> dict[str, Any
     rw = t.dropna(subset=["reward_s"])
     model["reward"] = fit_affine(rw["batch_size"], rw["reward_s"]) if len(rw) else None
     model["batch_range"] = [int(t["batch_size"].min()), int(t["batch_size"].max())]
+    # the measured points the prediction passes through: per B (runs at one B pooled, seeds and LR rules alike)
+    # seconds per step and the retained fraction
+    pts = []
+    for b, d in t.groupby("batch_size"):
+        st = d["step_s"].astype(float)
+        if not st.notna().any():
+            st = d[["gen_s", "train_s", "reward_s"]].astype(float).fillna(0.0).sum(axis=1)
+        if "samples" in d and d["samples"].notna().all() and d["seconds"].notna().all() and d["seconds"].sum() > 0:
+            steps = (d["seconds"] / d["step_s"]).sum()
+            step_s = float(d["seconds"].sum() / steps) if steps > 0 else float(st.mean())
+        else:
+            step_s = float(st.mean())
+        frac = float(d["retained_fraction"].mean()) if "retained_fraction" in d and d["retained_fraction"].notna().any() \
+            else 1.0
+        pts.append({"batch_size": int(b), "step_s": step_s, "retained_fraction": frac})
+    model["points"] = pts
+    ok = [p for p in pts if p["step_s"] > 0 and math.isfinite(p["step_s"])]
+    model["step"] = fit_power([p["batch_size"] for p in ok], [p["step_s"] for p in ok]) if len(ok) >= 2 else None
     return model
+
+
+def _components(model: dict[str, Any], b: float) -> float:
+    gen = model["gen"]["a"] * b ** model["gen"]["exponent"]
+    train = 0.0
+    if model.get("train"):
+        x = b * model["tokens_per_response"] if model["train_x"] == "tokens" else b
+        train = max(0.0, model["train"]["intercept"] + model["train"]["slope"] * x)
+    rew = max(0.0, model["reward"]["intercept"] + model["reward"]["slope"] * b) if model.get("reward") else 0.0
+    return gen + train + rew
 
 
 def predict(model: dict[str, Any], batch_sizes: Sequence[int]) -> list[dict[str, Any]]:
     """Predicted per-step times and throughput for each B (seconds; retained samples per second).
 
-    Rows: ``batch_size``, ``gen_s``, ``train_s``, ``reward_s``, ``step_s``, ``throughput_samples_per_s`` (= B /
-    step_s; assumes all B responses are retained), ``gen_throughput`` (= B / gen_s), ``extrapolated`` (B outside the
-    measured range: a power law keeps its sublinearity forever, real decoding turns compute bound, so treat these as
-    optimistic).
+    Throughput = f(B) x B / t_step(B), with f the retained fraction (group filtering) and t_step the seconds per
+    step. Inside the measured range both are interpolated between the measured points (log-log for t_step, linear
+    in log B for f), so at a measured B the prediction is the measurement; outside it t_step follows the power law
+    per-phase model (power-law generation, affine update and scoring) scaled to meet the nearest measured end, and f
+    is the nearest end's (``extrapolated``: a power law
+    keeps its sublinearity forever, real decoding turns compute bound, so treat these as optimistic). Rows:
+    ``batch_size``, ``gen_s``, ``train_s``, ``reward_s`` (from the per-phase fits), ``step_s``,
+    ``retained_fraction``, ``throughput_samples_per_s``, ``gen_throughput`` (= B / gen_s), ``extrapolated``.
     """
     lo, hi = model["batch_range"]
+    pts = sorted((p for p in model.get("points") or [] if p["step_s"] > 0 and math.isfinite(p["step_s"])),
+                 key=lambda p: p["batch_size"])
     out = []
     for b in batch_sizes:
         gen = model["gen"]["a"] * b ** model["gen"]["exponent"]
@@ -165,9 +322,22 @@ def predict(model: dict[str, Any], batch_sizes: Sequence[int]) -> list[dict[str,
             x = b * model["tokens_per_response"] if model["train_x"] == "tokens" else b
             train = max(0.0, model["train"]["intercept"] + model["train"]["slope"] * x)
         rew = max(0.0, model["reward"]["intercept"] + model["reward"]["slope"] * b) if model.get("reward") else 0.0
-        step = gen + train + rew
+        frac = 1.0
+        if pts:
+            lb = np.log([p["batch_size"] for p in pts])
+            frac = float(np.interp(math.log(b), lb, [p["retained_fraction"] for p in pts]))
+            if len(pts) >= 2 and lb[0] <= math.log(b) <= lb[-1]:
+                step = float(np.exp(np.interp(math.log(b), lb, np.log([p["step_s"] for p in pts]))))
+            else:  # the per-phase model (power-law generation + affine update), anchored at the nearest end
+                end = pts[0] if b < pts[0]["batch_size"] else pts[-1]
+                comp_end = _components(model, end["batch_size"])
+                step = end["step_s"] * (gen + train + rew) / comp_end if comp_end > 0 else end["step_s"] * b / end[
+                    "batch_size"]
+        else:
+            step = gen + train + rew
         out.append({"batch_size": int(b), "gen_s": gen, "train_s": train, "reward_s": rew, "step_s": step,
-                    "throughput_samples_per_s": b / step if step > 0 else float("nan"),
+                    "retained_fraction": frac,
+                    "throughput_samples_per_s": frac * b / step if step > 0 else float("nan"),
                     "gen_throughput": b / gen if gen > 0 else float("nan"), "extrapolated": not (lo <= b <= hi)})
     return out
 

@@ -27,7 +27,7 @@ from rlbatch.errors import UserError
 from rlbatch.output import fmt_value, markdown_table, to_json
 from rlbatch.runstore import Run
 
-__all__ = ["build_report", "accounting_for_runs", "summary_columns", "count", "samples_cell"]
+__all__ = ["build_report", "accounting_columns", "summary_columns", "count", "samples_cell"]
 
 NOT_REACHED = "not reached"
 
@@ -74,9 +74,10 @@ def summary_columns(compact: bool = False) -> list[tuple[str, str, Any]]:
 
 
 def configurations(runs: list[Run], metric: str = "eval/score") -> tuple[dict[str, list[Run]], bool, list[Run]]:
-    """``(groups, seeded, configs)``: runs grouped by configuration (seeds together,
-    :func:`rlbatch.analysis.curves.group_seeds`), whether any configuration has several seeds, and the runs to
-    account and plot: the seed-averaged run per configuration when seeded, else the runs themselves."""
+    """``(groups, seeded, configs)`` for rendering: runs grouped by configuration
+    (:func:`rlbatch.analysis.curves.group_seeds`), whether any configuration has several seeds, and the runs to
+    plot: the seed-averaged run per configuration when seeded (curves with seed bands), else the runs themselves.
+    The accounting never uses the averaged runs (:mod:`rlbatch.analysis.accounting`)."""
     from rlbatch.analysis.curves import aggregate_seeds, group_seeds
 
     groups = group_seeds(list(runs))
@@ -85,95 +86,21 @@ def configurations(runs: list[Run], metric: str = "eval/score") -> tuple[dict[st
     return groups, seeded, configs
 
 
-def _default_reference(inp: pd.DataFrame) -> str | None:
-    # the same test as analysis.accounting.account: samples-to-target and throughput finite and > 0 (a target
-    # already met by the initial evaluation, at 0 samples, gives no rN to compare against)
-    def good(col: str) -> pd.Series:
-        v = pd.to_numeric(inp[col], errors="coerce")
-        return v.notna() & np.isfinite(v) & (v > 0)
-
-    ok = inp[good("samples_to_target") & good("throughput_samples_per_s")]
-    if ok.empty:
-        return None
-    ok = ok.assign(_b=ok["batch_size"].fillna(float("inf")))
-    return str(ok.sort_values(["_b", "run"], kind="stable").iloc[0]["run"])
+def _ci_cell(v: Any) -> str:
+    if not isinstance(v, (list, tuple)) or len(v) != 2 or v[0] is None:
+        return "—"
+    hi = "∞" if v[1] is None or not math.isfinite(v[1]) else f"{v[1]:.2f}"
+    return f"{v[0]:.2f}–{hi}"
 
 
-def accounting_for_runs(runs: list[Run], target: float, metric: str = "eval/score", reference: str | None = None,
-                        ema: float | None = None, sustained: bool = False) -> tuple[list[dict], str | None, str]:
-    """End-to-end accounting of ``runs`` at ``target`` (rows as ``rlbatch account --format json``), the reference
-    used, and the recommendation paragraph (Markdown).
-
-    The reference defaults to the smallest-B run that reached the target and has a throughput. Decision rule (Li et
-    al. 2026, end-to-end accounting): a run is faster than the reference iff its throughput gain exceeds its sample
-    penalty rN. Raises :class:`UserError` for an unknown ``reference`` or one that did not reach the target.
-    """
-    from rlbatch.analysis.accounting import account, fastest, to_json_rows, verdict
-    from rlbatch.analysis.curves import accounting_input
-
-    inp = accounting_input(runs, target, metric, ema=ema, sustained=sustained)
-    names = list(inp["run"])
-    if reference is not None and reference not in names:
-        raise UserError(f"unknown reference run {reference!r}; runs are: {', '.join(names)}", field="reference")
-    ref = reference or _default_reference(inp)
-    if ref is None:
-        rows = []
-        for r in inp.to_dict(orient="records"):
-            s = _num(r["samples_to_target"])
-            b = _num(r["batch_size"])
-            rows.append({"run": r["run"], "batch_size": int(b) if b is not None else None, "samples_to_target": s,
-                         "rN": None, "relative_throughput": None, "relative_time": None,
-                         "faster_than_reference": False, "reached": s is not None})
-        reached = [r["run"] for r in rows if r["reached"]]
-        if reached:
-            text = (f"Runs {', '.join(reached)} reached {metric} ≥ {target:g}, but none has a measured throughput "
-                    "(no per-step timings in the logs) and a target reached after training began, so time-to-target "
-                    "cannot be compared.")
-        else:
-            best = max(runs, key=lambda r: _best(r, metric) if _best(r, metric) is not None else -1e300)
-            bv = _best(best, metric)
-            text = (f"No run reached {metric} ≥ {target:g}" +
-                    (f"; the best was {best.run_id} at {bv:.4g}. " if bv is not None else ". ") +
-                    "Train longer, or choose a lower target, before comparing batch sizes.")
-        return rows, None, text
-    table = account(inp, ref)
-    rows = to_json_rows(table)
-    recs = table.to_dict(orient="records")
-    best = fastest(table)
-    by = {r["run"]: r for r in recs}
-    bref = by[ref]["batch_size"]
-    parts = []
-    if best is None or best == ref:
-        parts.append(f"**Recommendation: keep {ref} (B={bref}).** No other run reaches {metric} ≥ {target:g} "
-                     f"sooner: none has a throughput gain that beats its sample penalty rN.")
-    else:
-        b = by[best]
-        parts.append(f"**Recommendation: {best} (B={b['batch_size']}).** It reaches {metric} ≥ {target:g} in "
-                     f"{b['relative_time']:.2f}x the time of the reference {ref} (B={bref}): its throughput is "
-                     f"{b['relative_throughput']:.2f}x the reference's while it needs rN = {b['rN']:.2f}x the "
-                     f"samples, and a configuration is faster iff its throughput gain exceeds rN.")
-    others = [verdict(r, ref) for r in recs if r["run"] not in (ref, best)]
-    if others:
-        parts.append("Others: " + " ".join(others))
-    hw = {str(r.meta.hardware) for r in runs if r.meta.hardware}
-    if len(hw) > 1:
-        parts.append(f"Caution: these runs used different hardware ({'; '.join(sorted(hw))}), so throughput ratios "
-                     "compare hardware as well as batch size.")
-    return rows, ref, " ".join(parts)
-
-
-def _num(v: Any) -> float | None:
-    return float(v) if isinstance(v, (int, float)) and math.isfinite(v) else None
-
-
-def _best(run: Run, metric: str) -> float | None:
-    from rlbatch.analysis.curves import metric_frame
-
-    df = metric_frame(run, metric)
-    if metric not in df.columns:
-        return None
-    v = df[metric].dropna()
-    return float(v.max()) if len(v) else None
+def accounting_columns() -> list[tuple[str, str, Any]]:
+    """Columns of the accounting table (the report and ``rlbatch analyze``)."""
+    return [("run", "configuration", None), ("batch_size", "B", None), ("n_seeds", "seeds", None),
+            ("samples_to_target", "samples-to-target", samples_cell), ("time_to_target_s", "time-to-target",
+                                                                       _duration),
+            ("rN", "rN", ".2f"), ("rN_ci", "rN 95%", _ci_cell), ("relative_throughput", "rel. throughput", ".2f"),
+            ("relative_throughput_ci", "rel. thr. 95%", _ci_cell), ("relative_time", "rel. time-to-target", ".2f"),
+            ("relative_time_ci", "rel. time 95%", _ci_cell), ("verdict", "verdict", None)]
 
 
 def _slug(text: str) -> str:
@@ -186,7 +113,8 @@ def _md_cell_safe(rows: list[dict]) -> list[dict]:
 
 def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None, metric: str = "eval/score",
                  reference: str | None = None, title: str = "rlbatch report", sections: list[dict] | None = None,
-                 extra_json: dict | None = None, ema: float | None = None, sustained: bool = False) -> dict:
+                 extra_json: dict | None = None, ema: float | None = None, sustained: bool = False,
+                 clock: str = "auto") -> dict:
     """Write ``report.html`` (self-contained), ``report.md`` (+ PNG figures beside it) and ``report.json`` into
     ``out_dir``; return the JSON object.
 
@@ -207,7 +135,8 @@ def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None,
     ``rlbatch analyze --out`` both call this function. Raises :class:`UserError` when ``runs`` is
     empty, a section is malformed, or the reference is unknown / never reached the target.
     """
-    from rlbatch.analysis.curves import seed_rows, summarize_run
+    from rlbatch.analysis.accounting import accounting_summary, clock_note, seed_rows
+    from rlbatch.analysis.curves import summarize_run
     from rlbatch.report import figures as F
 
     if not runs:
@@ -216,7 +145,8 @@ def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None,
     out_dir.mkdir(parents=True, exist_ok=True)
     runs = list(runs)
     summaries = [summarize_run(r) for r in runs]
-    # several seeds of one configuration: account, plot and tabulate the seed-averaged run (bands = seed range)
+    # several seeds of one configuration: plot and tabulate the seed-averaged run (bands = seed range); the
+    # accounting averages per-seed samples-to-target (analysis.accounting)
     groups, seeded, configs = configurations(runs, metric)
     result: dict[str, Any] = {"title": title,
                               "generated_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
@@ -226,27 +156,29 @@ def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None,
     md: list[str] = [f"# {title}", ""]
     recommendation = None
     ref = None
+    rows: list[dict] = []
     if target is not None:
-        rows, ref, recommendation = accounting_for_runs(configs, target, metric, reference, ema=ema,
-                                                        sustained=sustained)
-        result["accounting"] = rows
-        result["reference"] = ref
+        acc = accounting_summary(runs, target, metric, reference, ema=ema, sustained=sustained, clock=clock)
+        rows, ref, recommendation = acc["accounting"], acc["reference"], acc["recommendation"]
+        result.update({k: acc[k] for k in ("accounting", "reference", "clock", "aggregation", "within_noise")})
+        if "comparisons" in acc:
+            result["comparisons"] = acc["comparisons"]
+        cols = accounting_columns()
+        if "comparisons" in acc:
+            cols = [("comparison", "model / task / algorithm", None)] + cols
         md += ["## Recommendation", "", recommendation, "",
-               f"### Accounting at {metric} ≥ {target:g}" + (f" (reference {ref})" if ref else "")
-               + (" — seed-averaged curves" if seeded else ""), "",
-               markdown_table(_md_cell_safe(rows), [
-                   ("run", "run", None), ("batch_size", "B", None), ("samples_to_target", "samples-to-target",
-                                                                     samples_cell),
-                   ("rN", "rN", ".2f"), ("relative_throughput", "rel. throughput", ".2f"),
-                   ("relative_time", "rel. time-to-target", ".2f"), ("faster_than_reference", "faster", None)],
-                   none=NOT_REACHED), "",
-               "rN = samples-to-target / the reference's; relative time = rN / relative throughput; a run is "
-               "faster iff its relative throughput exceeds rN (Li et al. 2026).", ""]
+               f"### Accounting at {metric} ≥ {target:g}" + (f" (reference {ref})" if ref else ""), "",
+               markdown_table(_md_cell_safe(rows), cols, none=NOT_REACHED), "",
+               "rN = samples-to-target / the reference's; relative time = time-to-target / the reference's = rN / "
+               "relative throughput; a configuration is faster iff its relative throughput exceeds rN (Li et al. "
+               "2026). The verdict follows the 95% interval of the relative time: *faster* or *slower* only when "
+               "it lies wholly below or above 1, else *within noise*.", "",
+               f"*How these numbers are computed:* {acc['aggregation']} {clock_note(acc['clock'])}", ""]
     else:
         md += ["No target given (`--target`): no accounting or recommendation. Curves and summaries below.", ""]
     result["recommendation"] = recommendation
     if seeded:
-        srows = seed_rows(groups, target, metric)
+        srows = seed_rows(groups, rows, metric)
         result["seeds"] = srows
         md += [f"## Configurations (mean over seeds; {len(runs)} runs in {len(groups)} configurations)", "",
                markdown_table(_md_cell_safe([s for s in result["configurations"]]), summary_columns()), "",
@@ -259,8 +191,8 @@ def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None,
                    ("first_score_mean", "first score", ".3f"), ("last_score_mean", "last score", ".3f"),
                    ("samples_generated", "generated", count), ("samples_retained", "retained", count)],
                    none=NOT_REACHED), "",
-               "The accounting uses each configuration's seed-averaged curve; the range across seeds shows how much "
-               "evaluation and sampling noise there is in one seed's samples-to-target.", ""]
+               "The accounting averages these per-seed samples-to-target; the range across seeds shows how much "
+               "evaluation and sampling noise there is in one seed's value.", ""]
     else:
         md += ["## Runs", "", markdown_table(_md_cell_safe(summaries), summary_columns()), ""]
 
@@ -287,7 +219,7 @@ def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None,
     core = [noise_section(on_rule if len({r.meta.batch_size for r in on_rule}) >= 2 else runs, target=target,
                           metric=metric), throughput_section(runs)]
     if target is not None:
-        core.append(_plan_section(runs, target, metric, ref or reference))
+        core.append(_plan_section(runs, target, metric, ref or reference, clock))
     for sec in core + list(sections or []):
         if not isinstance(sec, dict) or "title" not in sec:
             raise UserError("report section must be a dict with at least a 'title'", field="sections")
@@ -332,13 +264,13 @@ def _time_scale(runs: list[Run]) -> tuple[float, str]:
     return (3600.0, "hours") if longest >= 7200 else (60.0, "minutes") if longest >= 120 else (1.0, "seconds")
 
 
-def _plan_section(runs: list[Run], target: float, metric: str, reference: str | None) -> dict:
+def _plan_section(runs: list[Run], target: float, metric: str, reference: str | None, clock: str = "auto") -> dict:
     """The plan (:func:`rlbatch.plan.plan_section`) over every run (seeds kept apart), or a section saying why
     there is none."""
-    from rlbatch.plan import plan_section
+    from rlbatch.report.plan import plan_section
 
     try:
-        sec = plan_section(runs, target=target, metric=metric, reference=reference)
+        sec = plan_section(runs, target=target, metric=metric, reference=reference, clock=clock)
     except UserError as err:
         return {"title": "Plan: align, then accelerate", "markdown": f"No plan: {err}", "json_key": "plan",
                 "json": None}

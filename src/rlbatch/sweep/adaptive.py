@@ -48,11 +48,11 @@ def _samples(run) -> float:
 
 
 def _throughput(run) -> float | None:
-    from rlbatch.analysis.throughput import step_timings
+    """Whole-run throughput on the accounting's clock (:func:`rlbatch.analysis.throughput.run_throughput`)."""
+    from rlbatch.analysis.throughput import clock_basis, run_throughput
 
-    t = step_timings([run])
-    v = float(t["throughput_samples_per_s"].iloc[0]) if len(t) else float("nan")
-    return v if math.isfinite(v) and v > 0 else None
+    v = run_throughput(run, clock_basis([run]))["throughput_samples_per_s"]
+    return v if v is not None and math.isfinite(v) and v > 0 else None
 
 
 def _eval_points(run, metric: str) -> int:
@@ -79,7 +79,7 @@ def adaptive_sweep(run_trial_fn: Callable[[Any, Path], Any], base_spec: Any, swe
     faster_than_best}], "stopped_because": str, "plan": the final plan}``. Raises :class:`UserError` when the base
     trial does not reach the target within its budget, or a parameter is out of range.
     """
-    from rlbatch.analysis.curves import metric_frame, samples_to_target
+    from rlbatch.analysis.accounting import account_runs, estimate_configuration
     from rlbatch.plan import plan_runs
     from rlbatch.scaling import scaled_lr
     from rlbatch.sweep.trials import trial_id
@@ -121,8 +121,8 @@ def adaptive_sweep(run_trial_fn: Callable[[Any, Path], Any], base_spec: Any, swe
         run_trial_fn(make(**d) if make is not dict else dict(d), run_dir)
         return _read(run_dir)
 
-    def s2t(run) -> float | None:
-        return samples_to_target(metric_frame(run, metric), target, metric)
+    def s2t(run) -> float | None:  # the accounting's samples-to-target (rlbatch.analysis.accounting)
+        return estimate_configuration([run], target, metric, n_boot=0)["samples_to_target"]
 
     # 1. the base trial, until it reaches the target
     chunk0 = max(b0, int(chunk_fraction * cap0 / 2))
@@ -178,9 +178,11 @@ def adaptive_sweep(run_trial_fn: Callable[[Any, Path], Any], base_spec: Any, swe
             s = s2t(run)
             got = _samples(run)
             rec = {"run_id": run.run_id, "batch_size": b, "samples": got, "relative_throughput": gain}
-            if s is not None:
-                rn = s / s_ref
-                rec.update(decided_by="reached the target", rN=rn, relative_time=rn / gain if gain else None)
+            if s is not None:  # rN and relative time exactly as rlbatch analyze gives them
+                row = next(r for r in account_runs([ref, run], target, metric, ref.run_id, n_boot=n_boot)["rows"]
+                           if r["runs"] == [run.run_id])
+                rec.update(decided_by="reached the target", rN=row["rN"], relative_time=row["relative_time"],
+                           relative_throughput=row["relative_throughput"])
                 break
             cap = (gain or 1.0) * best_rel * s_ref * (1 + margin)
             if got >= cap:

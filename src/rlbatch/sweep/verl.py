@@ -127,18 +127,3 @@ def verl_plan(trial: dict, out_dir: Path | str, base: list[Entry] | None = None,
     return plan
 
 
-#: names that lived here before :mod:`rlbatch.sweep.launch` took them; still importable from here through
-#: :func:`__getattr__` for callers that predate it (``rlbatch.cli``'s launch command, the launch tests). Import them
-#: from :mod:`rlbatch.sweep.launch`; once no caller imports them from here, delete this alias, the one import from
-#: this module back up to the launch module.
-_MOVED_TO_LAUNCH = ("plan_trials", "launch", "format_dry_run", "trial_script", "write_launch")
-
-
-def __getattr__(name: str):
-    """``from rlbatch.sweep.verl import launch`` (and the rest of :data:`_MOVED_TO_LAUNCH`): the function from
-    :mod:`rlbatch.sweep.launch`."""
-    if name in _MOVED_TO_LAUNCH:
-        from rlbatch.sweep import launch
-
-        return getattr(launch, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
