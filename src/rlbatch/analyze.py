@@ -29,8 +29,7 @@ def analyze(paths: list[Path], *, target: float | None = None, metric: str = "ev
     Returns ``{"runs": [...], "accounting": [...] (with a target), "recommendation": str | None,
     "warnings": [...], "report": {"html", "markdown", "json"} (with ``out``)}``.
     """
-    from rlbatch.analysis.accounting import accounting_summary
-    from rlbatch.analysis.curves import summarize_run
+    from rlbatch.analysis.accounting import accounting_summary, run_summaries
 
     runs, msgs = load_all(paths, log_format=log_format, mapping=mapping, prompts_per_step=prompts_per_step,
                           group_size=group_size, sets=sets)
@@ -43,7 +42,7 @@ def analyze(paths: list[Path], *, target: float | None = None, metric: str = "ev
                             (("html", "report.html"), ("markdown", "report.md"), ("json", "report.json"))}
     else:
         result = {"metric": metric, "target": target, "reference": reference,
-                  "runs": [summarize_run(r) for r in runs], "recommendation": None}
+                  "runs": run_summaries(runs, clock), "recommendation": None}
         if target is not None:  # as the report: one accounting core, seeds of a configuration together
             result.update(accounting_summary(runs, target, metric, reference, ema=ema, sustained=sustained,
                                              clock=clock))

@@ -741,3 +741,22 @@ def accounting_for_runs(runs: Sequence[Run], target: float, metric: str = "eval/
     form the benchmarks and tests use."""
     acc = account_runs(runs, target, metric, reference, ema=ema, sustained=sustained, clock=clock)
     return acc["rows"], acc["reference"], acc["recommendation"]
+
+
+def run_summaries(runs: Sequence[Run], clock: str = "auto", n_boot: int = 300) -> list[dict[str, Any]]:
+    """Per-run summaries (:func:`rlbatch.analysis.curves.summarize_run`) whose throughput is the accounting's:
+    whole-run retained samples per second on the accounting's clock (:func:`estimate_configuration`), with
+    ``throughput_ci`` and ``clock``."""
+    from rlbatch.analysis.curves import summarize_run
+    from rlbatch.analysis.throughput import clock_basis
+
+    runs = list(runs)
+    basis = clock_basis(runs, clock) if runs else "wall"
+    out = []
+    for r in runs:
+        s = summarize_run(r)
+        e = estimate_configuration([r], None, clock=basis, n_boot=n_boot, name=r.run_id)
+        s.update(throughput_samples_per_s=e["throughput_samples_per_s"], throughput_ci=e["throughput_ci"],
+                 clock=basis)
+        out.append(s)
+    return out

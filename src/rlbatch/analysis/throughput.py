@@ -375,7 +375,8 @@ def sublinear_window(batch_sizes: Sequence[float], times: Sequence[float], tol: 
     return {"window": best, "pairs": pairs}
 
 
-def throughput_section(runs: Sequence[Any], predict_batches: Sequence[int] | None = None) -> dict[str, Any]:
+def throughput_section(runs: Sequence[Any], predict_batches: Sequence[int] | None = None,
+                       clock: str = "wall") -> dict[str, Any]:
     """The report section on throughput (report contract: title, markdown, figures, json_key, json).
 
     Measured per-step timings per run (:func:`step_timings`), the fitted time model (:func:`fit_throughput_model`),
@@ -387,8 +388,8 @@ def throughput_section(runs: Sequence[Any], predict_batches: Sequence[int] | Non
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    t = step_timings(runs)
-    js: dict[str, Any] = {"measured": t.to_dict(orient="records"), "model": None, "predicted": [],
+    t = step_timings(runs, clock=clock)
+    js: dict[str, Any] = {"clock": clock, "measured": t.to_dict(orient="records"), "model": None, "predicted": [],
                           "gen_window": None, "update_pairs": []}
     md: list[str] = []
     figs: dict[str, Any] = {}
@@ -399,6 +400,9 @@ def throughput_section(runs: Sequence[Any], predict_batches: Sequence[int] | Non
         return {"title": "Throughput vs batch size", "markdown": "\n".join(md), "figures": figs,
                 "json_key": "throughput", "json": js}
     js["model"] = model
+    md.append(f"Seconds per step on the {'process CPU' if clock == 'cpu' else 'wall'} clock (the accounting's). "
+              "Predicted throughput = retained fraction x B / seconds per step, through the measured points "
+              "(interpolated between them; the per-phase fits below extrapolate beyond them).")
     lo, hi = model["batch_range"]
     if predict_batches is None:
         predict_batches, b = [], lo

@@ -135,7 +135,7 @@ def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None,
     ``rlbatch analyze --out`` both call this function. Raises :class:`UserError` when ``runs`` is
     empty, a section is malformed, or the reference is unknown / never reached the target.
     """
-    from rlbatch.analysis.accounting import accounting_summary, clock_note, seed_rows
+    from rlbatch.analysis.accounting import accounting_summary, clock_note, run_summaries, seed_rows
     from rlbatch.analysis.curves import summarize_run
     from rlbatch.report import figures as F
 
@@ -144,7 +144,7 @@ def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None,
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     runs = list(runs)
-    summaries = [summarize_run(r) for r in runs]
+    summaries = run_summaries(runs, clock)
     # several seeds of one configuration: plot and tabulate the seed-averaged run (bands = seed range); the
     # accounting averages per-seed samples-to-target (analysis.accounting)
     groups, seeded, configs = configurations(runs, metric)
@@ -211,13 +211,13 @@ def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None,
         md += [f"![{cap}]({name})", "", f"*{cap}*", ""]
 
     from rlbatch.analysis.noise import noise_section
-    from rlbatch.analysis.throughput import throughput_section
+    from rlbatch.analysis.throughput import clock_basis, throughput_section
 
     # the core analysis sections (grad-norm scaling and knee, noise scale, G x P; throughput model; the plan), then
     # the caller's. The grad-norm fit is over runs on an LR rule: a fixed-LR control is not part of the family.
     on_rule = [r for r in runs if r.meta.lr_rule != "none"]
     core = [noise_section(on_rule if len({r.meta.batch_size for r in on_rule}) >= 2 else runs, target=target,
-                          metric=metric), throughput_section(runs)]
+                          metric=metric), throughput_section(runs, clock=clock_basis(runs, clock))]
     if target is not None:
         core.append(_plan_section(runs, target, metric, ref or reference, clock))
     for sec in core + list(sections or []):
