@@ -121,7 +121,7 @@ def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None,
     JSON: ``{"title", "generated_at", "metric", "target", "reference", "runs": [summaries as
     rlbatch.analysis.curves.summarize_run], "accounting": [rows as rlbatch account --format json] (only when a
     target is given), "recommendation": str | None, "noise": {...} (rlbatch.analysis.noise.noise_section),
-    "throughput": {...} (rlbatch.analysis.throughput.throughput_section), "figures": [file names],
+    "throughput": {...} (rlbatch.report.sections.throughput_section), "figures": [file names],
     <section json_key>: <section json>, ...extra_json}``. Figures: score vs retained samples, score vs wall-clock,
     time per step; then the noise section (gradient norm vs B, log-log, with slope, interval and knee; B_simple;
     fitted over the runs on an LR rule, without a fixed-LR control), the throughput section, with a target the plan
@@ -211,7 +211,8 @@ def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None,
         md += [f"![{cap}]({name})", "", f"*{cap}*", ""]
 
     from rlbatch.analysis.noise import noise_section
-    from rlbatch.analysis.throughput import clock_basis, throughput_section
+    from rlbatch.analysis.throughput import clock_basis
+    from rlbatch.report.sections import throughput_section
 
     # the core analysis sections (grad-norm scaling and knee, noise scale, G x P; throughput model; the plan), then
     # the caller's. The grad-norm fit is over runs on an LR rule: a fixed-LR control is not part of the family.
