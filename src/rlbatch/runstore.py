@@ -49,7 +49,17 @@ CANONICAL_METRICS: dict[str, str] = {
     "grad_norm/critic": "L2 norm of the critic's full-batch gradient before clipping",
     "noise/grad_sq_small": "squared gradient norm at the small batch (McCandlish et al. 2018, app. A)",
     "noise/grad_sq_big": "squared gradient norm at the big batch (McCandlish et al. 2018, app. A)",
-    "noise/b_simple": "simple noise scale tr(Sigma)/|G|^2 (McCandlish et al. 2018)",
+    "noise/b_simple": "simple noise scale tr(Sigma)/|G|^2, responses (McCandlish et al. 2018); GRPO: "
+                      "(G tr Sigma_b + tr Sigma_w)/|G|^2 from whole-group micro-batches, unbiased",
+    "noise/b_small": "small-batch size of the two-batch estimator, responses (GRPO: harmonic mean over whole-group "
+                     "units)",
+    "noise/b_big": "big-batch size of the two-batch estimator: the step's retained responses",
+    "noise/grad_sq_micro": "GRPO: mean |g|^2 over the micro-batches holding part of one prompt's group",
+    "noise/grad_sq_prompt": "GRPO: mean |g_prompt|^2 over the prompts whose group was taken in parts",
+    "noise/b_micro": "GRPO: responses per part-of-a-group micro-batch (harmonic mean)",
+    "noise/group_size": "GRPO: responses per prompt G of the noise inputs",
+    "noise/between_prompt": "GRPO: tr(Sigma_b), between-prompt gradient covariance trace (squared gradient units)",
+    "noise/within_prompt": "GRPO: tr(Sigma_w), within-prompt per-response gradient covariance trace",
     "lr": "learning rate used for this step",
     "eval/score": "validation score in [0, 1] (eval.jsonl)",
 }

@@ -70,9 +70,18 @@ def b_simple_smoothed(metrics: pd.DataFrame, alpha: float = 0.1, x: str = X) -> 
     than a smoothed ratio). When only ``noise/b_simple`` is present (e.g. a foreign log), its rolling median over
     ~1/alpha steps is returned instead.
 
+    GRPO logs of the prompt layout (they carry ``noise/group_size``; :func:`rlbatch.train.grpo.grpo_noise_metrics`)
+    have their small batch made of whole groups, so the same two inputs give the unbiased |G|^2 and the per-response
+    trace G tr(Sigma_b) + tr(Sigma_w) even though responses of one prompt are correlated; their per-step
+    ``noise/between_prompt`` (tr Sigma_b) and ``noise/within_prompt`` (tr Sigma_w) estimates are smoothed the same
+    way. Older GRPO logs whose micro-batches cut groups (``noise/b_small`` < G) keep the bias of treating a prompt's
+    responses as independent (B_simple too small); nothing in their inputs can undo it.
+
     Returns a DataFrame with columns ``step``, ``samples/retained`` (if present), ``g2``, ``trace``,
-    ``b_simple_step`` (per-step ratio, NaN where |G|^2 <= 0) and ``b_simple`` (smoothed), in samples (responses).
-    Raises :class:`UserError` if neither the inputs nor ``noise/b_simple`` are present, or ``alpha`` not in (0, 1].
+    ``b_simple_step`` (per-step ratio, NaN where |G|^2 <= 0) and ``b_simple`` (smoothed), in samples (responses),
+    and ``between_prompt``, ``within_prompt`` (smoothed tr Sigma_b, tr Sigma_w, squared gradient units; NaN when
+    not logged). Raises :class:`UserError` if neither the inputs nor ``noise/b_simple`` are present, or ``alpha``
+    not in (0, 1].
     """
     if not (0 < alpha <= 1):
         raise UserError(f"alpha must be in (0, 1], got {alpha}", field="alpha")
@@ -94,6 +103,9 @@ def b_simple_smoothed(metrics: pd.DataFrame, alpha: float = 0.1, x: str = X) -> 
         g2s = out["g2"].ewm(alpha=alpha, adjust=True).mean()
         trs = out["trace"].ewm(alpha=alpha, adjust=True).mean()
         out["b_simple"] = np.where(g2s > 0, trs / g2s.where(g2s > 0), np.nan)
+        for col, name in (("between_prompt", "noise/between_prompt"), ("within_prompt", "noise/within_prompt")):
+            v = metrics.loc[ok, name].astype(float) if name in metrics else pd.Series(np.nan, index=out.index)
+            out[col] = v.ewm(alpha=alpha, adjust=True).mean() if v.notna().any() else np.nan
         return out.reset_index(drop=True)
     if "noise/b_simple" in metrics:
         s = metrics["noise/b_simple"].astype(float)
@@ -101,6 +113,8 @@ def b_simple_smoothed(metrics: pd.DataFrame, alpha: float = 0.1, x: str = X) -> 
         out["trace"] = np.nan
         out["b_simple_step"] = s
         out["b_simple"] = s.rolling(max(1, int(round(1 / alpha))), min_periods=1).median()
+        out["between_prompt"] = np.nan
+        out["within_prompt"] = np.nan
         return out.reset_index(drop=True)
     raise UserError("no gradient-noise metrics: need noise/grad_sq_small, noise/grad_sq_big, noise/b_small, "
                     "noise/b_big (or noise/b_simple)", field="noise/b_simple")
@@ -111,6 +125,8 @@ def b_simple_overall(metrics: pd.DataFrame, skip_frac: float = 0.0) -> float:
 
     ``skip_frac`` drops that fraction of the first steps (warm-up). Units: samples. NaN when the mean |G|^2 <= 0 or
     the inputs are missing. Source: McCandlish et al. 2018, appendix A.1 (average the unbiased estimates, then divide).
+    For GRPO logs of the prompt layout this is (G mean tr Sigma_b + mean tr Sigma_w) / mean |G|^2, unbiased
+    (:func:`b_simple_smoothed`); for foreign logs with only ``noise/b_simple``, the median per-step value.
     """
     try:
         d = b_simple_smoothed(metrics)
@@ -124,47 +140,60 @@ def b_simple_overall(metrics: pd.DataFrame, skip_frac: float = 0.0) -> float:
 
 
 # --------------------------------------------------------------------------------------------------- GRPO split
-def grpo_noise_split(sq_micro: float, sq_prompt: float, sq_big: float, responses_per_micro: int, group_size: int,
-                     prompts: int) -> dict[str, float]:
+def grpo_noise_split(sq_micro: float, sq_prompt: float, sq_big: float, responses_per_micro: float, group_size: int,
+                     prompts: int, *, sq_small: float | None = None,
+                     prompts_per_small: float = 1.0) -> dict[str, float]:
     """Split the gradient noise of a GRPO batch into a between-prompt and a within-prompt part.
 
-    Layout it needs: micro-batches laid out *by prompt*: every micro-batch holds ``s = responses_per_micro``
-    responses of one single prompt, and each prompt's ``G = group_size`` responses are spread over ``G / s >= 2``
-    consecutive micro-batches (so ``s < G``; with ``s = G`` only the total noise is identifiable). Per step the trainer
-    logs three squared norms, all of mean gradients (gradient of the mean loss over the responses concerned):
+    Layout it needs (:func:`rlbatch.train.grpo.prompt_layout`): micro-batches laid out *by prompt*, some (or all)
+    prompts' G = ``group_size`` responses taken in parts of ``s = responses_per_micro`` responses of that one
+    prompt (s < G; the harmonic mean size when the parts are unequal). Per step the trainer logs squared norms,
+    all of mean gradients (gradient of the mean loss over the responses concerned):
 
-    - ``sq_micro``:  mean over micro-batches of |g_micro|^2 (s responses of one prompt);
-    - ``sq_prompt``: mean over prompts of |g_prompt|^2 (the G responses of one prompt, i.e. its accumulated micro-batches);
-    - ``sq_big``:    |g_big|^2 over the whole step (P prompts x G responses).
+    - ``sq_micro``:  mean over the parts of |g_part|^2;
+    - ``sq_prompt``: mean over the same prompts of |g_prompt|^2 (the G responses of one prompt, its parts summed);
+    - ``sq_big``:    |g_big|^2 over the whole step (P = ``prompts`` prompts x G responses);
+    - ``sq_small``:  mean |g_u|^2 over units of whole groups (``prompts_per_small`` prompts per unit, harmonic
+      mean) covering the step; default ``sq_prompt`` with 1 prompt per unit (every prompt was split).
 
     Model: a response's gradient is ``G_true + u_p + e_pi`` with prompt effect u_p (covariance Sigma_b) and
-    within-prompt noise e_pi (covariance Sigma_w), so E|mean of s responses of one prompt|^2 = |G|^2 + tr(Sigma_b) +
-    tr(Sigma_w)/s and E|g_big|^2 = |G|^2 + tr(Sigma_b)/P + tr(Sigma_w)/(P G). Solving these three linear equations
-    (the same unbiased two-batch idea as McCandlish et al. 2018, appendix A, applied at three nesting levels) gives
+    within-prompt noise e_pi (covariance Sigma_w; for merely exchangeable responses, e.g. coupled by group-normalised
+    advantages, Sigma_b is the covariance of two different responses of one prompt and its trace may be negative),
+    so the mean of n responses of one prompt has
+    E|.|^2 = |G|^2 + tr(Sigma_b) + tr(Sigma_w)/n, and m whole groups of distinct prompts have E|.|^2 = |G|^2 +
+    N_p/m with N_p = tr(Sigma_b) + tr(Sigma_w)/G the noise per prompt. The unbiased two-batch idea of McCandlish
+    et al. (2018, appendix A) at the nested levels gives
 
-        tr(Sigma_w) = (sq_micro - sq_prompt) / (1/s - 1/G)
-        A = sq_prompt - tr(Sigma_w)/G,  C = sq_big - tr(Sigma_w)/(P G)
-        tr(Sigma_b) = (A - C) / (1 - 1/P),  |G|^2 = A - tr(Sigma_b)
+        tr(Sigma_w) = (sq_micro - sq_prompt) / (1/s - 1/G)      (paired: u_p cancels)
+        N_p         = (sq_small - sq_big) / (1/m - 1/P)         (m = prompts_per_small)
+        |G|^2       = (P sq_big - m sq_small) / (P - m)
+        tr(Sigma_b) = N_p - tr(Sigma_w)/G
 
-    Returns ``g2``, ``trace_between``, ``trace_within``, ``between_fraction`` (= tr_b / (tr_b + tr_w)),
-    ``b_simple_prompts`` = (tr_b + tr_w/G) / |G|^2 (noise scale in prompts at this G) and ``b_simple_responses`` (= G x
-    that). Single-step estimates are noisy: average the three inputs over steps before calling. Raises
-    :class:`UserError` unless ``1 <= s < G`` and ``P >= 2``.
+    (with ``sq_small = sq_prompt``, m = 1 this is the same as solving the three equations for sq_micro, sq_prompt,
+    sq_big). Returns ``g2`` (|G|^2), ``trace_between``, ``trace_within``, ``trace`` (= G tr_b + tr_w: the
+    per-response trace, so that the noise scale in responses is trace / |G|^2), ``between_fraction`` (= tr_b /
+    (tr_b + tr_w)), ``b_simple_prompts`` = N_p / |G|^2 (noise scale in prompts at this G) and
+    ``b_simple_responses`` = (G tr_b + tr_w) / |G|^2 (= G x that); the ratios are NaN when |G|^2 <= 0. Units:
+    squared gradient units; noise scales in prompts / responses. Single-step estimates are noisy: average the inputs
+    (or these linear estimates) over steps before dividing. Raises :class:`UserError` unless ``1 <= s < G`` and
+    ``1 <= prompts_per_small < prompts``.
     """
-    s, g, p = responses_per_micro, group_size, prompts
+    s, g, p = float(responses_per_micro), int(group_size), int(prompts)
+    m = float(prompts_per_small)
     if not (1 <= s < g):
-        raise UserError(f"need 1 <= responses_per_micro < group_size, got {s} and {g} (lay micro-batches out by "
-                        "prompt with each group split over at least two micro-batches)", field="responses_per_micro")
-    if p < 2:
-        raise UserError(f"need at least 2 prompts per step, got {p}", field="prompts")
+        raise UserError(f"need 1 <= responses_per_micro < group_size, got {s:g} and {g} (lay micro-batches out by "
+                        "prompt with a group split over at least two micro-batches)", field="responses_per_micro")
+    if p < 2 or not (1 <= m < p):
+        raise UserError(f"need at least 2 prompts per step and 1 <= prompts_per_small < prompts, got prompts {p} "
+                        f"and prompts_per_small {m:g}", field="prompts")
+    small = sq_prompt if sq_small is None else sq_small
     tw = (sq_micro - sq_prompt) / (1.0 / s - 1.0 / g)
-    a = sq_prompt - tw / g
-    c = sq_big - tw / (p * g)
-    tb = (a - c) / (1.0 - 1.0 / p)
-    g2 = a - tb
+    n_p = (small - sq_big) / (1.0 / m - 1.0 / p)
+    g2 = (p * sq_big - m * small) / (p - m)
+    tb = n_p - tw / g
     tot = tb + tw
-    bp = (tb + tw / g) / g2 if g2 > 0 else float("nan")
-    return {"g2": g2, "trace_between": tb, "trace_within": tw,
+    bp = n_p / g2 if g2 > 0 else float("nan")
+    return {"g2": g2, "trace_between": tb, "trace_within": tw, "trace": g * tb + tw,
             "between_fraction": tb / tot if tot > 0 else float("nan"),
             "b_simple_prompts": bp, "b_simple_responses": g * bp}
 

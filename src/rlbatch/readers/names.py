@@ -42,6 +42,12 @@ FOREIGN_NAMES: dict[str, tuple[str, ...]] = {
     "noise/b_simple": ("noise/b_simple",),
     "noise/b_small": ("noise/b_small",),
     "noise/b_big": ("noise/b_big",),
+    "noise/grad_sq_micro": ("noise/grad_sq_micro",),
+    "noise/grad_sq_prompt": ("noise/grad_sq_prompt",),
+    "noise/b_micro": ("noise/b_micro",),
+    "noise/group_size": ("noise/group_size",),
+    "noise/between_prompt": ("noise/between_prompt",),
+    "noise/within_prompt": ("noise/within_prompt",),
     "lr": ("lr", "actor/lr", "learning_rate", "train/learning_rate", "train/actor_lr", "train/act_lr", "actor_lr"),
     "eval/score": ("eval/score", "eval_reward", "eval/reward", "eval_accuracy", "eval/accuracy"),
 }

@@ -1,10 +1,12 @@
 """GRPO pieces as plain functions (reused by the PPO variant): group advantages and filtering, token log-probs,
-the clipped surrogate loss, micro-batch gradient accumulation with the two-batch noise inputs, and the optimizer step.
+the clipped surrogate loss, micro-batch gradient accumulation laid out by prompt with the noise inputs, and the
+optimizer step.
 
 Sources: GRPO (Shao et al. 2024, DeepSeekMath, eq. 3 and sec. 4.1.2: group-normalised outcome advantages); PPO's
 clipped surrogate (Schulman et al. 2017, eq. 7); token-level mean over the whole batch (Yu et al. 2025, DAPO, eq. 8);
 filtering of groups whose rewards are all equal (DAPO's dynamic sampling; they carry zero advantage); k3 KL
-estimator (Schulman 2020, "Approximating KL divergence"); noise inputs (McCandlish et al. 2018, app. A).
+estimator (Schulman 2020, "Approximating KL divergence"); noise inputs (McCandlish et al. 2018, app. A, at the
+whole-group level and, for the within/between-prompt split, one level below: :func:`prompt_layout`).
 """
 
 from __future__ import annotations
@@ -53,6 +55,43 @@ def micro_batches(n: int, micro_batch_size: int) -> list[np.ndarray]:
         return []
     k = math.ceil(n / micro_batch_size)
     return [a for a in np.array_split(np.arange(n), k)]
+
+
+def prompt_layout(n_groups: int, group_size: int, micro_batch_size: int,
+                  split_groups: int = 1) -> list[tuple[np.ndarray, int]]:
+    """Micro-batches of a GRPO batch laid out *by prompt*: ``n_groups`` groups of ``G = group_size`` responses,
+    rows grouped contiguously (group p is rows ``p*G .. p*G+G-1``). Returns the passes in order as
+    ``(rows, prompt)``: ``prompt`` is the group's index when the pass holds *part* of that one group, -1 when it
+    holds whole groups. No pass exceeds ``micro_batch_size`` (m) responses.
+
+    - ``m < G``: every group is split into ``q = ceil(G / m)`` consecutive near-equal parts (sizes differ by at
+      most 1; exactly G/m each when m divides G), so a micro-batch never mixes prompts.
+    - ``m >= G``: micro-batches of whole groups, ``k = floor(m / G)`` per micro-batch (balanced: the remaining
+      groups go into ``ceil(n / k)`` micro-batches whose group counts differ by at most 1; an m that is not a
+      multiple of G uses k G responses). The first ``min(split_groups, n_groups)`` groups (0: none; G = 1: none)
+      are instead taken as two near-equal half-groups, two passes each: the norm-only split that gives the
+      within-prompt noise (:func:`rlbatch.analysis.noise.grpo_noise_split`) at the cost of one extra backward per
+      split group.
+
+    The accumulated gradient is the same full-batch gradient whatever the layout (every loss is normalised by the
+    whole batch's token count). Raises ``ValueError`` for a non-positive ``group_size`` or ``micro_batch_size``.
+    """
+    G, m = int(group_size), int(micro_batch_size)
+    if G < 1 or m < 1:
+        raise ValueError(f"need group_size >= 1 and micro_batch_size >= 1, got {G} and {m}")
+    if n_groups <= 0:
+        return []
+    rows = lambda p: np.arange(p * G, (p + 1) * G)  # noqa: E731
+    if m < G:
+        q = math.ceil(G / m)
+        return [(part, p) for p in range(n_groups) for part in np.array_split(rows(p), q)]
+    n_split = min(max(int(split_groups), 0), n_groups) if G >= 2 else 0
+    passes = [(half, p) for p in range(n_split) for half in np.array_split(rows(p), 2)]
+    rest = np.arange(n_split, n_groups)
+    if len(rest):
+        k = m // G
+        passes += [(np.concatenate([rows(g) for g in gs]), -1) for gs in np.array_split(rest, math.ceil(len(rest) / k))]
+    return passes
 
 
 def token_logprobs(model, rollout: Rollout) -> torch.Tensor:
@@ -110,34 +149,81 @@ def clipped_surrogate(logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Ten
 
 @dataclass
 class GradResult:
-    """Outcome of :func:`accumulate_gradients`: summed loss, noise inputs, tokens and loss stats."""
+    """Outcome of :func:`accumulate`: summed loss, noise inputs, tokens and loss stats.
+
+    Squared norms are of *mean* gradients (token-mean loss over the responses concerned), in squared gradient units;
+    batch sizes in responses. The fields after ``stats`` are filled only with ``group_size`` (GRPO's prompt layout,
+    :func:`prompt_layout`); otherwise they stay NaN / 0."""
 
     loss: float
-    grad_sq_small: float  # mean over micro-batches of |g_i|^2 (g_i: micro-batch token-mean gradient)
+    grad_sq_small: float  # mean over small-batch units of |g_u|^2: micro-batches; GRPO: whole-group units
     grad_sq_big: float  # |G|^2 of the full-batch token-mean gradient
-    b_small: float  # mean micro-batch size, responses
-    n_micro: int
+    b_small: float  # small-batch size, responses: mean micro-batch size; GRPO: harmonic mean over the units
+    n_micro: int  # backward passes
     n_tokens: int
     stats: dict
+    grad_sq_micro: float = float("nan")  # mean over the sub-group parts (one prompt's responses) of |g_part|^2
+    grad_sq_prompt: float = float("nan")  # mean over the split prompts of |g_prompt|^2 (same prompts as the parts)
+    b_micro: float = float("nan")  # harmonic mean part size, responses
+    group_size: int | None = None
+    prompts: int = 0  # groups (retained prompts) in the batch
+    split_prompts: int = 0  # prompts whose group was taken in parts
 
 
-def accumulate(module, n_rows: int, micro_batch_size: int, loss_of) -> GradResult:
-    """Forward/backward ``loss_of(idx) -> (loss, n_tokens_i, stats)`` over balanced micro-batches of ``n_rows``
-    responses (:func:`micro_batches`), leaving the full-batch gradient in ``p.grad`` of ``module``. Shared by GRPO
+def _hmean(xs: list[float]) -> float:
+    return float(len(xs) / sum(1.0 / x for x in xs)) if xs else float("nan")
+
+
+def accumulate(module, n_rows: int, micro_batch_size: int, loss_of, *, group_size: int | None = None,
+               split_groups: int = 1) -> GradResult:
+    """Forward/backward ``loss_of(idx) -> (loss, n_tokens_i, stats)`` over micro-batches of ``n_rows``
+    responses, leaving the full-batch gradient in ``p.grad`` of ``module``. Shared by GRPO
     (:func:`accumulate_gradients`) and PPO's actor and critic (:mod:`rlbatch.train.ppo`).
 
     Each loss must be normalised by the whole batch's token count, so the contributions sum to the full-batch
-    token-mean gradient G. The micro-batch's own mean gradient g_i is its contribution x ``n_tokens / n_tokens_i``,
-    giving the McCandlish et al. (2018, app. A) two-batch noise inputs ``grad_sq_small`` = mean_i |g_i|^2 and
-    ``grad_sq_big`` = |G|^2. ``n_tokens`` of the result is the sum of the ``n_tokens_i``; ``b_small`` the mean
-    micro-batch size in responses. Raises nothing itself; fault-injection points ``nan_loss``, ``inf_grad`` and
-    ``update`` (:mod:`rlbatch.faults`) are checked per micro-batch.
+    token-mean gradient G whatever the layout. The mean gradient of a set of responses is its contribution x
+    ``n_tokens / n_tokens_set``.
+
+    - ``group_size`` None (PPO, independent responses): balanced contiguous micro-batches (:func:`micro_batches`);
+      the McCandlish et al. (2018, app. A) two-batch inputs are ``grad_sq_small`` = mean_i |g_i|^2 over the
+      micro-batches, ``b_small`` their mean size, ``grad_sq_big`` = |G|^2.
+    - ``group_size`` G (GRPO; rows grouped by prompt, ``n_rows`` a multiple of G): :func:`prompt_layout`. A group
+      taken in parts is accumulated in a buffer (one extra gradient-sized tensor set while it is in flight) to get
+      its prompt gradient. The small batch of the two-batch estimator is then made of *whole groups* (each split
+      prompt, and each micro-batch of whole groups): ``grad_sq_small`` is the mean of their |g_u|^2 and ``b_small``
+      the harmonic mean of their sizes (exact for unequal sizes: E mean_u |g_u|^2 = |G|^2 + tr / hmean), so
+      responses of one prompt are never treated as independent. ``grad_sq_micro`` (mean |g_part|^2 over the
+      parts, ``b_micro`` their harmonic-mean size) and ``grad_sq_prompt`` (mean |g_prompt|^2 over the same,
+      split prompts) are the paired within-prompt inputs of :func:`rlbatch.analysis.noise.grpo_noise_split`.
+
+    ``n_tokens`` of the result is the sum of the ``n_tokens_i``. Raises ``ValueError`` if ``n_rows`` is not a
+    multiple of ``group_size``; fault-injection points ``nan_loss``, ``inf_grad`` and ``update``
+    (:mod:`rlbatch.faults`) are checked per micro-batch.
     """
     params = [p for p in module.parameters() if p.requires_grad]
+    if group_size is None:
+        layout = [(idx, -1) for idx in micro_batches(n_rows, micro_batch_size)]
+    else:
+        if n_rows % group_size:
+            raise ValueError(f"n_rows {n_rows} is not a multiple of group_size {group_size}")
+        layout = prompt_layout(n_rows // group_size, group_size, micro_batch_size, split_groups)
     acc: list[torch.Tensor] | None = None
-    parts = micro_batches(n_rows, micro_batch_size)
-    contribs, n_toks, loss_total, stats = [], [], 0.0, {}
-    for idx in parts:
+    buf: list[torch.Tensor] | None = None  # the gradient of the group now taken in parts
+    buf_tok = 0
+    units, parts, prompts = [], [], []  # (squared norm of the contribution, tokens, responses)
+    n_toks, loss_total, stats = [], 0.0, {}
+
+    def add(grads):
+        nonlocal acc
+        if acc is None:
+            acc = grads  # the first gradient becomes the accumulator (no zero-filled copy)
+        else:
+            torch._foreach_add_(acc, grads)
+
+    def sq_norm(ts) -> float:
+        return float(torch.stack(torch._foreach_norm(ts)).pow(2).sum())
+
+    for j, (idx, prompt) in enumerate(layout):
         for p in params:
             p.grad = None
         loss, n_i, st = loss_of(idx)
@@ -148,31 +234,85 @@ def accumulate(module, n_rows: int, micro_batch_size: int, loss_of) -> GradResul
             next(p for p in params if p.grad is not None).grad.view(-1)[0] = float("inf")
         faults.fault("update")
         grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
-        contribs.append(float(torch.stack(torch._foreach_norm(grads)).pow(2).sum()))
-        if acc is None:
-            acc = grads  # the first micro-batch's gradient becomes the accumulator (no zero-filled copy)
+        n_i = int(n_i)
+        if prompt < 0:
+            units.append((sq_norm(grads), n_i, len(idx)))
+            add(grads)
         else:
-            torch._foreach_add_(acc, grads)
-        n_toks.append(int(n_i))
+            parts.append((sq_norm(grads), n_i, len(idx)))
+            if buf is None:
+                buf, buf_tok = grads, n_i
+            else:
+                torch._foreach_add_(buf, grads)
+                buf_tok += n_i
+            if j + 1 == len(layout) or layout[j + 1][1] != prompt:  # the group's last part
+                whole = (sq_norm(buf), buf_tok, group_size)
+                prompts.append(whole)
+                units.append(whole)
+                add(buf)
+                buf = None
+        n_toks.append(n_i)
         loss_total += float(loss.detach())
         for k, v in st.items():
             stats[k] = stats.get(k, 0.0) + v
     n_tokens = int(sum(n_toks))
-    sq_small = [sq * (n_tokens / max(n_i, 1)) ** 2 for sq, n_i in zip(contribs, n_toks)]
+
+    def mean_sq(rows) -> float:  # mean squared norm of the sets' own mean gradients
+        return float(np.mean([sq * (n_tokens / max(n, 1)) ** 2 for sq, n, _ in rows])) if rows else float("nan")
+
     big = 0.0
     if acc is not None:
         for a, p in zip(acc, params):
             p.grad = a
-        big = float(torch.stack(torch._foreach_norm(acc)).pow(2).sum())
-    return GradResult(loss=loss_total, grad_sq_small=float(np.mean(sq_small)) if sq_small else float("nan"),
-                      grad_sq_big=big, b_small=n_rows / max(len(parts), 1), n_micro=len(parts), n_tokens=n_tokens,
-                      stats=stats)
+        big = sq_norm(acc)
+    if group_size is None:
+        b_small = n_rows / max(len(layout), 1)
+    else:
+        b_small = _hmean([r for _, _, r in units])
+    return GradResult(loss=loss_total, grad_sq_small=mean_sq(units), grad_sq_big=big, b_small=b_small,
+                      n_micro=len(layout), n_tokens=n_tokens, stats=stats, grad_sq_micro=mean_sq(parts),
+                      grad_sq_prompt=mean_sq(prompts), b_micro=_hmean([r for _, _, r in parts]),
+                      group_size=group_size, prompts=n_rows // group_size if group_size else 0,
+                      split_prompts=len(prompts))
+
+
+def grpo_noise_metrics(res: GradResult, b_big: int) -> dict[str, float]:
+    """The per-step ``noise/*`` metrics of a GRPO update from :func:`accumulate` with ``group_size``.
+
+    ``b_big``: retained responses of the step (P_ret x G). Returns (squared norms in squared gradient units, sizes
+    in responses): the inputs ``noise/grad_sq_small``, ``noise/b_small`` (whole-group units), ``noise/grad_sq_big``,
+    ``noise/b_big``, ``noise/grad_sq_micro``, ``noise/b_micro``, ``noise/grad_sq_prompt``, ``noise/group_size``;
+    ``noise/b_simple`` = tr(Sigma)/|G|^2 in responses from the whole-group two-batch estimate (McCandlish et al.
+    2018, app. A; unbiased for correlated responses of one prompt: it equals (G tr Sigma_b + tr Sigma_w) / |G|^2),
+    NaN when the batch is one unit or the |G|^2 estimate is not positive; and ``noise/between_prompt`` (tr
+    Sigma_b), ``noise/within_prompt`` (tr Sigma_w) from :func:`rlbatch.analysis.noise.grpo_noise_split`, NaN
+    unless some group was taken in parts and at least two prompts were retained. Single-step values are noisy:
+    the analysis averages the estimates over steps before dividing (:func:`rlbatch.analysis.noise.b_simple_smoothed`).
+    """
+    from rlbatch.analysis.noise import b_simple, grpo_noise_split
+
+    nan = float("nan")
+    G, P = res.group_size, res.prompts
+    two_batch = res.b_small < b_big
+    out = {"noise/grad_sq_small": res.grad_sq_small, "noise/grad_sq_big": res.grad_sq_big,
+           "noise/b_small": res.b_small, "noise/b_big": b_big, "noise/grad_sq_micro": res.grad_sq_micro,
+           "noise/b_micro": res.b_micro, "noise/grad_sq_prompt": res.grad_sq_prompt, "noise/group_size": G,
+           "noise/b_simple": b_simple(res.grad_sq_small, res.grad_sq_big, res.b_small, b_big) if two_batch else nan,
+           "noise/between_prompt": nan, "noise/within_prompt": nan}
+    if res.split_prompts and P >= 2 and two_batch:
+        sp = grpo_noise_split(res.grad_sq_micro, res.grad_sq_prompt, res.grad_sq_big, res.b_micro, G, P,
+                              sq_small=res.grad_sq_small, prompts_per_small=res.b_small / G)
+        out["noise/between_prompt"], out["noise/within_prompt"] = sp["trace_between"], sp["trace_within"]
+    return out
 
 
 def accumulate_gradients(model, rollout: Rollout, adv: torch.Tensor, micro_batch_size: int, clip_eps: float,
-                         ref_model=None, kl_coef: float = 0.0) -> GradResult:
+                         ref_model=None, kl_coef: float = 0.0, *, group_size: int | None = None,
+                         split_groups: int = 1) -> GradResult:
     """Forward/backward over micro-batches of the retained ``rollout`` ([B, ...], advantages ``adv`` [B]); leaves
-    the full-batch gradient (token-level mean loss) in ``p.grad`` (:func:`accumulate`).
+    the full-batch gradient (token-level mean loss) in ``p.grad`` (:func:`accumulate`). With ``group_size`` G
+    (rows grouped by prompt, B a multiple of G) the micro-batches are laid out by prompt (:func:`prompt_layout`,
+    ``split_groups`` norm-only split groups when micro-batches hold whole groups); without, contiguous.
 
     One update per rollout batch: the old policy is the current one, so ``old_logp = logp.detach()`` and the ratio
     is 1 (the clip is inactive; it matters for extra PPO epochs). Noise inputs as in :func:`accumulate`.
@@ -191,7 +331,8 @@ def accumulate_gradients(model, rollout: Rollout, adv: torch.Tensor, micro_batch
                                      mb.response_mask, clip_eps, n_tokens, ref_logp, kl_coef)
         return loss, int(mb.response_mask.sum()), st
 
-    res = accumulate(model, rollout.response_ids.shape[0], micro_batch_size, loss_of)
+    res = accumulate(model, rollout.response_ids.shape[0], micro_batch_size, loss_of, group_size=group_size,
+                     split_groups=split_groups)
     res.stats = {"clipped": 0.0, "kl": 0.0, **res.stats}
     return res
 

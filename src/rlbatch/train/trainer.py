@@ -54,6 +54,9 @@ class TrainConfig(BaseModel):
     seed: int = 0
     run_id: str | None = None
     micro_batch_size: int | None = Field(None, ge=1, description="responses per micro-batch; default gcd(B, 8)")
+    noise_split_groups: int = Field(1, ge=0, description="GRPO, micro-batches of whole groups: groups per step also "
+                                    "taken as two half-groups (one extra backward each) for the within/between-"
+                                    "prompt noise split; 0 = off")
     max_new_tokens: int = Field(8, ge=1)
     temperature: float = Field(1.0, gt=0)
     clip_eps: float = Field(0.2, gt=0)
@@ -113,6 +116,11 @@ class TrainConfig(BaseModel):
         return self.resolved_lr()
 
     def resolved_micro(self) -> int:
+        """Responses per micro-batch m: ``micro_batch_size``, or gcd(B, 8) by default; :class:`UserError` (field
+        ``micro_batch_size``) unless m divides B = P x G. GRPO lays the retained batch out by prompt with it
+        (:func:`rlbatch.train.grpo.prompt_layout`): m < G splits each group into ceil(G / m) near-equal parts,
+        m >= G packs floor(m / G) whole groups per micro-batch, so an m that neither divides nor is a multiple of G
+        is used as is (no pass exceeds m responses)."""
         b = self.batch_size
         if self.micro_batch_size is None:
             return math.gcd(b, 8)
@@ -360,8 +368,8 @@ def _train(cfg: TrainConfig, out: Path, lr: float, micro: int, resume: bool, pro
     import torch
 
     from rlbatch import faults
-    from rlbatch.analysis.noise import b_simple
-    from rlbatch.train.grpo import NonFiniteError, accumulate_gradients, group_advantages, make_adamw, optimizer_step
+    from rlbatch.train.grpo import (NonFiniteError, accumulate_gradients, group_advantages, grpo_noise_metrics,
+                                    make_adamw, optimizer_step)
     from rlbatch.train.models import load_model
     from rlbatch.train.rollout import evaluate, score
 
@@ -486,7 +494,7 @@ def _train(cfg: TrainConfig, out: Path, lr: float, micro: int, resume: bool, pro
             if ppo is None and b_ret > 0:
                 kept = ro.select(rows)
                 gr = accumulate_gradients(model, kept, adv.view(-1)[rows], micro, cfg.clip_eps, ref_model,
-                                          cfg.kl_coef)
+                                          cfg.kl_coef, group_size=G, split_groups=cfg.noise_split_groups)
                 try:
                     if not math.isfinite(gr.loss):
                         raise NonFiniteError(f"non-finite loss ({gr.loss})")
@@ -494,10 +502,7 @@ def _train(cfg: TrainConfig, out: Path, lr: float, micro: int, resume: bool, pro
                 except NonFiniteError as err:
                     raise _diverged(out, step, err, saved["step"]) from None
                 n_tok = gr.n_tokens
-                rec.update({"grad_norm/actor": gnorm, "loss": gr.loss, "noise/grad_sq_small": gr.grad_sq_small,
-                            "noise/grad_sq_big": gr.grad_sq_big, "noise/b_small": gr.b_small, "noise/b_big": b_ret,
-                            "noise/b_simple": (b_simple(gr.grad_sq_small, gr.grad_sq_big, gr.b_small, b_ret)
-                                               if gr.b_small < b_ret else float("nan")),
+                rec.update({"grad_norm/actor": gnorm, "loss": gr.loss, **grpo_noise_metrics(gr, b_ret),
                             "train/micro_batches": gr.n_micro, "clip_frac": gr.stats["clipped"] / max(n_tok, 1),
                             "grad_clipped": bool(cfg.max_grad_norm and gnorm > cfg.max_grad_norm)})
                 if cfg.kl_coef > 0:
