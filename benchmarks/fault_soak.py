@@ -30,7 +30,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-TIME_KEYS = ("time/gen_s", "time/reward_s", "time/train_s", "time/step_s", "time/wall_s", "time/eval_s")
+TIME_KEYS = ("time/gen_s", "time/reward_s", "time/train_s", "time/step_s", "time/cpu_s", "time/wall_s",
+             "time/eval_s")
 COMMON = ["--model", "tiny", "--max-new-tokens", "6", "--eval-every", "64", "--eval-size", "32", "--format", "json"]
 TRAIN = ["train", "-P", "4", "-G", "4", "--lr", "3e-3", "--samples", "160", "--checkpoint-every", "3", "--seed", "1"]
 SWEEP = ["sweep", "--base-batch", "8", "--base-lr", "3e-3", "--batches", "16", "--group-sizes", "4", "--samples",

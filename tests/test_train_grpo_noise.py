@@ -195,6 +195,8 @@ def test_trainer_logs_unbiased_noise_and_split(tiny, tmp_path, micro):
     rows = _lines(out / "metrics.jsonl")
     multi = [r for r in rows if r["groups/retained"] >= 2]
     assert len(multi) >= 3
+    for r in rows:
+        assert r["time/cpu_s"] > 0 and r["time/step_s"] > 0
     for r in multi:
         n_groups = r["groups/retained"]
         for k in ("noise/between_prompt", "noise/within_prompt", "noise/grad_sq_micro", "noise/grad_sq_prompt",

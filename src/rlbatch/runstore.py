@@ -42,6 +42,7 @@ CANONICAL_METRICS: dict[str, str] = {
     "time/reward_s": "seconds spent on scoring in this step",
     "time/train_s": "seconds spent on the update(s) in this step",
     "time/step_s": "seconds for the whole step",
+    "time/cpu_s": "process CPU seconds (all threads, user + system) spent in the step: generation, scoring, update(s)",
     "time/wall_s": "cumulative wall-clock seconds, excluding evaluation",
     "reward/mean": "mean training reward over the step's responses",
     "reward/std": "standard deviation of the training reward over the step's responses",

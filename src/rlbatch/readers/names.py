@@ -32,6 +32,7 @@ FOREIGN_NAMES: dict[str, tuple[str, ...]] = {
     "time/step_s": ("time/step_s", "timing_s/step", "timing/step", "perf/time_per_step", "time_per_step",
                     "step_time", "train/step_time"),
     "time/wall_s": ("time/wall_s",),
+    "time/cpu_s": ("time/cpu_s",),
     "reward/mean": ("reward/mean", "critic/score/mean", "reward", "train/reward", "train/rewards", "rewards/mean"),
     "reward/std": ("reward/std", "reward_std", "train/reward_std", "critic/score/std"),
     "grad_norm/actor": ("grad_norm/actor", "actor/grad_norm", "grad_norm", "train/grad_norm",

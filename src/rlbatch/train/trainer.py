@@ -32,7 +32,8 @@ from rlbatch.runstore import (EVAL_JSONL, METRICS_JSONL, JsonlWriter, make_meta,
 CHECKPOINT = "checkpoint.pt"
 LOCK = ".lock"
 #: Metric keys that measure time (excluded when comparing a resumed run with an uninterrupted one).
-TIME_KEYS = ("time/gen_s", "time/reward_s", "time/train_s", "time/step_s", "time/wall_s", "time/eval_s")
+TIME_KEYS = ("time/gen_s", "time/reward_s", "time/train_s", "time/step_s", "time/cpu_s", "time/wall_s",
+             "time/eval_s")
 
 
 class TrainConfig(BaseModel):
@@ -474,7 +475,7 @@ def _train(cfg: TrainConfig, out: Path, lr: float, micro: int, resume: bool, pro
                 break
             step = state["step"] + 1
             faults.set_step(step, meta.run_id)
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             items, ro = rollout_step(model, tok, task, cfg, step)
             t1 = time.perf_counter()
             rewards = score(task, items, ro.texts)
@@ -510,7 +511,7 @@ def _train(cfg: TrainConfig, out: Path, lr: float, micro: int, resume: bool, pro
             elif ppo is None:
                 n_tok = 0  # every group filtered: nothing to learn from, no optimizer step
             faults.fault("optim")
-            t3 = time.perf_counter()
+            t3, c3 = time.perf_counter(), time.process_time()
             gen_tok = int(ro.response_mask.sum())
             state["step"] = step
             state["empty"] = 0 if b_ret else state.get("empty", 0) + 1
@@ -522,7 +523,8 @@ def _train(cfg: TrainConfig, out: Path, lr: float, micro: int, resume: bool, pro
             line = {"step": step, "samples/retained": state["samples/retained"],
                     "samples/generated": state["samples/generated"], "tokens/generated": state["tokens/generated"],
                     "tokens/trained": state["tokens/trained"], "time/gen_s": t1 - t0, "time/reward_s": t2 - t1,
-                    "time/train_s": t3 - t2, "time/step_s": t3 - t0, "time/wall_s": state["time/wall_s"],
+                    "time/train_s": t3 - t2, "time/step_s": t3 - t0, "time/cpu_s": c3 - c0,
+                    "time/wall_s": state["time/wall_s"],
                     "reward/mean": float(rewards.mean()), "reward/std": float(rewards.std()) if len(rewards) > 1
                     else 0.0, "lr": lr, "batch/retained": b_ret, "batch/generated": len(items),
                     "groups/retained": int(keep.sum()), "groups/generated": int(keep.numel()),
