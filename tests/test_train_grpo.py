@@ -69,7 +69,7 @@ def test_accumulated_update_equals_full_batch_update(tiny):
     assert o1.param_groups[0]["lr"] == 1e-3
     # Adam's first step is ~lr * sign(g): float rounding on near-zero gradient entries moves them by at most ~lr
     for a, b in zip(m1.parameters(), m2.parameters()):
-        torch.testing.assert_close(a, b, rtol=0, atol=2e-5)
+        torch.testing.assert_close(a, b, rtol=0, atol=5e-5)
     assert max(float((a - b).detach().abs().max()) for a, b in zip(m1.parameters(), m2.parameters())) < 0.05 * 1e-3
 
 
