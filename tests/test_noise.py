@@ -164,7 +164,9 @@ def test_noise_section_contract():
         r.metrics["noise/b_small"] = 4
         r.metrics["noise/b_big"] = r.meta.batch_size
         assert n
-    sec = noise.noise_section(runs)
+    from rlbatch.report.sections import noise_section
+
+    sec = noise_section(runs)
     assert set(sec) == {"title", "markdown", "figures", "json_key", "json"}
     assert sec["json_key"] == "noise"
     assert sec["json"]["actor"]["knee_batch"] == 256
@@ -174,13 +176,16 @@ def test_noise_section_contract():
     assert "Knee (critical batch): **256**" in sec["markdown"]
 
 
-def test_rn_with_ci_over_seeds():
+def test_gp_and_accounting_give_the_same_rn_over_seeds():
+    from rlbatch.analysis.accounting import compare, estimate_configuration
+
     ref = [_eval_run(f"r{s}", 16, 4, 0.0, seed=s, speed=1.0 + 0.05 * s) for s in range(3)]
     cand = [_eval_run(f"c{s}", 64, 4, 0.0, seed=s, speed=0.5 + 0.05 * s) for s in range(3)]
-    out = noise.rn_with_ci(ref, cand, target=0.4)
+    out = compare(estimate_configuration(cand, 0.4), estimate_configuration(ref, 0.4))
     # reference reaches 0.4 at 8000/speed: speeds 1, 1.05, 1.1; candidate at 8000/speed: 0.5, 0.55, 0.6
     exp = np.mean([8000 / v for v in (0.5, 0.55, 0.6)]) / np.mean([8000 / v for v in (1.0, 1.05, 1.1)])
     assert out["rN"] == pytest.approx(exp)
-    lo, hi = out["ci"]
-    assert lo < out["rN"] < hi and out["n"] == 3
-    assert noise.rn_with_ci(ref, cand, target=2.0)["rN"] is None
+    lo, hi = out["rN_ci"]
+    assert lo < out["rN"] < hi
+    assert estimate_configuration(cand, 2.0)["samples_to_target"] is None
+

@@ -129,7 +129,8 @@ def train_cmd(
     out: Path = typer.Option(..., "--out", help="Run directory to write."),
     seed: int = typer.Option(0, "--seed"),
     micro_batch_size: Optional[int] = typer.Option(None, "--micro-batch-size", help="Responses per micro-batch "
-                                                   "(must divide P x G; default gcd(P x G, 8))."),
+                                                   "(must divide P x G; default gcd(P x G, 8)). GRPO lays them out "
+                                                   "by prompt: whole groups, or one group split over several."),
     max_new_tokens: int = typer.Option(8, "--max-new-tokens", help="Cap on generated tokens per response."),
     eval_every: int = typer.Option(2048, "--eval-every", help="Retained samples between greedy evaluations."),
     eval_size: Optional[int] = typer.Option(None, "--eval-size", help="Held-out items (default: 512 arithmetic, "

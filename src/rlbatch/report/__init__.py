@@ -120,7 +120,7 @@ def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None,
 
     JSON: ``{"title", "generated_at", "metric", "target", "reference", "runs": [summaries as
     rlbatch.analysis.curves.summarize_run], "accounting": [rows as rlbatch account --format json] (only when a
-    target is given), "recommendation": str | None, "noise": {...} (rlbatch.analysis.noise.noise_section),
+    target is given), "recommendation": str | None, "noise": {...} (rlbatch.report.sections.noise_section),
     "throughput": {...} (rlbatch.report.sections.throughput_section), "figures": [file names],
     <section json_key>: <section json>, ...extra_json}``. Figures: score vs retained samples, score vs wall-clock,
     time per step; then the noise section (gradient norm vs B, log-log, with slope, interval and knee; B_simple;
@@ -210,7 +210,7 @@ def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None,
     for name, cap, _ in figs:
         md += [f"![{cap}]({name})", "", f"*{cap}*", ""]
 
-    from rlbatch.analysis.noise import noise_section
+    from rlbatch.report.sections import noise_section
     from rlbatch.analysis.throughput import clock_basis
     from rlbatch.report.sections import throughput_section
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, Sequence
 
 import numpy as np
@@ -92,3 +93,152 @@ def throughput_section(runs: Sequence[Any], predict_batches: Sequence[int] | Non
     figs["time_and_throughput_vs_batch"] = fig
     return {"title": "Throughput vs batch size", "markdown": "\n".join(md), "figures": figs,
             "json_key": "throughput", "json": js}
+
+
+def _fmt_fit(fit: dict[str, Any]) -> str:
+    ci = fit["slope_ci"]
+    ci_s = f" (95% CI {ci[0]:.3f} to {ci[1]:.3f})" if all(np.isfinite(ci)) else ""
+    knee = fit["knee_batch"]
+    if len(fit["fit_batches"]) >= 2:
+        lines = [f"- `{fit['metric']}`: log-log slope over B in {fit['fit_batches']} = **{fit['slope']:.3f}**{ci_s} "
+                 f"(ideal -0.5); over all batch sizes {fit['slope_all']:.3f}."]
+    else:
+        ca = fit.get("slope_all_ci") or [float("nan")] * 2
+        ca_s = f" (95% CI {ca[0]:.3f} to {ca[1]:.3f})" if all(np.isfinite(ca)) else ""
+        lines = [f"- `{fit['metric']}`: log-log slope over all batch sizes **{fit['slope_all']:.3f}**{ca_s} (ideal "
+                 f"-0.5); the first doubling already departs from 1/sqrt(2), so there is no aligned range to fit alone."]
+    if fit.get("slope_ci_bootstrap"):
+        lo, hi = fit["slope_ci_bootstrap"]
+        lines.append(f"  Bootstrap over seeds: {lo:.3f} to {hi:.3f}.")
+    for d in fit["doublings"]:
+        lines.append(f"  - B {d['b_from']} -> {d['b_to']}: ratio {d['ratio']:.3f} vs {d['expected']:.3f} "
+                     f"({d['departure']:+.0%}){' — past the knee' if d['past_knee'] else ''}")
+    lines.append("")
+    lines.append(f"Knee (critical batch): **{knee}** (the lower B of the first doubling whose ratio departs from "
+                 f"1/sqrt(2) by more than {fit.get('tolerance', 0.08):.0%})." if knee is not None else
+                 "No knee within the measured batch sizes: all doublings stay within the tolerance of 1/sqrt(2).")
+    return "\n".join(lines)
+
+
+def noise_section(runs: Sequence[Any], target: float | None = None, metric: str = "eval/score") -> dict[str, Any]:
+    """The report section on gradient noise (report contract of the lead: title, markdown, figures, json_key, json).
+
+    Contents: the grad-norm vs B fit and knee for the actor and, where logged, the critic
+    (:func:`fit_grad_norm_scaling`); the smoothed B_simple over training per run (:func:`b_simple_smoothed`) and its
+    whole-run value (bootstrap interval over seeds at equal B); the G x P equivalence (:func:`gp_equivalence`).
+    Parts whose inputs are missing are stated as such. ``json`` = {"actor": fit|None, "critic": fit|None,
+    "b_simple": [{run, batch_size, seed, b_simple, b_simple_final}], "b_simple_by_batch": [...], "gp_equivalence":
+    [...]}.
+    """
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from rlbatch.analysis.noise import (X, _loglog_fit, b_simple_overall, b_simple_smoothed, bootstrap_ci,
+                                        fit_grad_norm_scaling, gp_equivalence)
+
+    runs = list(runs)
+    md: list[str] = []
+    figs: dict[str, Any] = {}
+    js: dict[str, Any] = {"actor": None, "critic": None, "b_simple": [], "b_simple_by_batch": [], "gp_equivalence": []}
+    fits = {}
+    for role, m in (("actor", "grad_norm/actor"), ("critic", "grad_norm/critic")):
+        try:
+            fits[role] = fit_grad_norm_scaling(runs, m)
+        except UserError as err:
+            if role == "actor":
+                md.append(f"- Grad norm vs B: not fitted ({err}).")
+            continue
+        js[role] = fits[role]
+        md.append(_fmt_fit(fits[role]))
+    if fits:
+        fig, ax = plt.subplots(figsize=(5.5, 4))
+        for role, fit in fits.items():
+            b = np.array([p["batch_size"] for p in fit["points"]], float)
+            v = np.array([p["value"] for p in fit["points"]])
+            line = ax.loglog(b, v, "o", label=f"{role} grad norm")[0]
+            # the fit over the aligned part (B <= knee); over every batch when that part is a single point
+            key = "slope" if np.isfinite(fit["slope"]) else "slope_all"
+            fb = np.array(fit["fit_batches"] if key == "slope" else b, float)
+            icpt = fit["intercept"] if key == "slope" else _loglog_fit(b, v, 0.95)["intercept"]
+            if np.isfinite(fit[key]):
+                ax.loglog(fb, np.exp(icpt) * fb ** fit[key], "--", color=line.get_color(),
+                          label=f"{role} fit, slope {fit[key]:.2f}" + ("" if key == "slope" else " (all B)"))
+            if fit["knee_batch"] is not None:
+                ax.axvline(fit["knee_batch"], color=line.get_color(), alpha=0.4, ls=":", label="knee")
+            ax.loglog(b, v[0] * (b / b[0]) ** -0.5, ":", color="gray", alpha=0.6, label="B^-1/2")
+        batch_axis(ax)
+        ax.set_xlabel("batch size B (responses per update)")
+        ax.set_ylabel("mean gradient norm (matched sample window)")
+        ax.set_title("Gradient norm vs batch (dotted grey: B^-1/2)")
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        figs["grad_norm_vs_batch"] = fig
+    # B_simple
+    curves = []
+    for r in runs:
+        try:
+            d = b_simple_smoothed(r.metrics)
+        except UserError:
+            continue
+        if not d["b_simple"].notna().any():
+            continue
+        overall = b_simple_overall(r.metrics)
+        final = float(d["b_simple"].dropna().iloc[-1])
+        js["b_simple"].append({"run": r.run_id, "batch_size": r.meta.batch_size, "seed": r.meta.seed,
+                               "b_simple": overall, "b_simple_final": final})
+        curves.append((r, d))
+    if curves:
+        by_b: dict[int, list[float]] = {}
+        for row in js["b_simple"]:
+            if row["batch_size"] is not None and np.isfinite(row["b_simple"]):
+                by_b.setdefault(row["batch_size"], []).append(row["b_simple"])
+        md.append("\n**Simple noise scale B_simple = tr(Sigma)/|G|^2** (McCandlish et al. 2018), averaged over each run "
+                  "(responses):")
+        for b in sorted(by_b):
+            vals = by_b[b]
+            lo, hi = bootstrap_ci(vals)
+            ci = f" (bootstrap over {len(vals)} seeds: {lo:.3g} to {hi:.3g})" if len(vals) >= 2 else ""
+            js["b_simple_by_batch"].append({"batch_size": b, "b_simple": float(np.mean(vals)), "n_runs": len(vals),
+                                            "ci": [lo, hi] if len(vals) >= 2 else None})
+            md.append(f"- B = {b}: B_simple ~ {np.mean(vals):.3g}{ci}"
+                      f"{' — the batch is above the noise scale' if np.mean(vals) < b else ''}")
+        fig, ax = plt.subplots(figsize=(5.5, 4))
+        by_b_curves: dict[Any, list] = {}
+        for r, d in curves:
+            by_b_curves.setdefault(r.meta.batch_size, []).append((r, d))
+        if len(curves) > 6 and all(X in d for _, d in curves):
+            # many runs: one line per batch size, the median over its runs on a common grid (seeds overlap)
+            for b, items in sorted(by_b_curves.items(), key=lambda kv: kv[0] or 0):
+                hi = min(float(d[X].max()) for _, d in items)
+                grid = np.linspace(min(float(d[X].min()) for _, d in items), hi, 200)
+                ys = np.array([np.interp(grid, d[X].to_numpy(float), d["b_simple"].to_numpy(float))
+                               for _, d in items])
+                with np.errstate(all="ignore"), warnings.catch_warnings():
+                    warnings.simplefilter("ignore", RuntimeWarning)  # grid points where every run is NaN
+                    med = np.nanmedian(ys, axis=0)
+                ax.plot(grid, med, label=f"B={b} (median of {len(items)} runs)")
+        else:
+            for r, d in curves:
+                xs = d[X] if X in d else d["step"]
+                ax.plot(xs, d["b_simple"], label=f"{r.run_id} (B={r.meta.batch_size})")
+        ax.set_yscale("log")
+        ax.set_xlabel("retained samples" if all(X in d for _, d in curves) else "step")
+        ax.set_ylabel("B_simple (EMA-smoothed)")
+        ax.set_title("Simple noise scale over training")
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        figs["b_simple_over_training"] = fig
+    else:
+        md.append("\n- B_simple: no `noise/*` metrics in these runs.")
+    js["gp_equivalence"] = gp_equivalence(runs, metric=metric, target=target)
+    if js["gp_equivalence"]:
+        md.append("\n**G x P equivalence** (equal B = P x G on the retained-sample axis):")
+        for row in js["gp_equivalence"]:
+            ref = row["reference"]
+            dev = f"max deviation {row['max_deviation']:.3g}" if row["max_deviation"] is not None else "no overlap"
+            rn = f", rN {row['rN']:.2f}" if row["rN"] is not None else ""
+            md.append(f"- B={row['batch_size']}: P={row['prompts_per_step']}, G={row['group_size']} vs "
+                      f"P={ref['prompts_per_step']}, G={ref['group_size']}: {dev}{rn}")
+    return {"title": "Gradient noise and the critical batch", "markdown": "\n".join(md), "figures": figs,
+            "json_key": "noise", "json": js}
