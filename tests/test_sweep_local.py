@@ -25,7 +25,7 @@ def test_plan_trials_lr_rule_and_control():
     assert specs[0].config_id == "B16-G8-sqrt"
 
 
-def test_sweep_skips_finished_trials_and_reports(tmp_path, monkeypatch):
+def test_sweep_skips_finished_trials_and_reports(tmp_path, monkeypatch, capsys):
     specs = plan_trials(base_batch=8, base_lr=1e-3, batches=[16], rule="sqrt", group_sizes=[4], seeds=1,
                         samples=10_000, model="tiny-random", task="arithmetic", options=OPTS)
     calls = []
@@ -54,8 +54,9 @@ def test_sweep_skips_finished_trials_and_reports(tmp_path, monkeypatch):
     data = json.loads((out / "sweep.json").read_text())
     data["trials"][1]["state"] = "failed"
     (out / "sweep.json").write_text(json.dumps(data))
-    run_sweep(specs, out, progress=False)
+    run_sweep(specs, out, progress=True)  # output to a pipe (pytest's capture): one plain line per trial
     assert calls == ["B16-G4-sqrt-s0"]
+    assert "sweep: 1/1 B16-G4-sqrt-s0: finished" in capsys.readouterr().out
     assert (out / "trials" / "B8-G4-sqrt-s0" / "metrics.jsonl").read_text() == before
 
     from rlbatch.sweep.study import report_sweep

@@ -135,7 +135,9 @@ def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None,
     ``rlbatch analyze --out`` both call this function. Raises :class:`UserError` when ``runs`` is
     empty, a section is malformed, or the reference is unknown / never reached the target.
     """
-    from rlbatch.analysis.accounting import accounting_summary, clock_note, run_summaries, seed_rows
+    from rlbatch.analysis.accounting import (accounting_summary, clock_note, estimate_configuration, run_summaries,
+                                             seed_rows)
+    from rlbatch.analysis.throughput import clock_basis
     from rlbatch.analysis.curves import summarize_run
     from rlbatch.report import figures as F
 
@@ -153,6 +155,11 @@ def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None,
                               "metric": metric, "target": target, "reference": reference, "runs": summaries}
     if seeded:
         result["configurations"] = [summarize_run(r) for r in configs]
+        basis = clock_basis(runs, clock)
+        for cs in result["configurations"]:  # whole-run throughput of the configuration, as the accounting's
+            e = estimate_configuration(groups[cs["run"]], None, clock=basis, n_boot=300, name=cs["run"])
+            cs.update(throughput_samples_per_s=e["throughput_samples_per_s"], throughput_ci=e["throughput_ci"],
+                      clock=basis)
     md: list[str] = [f"# {title}", ""]
     recommendation = None
     ref = None
@@ -211,7 +218,6 @@ def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None,
         md += [f"![{cap}]({name})", "", f"*{cap}*", ""]
 
     from rlbatch.report.sections import noise_section
-    from rlbatch.analysis.throughput import clock_basis
     from rlbatch.report.sections import throughput_section
 
     # the core analysis sections (grad-norm scaling and knee, noise scale, G x P; throughput model; the plan), then

@@ -262,6 +262,9 @@ def _run_sweep(specs: list[TrialSpec], out: Path, workers: int, threads: int, se
         write_manifest(out, manifest)
         if bar:
             bar.update(tid, advance=1, info=f"{run_id}: {state} ({secs:.0f} s)")
+            if not sys.stdout.isatty():  # a log file gets no live bar: one plain line per trial instead
+                n = sum(1 for e in todo if e["state"] in ("finished", "failed"))
+                print(f"sweep: {n}/{len(todo)} {run_id}: {state} ({secs:.0f} s)", flush=True)
 
     try:
         if workers <= 1:
