@@ -53,7 +53,7 @@ def analyze(paths: list[Path], *, target: float | None = None, metric: str = "ev
 def print_analysis(result: dict[str, Any], fmt: str) -> None:
     """Print :func:`analyze`'s result as ``table`` (rich), ``markdown`` or ``json``; warnings go to stderr."""
     from rlbatch.output import console, markdown_table, print_json, rich_table
-    from rlbatch.report import samples_cell, summary_columns
+    from rlbatch.report import with_ci_cells, samples_cell, summary_columns
 
     for w in result.get("warnings", []):
         print(f"rlbatch: warning: {w}", file=sys.stderr)
@@ -81,8 +81,7 @@ def print_analysis(result: dict[str, Any], fmt: str) -> None:
     con.print(rich_table(result["runs"], summary_columns(compact=True), title="Runs (--format markdown or json for "
                          "all columns)"))
     if "accounting" in result:
-        rows = [{**r, **{f"{k}_cell": _with_ci(r.get(k), r.get(f"{k}_ci")) for k in
-                         ("rN", "relative_throughput", "relative_time")}} for r in result["accounting"]]
+        rows = with_ci_cells(result["accounting"])
         compact = [("run", "configuration", None), ("batch_size", "B", None),
                    ("samples_to_target", "samples-to-target", samples_cell), ("rN_cell", "rN (95%)", None),
                    ("relative_throughput_cell", "rel. throughput (95%)", None),
@@ -96,14 +95,4 @@ def print_analysis(result: dict[str, Any], fmt: str) -> None:
         con.print(result["recommendation"].replace("**", ""), markup=False)
     if result.get("report"):
         con.print(f"Report: {result['report']['html']}", markup=False)
-
-
-def _with_ci(v, ci) -> str:
-    """``0.87 (0.70–1.11)`` for a terminal cell; ``—`` when unknown."""
-    if v is None:
-        return "—"
-    if not ci or ci[0] is None:
-        return f"{v:.2f}"
-    hi = "∞" if ci[1] is None or ci[1] == float("inf") else f"{ci[1]:.2f}"
-    return f"{v:.2f} ({ci[0]:.2f}–{hi})"
 

@@ -93,14 +93,34 @@ def _ci_cell(v: Any) -> str:
     return f"{v[0]:.2f}–{hi}"
 
 
-def accounting_columns() -> list[tuple[str, str, Any]]:
-    """Columns of the accounting table (the report and ``rlbatch analyze``)."""
-    return [("run", "configuration", None), ("batch_size", "B", None), ("n_seeds", "seeds", None),
-            ("samples_to_target", "samples-to-target", samples_cell), ("time_to_target_s", "time-to-target",
-                                                                       _duration),
-            ("rN", "rN", ".2f"), ("rN_ci", "rN 95%", _ci_cell), ("relative_throughput", "rel. throughput", ".2f"),
-            ("relative_throughput_ci", "rel. thr. 95%", _ci_cell), ("relative_time", "rel. time-to-target", ".2f"),
-            ("relative_time_ci", "rel. time 95%", _ci_cell), ("verdict", "verdict", None)]
+def with_ci(v: Any, ci: Any) -> str:
+    """``0.87 (0.70–1.11)``: a ratio with its 95% interval in one table cell; ``—`` when unknown."""
+    if not isinstance(v, (int, float)):
+        return "—"
+    if not isinstance(ci, (list, tuple)) or len(ci) != 2 or ci[0] is None:
+        return f"{v:.2f}"
+    hi = "∞" if ci[1] is None or not math.isfinite(ci[1]) else f"{ci[1]:.2f}"
+    return f"{v:.2f} ({ci[0]:.2f}–{hi})"
+
+
+def with_ci_cells(rows: list[dict]) -> list[dict]:
+    return [{**r, **{f"{k}_cell": with_ci(r.get(k), r.get(f"{k}_ci"))
+                     for k in ("rN", "relative_throughput", "relative_time")}} for r in rows]
+
+
+def accounting_columns(combined: bool = False) -> list[tuple[str, str, Any]]:
+    """Columns of the accounting table (the report and ``rlbatch analyze``); ``combined``: each ratio and its
+    interval in one cell (the rows need :func:`with_ci_cells`)."""
+    head = [("run", "configuration", None), ("batch_size", "B", None), ("n_seeds", "seeds", None),
+            ("samples_to_target", "samples-to-target", samples_cell),
+            ("time_to_target_s", "time-to-target", _duration)]
+    if combined:
+        return head + [("rN_cell", "rN (95% CI)", None), ("relative_throughput_cell", "rel. throughput (95% CI)", None),
+                       ("relative_time_cell", "rel. time-to-target (95% CI)", None), ("verdict", "verdict", None)]
+    return head + [("rN", "rN", ".2f"), ("rN_ci", "rN 95%", _ci_cell),
+                   ("relative_throughput", "rel. throughput", ".2f"),
+                   ("relative_throughput_ci", "rel. thr. 95%", _ci_cell), ("relative_time", "rel. time-to-target", ".2f"),
+                   ("relative_time_ci", "rel. time 95%", _ci_cell), ("verdict", "verdict", None)]
 
 
 def _slug(text: str) -> str:
@@ -170,17 +190,17 @@ def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None,
         result.update({k: acc[k] for k in ("accounting", "reference", "clock", "aggregation", "within_noise")})
         if "comparisons" in acc:
             result["comparisons"] = acc["comparisons"]
-        cols = accounting_columns()
+        cols = accounting_columns(combined=True)
         if "comparisons" in acc:
             cols = [("comparison", "model / task / algorithm", None)] + cols
         md += ["## Recommendation", "", recommendation, "",
                f"### Accounting at {metric} ≥ {target:g}" + (f" (reference {ref})" if ref else ""), "",
-               markdown_table(_md_cell_safe(rows), cols, none=NOT_REACHED), "",
+               markdown_table(_md_cell_safe(with_ci_cells(rows)), cols, none=NOT_REACHED), "",
                "rN = samples-to-target / the reference's; relative time = time-to-target / the reference's = rN / "
                "relative throughput; a configuration is faster iff its relative throughput exceeds rN (Li et al. "
-               "2026). The verdict follows the 95% interval of the relative time: *faster* or *slower* only when "
-               "it lies wholly below or above 1, else *within noise*.", "",
-               f"*How these numbers are computed:* {acc['aggregation']} {clock_note(acc['clock'])}", ""]
+               "2026). The verdict follows the 95% interval of the relative time: \"faster\" or \"slower\" only "
+               "when it lies wholly below or above 1, else \"within noise\".", "",
+               f"**How these numbers are computed.** {acc['aggregation']} {clock_note(acc['clock'])}", ""]
     else:
         md += ["No target given (`--target`): no accounting or recommendation. Curves and summaries below.", ""]
     result["recommendation"] = recommendation
