@@ -1,0 +1,232 @@
+"""Saturating fits of score vs retained samples, extrapolated to a target: predicted samples-to-target from short
+probes.
+
+The curve form is ScaleRL's compute-performance sigmoid (Khatri et al., "The Art of Scaling Reinforcement Learning
+Compute for LLMs", 2025, eq. 1), with the compute C replaced by cumulative *retained* samples:
+
+    R(C) = R0 + (A - R0) / (1 + (C_mid / C) ** b)
+
+- ``R0``: score at C -> 0 (the start of training); ``A``: the asymptote (the score the configuration saturates at);
+- ``C_mid``: retained samples at which half of the gain A - R0 is reached (responses); ``b`` > 0: the steepness.
+
+One configuration (its seeds) is fitted jointly: every seed's evaluation points with one set of (R0, A, C_mid, b)
+(the configuration's mean curve), by bounded least squares (:func:`scipy.optimize.least_squares`). Samples-to-target
+at a target score T follows by inverting the form:
+
+    S(T) = C_mid * ((A - R0) / (T - R0) - 1) ** (-1 / b)      for R0 < T < A,
+
+0 for T <= R0, and "never reaches" (None; the reason says A < T) for T >= A.
+
+Intervals: a bootstrap that respects the correlation of the evaluation points: the seeds are resampled with
+replacement (when two or more), and each resampled seed's residuals around the fit are resampled in moving blocks of
+consecutive evaluations (Kunsch 1989) and added back to the fitted curve; every replicate is refitted. Replicates
+that never reach the target count as +inf samples (so an interval can be unbounded above). Percentile intervals.
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from typing import Any, Sequence
+
+import numpy as np
+
+X = "samples/retained"
+#: Two-sided level of the fit's intervals (the plan's 95%).
+CONF = 0.95
+BLOCK = 3
+
+
+def sigmoid(c: np.ndarray, r0: float, a: float, c_mid: float, b: float) -> np.ndarray:
+    """ScaleRL's form R(C) = R0 + (A - R0) / (1 + (C_mid / C)^b) at retained samples ``c`` (array, responses);
+    R(0) = R0. Returns an array of scores shaped like ``c``."""
+    c = np.asarray(c, float)
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        z = np.where(c > 0, (c_mid / np.where(c > 0, c, 1.0)) ** b, np.inf)
+        return r0 + (a - r0) / (1.0 + z)
+
+
+def invert(target: float, r0: float, a: float, c_mid: float, b: float) -> float:
+    """Retained samples at which the fitted curve reaches ``target``: 0 when target <= R0, +inf when target >= A."""
+    if target <= r0:
+        return 0.0
+    if target >= a:
+        return math.inf
+    return float(c_mid * ((a - r0) / (target - r0) - 1.0) ** (-1.0 / b))
+
+
+def _fit_points(xs: np.ndarray, ys: np.ndarray, hi: float, p0: Sequence[float] | None = None) -> np.ndarray | None:
+    from scipy.optimize import least_squares
+
+    pos = xs[xs > 0]
+    if len(pos) < 3:
+        return None
+    xmax = float(pos.max())
+    lo_y = float(ys.min())
+    # parametrise C_mid on the log scale, in units of the largest sample count (well-conditioned)
+    start = list(p0) if p0 is not None else [float(np.mean(ys[xs <= pos.min()])) if (xs <= pos.min()).any() else lo_y,
+                                             min(hi, float(ys.max()) + 0.1 * (float(ys.max()) - lo_y) + 1e-3),
+                                             0.0, 1.0]
+    if p0 is not None:
+        start[2] = math.log(start[2] / xmax)
+    lb = [lo_y - 0.5 * abs(lo_y) - 1e-3, lo_y, math.log(1e-3), 0.3]
+    ub = [float(ys.max()), hi, math.log(1e3), 6.0]
+    start = [min(max(s, l + 1e-9), u - 1e-9) for s, l, u in zip(start, lb, ub)]
+
+    def res(p):
+        return sigmoid(xs, p[0], p[1], xmax * math.exp(p[2]), p[3]) - ys
+
+    try:
+        sol = least_squares(res, start, bounds=(lb, ub), method="trf", max_nfev=400)
+    except (ValueError, np.linalg.LinAlgError):
+        return None
+    p = sol.x.copy()
+    p[2] = xmax * math.exp(p[2])
+    return p
+
+
+def _upper(ys: np.ndarray) -> float:
+    if np.all((ys >= 0) & (ys <= 1)):
+        return 1.0
+    return float(ys.max() + 2 * (ys.max() - ys.min()) + 1e-9)
+
+
+def _blocks(e: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
+    """``n`` residuals drawn from ``e`` in moving blocks of :data:`BLOCK` consecutive evaluations."""
+    blk = min(BLOCK, len(e))
+    starts = rng.integers(0, len(e) - blk + 1, math.ceil(n / blk))
+    return np.concatenate([e[s:s + blk] for s in starts])[:n]
+
+
+def _extension(x: np.ndarray, q: Sequence[float], target: float, horizon: float) -> np.ndarray:
+    """Future evaluation points of one seed: its own spacing (median step), from past its last point up to
+    ``horizon`` retained samples (at most 4000 points)."""
+    pos = np.diff(x[x > 0]) if (x > 0).sum() >= 2 else np.array([max(float(x.max()), 1.0)])
+    dx = float(np.median(pos)) if len(pos) else max(float(x.max()), 1.0)
+    dx = max(dx, (horizon - float(x.max())) / 4000.0)
+    return float(x.max()) + dx * np.arange(1, max(1, int((horizon - float(x.max())) / dx)) + 1)
+
+
+def _predicted_crossing(curves, resid, q, target: float, horizon: float, rng: np.random.Generator,
+                        draws: int) -> np.ndarray:
+    """(draws,) mean over seeds of each seed's first crossing of ``target`` (as the accounting measures it:
+    :func:`rlbatch.analysis.curves.crossing`) on its observed points followed by the fitted curve ``q`` plus
+    residuals of that seed in blocks at its future evaluations; +inf where some seed never crosses by ``horizon``."""
+    from rlbatch.analysis.curves import crossing
+
+    per = []
+    for (x, y), e in zip(curves, resid):
+        ext = _extension(x, q, target, horizon)
+        fut = sigmoid(ext, *q)[None, :] + np.array([_blocks(e, len(ext), rng) for _ in range(draws)])
+        ys = np.concatenate([np.repeat(y[None, :], draws, axis=0), fut], axis=1)
+        c = crossing(np.concatenate([x, ext]), ys, target)
+        per.append(np.where(np.isnan(c), np.inf, c))
+    return np.mean(per, axis=0)
+
+
+def _quantiles(v: np.ndarray, conf: float) -> list[float] | None:
+    v = np.asarray(v, float)
+    v = v[~np.isnan(v)]
+    if len(v) < 20:
+        return None
+    lo = (1 - conf) / 2
+    return [float(np.quantile(v, lo, method="inverted_cdf")), float(np.quantile(v, 1 - lo, method="inverted_cdf"))]
+
+
+def fit_configuration(curves: Sequence[tuple[np.ndarray, np.ndarray]], target: float | None = None, *,
+                      n_boot: int = 200, seed: int | None = None, name: str = "", conf: float = CONF,
+                      horizon_factor: float = 20.0) -> dict[str, Any] | None:
+    """Fit one configuration's seeds jointly and predict its samples-to-target at ``target``.
+
+    ``curves``: per seed ``(xs, ys)``: retained samples (responses, ascending, the evaluation at 0 included where
+    logged) and scores, arrays of equal length. The prediction is of the quantity the accounting measures once the
+    runs are finished: the mean over seeds of each seed's *first* crossing of the target by its noisy evaluations
+    (not the crossing of the fitted mean curve, which lies later near a plateau): each seed's observed points, then
+    the fitted curve plus that seed's residuals (blocks) at its future evaluations, up to ``horizon_factor`` x the
+    largest fitted sample count. Point estimate: the median over 200 such continuations of the fit; interval: the
+    percentile interval over ``n_boot`` refits of the bootstrap (module docstring), each continued once.
+
+    Returns None when there are fewer than 3 evaluation points past 0 or the fit fails; else a dict: ``params``
+    {R0, A, C_mid (responses), b}, ``A_ci``, ``mean_curve_samples_to_target`` (the fitted curve's own crossing;
+    None when A <= target), ``samples_to_target`` (predicted S, responses; None when it never reaches within the
+    horizon), ``samples_to_target_ci`` ([lo, hi], hi may be +inf), ``reaches``, ``reason`` (why it never reaches,
+    else None), ``rmse``, ``n_points``, ``n_seeds``, ``x_max`` and ``_replicates`` (array (n_boot,) of S, +inf =
+    never)."""
+    curves = [(np.asarray(x, float), np.asarray(y, float)) for x, y in curves if len(x)]
+    if not curves:
+        return None
+    xs = np.concatenate([c[0] for c in curves])
+    ys = np.concatenate([c[1] for c in curves])
+    hi = _upper(ys)
+    p = _fit_points(xs, ys, hi)
+    if p is None:
+        return None
+    r0, a, cm, b = (float(v) for v in p)
+    fitted = [sigmoid(x, *p) for x, _ in curves]
+    resid = [y - f for (_, y), f in zip(curves, fitted)]
+    rmse = float(np.sqrt(np.mean(np.concatenate(resid) ** 2)))
+    rng = np.random.default_rng(zlib.crc32(name.encode()) if seed is None else seed)
+    horizon = horizon_factor * float(xs.max())
+    k = len(curves)
+    S_b, A_b = [], []
+    for _ in range(max(0, n_boot)):
+        pick = rng.integers(0, k, k) if k >= 2 else [0]
+        bx = [curves[j][0] for j in pick]
+        by = [fitted[j] + _blocks(resid[j], len(resid[j]), rng) for j in pick]
+        q = _fit_points(np.concatenate(bx), np.concatenate(by), hi, p0=p)
+        if q is None:
+            continue
+        A_b.append(q[1])
+        if target is not None:
+            S_b.append(_predicted_crossing(curves, resid, q, target, horizon, rng, 1)[0])
+    S_b = np.array(S_b, float)
+    s_mean = invert(target, r0, a, cm, b) if target is not None else None
+    s = None
+    if target is not None:
+        s = float(np.median(_predicted_crossing(curves, resid, p, target, horizon, rng, 200)))
+    reaches = s is not None and math.isfinite(s)
+    a_ci = _quantiles(np.array(A_b), conf)
+    out = {"params": {"R0": r0, "A": a, "C_mid": cm, "b": b}, "A_ci": a_ci,
+           "mean_curve_samples_to_target": s_mean if s_mean is not None and math.isfinite(s_mean) else None,
+           "samples_to_target": s if reaches else None,
+           "samples_to_target_ci": _quantiles(S_b, conf) if target is not None else None,
+           "reaches": reaches, "reason": None, "rmse": rmse, "n_points": int(len(xs)), "n_seeds": k,
+           "x_max": float(xs.max()), "target": target, "_replicates": S_b if target is not None else None}
+    if target is not None and not reaches:
+        out["reason"] = (f"fitted asymptote A = {a:.3g}" + (f" (95% CI {a_ci[0]:.3g}-{a_ci[1]:.3g})" if a_ci else "")
+                         + f" with evaluation noise {rmse:.2g} does not reach the target {target:g} within "
+                         f"{horizon:.3g} samples")
+    return out
+
+
+def fit_runs(runs: Sequence[Any], target: float | None, metric: str = "eval/score", **kw: Any) -> dict[str, Any] | None:
+    """:func:`fit_configuration` over the seeds ``runs`` (run-store runs) of one configuration, curves from
+    :func:`rlbatch.analysis.curves.curve` (PPO critic warm-up excluded); ``name`` defaults to the first run id."""
+    from rlbatch.analysis.curves import curve
+
+    cs = [curve(r, metric) for r in runs]
+    cs = [(c[X].to_numpy(float), c[metric].to_numpy(float)) for c in cs if len(c)]
+    kw.setdefault("name", runs[0].run_id if runs else "")
+    return fit_configuration(cs, target, **kw)
+
+
+def rn_from_fits(fit: dict[str, Any], ref_s: float, ref_reps: np.ndarray | None, conf: float = CONF
+                 ) -> tuple[float | None, list[float] | None]:
+    """Predicted rN = S_fit / S_ref and its percentile interval from the two sides' replicates taken independently
+    (``ref_reps``: the reference's bootstrap replicates of S, fitted or the accounting's measured ones). rN is None
+    when the fit never reaches the target; an interval end may be +inf."""
+    s = fit.get("samples_to_target")
+    if s is None or not ref_s:
+        return None, None
+    a = fit.get("_replicates")
+    if a is None or len(a) < 20 or ref_reps is None or len(ref_reps) < 20:
+        return s / ref_s, None
+    rng = np.random.default_rng(len(a))
+    r = np.asarray(ref_reps, float)
+    r = r[rng.integers(0, len(r), len(a))]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        q = np.asarray(a, float) / r
+    q = q[~np.isnan(q)]
+    if len(q) < 20:
+        return s / ref_s, None
+    return s / ref_s, _quantiles(q, conf)
