@@ -289,14 +289,15 @@ def fit_throughput_model(timings: pd.DataFrame | Sequence[Any]) -> dict[str, Any
     return model
 
 
-def _components(model: dict[str, Any], b: float) -> float:
+def _phases(model: dict[str, Any], b: float) -> tuple[float, float, float]:
+    """Seconds per step of generation, update and scoring at B from the per-phase fits (module docstring)."""
     gen = model["gen"]["a"] * b ** model["gen"]["exponent"]
     train = 0.0
     if model.get("train"):
         x = b * model["tokens_per_response"] if model["train_x"] == "tokens" else b
         train = max(0.0, model["train"]["intercept"] + model["train"]["slope"] * x)
     rew = max(0.0, model["reward"]["intercept"] + model["reward"]["slope"] * b) if model.get("reward") else 0.0
-    return gen + train + rew
+    return gen, train, rew
 
 
 def predict(model: dict[str, Any], batch_sizes: Sequence[int]) -> list[dict[str, Any]]:
@@ -304,10 +305,10 @@ def predict(model: dict[str, Any], batch_sizes: Sequence[int]) -> list[dict[str,
 
     Throughput = f(B) x B / t_step(B), with f the retained fraction (group filtering) and t_step the seconds per
     step. Inside the measured range both are interpolated between the measured points (log-log for t_step, linear
-    in log B for f), so at a measured B the prediction is the measurement; outside it t_step follows the power law
-    per-phase model (power-law generation, affine update and scoring) scaled to meet the nearest measured end, and f
-    is the nearest end's (``extrapolated``: a power law
-    keeps its sublinearity forever, real decoding turns compute bound, so treat these as optimistic). Rows:
+    in log B for f), so at a measured B the prediction is the measurement; outside it t_step follows the per-phase
+    model (power-law generation, affine update and scoring) scaled to meet the nearest measured end, and f is the
+    nearest end's (``extrapolated``: a power law keeps its sublinearity forever, real decoding turns compute bound,
+    so treat these as optimistic). Rows:
     ``batch_size``, ``gen_s``, ``train_s``, ``reward_s`` (from the per-phase fits), ``step_s``,
     ``retained_fraction``, ``throughput_samples_per_s``, ``gen_throughput`` (= B / gen_s), ``extrapolated``.
     """
@@ -316,12 +317,7 @@ def predict(model: dict[str, Any], batch_sizes: Sequence[int]) -> list[dict[str,
                  key=lambda p: p["batch_size"])
     out = []
     for b in batch_sizes:
-        gen = model["gen"]["a"] * b ** model["gen"]["exponent"]
-        train = 0.0
-        if model.get("train"):
-            x = b * model["tokens_per_response"] if model["train_x"] == "tokens" else b
-            train = max(0.0, model["train"]["intercept"] + model["train"]["slope"] * x)
-        rew = max(0.0, model["reward"]["intercept"] + model["reward"]["slope"] * b) if model.get("reward") else 0.0
+        gen, train, rew = _phases(model, b)
         frac = 1.0
         if pts:
             lb = np.log([p["batch_size"] for p in pts])
@@ -330,7 +326,7 @@ def predict(model: dict[str, Any], batch_sizes: Sequence[int]) -> list[dict[str,
                 step = float(np.exp(np.interp(math.log(b), lb, np.log([p["step_s"] for p in pts]))))
             else:  # the per-phase model (power-law generation + affine update), anchored at the nearest end
                 end = pts[0] if b < pts[0]["batch_size"] else pts[-1]
-                comp_end = _components(model, end["batch_size"])
+                comp_end = sum(_phases(model, end["batch_size"]))
                 step = end["step_s"] * (gen + train + rew) / comp_end if comp_end > 0 else end["step_s"] * b / end[
                     "batch_size"]
         else:
