@@ -157,6 +157,13 @@ def test_analyze_does_not_compare_runs_of_different_models(tmp_path):
     assert {r["comparison"] for r in res["accounting"]} == {"m1 / t / grpo", "m2 / other / grpo"}
     b64 = next(r for r in res["accounting"] if r["run"] == "b64")
     assert b64["rN"] == 1.0 and b64["verdict"] == "reference"          # its own group's reference, not a64
+    res = analyze([tmp_path], target=0.3, reference="a128")           # a run reference applies to its own group
+    refs = {c["model"]: c["reference"] for c in res["comparisons"]}
+    assert refs == {"m1": "a128", "m2": "b64"}
+    from rlbatch.errors import UserError
+
+    with pytest.raises(UserError, match="unknown reference"):
+        analyze([tmp_path], target=0.3, reference="nope")
 
 
 @pytest.fixture(scope="module")

@@ -497,20 +497,28 @@ def accounting_summary(runs: Sequence[Run], target: float, metric: str = "eval/s
                            n_boot=n_boot)
         return {"accounting": acc["rows"], "reference": acc["reference"], "recommendation": acc["recommendation"],
                 "within_noise": acc["within_noise"], "clock": acc["clock"], "aggregation": AGGREGATION}
+    from rlbatch.analysis.curves import group_seeds
+
     rows, comps, texts, clocks = [], [], [], set()
-    ids = {r.run_id for r in runs}
+    key = None if reference is None else str(reference)
+    owner = None  # the group a run or configuration reference belongs to; a batch size (B64) applies to every group
+    if key is not None and not re.fullmatch(r"[Bb]?\d+", key):
+        owner = next((g for g, rs in groups.items() if key in {r.run_id for r in rs} | set(group_seeds(rs))), None)
+        if owner is None:
+            raise UserError(f"unknown reference {reference!r}; runs are: {', '.join(r.run_id for r in runs)}",
+                            field="reference")
     for (model, task, alg), rs in groups.items():
         label = " / ".join(str(v) for v in (model, task, alg) if v is not None) or "unlabelled"
-        mine = reference is not None and (str(reference) in {r.run_id for r in rs} or str(reference) not in ids)
+        mine = key is not None and (owner is None or owner == (model, task, alg))
         try:
             acc = account_runs(rs, target, metric, reference if mine else None, ema=ema, sustained=sustained,
                                clock=clock, n_boot=n_boot)
         except UserError as err:
-            if mine and str(reference) in {r.run_id for r in rs}:
+            if owner == (model, task, alg):
                 raise
-            acc = account_runs(rs, target, metric, None, ema=ema, sustained=sustained, clock=clock, n_boot=n_boot) \
-                if mine else {"rows": [], "reference": None, "recommendation": f"not accounted: {err}", "clock": None}
-        clocks.add(acc["clock"])
+            acc = {"rows": [], "reference": None, "recommendation": f"not accounted: {err}", "clock": None}
+        if acc["clock"]:
+            clocks.add(acc["clock"])
         rows += [{**r, "comparison": label} for r in acc["rows"]]
         comps.append({"model": model, "task": task, "algorithm": alg, "runs": [r.run_id for r in rs],
                       "reference": acc["reference"], "recommendation": acc["recommendation"]})
