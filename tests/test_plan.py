@@ -128,7 +128,7 @@ def test_plan_from_first_30_percent_picks_a_batch_within_10_percent(sweep):
     assert all(r.metrics["samples/retained"].max() <= 0.3 * f.metrics["samples/retained"].max() + 1e-9
                for r, f in zip(short, runs))
     plan = plan_runs(short, TARGET)
-    assert any(c["rN_source"] == "curve" for c in plan["candidates"])
+    assert any(c["rN_source"] == "fit" for c in plan["candidates"])
     pick = plan["recommended_batch_size"]
     assert measured[pick] <= 1.10 * measured.min()
 

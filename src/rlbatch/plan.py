@@ -55,6 +55,7 @@ LR_RULE_TOL = 0.03
 
 #: Keys of one candidate in ``rlbatch plan --format json``.
 CANDIDATE_KEYS = ("run", "batch_size", "runs", "on_lr_rule", "retained_batch", "samples_to_target",
+                  "predicted_samples_to_target", "predicted_samples_to_target_ci", "fit", "never_reaches",
                   "time_to_target_s", "throughput_samples_per_s", "throughput_ci", "rN", "rN_ci", "rN_source",
                   "rN_level", "relative_throughput", "relative_throughput_ci", "throughput_source",
                   "throughput_extrapolated", "relative_time", "predicted_relative_time", "interval",
@@ -64,6 +65,20 @@ CANDIDATE_KEYS = ("run", "batch_size", "runs", "on_lr_rule", "retained_batch", "
 # --------------------------------------------------------------------------------------------------- small helpers
 def _finite(x: Any) -> bool:
     return isinstance(x, (int, float, np.floating)) and math.isfinite(float(x))
+
+
+def _div_ci(rn_ci: Sequence[float | None] | None, g_ci: Sequence[float]) -> list[float | None] | None:
+    """The interval of rN / relative throughput: [rN_lo / g_hi, rN_hi / g_lo]; an unbounded (None) upper end of
+    rN stays None."""
+    if not rn_ci or rn_ci[0] is None:
+        return None
+    return [rn_ci[0] / g_ci[1], rn_ci[1] / g_ci[0] if rn_ci[1] is not None else None]
+
+
+def _ci_str(ci: Sequence[float | None] | None) -> str:
+    if not ci:
+        return ""
+    return f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci[1] is not None else f" [{ci[0]:.2f}, unbounded]"
 
 
 # --------------------------------------------------------------------------------------------------- throughput
@@ -135,12 +150,14 @@ def _sentence(c: dict[str, Any], ref_label: str, tol: float) -> str:
             if c["verdict"] == "recommended" else "."
         return f"{name}{bstr} is the reference (rN = 1, throughput 1x){tail}"
     rn, g, t = c["rN"], c["relative_throughput"], c["predicted_relative_time"]
+    if c.get("never_reaches"):
+        return (f"{name}{bstr}: predicted never to reach the target ({c['never_reaches']}): rejected "
+                "(not reached, so it cannot be faster).")
     if rn is None:
         return f"{name}{bstr}: no rN estimate ({c.get('why') or 'no curve and no noise model'}); no decision."
-    rn_ci = f" [{c['rN_ci'][0]:.2f}, {c['rN_ci'][1]:.2f}]" if c.get("rN_ci") else ""
-    src = {"measured": "measured", "curve": f"from the curves at score {c['rN_level']:.3g}" if c.get("rN_level")
-           is not None else "from the curves", "noise-model": "from the noise model"}.get(c["rN_source"],
-                                                                                        c["rN_source"])
+    rn_ci = _ci_str(c.get("rN_ci"))
+    src = {"measured": "measured at the target", "fit": "fitted and extrapolated to the target",
+           "noise-model": "from the noise model"}.get(c["rN_source"], c["rN_source"])
     if not c["on_lr_rule"]:
         fam = "off the square-root LR rule, so outside the aligned family"
     elif c["aligned"]:
@@ -150,7 +167,8 @@ def _sentence(c: dict[str, Any], ref_label: str, tol: float) -> str:
     if g is None:
         return f"{name}{bstr} is {fam}, rN {src}{rn_ci}; throughput unknown (give --profile), no decision."
     iv = c.get("interval")
-    ivs = f", interval {iv[0]:.2f}-{iv[1]:.2f}" if iv else ""
+    ivs = (f", interval {iv[0]:.2f}-{iv[1]:.2f}" if iv[1] is not None else f", interval {iv[0]:.2f}-unbounded") \
+        if iv else ""
     if c["verdict"] == "within noise":
         return (f"{name}{bstr} is {fam}; throughput gain {g:.2f}x vs rN {rn:.2f}{rn_ci} ({src}), predicted "
                 f"{t:.2f}x the reference's time-to-target{ivs}: within noise of the reference (the interval "
@@ -174,7 +192,7 @@ def _finish(cands: list[dict[str, Any]], ref_label: str, target: float | None, t
         c["aligned"] = bool(c["on_lr_rule"] and rn is not None and rn <= 1 + tol)
         if c.get("predicted_relative_time") is None and rn is not None and g:
             c["predicted_relative_time"] = rn / g
-            c["interval"] = [c["rN_ci"][0] / g, c["rN_ci"][1] / g] if c.get("rN_ci") else None
+            c["interval"] = _div_ci(c.get("rN_ci"), [g, g])
         c.setdefault("interval", None)
         c["relative_time"] = c.get("predicted_relative_time")
         c["predicted_time_to_target_s"] = None
@@ -194,9 +212,11 @@ def _finish(cands: list[dict[str, Any]], ref_label: str, target: float | None, t
             c["verdict"] = "recommended"
         elif c["is_reference"]:
             c["verdict"] = "reference"
+        elif c.get("never_reaches"):
+            c["verdict"] = "never reaches"
         else:
             c["verdict"] = verdict_label(c["predicted_relative_time"], c["interval"])
-        c["rejected"] = c["verdict"] == "slower"
+        c["rejected"] = c["verdict"] in ("slower", "never reaches")
         c["sentence"] = _sentence(c, ref_label, tol)
     # the aligned family: the contiguous range of batch sizes around the reference with rN <= 1 + tol (DESIGN.md)
     ladder = sorted((c for c in cands if c["on_lr_rule"] and c["rN"] is not None), key=lambda c: c["batch_size"])
@@ -300,6 +320,22 @@ def plan_table(table: pd.DataFrame, reference: str | None = None, *, target: flo
                                                              "at its own target; no curves, so no intervals"]})
 
 
+def _json_ci(ci: Sequence[float] | None) -> list[float | None] | None:
+    """An interval as JSON: an unbounded end (+inf) is None."""
+    if ci is None:
+        return None
+    return [float(v) if _finite(v) else None for v in ci]
+
+
+def _fit_json(fr: dict[str, Any]) -> dict[str, Any]:
+    """The JSON part of :func:`rlbatch.analysis.fit.fit_configuration`'s result (no replicates)."""
+    return {**{k: float(v) for k, v in fr["params"].items()}, "A_ci": _json_ci(fr["A_ci"]), "rmse": fr["rmse"],
+            "n_points": fr["n_points"], "n_seeds": fr["n_seeds"], "x_max": fr["x_max"], "reaches": fr["reaches"],
+            "reason": fr["reason"], "samples_to_target": fr["samples_to_target"],
+            "samples_to_target_ci": _json_ci(fr["samples_to_target_ci"]),
+            "mean_curve_samples_to_target": fr["mean_curve_samples_to_target"]}
+
+
 def _bn_json(bn: dict[str, Any]) -> dict[str, Any]:
     v = bn.get("value")
     return {"value": None if v is None or not _finite(v) else float(v), "unbounded": bool(v is not None and
@@ -358,8 +394,9 @@ def plan_runs(runs: Sequence[Run], target: float, *, reference: str | None = Non
     Raises :class:`UserError` when runs disagree on model/task/algorithm, lack the metric or a batch size, or there
     is too little to compare (one batch size without noise metrics or candidates, no throughput for any candidate).
     """
-    from rlbatch.analysis.accounting import account_runs, probe_level, rn_at_level
+    from rlbatch.analysis.accounting import account_runs
     from rlbatch.analysis.curves import group_seeds
+    from rlbatch.analysis.fit import fit_groups, rn_from_fits
     from rlbatch.analysis.noise_model import b_noise_from_gradients, b_noise_from_points, noise_candidate
     from rlbatch.analysis.throughput import fit_throughput_model, predict, step_timings
 
@@ -408,6 +445,30 @@ def plan_runs(runs: Sequence[Run], target: float, *, reference: str | None = Non
         return float(b)
 
     x_ref = ref_est["throughput_samples_per_s"]
+    fits: dict[str, dict[str, Any] | None] = {}
+
+    def fit_of(name: str) -> dict[str, Any] | None:
+        # configurations on one LR rule are fitted jointly (shared R0 and steepness b, their own asymptote A and
+        # C_mid: analysis.fit.fit_configurations); one off the rule (the fixed-LR control) alone
+        if not fits:
+            fam: dict[str, list[str]] = {}
+            for n in groups:
+                fam.setdefault(str(ests[n]["lr_rule"] in ("none", None) and n != ref_name and
+                                   not _on_rule(ests[n]["lr"], ests[n]["batch_size"], ref_est["lr"], b_ref,
+                                                ests[n]["lr_rule"])), []).append(n)
+            for members in fam.values():
+                fits.update(fit_groups({n: groups[n] for n in members}, target, metric, n_boot=min(n_boot, 200),
+                                       seed=seed))
+        return fits.get(name)
+
+    # the reference's samples-to-target at the target: measured, else predicted by its fit
+    ref_fit = None
+    if ref_reached:
+        s_ref, s_ref_reps = ref_est["samples_to_target"], (ref_est.get("_replicates") or {}).get("S")
+    else:
+        fr = ref_fit = fit_of(ref_name)
+        s_ref = fr["samples_to_target"] if fr else None
+        s_ref_reps = fr["_replicates"] if fr else None
     cands: list[dict[str, Any]] = []
     for name, row in rows.items():
         e = ests[name]
@@ -415,6 +476,8 @@ def plan_runs(runs: Sequence[Run], target: float, *, reference: str | None = Non
         c = {"run": name, "batch_size": row["batch_size"], "runs": row["runs"], "is_reference": is_ref,
              "on_lr_rule": _on_rule(e["lr"], e["batch_size"], ref_est["lr"], b_ref, e["lr_rule"]) or is_ref,
              "samples_to_target": row["samples_to_target"], "time_to_target_s": row["time_to_target_s"],
+             "predicted_samples_to_target": row["samples_to_target"],
+             "predicted_samples_to_target_ci": row["samples_to_target_ci"], "fit": None,
              "throughput_samples_per_s": row["throughput_samples_per_s"], "throughput_ci": row["throughput_ci"],
              "retained_batch": retained(int(row["batch_size"])), "rN_level": None,
              "throughput_source": "measured" if row["throughput_samples_per_s"] else None,
@@ -424,19 +487,33 @@ def plan_runs(runs: Sequence[Run], target: float, *, reference: str | None = Non
             c.update(rN_source="measured", rN_level=target, predicted_relative_time=row["relative_time"],
                      interval=row["relative_time_ci"])
         else:
+            # not at the target yet: samples-to-target predicted by the saturating fit (analysis.fit), at the target
             x = row["throughput_samples_per_s"]
             g = x / x_ref if x and x_ref else None
-            c.update(rN=1.0 if is_ref else None, rN_ci=[1.0, 1.0] if is_ref else None, rN_source="curve",
-                     relative_throughput=1.0 if is_ref else g, relative_throughput_ci=None,
+            c.update(rN=1.0 if is_ref else None, rN_ci=[1.0, 1.0] if is_ref else None, rN_source="fit",
+                     rN_level=target, relative_throughput=1.0 if is_ref else g, relative_throughput_ci=None,
                      predicted_relative_time=None, interval=None)
-            if not is_ref:
-                level = probe_level(groups[ref_name], groups[name], target, metric)
-                if level is None:
-                    c["why"] = "its curves have not risen above their starting score yet; run it longer"
-                else:
-                    rn, ci = rn_at_level(groups[ref_name], groups[name], level, metric, n_boot=min(n_boot, 400),
-                                         seed=seed)
-                    c.update(rN=rn, rN_ci=ci, rN_level=level)
+            if row["reached"]:
+                s_c, reps = row["samples_to_target"], (e.get("_replicates") or {}).get("S")
+                fr = {"samples_to_target": s_c, "_replicates": reps}
+            else:
+                fr = fit_of(name)
+                if fr is not None:
+                    c["fit"] = _fit_json(fr)
+                    c.update(predicted_samples_to_target=fr["samples_to_target"],
+                             predicted_samples_to_target_ci=_json_ci(fr["samples_to_target_ci"]))
+            if is_ref:
+                if s_ref is None:
+                    c["rN_source"] = "fit"
+            elif fr is None:
+                c["why"] = "too few evaluation points past the start to fit its curve; run it longer"
+            elif fr.get("samples_to_target") is None:
+                c["never_reaches"] = fr.get("reason") or "its fitted curve does not reach the target"
+            elif s_ref is None:
+                c["why"] = "the reference's fitted curve does not reach the target"
+            else:
+                rn, ci = rn_from_fits(fr, s_ref, s_ref_reps, ref_fit=ref_fit)
+                c.update(rN=rn, rN_ci=_json_ci(ci))
         cands.append(c)
 
     # --- noise model for batches without runs (and runs whose curves cannot be compared yet), on retained B
@@ -453,7 +530,8 @@ def plan_runs(runs: Sequence[Run], target: float, *, reference: str | None = Non
             bn = alt
     if bn is None:
         bn = {"value": None, "ci": None, "source": None}
-    early = [c for c in cands if c["rN"] is None and c["on_lr_rule"] and not c["is_reference"]]
+    early = [c for c in cands if c["rN"] is None and c["on_lr_rule"] and not c["is_reference"]
+             and not c.get("never_reaches")]
     if early and bn.get("value") is not None:
         for c in early:
             nc = noise_candidate(c["batch_size"], b_ref, bn, c["retained_batch"], rb_ref)
@@ -488,8 +566,7 @@ def plan_runs(runs: Sequence[Run], target: float, *, reference: str | None = Non
         if c.get("predicted_relative_time") is None and c["rN"] is not None and c["relative_throughput"]:
             g = c["relative_throughput"]
             c["predicted_relative_time"] = c["rN"] / g
-            gi = c.get("relative_throughput_ci") or [g, g]
-            c["interval"] = [c["rN_ci"][0] / gi[1], c["rN_ci"][1] / gi[0]] if c.get("rN_ci") else None
+            c["interval"] = _div_ci(c.get("rN_ci"), c.get("relative_throughput_ci") or [g, g])
     if all(c["relative_throughput"] is None for c in cands if not c["is_reference"]):
         raise UserError("no throughput for any candidate: the runs have no per-step timings (time/gen_s, "
                         "time/step_s or time/wall_s) at two or more batch sizes; give --profile PROFILE.json "
@@ -498,14 +575,18 @@ def plan_runs(runs: Sequence[Run], target: float, *, reference: str | None = Non
         raise UserError("no sample penalty rN for any candidate: the probes have not risen above their starting "
                         "score, and there is no B_noise estimate (noise/* metrics or grad_norm/actor at two batch "
                         "sizes); run the probes longer", field="rN")
-    below = [c["run"] for c in cands if c["rN_source"] == "curve" and not c["is_reference"] and c["rN"] is not None]
-    if below:
-        notes.append(f"rN of {', '.join(below)} estimated from the curves at scores below the target (rN_level): "
-                     "inside the aligned family the ratio holds at every score; outside it, check it again once "
-                     "the runs reach the target")
+    fitted = [c["run"] for c in cands if c["rN_source"] == "fit" and not c["is_reference"] and c["rN"] is not None]
+    if fitted:
+        notes.append(f"rN of {', '.join(fitted)} at the target from saturating fits of the curves so far "
+                     "(R = R0 + (A - R0) / (1 + (C_mid / C)^b), ScaleRL 2025), extrapolated: predicted samples-to-"
+                     "target over the reference's, with 80% intervals (measured rN: 95%)")
+    never = [c["run"] for c in cands if c.get("never_reaches")]
+    if never:
+        notes.append(f"{', '.join(never)}: predicted never to reach {metric} >= {target:g} (fitted asymptote below "
+                     "the target): rejected")
     if not ref_reached:
-        notes.append(f"the reference {ref_name} has not reached {metric} >= {target:g}: rN estimated from the "
-                     "curves at lower scores; no absolute time-to-target")
+        notes.append(f"the reference {ref_name} has not reached {metric} >= {target:g}: its samples-to-target is "
+                     "predicted by its fit" + ("" if s_ref is not None else " (which does not reach it either)"))
     return _finish(cands, ref_name, target, tol,
                    {"metric": metric, "input": "runs", "b_noise": _bn_json(bn), "clock": acc["clock"],
                     "throughput_model": {"source": model_src, "gen_exponent": model["gen"]["exponent"]}
@@ -562,10 +643,12 @@ def make_plan(paths: Sequence[Path | str], *, target: float | None = None, refer
 
 # --------------------------------------------------------------------------------------------------- output
 def _fmt_ci(v: Any) -> str:
+    if isinstance(v, (list, tuple)) and len(v) == 2 and _finite(v[0]) and v[1] is None:
+        return f"{v[0]:.2f}-∞"
     return f"{v[0]:.2f}-{v[1]:.2f}" if isinstance(v, (list, tuple)) and len(v) == 2 and all(map(_finite, v)) else "—"
 
 
-COLUMNS = [("run", "candidate", None), ("batch_size", "B", None), ("rN", "rN", ".2f"), ("rN_ci", "rN 95%", _fmt_ci),
+COLUMNS = [("run", "candidate", None), ("batch_size", "B", None), ("rN", "rN", ".2f"), ("rN_ci", "rN interval", _fmt_ci),
            ("rN_source", "rN from", None), ("relative_throughput", "rel. throughput", ".2f"),
            ("throughput_source", "throughput from", None), ("predicted_relative_time", "pred. rel. time", ".2f"),
            ("interval", "interval", _fmt_ci), ("aligned", "aligned", None), ("verdict", "verdict", None)]
@@ -587,7 +670,8 @@ def _headline(plan: dict[str, Any]) -> str:
         s = f"Recommended: {rec}" + (f" (B={c['batch_size']})" if c and c["run"] else "")
     if c and c["predicted_relative_time"] is not None:
         iv = c.get("interval")
-        ivs = f" (95% interval {iv[0]:.2f}-{iv[1]:.2f})" if iv else ""
+        lvl = "80%" if c.get("rN_source") == "fit" else "95%"
+        ivs = f" ({lvl} interval {_fmt_ci(iv)})" if iv else ""
         s += (f", predicted {c['predicted_relative_time']:.2f}x{ivs} the reference's ({plan['reference']}) "
               f"time-to-target{tgt}")
     if bn.get("source"):

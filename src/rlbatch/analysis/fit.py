@@ -32,8 +32,9 @@ from typing import Any, Sequence
 import numpy as np
 
 X = "samples/retained"
-#: Two-sided level of the fit's intervals (the plan's 95%).
-CONF = 0.95
+#: Two-sided level of the fit's intervals: 80% (extrapolated predictions from short probes are wide; an 80% interval
+#: is the one whose coverage ``benchmarks/plan_accuracy.py`` checks on real sweeps).
+CONF = 0.80
 BLOCK = 3
 
 
@@ -193,7 +194,7 @@ def fit_configuration(curves: Sequence[tuple[np.ndarray, np.ndarray]], target: f
            "reaches": reaches, "reason": None, "rmse": rmse, "n_points": int(len(xs)), "n_seeds": k,
            "x_max": float(xs.max()), "target": target, "_replicates": S_b if target is not None else None}
     if target is not None and not reaches:
-        out["reason"] = (f"fitted asymptote A = {a:.3g}" + (f" (95% CI {a_ci[0]:.3g}-{a_ci[1]:.3g})" if a_ci else "")
+        out["reason"] = (f"fitted asymptote A = {a:.3g}" + (f" ({conf:.0%} CI {a_ci[0]:.3g}-{a_ci[1]:.3g})" if a_ci else "")
                          + f" with evaluation noise {rmse:.2g} does not reach the target {target:g} within "
                          f"{horizon:.3g} samples")
     return out
@@ -210,23 +211,141 @@ def fit_runs(runs: Sequence[Any], target: float | None, metric: str = "eval/scor
     return fit_configuration(cs, target, **kw)
 
 
-def rn_from_fits(fit: dict[str, Any], ref_s: float, ref_reps: np.ndarray | None, conf: float = CONF
-                 ) -> tuple[float | None, list[float] | None]:
-    """Predicted rN = S_fit / S_ref and its percentile interval from the two sides' replicates taken independently
-    (``ref_reps``: the reference's bootstrap replicates of S, fitted or the accounting's measured ones). rN is None
-    when the fit never reaches the target; an interval end may be +inf."""
+def rn_from_fits(fit: dict[str, Any], ref_s: float, ref_reps: np.ndarray | None, conf: float = CONF,
+                 ref_fit: dict[str, Any] | None = None) -> tuple[float | None, list[float] | None]:
+    """Predicted rN = S_fit / S_ref and its percentile interval from the two sides' replicates: paired draw by draw
+    when both come from one joint fit (``ref_fit`` given and ``fit["_joint"] is ref_fit["_joint"]``: the shared
+    shape's uncertainty cancels in the ratio), else taken independently (``ref_reps``: the reference's bootstrap
+    replicates of S, e.g. the accounting's measured ones). rN is None when the fit never reaches the target; an
+    interval end may be +inf. Replicates where both sides never reach the target are dropped."""
     s = fit.get("samples_to_target")
     if s is None or not ref_s:
         return None, None
     a = fit.get("_replicates")
     if a is None or len(a) < 20 or ref_reps is None or len(ref_reps) < 20:
         return s / ref_s, None
-    rng = np.random.default_rng(len(a))
     r = np.asarray(ref_reps, float)
-    r = r[rng.integers(0, len(r), len(a))]
+    paired = ref_fit is not None and fit.get("_joint") is not None and fit.get("_joint") is ref_fit.get("_joint") \
+        and len(r) == len(a)
+    if not paired:
+        rng = np.random.default_rng(len(a))
+        r = r[rng.integers(0, len(r), len(a))]
     with np.errstate(invalid="ignore", divide="ignore"):
         q = np.asarray(a, float) / r
     q = q[~np.isnan(q)]
     if len(q) < 20:
         return s / ref_s, None
     return s / ref_s, _quantiles(q, conf)
+
+
+def _fit_joint(pooled: Sequence[tuple[np.ndarray, np.ndarray]], hi: float, p0: np.ndarray | None = None
+               ) -> np.ndarray | None:
+    """Joint least squares over K configurations with a shared start R0 and steepness b and per-configuration A_k,
+    C_mid,k: ``pooled[k] = (xs, ys)`` (all seeds of configuration k). Returns (K, 4) rows (R0, A_k, C_mid,k, b)."""
+    from scipy.optimize import least_squares
+
+    K = len(pooled)
+    xmax = [float(x.max()) if len(x) and x.max() > 0 else 1.0 for x, _ in pooled]
+    ally = np.concatenate([y for _, y in pooled])
+    lo_y, top = float(ally.min()), float(ally.max())
+    if p0 is None:
+        starts0 = [float(np.mean(y[x <= 0])) if (x <= 0).any() else lo_y for x, y in pooled]
+        start = [float(np.mean(starts0)), 1.0] + [min(hi, float(y.max()) + 0.1 * (float(y.max()) - lo_y) + 1e-3)
+                                                  for _, y in pooled] + [0.0] * K
+    else:
+        start = [p0[0, 0], p0[0, 3]] + list(p0[:, 1]) + [math.log(p0[k, 2] / xmax[k]) for k in range(K)]
+    lb = [lo_y - 0.5 * abs(lo_y) - 1e-3, 0.3] + [lo_y] * K + [math.log(1e-3)] * K
+    ub = [top, 6.0] + [hi] * K + [math.log(1e3)] * K
+    start = [min(max(s, l + 1e-9), u - 1e-9) for s, l, u in zip(start, lb, ub)]
+
+    def res(p):
+        return np.concatenate([sigmoid(x, p[0], p[2 + k], xmax[k] * math.exp(p[2 + K + k]), p[1]) - y
+                               for k, (x, y) in enumerate(pooled)])
+
+    try:
+        sol = least_squares(res, start, bounds=(lb, ub), method="trf", max_nfev=600)
+    except (ValueError, np.linalg.LinAlgError):
+        return None
+    p = sol.x
+    return np.array([[p[0], p[2 + k], xmax[k] * math.exp(p[2 + K + k]), p[1]] for k in range(K)])
+
+
+def fit_configurations(curves: dict[str, Sequence[tuple[np.ndarray, np.ndarray]]], target: float | None = None, *,
+                       n_boot: int = 200, seed: int = 0, conf: float = CONF, horizon_factor: float = 20.0
+                       ) -> dict[str, dict[str, Any] | None]:
+    """Joint fit of several configurations of one comparison (same model, task, algorithm): the form of the module
+    docstring with R0 (the common start) and b (the steepness) shared, A and C_mid per configuration, so short
+    probes borrow the shape of the curve from each other while keeping their own asymptote and speed.
+    ``curves``: {configuration name: per-seed (xs, ys)} as :func:`fit_configuration`. Returns {name: result of the
+    same shape as :func:`fit_configuration`} (None for a configuration with fewer than 3 points past 0; all None
+    when the joint fit fails). Bootstrap as :func:`fit_configuration`, every configuration resampled within itself
+    and refitted jointly; each configuration's prediction continues its own seeds."""
+    names = [n for n, cs in curves.items() if sum(int((np.asarray(x) > 0).sum()) for x, _ in cs) >= 3]
+    out: dict[str, dict[str, Any] | None] = {n: None for n in curves}
+    if not names:
+        return out
+    cv = {n: [(np.asarray(x, float), np.asarray(y, float)) for x, y in curves[n] if len(x)] for n in names}
+    pooled = [(np.concatenate([c[0] for c in cv[n]]), np.concatenate([c[1] for c in cv[n]])) for n in names]
+    hi = _upper(np.concatenate([y for _, y in pooled]))
+    P = _fit_joint(pooled, hi)
+    if P is None:
+        return out
+    rng = np.random.default_rng(seed)
+    fitted = {n: [sigmoid(x, *P[k]) for x, _ in cv[n]] for k, n in enumerate(names)}
+    resid = {n: [y - f for (_, y), f in zip(cv[n], fitted[n])] for n in names}
+    S_b = {n: [] for n in names}
+    A_b = {n: [] for n in names}
+    for _ in range(max(0, n_boot)):
+        bp = []
+        for n in names:
+            k = len(cv[n])
+            pick = rng.integers(0, k, k) if k >= 2 else [0]
+            bp.append((np.concatenate([cv[n][j][0] for j in pick]),
+                       np.concatenate([fitted[n][j] + _blocks(resid[n][j], len(resid[n][j]), rng) for j in pick])))
+        Q = _fit_joint(bp, hi, p0=P)
+        if Q is None:
+            continue
+        for k, n in enumerate(names):
+            A_b[n].append(Q[k, 1])
+            if target is not None:
+                hz = horizon_factor * float(pooled[k][0].max())
+                S_b[n].append(_predicted_crossing(cv[n], resid[n], Q[k], target, hz, rng, 1)[0])
+    token = object()  # replicates of one joint fit are paired (same bootstrap draw for every configuration)
+    for k, n in enumerate(names):
+        r0, a, cm, b = (float(v) for v in P[k])
+        hz = horizon_factor * float(pooled[k][0].max())
+        s = float(np.median(_predicted_crossing(cv[n], resid[n], P[k], target, hz, rng, 200))) \
+            if target is not None else None
+        s_mean = invert(target, r0, a, cm, b) if target is not None else None
+        reaches = s is not None and math.isfinite(s)
+        a_ci = _quantiles(np.array(A_b[n]), conf)
+        sb = np.array(S_b[n], float)
+        rmse = float(np.sqrt(np.mean(np.concatenate(resid[n]) ** 2)))
+        res = {"params": {"R0": r0, "A": a, "C_mid": cm, "b": b}, "A_ci": a_ci, "shared": ["R0", "b"],
+               "_joint": token,
+               "mean_curve_samples_to_target": s_mean if s_mean is not None and math.isfinite(s_mean) else None,
+               "samples_to_target": s if reaches else None,
+               "samples_to_target_ci": _quantiles(sb, conf) if target is not None else None,
+               "reaches": reaches, "reason": None, "rmse": rmse, "n_points": int(len(pooled[k][0])),
+               "n_seeds": len(cv[n]), "x_max": float(pooled[k][0].max()), "target": target,
+               "_replicates": sb if target is not None else None}
+        if target is not None and not reaches:
+            res["reason"] = (f"fitted asymptote A = {a:.3g}" + (f" ({conf:.0%} CI {a_ci[0]:.3g}-{a_ci[1]:.3g})"
+                                                                  if a_ci else "")
+                             + f" with evaluation noise {rmse:.2g} does not reach the target {target:g} within "
+                             f"{hz:.3g} samples")
+        out[n] = res
+    return out
+
+
+def fit_groups(groups: dict[str, Sequence[Any]], target: float | None, metric: str = "eval/score", **kw: Any
+               ) -> dict[str, dict[str, Any] | None]:
+    """:func:`fit_configurations` over run-store configurations ``{name: seeds (runs)}``, curves from
+    :func:`rlbatch.analysis.curves.curve`."""
+    from rlbatch.analysis.curves import curve
+
+    cs = {}
+    for n, rs in groups.items():
+        cc = [curve(r, metric) for r in rs]
+        cs[n] = [(c[X].to_numpy(float), c[metric].to_numpy(float)) for c in cc if len(c)]
+    return fit_configurations(cs, target, **kw)

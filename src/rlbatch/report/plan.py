@@ -26,7 +26,7 @@ def plan_section(plan_or_runs: dict[str, Any] | Sequence[Run], **plan_kwargs: An
     plan = plan_or_runs if isinstance(plan_or_runs, dict) else plan_runs(list(plan_or_runs), **plan_kwargs)
     cs = [c for c in plan["candidates"] if c["batch_size"]]
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4))
-    for src, mk in (("measured", "o"), ("curve", "s"), ("noise-model", "^")):
+    for src, mk in (("measured", "o"), ("fit", "s"), ("noise-model", "^")):
         sel = [c for c in cs if c["rN_source"] == src and c["rN"] is not None]
         if sel:
             b = np.array([c["batch_size"] for c in sel], float)

@@ -15,8 +15,12 @@ Algorithm (B_k = B_0 x 2^k, learning rate from the square-root rule):
    - it reaches the target: rN measured;
    - it has spent ``g x best x S_ref x (1 + margin)`` samples without reaching the target (g its measured
      throughput gain, ``best`` the best relative time so far): then rN > g x best, so it cannot beat the best;
-   - with at least ``min_eval_points`` evaluations, the interval of its relative time from the curves
-     (:func:`rlbatch.plan.plan_runs`, rN source ``curve``) lies entirely above or below the best so far.
+   - with at least ``min_eval_points`` evaluations, the predicted rN *at the target* from the saturating fit of its
+     curve (:func:`rlbatch.plan.plan_runs`, rN source ``fit``; :mod:`rlbatch.analysis.fit`) is decided against the
+     throughput gain: its interval over the gain (the relative time's interval) lies wholly above or below the best
+     relative time so far (1 while the reference is the best: rN wholly above or below the gain);
+   - or the fit predicts it never reaches the target (fitted asymptote below it).
+   Each trial records why it stopped (``decided_by``).
 4. If its relative time is no better than the best so far, doubling stops; else it becomes the best and the next
    doubling follows (up to ``max_doublings``).
 
@@ -181,7 +185,8 @@ def adaptive_sweep(run_trial_fn: Callable[[Any, Path], Any], base_spec: Any, swe
             if s is not None:  # rN and relative time exactly as rlbatch analyze gives them
                 row = next(r for r in account_runs([ref, run], target, metric, ref.run_id, n_boot=n_boot)["rows"]
                            if r["runs"] == [run.run_id])
-                rec.update(decided_by="reached the target", rN=row["rN"], relative_time=row["relative_time"],
+                rec.update(decided_by="reached the target", rN=row["rN"], rN_source="measured", rN_ci=row["rN_ci"],
+                           relative_time=row["relative_time"],
                            relative_throughput=row["relative_throughput"])
                 break
             cap = (gain or 1.0) * best_rel * s_ref * (1 + margin)
@@ -196,11 +201,22 @@ def adaptive_sweep(run_trial_fn: Callable[[Any, Path], Any], base_spec: Any, swe
                     c = next(c for c in pp["candidates"] if c["batch_size"] == b)
                 except (UserError, StopIteration):
                     c = None
-                if c and c.get("interval") and c["rN_source"] == "curve":
+                if c and c.get("never_reaches"):
+                    rec.update(decided_by=f"fit: never reaches the target ({c['never_reaches']})", rN=None,
+                               relative_time=None, rN_source="fit")
+                    break
+                if c and c.get("interval") and c["rN_source"] == "fit":
+                    # the predicted rN at the target against the throughput gain: rN / gain vs the best so far
                     lo, hi = c["interval"]
+                    hi = math.inf if hi is None else hi
                     if hi < best_rel or lo > best_rel:
-                        rec.update(decided_by=f"curve interval {lo:.2f}-{hi:.2f} vs best {best_rel:.2f}",
-                                   rN=c["rN"], relative_time=c["predicted_relative_time"])
+                        side = "below" if hi < best_rel else "above"
+                        rec.update(decided_by=f"fit: predicted rN at the target {c['rN']:.2f} (interval "
+                                              f"{c['rN_ci'][0]:.2f}-{c['rN_ci'][1] if c['rN_ci'][1] is not None else math.inf:.2f}) "
+                                              f"wholly {side} the throughput gain x best relative time "
+                                              f"{(gain or 1.0) * best_rel:.2f}",
+                                   rN=c["rN"], relative_time=c["predicted_relative_time"], rN_source="fit",
+                                   rN_ci=c["rN_ci"])
                         break
             nxt = spent + step_chunk
             spent = min(nxt, int(math.ceil(cap / b)) * b) if nxt > cap else nxt
