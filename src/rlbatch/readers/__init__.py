@@ -9,6 +9,8 @@
 | ``verl-jsonl``| verl file logger (``{"step": N, "data": {...}}`` per line), :mod:`.jsonl`              |
 | ``tensorboard``| event directories (verl, OpenRLHF, TRL), :mod:`.tensorboard`                         |
 | ``trl``       | TRL / transformers ``trainer_state.json``, :mod:`.trl`                                 |
+| ``trl-console``| TRL / transformers console output (``{'loss': ..., 'epoch': ...}`` lines), :mod:`.trl_console` |
+| ``prime-rl``, ``nemo-rl``, ``slime``, ``wandb-summary`` | console outputs, :mod:`.consoles`            |
 | ``wandb-csv`` | W&B history or chart-panel CSV export, :mod:`.tabular`                                 |
 | ``csv``, ``jsonl`` | generic tables, names mapped by :mod:`.names` plus ``mapping`` (``--map``)        |
 
@@ -26,7 +28,8 @@ from rlbatch.readers.common import (ReadWarning, apply_overrides, clean_store_ru
                                     sniff_encoding, unique_ids, warn)
 from rlbatch.runstore import Run, is_run_dir, iter_run_dirs, read_run
 
-FORMATS = ("rlbatch", "verl", "verl-jsonl", "tensorboard", "trl", "wandb-csv", "csv", "jsonl")
+FORMATS = ("rlbatch", "verl", "verl-jsonl", "tensorboard", "trl", "trl-console", "prime-rl", "nemo-rl", "slime",
+           "wandb-summary", "wandb-csv", "csv", "jsonl")
 
 __all__ = ["FORMATS", "ReadWarning", "load", "detect_format", "apply_overrides", "parse_mapping"]
 
@@ -46,7 +49,7 @@ def detect_format(path: str | Path) -> str:
 
     Raises :class:`UserError` naming the file and its first line when the format is unknown.
     """
-    from rlbatch.readers import tabular, trl, verl_console
+    from rlbatch.readers import consoles, tabular, trl, trl_console, verl_console
     from rlbatch.readers.jsonl import is_verl_record
 
     path = Path(path)
@@ -68,7 +71,7 @@ def detect_format(path: str | Path) -> str:
     if not stripped:
         raise UserError("empty file", path=str(path))
     if "\x00" in head[:1024]:
-        raise UserError("binary file of unknown format; use --format", path=str(path))
+        raise UserError("binary file of unknown format; give --log-format", path=str(path))
     first = stripped.split("\n", 1)[0].strip()
     if stripped.startswith("{"):
         try:
@@ -91,10 +94,15 @@ def detect_format(path: str | Path) -> str:
             pass
     if verl_console.looks_like(head):
         return "verl"
+    if trl_console.looks_like(head):
+        return "trl-console"
+    other = consoles.detect(head)
+    if other:
+        return other
     if "," in first and "\n" in stripped:
         cols = [c.strip().strip('"') for c in first.split(",")]
         return "wandb-csv" if tabular.is_wandb_header(cols) else "csv"
-    raise UserError(f"unknown log format (first line: {first[:60]!r}); give --format, one of {', '.join(FORMATS)}",
+    raise UserError(f"unknown log format (first line: {first[:60]!r}); give --log-format, one of {', '.join(FORMATS)}",
                     path=str(path), line=1)
 
 
@@ -149,9 +157,15 @@ def _read_one(path: Path, fmt: str, mapping: dict[str, str]) -> list[Run]:
         return runs
     if fmt == "trl":
         return [trl.read(path, user_map=mapping)]
+    if fmt == "trl-console":
+        from rlbatch.readers import trl_console
+        return [trl_console.read(path, user_map=mapping)]
+    if fmt in ("prime-rl", "nemo-rl", "slime", "wandb-summary"):
+        from rlbatch.readers import consoles
+        return [consoles.read(path, fmt, user_map=mapping)]
     if fmt in ("wandb-csv", "csv"):
         return tabular.read(path, fmt=fmt, user_map=mapping)
-    raise UserError(f"unknown format {fmt!r}; one of {', '.join(FORMATS)}", field="format")
+    raise UserError(f"unknown --log-format {fmt!r}; one of {', '.join(FORMATS)}", field="log-format")
 
 
 def load(path: str | Path, fmt: str | None = None, *, prompts_per_step: int | None = None,
@@ -168,7 +182,7 @@ def load(path: str | Path, fmt: str | None = None, *, prompts_per_step: int | No
     path = Path(path)
     mapping = parse_mapping(mapping)
     if fmt is not None and fmt not in FORMATS:
-        raise UserError(f"unknown format {fmt!r}; one of {', '.join(FORMATS)}", field="format")
+        raise UserError(f"unknown --log-format {fmt!r}; one of {', '.join(FORMATS)}", field="log-format")
     if not path.exists():
         raise UserError("no such file or directory", path=str(path))
     if fmt is None and path.is_dir():

@@ -172,7 +172,8 @@ def build_run(rows: list[dict[str, Any]], *, path: str | Path, source_format: st
     user_steps = [k for k, v in (user_map or {}).items() if v == "step" and k in df.columns]
     step_src = user_steps[0] if user_steps else next((c for c in N.FOREIGN_NAMES["step"] if c in df.columns), None)
     eval_cols = [c for c in df.columns if c != step_src and N.is_eval_name(c, user_map)]
-    train_cols = [c for c in df.columns if c != step_src and c not in eval_cols]
+    val_side = [c for c in df.columns if c != step_src and c not in eval_cols and N.is_validation_side(c, user_map)]
+    train_cols = [c for c in df.columns if c != step_src and c not in eval_cols and c not in val_side]
     if step_src is None:
         df["__step"] = np.arange(1, len(df) + 1, dtype=float)
         step_src = "__step"
@@ -196,7 +197,11 @@ def build_run(rows: list[dict[str, Any]], *, path: str | Path, source_format: st
     logged = train[step_src].to_numpy(dtype=float)
     offset = 1.0 if logged.min() == 0 else 0.0
     if offset:
-        notes.append("the log counts steps from 0; renumbered 1-based")
+        notes.append("the log counts steps from 0 (a training record at step 0); renumbered 1-based")
+    n_val_only = int((df[step_src].notna() & ~is_train).sum()) if len(df) else 0
+    if n_val_only and eval_cols:
+        notes.append(f"{n_val_only} validation-only record(s) read as evaluation points at their step (not training "
+                     "steps; steps not renumbered for them)")
     # duplicated steps (a resumed run re-logging steps): keep the last record of each step
     train = train.assign(__logged=logged)
     if train["__logged"].duplicated().any():
@@ -209,6 +214,7 @@ def build_run(rows: list[dict[str, Any]], *, path: str | Path, source_format: st
 
     metrics = _canonical_frame(train, train_cols, canon_steps, user_map, notes)
     meta_fields = dict(meta_fields)
+    meta_fields.update(_resume_fields(canon_steps, notes))
     meta_fields.setdefault("source_format", source_format)
     meta_fields.setdefault("source_path", str(path))
     meta_fields["log_last_step"] = int(df[step_src].max()) if df[step_src].notna().any() else None
@@ -236,6 +242,53 @@ def build_run(rows: list[dict[str, Any]], *, path: str | Path, source_format: st
     evals = _eval_frame(by_step, user_map)
     run = Run(meta=meta, metrics=metrics, evals=evals, path=None, notes=notes)
     return finalize(run)
+
+
+def _resume_fields(steps: np.ndarray, notes: list[str]) -> dict[str, Any]:
+    """``steps_in_file`` (training records read) and, for a run resumed from a checkpoint (its first logged step
+    past the logging cadence, e.g. 101 for a run logged every step), ``resumed_from_step`` (the last optimizer step
+    before the file begins) with a note giving both the steps in the file and the optimizer steps covered."""
+    out: dict[str, Any] = {"steps_in_file": int(len(steps))}
+    if len(steps) < 2:
+        return out
+    first, last = int(steps[0]), int(steps[-1])
+    cadence = float(np.median(np.diff(steps)))
+    if first > 1 and first > cadence:
+        out["resumed_from_step"] = first - 1
+        notes.append(f"resumed run: the file begins at step {first} (steps 1-{first - 1} are in an earlier log); "
+                     f"{len(steps)} step(s) in the file, optimizer steps {first}-{last} of {last} in all; samples "
+                     "and wall-clock counted from step 1 (the earlier steps at the first logged step's pace where "
+                     "the log has no counter of its own)")
+    return out
+
+
+def lr_schedule(steps: np.ndarray, lrs: np.ndarray) -> dict[str, Any] | None:
+    """The learning-rate schedule as logged: ``first``, ``peak`` (the largest value; a run's learning rate),
+    ``peak_step``, ``last``, ``warmup_steps`` (steps before the peak while the rate rose; 0 when the first value is
+    the peak) and ``decay`` after the peak: ``constant`` (within 1% of the peak to the end), ``linear`` or
+    ``cosine`` (whichever fits the values after the peak better, RMS relative to the peak, when it fits within 5%),
+    else ``other``. None when no positive value is logged."""
+    ok = np.isfinite(lrs) & (lrs > 0)
+    if not ok.any():
+        return None
+    s, v = steps[ok].astype(float), lrs[ok].astype(float)
+    i = int(np.argmax(v))
+    peak = float(v[i])
+    out: dict[str, Any] = {"first": float(v[0]), "peak": peak, "peak_step": int(s[i]), "last": float(v[-1]),
+                           "warmup_steps": int(s[i] - s[0]) if i > 0 and v[0] < 0.99 * peak else 0}
+    tail_s, tail_v = s[i:], v[i:]
+    if len(tail_v) < 3 or np.all(np.abs(tail_v - peak) <= 0.01 * peak):
+        out["decay"] = "constant" if np.all(np.abs(tail_v - peak) <= 0.01 * peak) else "other"
+        return out
+    x = (tail_s - tail_s[0]) / max(tail_s[-1] - tail_s[0], 1.0)
+    lo = float(tail_v[-1])
+    # fitted on the logged span: linear from peak to the last value, or a half cosine between them
+    lin = peak + (lo - peak) * x
+    cos = lo + (peak - lo) * 0.5 * (1 + np.cos(np.pi * x))
+    err = {k: float(np.sqrt(np.mean((f - tail_v) ** 2)) / peak) for k, f in (("linear", lin), ("cosine", cos))}
+    best = min(err, key=err.get)
+    out["decay"] = best if err[best] <= 0.05 else "other"
+    return out
 
 
 def _numeric(col: pd.Series) -> pd.Series:
@@ -269,6 +322,20 @@ def _canonical_frame(train: pd.DataFrame, cols: list[str], steps: np.ndarray,
                 notes.append(f"{canon}: merged {srcs[0][1]!r} and {c!r} (mixed schemas in one log)")
         out[canon] = col
         used.add(srcs[0][1])
+    for canon, alts in N.TIME_ALTERNATES.items():
+        for alt, why in alts:
+            if alt not in train.columns:
+                continue
+            other = train[alt].to_numpy(dtype=float)
+            cur = out.get(canon)
+            if cur is None:
+                out[canon] = other.copy()
+                notes.append(f"{canon}: from {alt!r}")
+                continue
+            use = ~np.isnan(other) & (np.isnan(cur) | (cur < 0.1 * other))
+            if use.any():
+                cur[use] = other[use]
+                notes.append(f"{canon}: {int(use.sum())} step(s) from {alt!r} ({why})")
     for canon, parts in N.PER_STEP_TO_CUMULATIVE.items():
         if canon in out:
             continue
@@ -345,9 +412,14 @@ def finalize(run: Run) -> Run:
     """
     m = run.metrics
     meta = run.meta
-    if meta.lr is None and "lr" in m.columns and (m["lr"] > 0).any():
-        meta.lr = float(m.loc[m["lr"] > 0, "lr"].iloc[0])  # the first logged learning rate (after any warm-up: first > 0)
-        run.notes.append("lr taken from the first logged learning rate")
+    sched = lr_schedule(m["step"].to_numpy(dtype=float), m["lr"].to_numpy(dtype=float)) \
+        if "lr" in m.columns and "step" in m.columns else None
+    if sched is not None:
+        meta.lr_schedule = sched
+    if meta.lr is None and sched is not None:
+        meta.lr = sched["peak"]  # a run's learning rate is its peak (a warm-up's first value can be 1/25 of it)
+        _replace_note(run, ("lr: the peak",), f"lr: the peak logged learning rate ({sched['peak']:.3g} at step "
+                      f"{sched['peak_step']}); schedule as read: {_sched_text(sched)}")
     src = getattr(meta, "samples_source", None)
     b = meta.batch_size
     if "samples/retained" in m.columns and src != "steps x B" and m["samples/retained"].notna().any():
@@ -377,6 +449,13 @@ def finalize(run: Run) -> Run:
             elif col in ev.columns:
                 ev.drop(columns=[col], inplace=True)
     return run
+
+
+def _sched_text(s: dict[str, Any]) -> str:
+    warm = f"warm-up over {s['warmup_steps']} step(s) from {s['first']:.3g}, then " if s["warmup_steps"] else ""
+    if s["decay"] == "constant":
+        return warm + "constant"
+    return warm + f"{s['decay']} decay to {s['last']:.3g}"
 
 
 def clean_store_run(run: Run) -> Run:

@@ -8,11 +8,12 @@ another schema than the first (mixed schemas) is read as a flat record, with one
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
 from rlbatch.errors import UserError
-from rlbatch.readers.common import build_run, json_reason, meta_from, read_text, warn
+from rlbatch.readers.common import build_run, json_reason, meta_from, read_text, to_count, to_float, warn
 from rlbatch.runstore import Run
 
 
@@ -76,7 +77,91 @@ def read(path: str | Path, *, fmt: str = "jsonl", run_id: str | None = None,
         lines.append(i)
     if not rows:
         raise UserError("no JSON records found", path=str(path))
-    fields = meta_from(run_id or path.stem, **(meta or {}))
+    notes: list[str] = []
+    extra = dict(meta or {})
+    if fmt == "jsonl":
+        for k, v in config_beside(path, rows, notes).items():
+            extra.setdefault(k, v)
+    fields = meta_from(run_id or path.stem, **extra)
     if fmt == "verl-jsonl":
         fields.setdefault("backend", "verl")
-    return build_run(rows, path=path, source_format=fmt, meta_fields=fields, lines=lines, user_map=user_map)
+        if "algorithm" not in fields:
+            critic = any("critic/vf_loss" in r or "critic/grad_norm" in r for r in rows[:5])
+            fields["algorithm"] = "ppo" if critic else "grpo"
+            notes.append(f"algorithm not in the log; guessed {fields['algorithm']!r} from the metrics"
+                         + (" (critic metrics)" if critic else ""))
+            if critic and "group_size" not in fields:
+                fields["group_size"] = 1
+                fields["group_size_source"] = "verl default"
+                notes.append("group_size: rollout.n not in the log; verl's default n = 1 (PPO) assumed, flagged as a "
+                             "default (--set RUN:group_size=... if the run set it)")
+    return build_run(rows, path=path, source_format=fmt, meta_fields=fields, lines=lines, user_map=user_map,
+                     notes=notes)
+
+
+CONFIG_NAMES = ("{stem}_config.json", "{stem}.config.json", "{base}_config.json", "{base}config.json",
+                "config.json")
+_LR_KEYS = ("learning_rate", "lr", "actor_lr")
+_MODEL_KEYS = ("model_name", "model", "base_model", "model_name_or_path")
+
+
+def config_beside(path: Path, rows: list[dict[str, Any]], notes: list[str]) -> dict[str, Any]:
+    """P, G, lr and model from a config JSON next to a generic JSONL log (``run_metrics.jsonl`` ->
+    ``run_config.json``, ``run_metrics_config.json`` or ``config.json`` in the same folder), or {}.
+
+    ``group_size`` is ambiguous across loops: in Tinker's cookbook it is the completions per prompt (``batch_size``
+    prompts per step), in others the number of prompts, each getting ``batch_size / group_size`` completions. The
+    log decides: a per-step ``groups_total`` equal to ``group_size`` means group_size counts prompts (P =
+    group_size, G = batch_size / group_size); equal to ``batch_size`` means the cookbook's meaning (P = batch_size,
+    G = group_size). Without such a counter P and G stay unknown (noted, with the ``--set`` hint); lr and model are
+    read either way. Never reads anything but JSON."""
+    stem = path.stem
+    base = stem[: -len("metrics")] if stem.endswith("metrics") else stem + "_"
+    cfg_path = None
+    for pat in CONFIG_NAMES:
+        c = path.with_name(pat.format(stem=stem, base=base))
+        if c != path and c.is_file():
+            cfg_path = c
+            break
+    if cfg_path is None:
+        return {}
+    try:
+        cfg = json.loads(read_text(cfg_path))
+    except (ValueError, RecursionError, UserError) as err:
+        warn(f"config beside the log not read ({json_reason(err) if not isinstance(err, UserError) else err})",
+             cfg_path)
+        return {}
+    if not isinstance(cfg, dict):
+        return {}
+    cfg = flatten(cfg)
+    out: dict[str, Any] = {}
+    lr = next((to_float(cfg[k]) for k in _LR_KEYS if k in cfg and to_float(cfg[k])), None)
+    if lr is not None and math.isfinite(lr) and lr > 0:
+        out["lr"] = lr
+    model = next((cfg[k] for k in _MODEL_KEYS if isinstance(cfg.get(k), str) and cfg[k]), None)
+    if model:
+        out["model"] = model
+    gs, bs = to_count(cfg.get("group_size")), to_count(cfg.get("batch_size"))
+    p, g = to_count(cfg.get("prompts_per_step")), to_count(cfg.get("n_samples_per_prompt"))
+    totals = {to_count(r.get("groups_total")) for r in rows if r.get("groups_total") is not None} - {None}
+    how = ""
+    if p and g:
+        how = "prompts_per_step and n_samples_per_prompt"
+    elif gs and bs and totals == {gs} and bs % gs == 0 and gs != bs:
+        p, g = gs, bs // gs
+        how = (f"group_size = {gs} counts prompts here (the log's groups_total per step is {gs}); each prompt gets "
+               f"batch_size / group_size = {bs} / {gs} = {g} completions")
+    elif gs and bs and totals == {bs}:
+        p, g = bs, gs
+        how = f"batch_size = {bs} prompts (the log's groups_total), group_size = {gs} completions per prompt"
+    if p and g:
+        out["prompts_per_step"], out["group_size"] = p, g
+        notes.append(f"P = {p}, G = {g} from {cfg_path.name}: {how}")
+    elif gs or bs:
+        notes.append(f"{cfg_path.name} gives batch_size = {bs}, group_size = {gs}, but whether group_size counts "
+                     "prompts or completions per prompt differs between loops and the log does not say (no "
+                     "groups_total): P and G left unknown (use --set RUN:prompts_per_step=... --set "
+                     "RUN:group_size=...)")
+    if out.get("lr"):
+        notes.append(f"lr {out['lr']:.3g} from {cfg_path.name}")
+    return out

@@ -26,14 +26,21 @@ FOREIGN_NAMES: dict[str, tuple[str, ...]] = {
     "samples/generated": ("samples/generated",),
     "tokens/generated": ("tokens/generated",),
     "tokens/trained": ("tokens/trained", "num_tokens", "train/num_tokens"),  # TRL: cumulative tokens seen
-    "time/gen_s": ("time/gen_s", "timing_s/gen", "timing/gen", "train/generate_time", "timing/generate"),
-    "time/reward_s": ("time/reward_s", "timing_s/reward", "timing/reward", "train/reward_time"),
-    "time/train_s": ("time/train_s", "train/train_time"),
+    # verl dynamic sampling (DAPO-style recipes): the whole rollout with its re-sampling rounds, before timing_s/gen
+    # (which those recipes overwrite with the last round's); Tinker-style loops: time/sample_s; NeMo-RL: the
+    # generation time not hidden behind training (exposed_generation, async) before the plain generation timer
+    "time/gen_s": ("time/gen_s", "timing_s/get_batch_rollout_with_filtering", "timing_s/gen", "timing/gen",
+                   "train/generate_time", "timing/generate", "time/sample_s", "timing/train/exposed_generation",
+                   "exposed_generation", "timing/train/generation", "generation"),
+    "time/reward_s": ("time/reward_s", "timing_s/reward", "timing/reward", "train/reward_time", "time/score_s",
+                      "timing/train/reward_calculation", "reward_calculation"),
+    "time/train_s": ("time/train_s", "train/train_time", "timing/train/policy_training", "policy_training"),
     "time/step_s": ("time/step_s", "timing_s/step", "timing/step", "perf/time_per_step", "time_per_step",
-                    "step_time", "train/step_time"),
+                    "step_time", "train/step_time", "timing/train/total_step_time", "total_step_time"),
     "time/wall_s": ("time/wall_s",),
     "time/cpu_s": ("time/cpu_s",),
-    "reward/mean": ("reward/mean", "critic/score/mean", "reward", "train/reward", "train/rewards", "rewards/mean"),
+    "reward/mean": ("reward/mean", "critic/score/mean", "reward", "train/reward", "train/rewards", "rewards/mean",
+                    "mean_reward", "train/reward_mean", "objective/scores"),
     "reward/std": ("reward/std", "reward_std", "train/reward_std", "critic/score/std"),
     "grad_norm/actor": ("grad_norm/actor", "actor/grad_norm", "grad_norm", "train/grad_norm",
                         "train/actor_grad_norm", "train/policy_grad_norm"),
@@ -50,12 +57,23 @@ FOREIGN_NAMES: dict[str, tuple[str, ...]] = {
     "noise/between_prompt": ("noise/between_prompt",),
     "noise/within_prompt": ("noise/within_prompt",),
     "lr": ("lr", "actor/lr", "learning_rate", "train/learning_rate", "train/actor_lr", "train/act_lr", "actor_lr"),
-    "eval/score": ("eval/score", "eval_reward", "eval/reward", "eval_accuracy", "eval/accuracy"),
+    "eval/score": ("eval/score", "eval_reward", "eval/reward", "eval_accuracy", "eval/accuracy", "eval/pass_at_1",
+                   "eval/pass@1", "eval_pass_at_1"),
+}
+
+#: canonical timing -> (foreign name, why): taken instead of the table's value in a row where that value is missing
+#: or under a tenth of this one. verl's agent loop logs ``timing_s/gen`` near 0 on some steps (the rollout ran
+#: asynchronously) with the real generation time in ``timing_s/generate_async``.
+TIME_ALTERNATES: dict[str, tuple[tuple[str, str], ...]] = {
+    "time/gen_s": (("timing_s/generate_async", "verl agent loop: timing_s/gen near 0, real time in "
+                                               "timing_s/generate_async"),),
 }
 
 #: canonical cumulative counter -> per-step foreign counts (running sum).
 PER_STEP_TO_CUMULATIVE: dict[str, tuple[str, ...]] = {
     "tokens/trained": ("perf/total_num_tokens", "total_num_tokens"),  # verl: prompt + response tokens this step
+    # Tinker-style loops: training datums (responses of groups not skipped for equal rewards) in this step
+    "samples/retained": ("n_datums",),
 }
 
 #: per-step update timings summed into ``time/train_s`` (verl: actor and critic updates).
@@ -78,6 +96,10 @@ EVAL_PATTERNS: tuple[re.Pattern[str], ...] = (
     re.compile(r"^eval/(?P<ds>.+)_pass1$"),                      # OpenRLHF: eval/<dataset>_pass1
     re.compile(r"^eval_(?P<ds>.+)_pass1$"),
 )
+
+#: prefixes of names logged only at validation points (verl ``val-aux/...``, ``val-core/...``; generic ``eval/...``):
+#: a record whose only values carry them is an evaluation point, never a training step.
+VALIDATION_PREFIXES: tuple[str, ...] = ("val-", "val/", "eval/", "eval_", "test/", "test_score", "validation/")
 
 #: metrics of the canonical table that live in ``eval.jsonl`` rather than ``metrics.jsonl``.
 EVAL_CANONICAL = ("eval/score",)
@@ -125,3 +147,14 @@ def eval_dataset(name: str) -> str | None:
 def is_eval_name(name: str, user_map: dict[str, str] | None = None) -> bool:
     c = canonical_for(name, user_map)
     return (c is not None and c[0] in EVAL_CANONICAL) or eval_dataset(name) is not None
+
+
+def is_validation_side(name: str, user_map: dict[str, str] | None = None) -> bool:
+    """True for validation scores and every other name logged only at validation points (:data:`VALIDATION_PREFIXES`;
+    ``val-aux/num_turns/mean``, ``eval/n_problems``): such names never make a record a training step."""
+    if is_eval_name(name, user_map):
+        return True
+    c = canonical_for(name, user_map)
+    if c is not None and user_map and name in user_map:
+        return False  # the user mapped it onto a training metric
+    return str(name).startswith(VALIDATION_PREFIXES)

@@ -1,0 +1,224 @@
+"""Console outputs of other RL frameworks, detected by content (issue 14, class 9).
+
+| format | what is read |
+|---|---|
+| ``prime-rl`` | orchestrator step lines ``Step N \\| Time: 72.00s \\| Reward: 0.34 \\| Throughput: 2314.0 tokens/s \\| Seq. Length: 323.7 tokens/sample \\| Async Level: 1 ...``; the rollout progress bar's total (``Generating rollouts (train): ... 512/512``) as the responses per step B |
+| ``nemo-rl`` | NeMo-RL's per-step blocks: ``==== Step N/M ====``, then ``Training Results:`` and ``Timing:`` bullet lists (``  • Avg Reward: 0.35``, ``  • policy_training: 40.00s (32.4%)``) |
+| ``slime`` | slime's ``perf N: {...}``, ``rollout N: {...}`` and ``step N: {...}`` dict records (N the rollout id) |
+| ``wandb-summary`` | W&B's console ``Run summary:`` block (``wandb:   name value`` lines): final values only, one record |
+
+Each is turned into foreign-name rows for :func:`rlbatch.readers.common.build_run`; names map through
+:mod:`rlbatch.readers.names`.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+from typing import Any
+
+from rlbatch.errors import UserError
+from rlbatch.readers.common import build_run, meta_from, read_text, to_count, to_float, warn
+from rlbatch.runstore import Run
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+
+# ---- prime-rl -------------------------------------------------------------------------------------------------
+PRIME_STEP = re.compile(r"\bStep (\d+) \| Time: ")
+PRIME_FIELD = re.compile(r"([A-Z][\w. -]*?): ([-+0-9.eE]+)\s*([^|]*?)\s*(?:\||$)")
+PRIME_NAMES = {"Time": "time/step_s", "Reward": "reward/mean", "Throughput": "throughput_tokens_per_s",
+               "Seq. Length": "seq_length_tokens", "Async Level": "async_level",
+               "Max. Off-Policy Level": "max_off_policy_level"}
+PRIME_ROLLOUTS = re.compile(r"Generating rollouts \(train\):.*?\|\s*(\d+)/(\d+) \[")
+
+# ---- NeMo-RL ----------------------------------------------------------------------------------------------------
+NEMO_STEP = re.compile(r"=+\s*Step (\d+)(?:/(\d+))?\s*=+")
+NEMO_BULLET = re.compile(r"^\s*[•*-]\s+([^:]+):\s*([-+0-9.eE]+)\s*s?\b")
+NEMO_SECTIONS = ("Training Results", "Timing")
+NEMO_NAMES = {"Avg Reward": "reward/mean", "Loss": "loss", "Total step time": "total_step_time",
+              "Mean Generation Length": "response_length/mean", "Grad Norm": "grad_norm"}
+
+# ---- slime ------------------------------------------------------------------------------------------------------
+SLIME_REC = re.compile(r"\b(perf|rollout|step|eval) (\d+): (\{.*\})\s*$")
+
+# ---- W&B console summary ----------------------------------------------------------------------------------------
+WANDB_SUMMARY = re.compile(r"^wandb:\s+Run summary:\s*$", re.M)
+WANDB_LINE = re.compile(r"^wandb:\s+(\S+)\s+(\S+)\s*$")
+STEP_KEYS = ("train/global_step", "global_step", "training/global_step", "_step", "step")
+
+
+def detect(head: str) -> str | None:
+    """The console format of ``head`` (``prime-rl``, ``nemo-rl``, ``slime``, ``wandb-summary``) or None."""
+    if "\x1b" in head:
+        head = ANSI.sub("", head)
+    if PRIME_STEP.search(head) and "Reward: " in head:
+        return "prime-rl"
+    if NEMO_STEP.search(head) and ("Training Results" in head or "Timing:" in head):
+        return "nemo-rl"
+    if re.search(r"\bperf \d+: \{", head) or re.search(r"\brollout \d+: \{'rollout/", head):
+        return "slime"
+    if WANDB_SUMMARY.search(head):
+        return "wandb-summary"
+    return None
+
+
+def _lines(path: Path) -> tuple[list[str], bool]:
+    text = read_text(path)
+    ends = text.endswith("\n")
+    text = ANSI.sub("", text) if "\x1b" in text else text
+    return text.replace("\r\n", "\n").replace("\r", "\n").split("\n"), ends
+
+
+def read(path: str | Path, fmt: str, *, run_id: str | None = None, user_map: dict[str, str] | None = None) -> Run:
+    """Read a console log of format ``fmt`` (see the module table) into a :class:`Run`.
+
+    Raises :class:`UserError` naming the file when it holds no record of that format.
+    """
+    path = Path(path)
+    reader = {"prime-rl": _prime, "nemo-rl": _nemo, "slime": _slime, "wandb-summary": _wandb}[fmt]
+    rows, lines, meta, notes = reader(path)
+    if not rows:
+        raise UserError(f"no {fmt} step records found", path=str(path))
+    fields = meta_from(run_id or path.stem, backend=fmt, **meta)
+    return build_run(rows, path=path, source_format=fmt, meta_fields=fields, notes=notes, lines=lines,
+                     user_map=user_map)
+
+
+def _prime(path: Path):
+    text_lines, ends = _lines(path)
+    rows, lines, notes = [], [], []
+    totals: list[int] = []
+    for i, line in enumerate(text_lines, 1):
+        pm = PRIME_ROLLOUTS.search(line)
+        if pm:
+            totals.append(int(pm.group(2)))
+            continue
+        m = PRIME_STEP.search(line)
+        if not m:
+            continue
+        body = line[m.start() + len(f"Step {m.group(1)} | "):]
+        cut = i == len(text_lines) and not ends
+        rec: dict[str, Any] = {"step": int(m.group(1))}
+        parts = body.split(" | ")
+        if cut:
+            parts = parts[:-1]  # the last field may be cut mid-value
+        for part in parts:
+            k, sep, v = part.partition(": ")
+            if not sep:
+                continue
+            num = re.match(r"\s*([-+0-9.eE]+)", v)
+            f = to_float(num.group(1)) if num else None
+            if f is None:
+                continue
+            rec[PRIME_NAMES.get(k.strip(), k.strip().lower().replace(" ", "_").replace(".", ""))] = f
+        if cut:
+            warn("last line cut (no line end): its last field skipped", path, i)
+        rows.append(rec)
+        lines.append(i)
+    meta: dict[str, Any] = {"algorithm": "grpo"}
+    if totals and len(set(totals)) == 1:
+        meta["batch_size"] = totals[0]
+        notes.append(f"batch_size {totals[0]}: rollouts per step from the 'Generating rollouts (train)' progress "
+                     "bar; P and G separately unknown (use --set RUN:prompts_per_step=... --set RUN:group_size=...)")
+    else:
+        notes.append("P and G not in the log (use --set RUN:prompts_per_step=... --set RUN:group_size=...)")
+    return rows, lines, meta, notes
+
+
+def _nemo(path: Path):
+    text_lines, _ = _lines(path)
+    rows, lines, notes = [], [], []
+    cur: dict[str, Any] | None = None
+    total = None
+    section = None
+    for i, line in enumerate(text_lines, 1):
+        m = NEMO_STEP.search(line)
+        if m:
+            cur = {"step": int(m.group(1))}
+            total = m.group(2) or total
+            rows.append(cur)
+            lines.append(i)
+            section = None
+            continue
+        if cur is None:
+            continue
+        s = line.strip()
+        if any(s.lstrip("📊⏱️ \ufe0f").startswith(sec) for sec in NEMO_SECTIONS):
+            section = "timing" if "Timing" in s else "results"
+            continue
+        b = NEMO_BULLET.match(line)
+        if b and section:
+            k, v = b.group(1).strip(), to_float(b.group(2))
+            if v is None:
+                continue
+            name = NEMO_NAMES.get(k, k if section == "timing" else k.lower().replace(" ", "_"))
+            cur[name] = v
+    rows = [r for r in rows if len(r) > 1]
+    if total:
+        notes.append(f"NeMo-RL step blocks (Step N/{total})")
+    notes.append("P and G not in the log (use --set RUN:prompts_per_step=... --set RUN:group_size=...)")
+    return rows, lines[: len(rows)], {"algorithm": "grpo"}, notes
+
+
+def _slime(path: Path):
+    text_lines, _ = _lines(path)
+    by_id: dict[int, dict[str, Any]] = {}
+    first_line: dict[int, int] = {}
+    bad = 0
+    for i, line in enumerate(text_lines, 1):
+        m = SLIME_REC.search(line)
+        if not m:
+            continue
+        try:
+            d = ast.literal_eval(re.sub(r"(?<![\w'\"])(nan|inf)(?![\w'\"])", "None", m.group(3)))
+        except (ValueError, SyntaxError, MemoryError, RecursionError, TypeError):
+            bad += 1
+            continue
+        if not isinstance(d, dict):
+            continue
+        rid = int(m.group(2))
+        rec = by_id.setdefault(rid, {"step": rid})
+        first_line.setdefault(rid, i)
+        for k, v in d.items():
+            f = to_float(v)
+            if f is not None and str(k) not in ("step", "rollout/step"):
+                rec[str(k)] = f
+    if bad:
+        warn(f"{bad} slime record(s) not parseable as a dict; skipped", path)
+    ids = sorted(by_id)
+    rows = [by_id[k] for k in ids]
+    notes = ["slime records grouped by rollout id (one optimizer step per rollout)",
+             "P and G not in the log (use --set RUN:prompts_per_step=... --set RUN:group_size=...)"]
+    return rows, [first_line[k] for k in ids], {"algorithm": "grpo"}, notes
+
+
+def _wandb(path: Path):
+    text_lines, _ = _lines(path)
+    rec: dict[str, Any] = {}
+    start = None
+    inside = False
+    for i, line in enumerate(text_lines, 1):
+        if re.match(r"^wandb:\s+Run summary:\s*$", line):
+            start, rec, inside = i, {}, True  # the last summary in the file wins
+            continue
+        if not inside:
+            continue
+        m = WANDB_LINE.match(line)
+        if not m:
+            inside = False  # "wandb:" blank line or "wandb: View run ..." ends the block
+            continue
+        f = to_float(m.group(2))
+        if f is not None:
+            rec[m.group(1)] = f
+    if not rec:
+        return [], [], {}, []
+    step = next((to_count(rec[k]) for k in STEP_KEYS if k in rec and to_count(rec[k])), None)
+    notes = ["W&B console 'Run summary': final values only (one record); export the run's history from W&B "
+             "(CSV) for the curves"]
+    for k in STEP_KEYS:
+        rec.pop(k, None)
+    rec["step"] = step if step is not None else 1
+    if step is None:
+        notes.append("no step in the summary: the one record is step 1")
+    return [rec], [start], {}, notes

@@ -1,0 +1,193 @@
+"""TRL / transformers console output: the Python-dict log lines ``Trainer`` prints (``{'loss': 0.0, 'grad_norm':
+..., 'learning_rate': ..., 'reward': ..., 'epoch': 0.31}``), often glued to the end of tqdm progress output
+(``10/200 [01:23<26:20, 8.32s/it]{'loss': ...}``), sometimes pasted inside a Markdown fence.
+
+The dicts carry no step number. The step of each training record comes from, in this order (the run's notes and
+``meta.step_source`` say which):
+
+1. ``progress counter``: the training progress bar's ``N/M`` last printed before the dict (``Trainer`` logs after
+   the bar reached the step; evaluation bars, whose total differs, are ignored);
+2. ``logging_steps``: when the output states ``logging_steps=K`` (the printed ``TrainingArguments``), record i is
+   step K x i;
+3. ``epoch growth``: the records' ``epoch`` grows by a constant d per record (the logging cadence) and every
+   epoch / d is a whole number: record i is logging interval epoch_i / d (in units of the logging cadence);
+4. ``records counted``: records numbered 1, 2, ... in file order.
+
+TRL's PPO trainer counts ``episode`` (cumulative episodes, read as ``samples/generated``) instead of steps;
+``eps`` there is episodes per second, not a count. Evaluation dicts (``eval_*``) are evaluation points at the step
+of the record before them; the final summary (``train_runtime``...) gives the run's wall-clock.
+
+Nothing but text is read: TRL's ``training_args.bin`` is a pickle and is never loaded.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+from typing import Any
+
+from rlbatch.errors import UserError
+from rlbatch.readers.common import build_run, finalize, meta_from, read_text, to_count, to_float
+from rlbatch.runstore import Run
+
+#: a TRL log dict: ``{'key': value, ...}`` with one of the keys Trainer always logs
+DICT_START = re.compile(r"\{'(?:loss|grad_norm|learning_rate|reward|rewards/[^']*|train_runtime|eval_[^']*|"
+                        r"objective/[^']*|episode|eps|epoch|completion_length|kl)'\s*:")
+COUNTER = re.compile(r"(\d+)/(\d+) \[(?:[\d:]+<[\d:?]+)?")
+LOGGING_STEPS = re.compile(r"\blogging_steps\s*[=:]\s*(\d+)")
+_NONFINITE = re.compile(r"(?<![\w'\"])(nan|inf|-inf)(?![\w'\"])")
+_NP = re.compile(r"(?:np\.(?:float|int)\d*|tensor)\(([^()]*?)(?:,[^()]*)?\)")
+SUMMARY_KEYS = {"train_runtime", "train_samples_per_second", "train_steps_per_second", "total_flos", "train_loss"}
+#: keys of TRL's PPO trainer that are not what the same name means elsewhere
+PPO_KEYS = {"eps"}  # episodes per second
+
+
+def looks_like(head: str) -> bool:
+    """Content test: at least one TRL log dict with ``epoch``, ``learning_rate`` or ``episode`` in it."""
+    for m in DICT_START.finditer(head):
+        tail = head[m.start(): m.start() + 4000]
+        end = tail.find("}")
+        body = tail[: end if end > 0 else len(tail)]
+        if "'epoch'" in body or "'learning_rate'" in body or "'episode'" in body:
+            return True
+    return False
+
+
+def _parse_dict(text: str) -> dict[str, Any] | None:
+    body = _NP.sub(r"\1", text)
+    body = _NONFINITE.sub(lambda m: {"nan": "None", "inf": "1e999", "-inf": "-1e999"}[m.group(1)], body)
+    try:
+        d = ast.literal_eval(body)
+    except (ValueError, SyntaxError, MemoryError, RecursionError, TypeError):
+        return None
+    return d if isinstance(d, dict) else None
+
+
+def _dicts(text: str) -> list[tuple[int, int, dict[str, Any]]]:
+    """``(line, offset in text, dict)`` for every parseable TRL dict in ``text``."""
+    out = []
+    pos = 0
+    for m in DICT_START.finditer(text):
+        if m.start() < pos:
+            continue
+        end = text.find("}", m.start())
+        if end < 0:
+            break
+        d = _parse_dict(text[m.start(): end + 1])
+        if d is None:
+            continue
+        out.append((text.count("\n", 0, m.start()) + 1, m.start(), d))
+        pos = end + 1
+    return out
+
+
+def read(path: str | Path, *, run_id: str | None = None, user_map: dict[str, str] | None = None) -> Run:
+    """Read TRL console output into a :class:`Run` (see the module docstring for how steps are found).
+
+    Raises :class:`UserError` naming the file when no training record is found.
+    """
+    path = Path(path)
+    text = read_text(path)
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    found = _dicts(text)
+    counters = [(m.start(), int(m.group(1)), int(m.group(2))) for m in COUNTER.finditer(text)]
+    train, evals, runtime = [], [], None
+    for line, off, d in found:
+        if SUMMARY_KEYS & d.keys():
+            runtime = to_float(d.get("train_runtime"))
+            continue
+        if d and all(str(k).startswith("eval_") or k == "epoch" for k in d):
+            evals.append((line, off, d))
+        else:
+            train.append((line, off, d))
+    if not train:
+        raise UserError("no TRL training log dicts ({'loss': ..., 'learning_rate': ..., 'epoch': ...}) found",
+                        path=str(path))
+
+    def last_counter(off: int, total: int | None = None) -> tuple[int, int] | None:
+        best = None
+        for c_off, n, m in counters:
+            if c_off > off:
+                break
+            if total is None or m == total:
+                best = (n, m)
+        return best
+
+    notes: list[str] = []
+    ppo = any("episode" in d for _, _, d in train)
+    cands = [last_counter(off) for _, off, _ in train]
+    totals = [c[1] for c in cands if c is not None]
+    steps: list[int | None]
+    source: str
+    if totals and len(totals) == len(train):
+        m_train = max(set(totals), key=totals.count)
+        steps = [(last_counter(off, m_train) or (None, None))[0] for _, off, _ in train]
+        if all(s is not None for s in steps) and len(set(steps)) == len(steps):
+            source = "progress counter"
+            notes.append(f"steps from the training progress counter (N/{m_train}) printed before each record")
+        else:
+            steps, source = [], ""
+    else:
+        steps, source = [], ""
+    if not source:
+        ls = LOGGING_STEPS.search(text)
+        epochs = [to_float(d.get("epoch")) for _, _, d in train]
+        k = to_count(ls.group(1)) if ls else None
+        if k:
+            steps = [k * (i + 1) for i in range(len(train))]
+            source = "logging_steps"
+            notes.append(f"steps from logging_steps = {k} stated in the output: record i is step {k} x i "
+                         "(records assumed to start at the first logging step)")
+        elif len(train) >= 2 and all(e is not None and e > 0 for e in epochs):
+            d_e = [b - a for a, b in zip(epochs, epochs[1:])]
+            d = sorted(d_e)[len(d_e) // 2]
+            idx = [e / d for e in epochs] if d > 0 else []
+            if idx and all(abs(x - round(x)) < 0.2 for x in idx) and len({round(x) for x in idx}) == len(idx):
+                steps = [int(round(x)) for x in idx]
+                source = "epoch growth"
+                notes.append(f"steps from epoch growth: epoch grows by {d:.4g} per record (the logging cadence); "
+                             f"record i is logging interval epoch / {d:.4g}; steps counted in logging intervals")
+            else:
+                notes.append(f"epoch grows by about {d:.4g} per record (evenly spaced: the logging cadence) but "
+                             "steps per epoch are not in the output" + (f"; the first record is at epoch "
+                             f"{epochs[0]:.4g}: the output begins mid-run" if epochs[0] > 1.5 * d else ""))
+        if not source:
+            steps = list(range(1, len(train) + 1))
+            source = "records counted"
+            notes.append("no step counter in the output: records numbered 1, 2, ... in file order (steps counted "
+                         "in logging intervals; --set or a trainer_state.json gives the real steps)")
+    if ppo:
+        notes.append("TRL PPO trainer: 'episode' is the cumulative episode count (samples/generated); 'eps' is "
+                     "episodes per second")
+    rows, lines = [], []
+    for (line, _, d), s in zip(train, steps):
+        rec: dict[str, Any] = {"step": s}
+        for k, v in d.items():
+            if k == "epoch" or k in PPO_KEYS and ppo:
+                continue
+            if k == "episode" and ppo:
+                k = "samples/generated"
+            f = to_float(v)
+            if f is not None:
+                rec[str(k)] = f
+        rows.append(rec)
+        lines.append(line)
+    # evaluation dicts: at the step of the training record before them (or the progress counter)
+    for line, off, d in evals:
+        before = [s for (_, o, _), s in zip(train, steps) if o < off]
+        s = before[-1] if before else 0
+        rec = {"step": s}
+        rec.update({str(k): to_float(v) for k, v in d.items() if k != "epoch" and to_float(v) is not None})
+        rows.append(rec)
+        lines.append(line)
+    fields = meta_from(run_id or path.stem, backend="trl", algorithm="ppo" if ppo else "grpo", step_source=source)
+    run = build_run(rows, path=path, source_format="trl-console", meta_fields=fields, notes=notes, lines=lines,
+                    user_map=user_map)
+    m = run.metrics
+    if "time/wall_s" not in m.columns and runtime is not None and runtime > 0 and len(m):
+        m["time/wall_s"] = m["step"].to_numpy(dtype=float) / float(m["step"].max()) * runtime
+        run.notes.append("time/wall_s: train_runtime spread evenly over the steps (no per-step timer logged)")
+        finalize(run)
+    return run
