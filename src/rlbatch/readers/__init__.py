@@ -70,8 +70,14 @@ def detect_format(path: str | Path) -> str:
     stripped = head.lstrip()
     if not stripped:
         raise UserError("empty file", path=str(path))
-    if "\x00" in head[:1024]:
-        raise UserError("binary file of unknown format; give --log-format", path=str(path))
+    if "\x00" in head:
+        # NUL runs inside a text log (a file cut by a crash, binary junk pasted in) are dropped; a file that is
+        # mostly not text is binary
+        head = head.replace("\x00", "")
+        stripped = head.lstrip()
+        printable = sum(ch.isprintable() or ch in "\n\r\t\x1b" for ch in head[:4096])
+        if not stripped or printable < 0.8 * min(len(head), 4096):
+            raise UserError("binary file of unknown format; give --log-format", path=str(path))
     first = stripped.split("\n", 1)[0].strip()
     if stripped.startswith("{"):
         try:

@@ -10,6 +10,7 @@ number. :func:`build_run` maps names through :mod:`rlbatch.readers.names`, separ
 from __future__ import annotations
 
 import math
+import re
 import warnings
 from pathlib import Path
 from typing import Any, Iterable
@@ -79,6 +80,46 @@ def read_text(path: str | Path) -> str:
         except OSError as err:
             raise UserError(f"cannot read ({err.strerror})", path=str(path)) from None
     return text.replace("\x00", "") if "\x00" in text else text
+
+
+#: the beginning of a new console record (not the continuation of a wrapped line)
+RECORD_START = re.compile(r"^\s*(?:\x1b\[|\((?:[\w.-]+ )?(?:pid=\d+|[\w.-]+\))|step:\d|Step \d|\[?\d{2,4}[-/:.]\d|"
+                          r"\{'|\{\"|wandb:|INFO|WARNING|ERROR|DEBUG|Traceback|```|=+ |[\w.]+ \d+: \{)")
+
+
+def unwrap_lines(lines: list[str], min_width: int = 60) -> tuple[list[tuple[int, str]], int | None]:
+    """Rejoin lines a terminal or a paste wrapped at a fixed column: ``[(first line number, text), ...]`` and the
+    width found (None when the text is not wrapped).
+
+    A text is hard-wrapped at width W when no line is longer than W (line ends not counted), W >= ``min_width``,
+    and at least 3 lines (and 5% of those at least W/2 long) are exactly W long and followed by a line that does
+    not begin a new record (:data:`RECORD_START`: a Ray prefix, ``step:``, a time stamp, a dict, ``wandb:``...):
+    then each such line continues on the next and the two are joined without a separator (the break can fall
+    inside a name or a number). Lines of one template that merely have equal lengths are left alone. Line ends are
+    kept on the joined line as on its last piece."""
+    body = [ln.rstrip("\r\n") for ln in lines]
+    if not body:
+        return [], None
+    width = max(len(b) for b in body)
+    n_long = sum(1 for b in body if len(b) >= width // 2)
+    cont = [len(b) == width and i + 1 < len(body) and body[i + 1].strip() != ""
+            and not RECORD_START.match(body[i + 1]) for i, b in enumerate(body)]
+    n_at = sum(cont)
+    if width < min_width or n_at < 3 or n_at < 0.05 * n_long:
+        return list(enumerate(lines, 1)), None
+    out: list[tuple[int, str]] = []
+    buf, start = "", 0
+    for i, (raw, b) in enumerate(zip(lines, body), 1):
+        if not buf:
+            start = i
+        if cont[i - 1]:
+            buf += b
+            continue
+        out.append((start, buf + raw))
+        buf = ""
+    if buf:
+        out.append((start, buf))
+    return out, width
 
 
 def json_reason(err: BaseException) -> str:

@@ -41,6 +41,7 @@ NEMO_NAMES = {"Avg Reward": "reward/mean", "Loss": "loss", "Total step time": "t
 
 # ---- slime ------------------------------------------------------------------------------------------------------
 SLIME_REC = re.compile(r"\b(perf|rollout|step|eval) (\d+): (\{.*\})\s*$")
+SCALAR_CALL = re.compile(r"(?:np\.(?:float|int)\d*|tensor)\(([^()]*?)(?:,[^()]*)?\)")
 
 # ---- W&B console summary ----------------------------------------------------------------------------------------
 WANDB_SUMMARY = re.compile(r"^wandb:\s+Run summary:\s*$", re.M)
@@ -165,19 +166,33 @@ def _slime(path: Path):
     text_lines, _ = _lines(path)
     by_id: dict[int, dict[str, Any]] = {}
     first_line: dict[int, int] = {}
+    evals: list[dict[str, Any]] = []
+    eval_lines: list[int] = []
     bad = 0
     for i, line in enumerate(text_lines, 1):
         m = SLIME_REC.search(line)
         if not m:
             continue
         try:
-            d = ast.literal_eval(re.sub(r"(?<![\w'\"])(nan|inf)(?![\w'\"])", "None", m.group(3)))
+            body = SCALAR_CALL.sub(r"\1", m.group(3))  # tensor(0.5), np.float64(0.5)
+            d = ast.literal_eval(re.sub(r"(?<![\w'\"])(nan|inf)(?![\w'\"])", "None", body))
         except (ValueError, SyntaxError, MemoryError, RecursionError, TypeError):
             bad += 1
             continue
         if not isinstance(d, dict):
             continue
         rid = int(m.group(2))
+        if m.group(1) == "eval":  # evaluation: its own record at the rollout id (its perf/* are eval timings)
+            ev = {"step": rid}
+            for k, v in d.items():
+                f, k = to_float(v), str(k)
+                if f is None:
+                    continue
+                ds = k[len("eval/"):] if k.startswith("eval/") else None
+                ev[f"val/test_score/{ds}" if ds and "/" not in ds and "-" not in ds else f"val/{k}"] = f
+            evals.append(ev)
+            eval_lines.append(i)
+            continue
         rec = by_id.setdefault(rid, {"step": rid})
         first_line.setdefault(rid, i)
         for k, v in d.items():
@@ -190,7 +205,7 @@ def _slime(path: Path):
     rows = [by_id[k] for k in ids]
     notes = ["slime records grouped by rollout id (one optimizer step per rollout)",
              "P and G not in the log (use --set RUN:prompts_per_step=... --set RUN:group_size=...)"]
-    return rows, [first_line[k] for k in ids], {"algorithm": "grpo"}, notes
+    return rows + evals, [first_line[k] for k in ids] + eval_lines, {"algorithm": "grpo"}, notes
 
 
 def _wandb(path: Path):

@@ -23,12 +23,13 @@ from pathlib import Path
 from typing import Any
 
 from rlbatch.errors import UserError
-from rlbatch.readers.common import build_run, meta_from, open_text, to_count, to_float, warn
+from rlbatch.readers.common import (build_run, meta_from, open_text, read_text, to_count, to_float, unwrap_lines,
+                                    warn)
 from rlbatch.readers.names import is_eval_name
 from rlbatch.runstore import Run
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
-RAY_PREFIX = re.compile(r"^\s*\([\w.-]+(?: pid=\d+)?(?:, ip=[\w.:-]+)?\)\s?")
+RAY_PREFIX = re.compile(r"^\s*\((?:[\w.-]+(?: pid=\d+)?|(?:[\w.-]+ )?pid=\d+)(?:, [\w.]+=[\w.:/-]+)*\)\s?")
 STEP = re.compile(r"(?:^|\s)step:(\d+) - ")
 STEP_AT = re.compile(r"step:(\d+) - ")
 NP_SCALAR = re.compile(r"np\.(?:float|int)\d*\(([^()]*)\)")
@@ -52,6 +53,8 @@ CONFIG_PATHS = {
     "n_gpus_per_node": ("trainer", "n_gpus_per_node"),
     "nnodes": ("trainer", "nnodes"),
 }
+#: vLLM's SamplingParams kwargs verl prints at rollout start: ``kwargs: {'n': 1, 'logprobs': 0, 'max_tokens': ...}``
+SAMPLING_N = re.compile(r"\{'n': (\d+), '(?:logprobs|max_tokens|temperature|top_p|top_k|detokenize)'")
 HF_SNAPSHOT = re.compile(r"models--([^/]+)--([^/]+)")
 
 
@@ -126,92 +129,108 @@ def read(path: str | Path, *, run_id: str | None = None, user_map: dict[str, str
     first_bad: tuple[int, str] | None = None
     last_raw = ""
     lineno = 0
+    sampling_n: int | None = None
     with open_text(path) as fh:
-        for lineno, raw in enumerate(fh, 1):
-            last_raw = raw
-            idx = raw.find("step:")
-            m = None
-            while idx >= 0:  # str.find + an anchored match: much faster than a regex search over the line
-                if idx == 0 or raw[idx - 1].isspace():
-                    m = STEP_AT.match(raw, idx)
-                    if m:
-                        break
-                idx = raw.find("step:", idx + 5)
-            if m is not None:
-                rest = raw[m.end():].rstrip()
-                if "\x1b" in rest:
-                    rest = ANSI.sub("", rest)
-                if rest:
-                    rec: dict[str, Any] = {"step": int(m.group(1))}
-                    for part in rest.split(" - "):
-                        k, sep, v = part.rpartition(":")
-                        if not sep:
+        physical = fh.readlines()
+    numbered, wrap_width = unwrap_lines(physical)
+    n_physical = len(physical)
+    del physical
+    for lineno, raw in numbered:
+        if "\x00" in raw:  # NUL runs (a log file pre-allocated or cut by a crash, binary junk): dropped
+            raw = raw.replace("\x00", "")
+        last_raw = raw
+        idx = raw.find("step:")
+        m = None
+        while idx >= 0:  # str.find + an anchored match: much faster than a regex search over the line
+            if idx == 0 or raw[idx - 1].isspace():
+                m = STEP_AT.match(raw, idx)
+                if m:
+                    break
+            idx = raw.find("step:", idx + 5)
+        if m is not None:
+            rest = raw[m.end():].rstrip()
+            if "\x1b" in rest:
+                rest = ANSI.sub("", rest)
+            if rest:
+                rec: dict[str, Any] = {"step": int(m.group(1))}
+                for part in rest.split(" - "):
+                    k, sep, v = part.rpartition(":")
+                    if not sep:
+                        continue
+                    try:
+                        rec[k] = float(v)
+                    except ValueError:
+                        f = to_float(v)
+                        if f is None:
+                            bad_values += 1
+                            if first_bad is None:
+                                first_bad = (lineno, k)
                             continue
-                        try:
-                            rec[k] = float(v)
-                        except ValueError:
-                            f = to_float(v)
-                            if f is None:
-                                bad_values += 1
-                                if first_bad is None:
-                                    first_bad = (lineno, k)
-                                continue
-                            rec[k] = f
-                    rows.append(rec)
-                    lines.append(lineno)
-                    continue
-            if cfg_buf is not None:
-                prefix, text = _split_prefix(raw)
-                if prefix == cfg_prefix:  # other Ray actors' output interleaves with the pprint'ed config
-                    cfg_buf.append(text.rstrip("\r\n"))
-                    if cfg_buf[-1].rstrip().endswith("}"):
-                        try:
-                            config = _literal("\n".join(cfg_buf))
-                            cfg_buf = None
-                        except (ValueError, SyntaxError):
-                            pass
-                    if cfg_buf is not None and len(cfg_buf) > 3000:
-                        warn("could not parse the printed config dict; using the launch command", path, cfg_line)
+                        rec[k] = f
+                rows.append(rec)
+                lines.append(lineno)
+                continue
+        if cfg_buf is not None:
+            prefix, text = _split_prefix(raw)
+            if prefix == cfg_prefix:  # other Ray actors' output interleaves with the pprint'ed config
+                cfg_buf.append(text.rstrip("\r\n"))
+                if cfg_buf[-1].rstrip().endswith("}"):
+                    try:
+                        config = _literal("\n".join(cfg_buf))
                         cfg_buf = None
-                    continue
-            if val_buf is not None:
-                val_buf.append(_clean(raw).strip())
-                if val_buf[-1].endswith(")") or len(val_buf) > 200:
-                    d = _val_dict(" ".join(val_buf))
+                    except (ValueError, SyntaxError):
+                        pass
+                if cfg_buf is not None and len(cfg_buf) > 3000:
+                    warn("could not parse the printed config dict; using the launch command", path, cfg_line)
+                    cfg_buf = None
+                continue
+        if val_buf is not None:
+            val_buf.append(_clean(raw).strip())
+            if val_buf[-1].endswith(")") or len(val_buf) > 200:
+                d = _val_dict(" ".join(val_buf))
+                if d:
+                    extra_evals.append((0 if val_kind == "Initial" else None, d))
+                val_buf = None
+            continue
+        if "validation" in raw:
+            line = _clean(raw).strip()  # after any ANSI / Ray prefix variant
+            kind = "Initial" if "Initial validation" in line else "Final" if "Final validation" in line else ""
+            if kind and "validation metrics" in line:
+                if line.startswith("(") and not line.endswith(")") and line.count("{") != line.count("}"):
+                    val_buf, val_kind = [line], kind
+                else:
+                    d = _val_dict(line)
                     if d:
-                        extra_evals.append((0 if val_kind == "Initial" else None, d))
-                    val_buf = None
+                        extra_evals.append((0 if kind == "Initial" else None, d))
+            continue
+        if config is None and cfg_buf is None and "{'" in raw:
+            cfg_prefix, line = _split_prefix(raw)
+            if line.startswith("{'") and ("'actor_rollout_ref'" in line or "'algorithm'" in line
+                                          or "'data'" in line or "'trainer'" in line):
+                cfg_buf, cfg_line = [line.rstrip("\r\n")], lineno
+                if cfg_buf[0].rstrip().endswith("}"):
+                    try:
+                        config = _literal(cfg_buf[0])
+                        cfg_buf = None
+                    except (ValueError, SyntaxError):
+                        pass
                 continue
-            if "validation metrics" in raw:
-                line = _clean(raw).strip()
-                kind = "Initial" if "Initial validation" in line else "Final" if "Final validation" in line else ""
-                if kind:
-                    if line.startswith("(") and not line.endswith(")"):
-                        val_buf, val_kind = [line], kind
-                    else:
-                        d = _val_dict(line)
-                        if d:
-                            extra_evals.append((0 if kind == "Initial" else None, d))
-                continue
-            if config is None and cfg_buf is None and "{'" in raw:
-                cfg_prefix, line = _split_prefix(raw)
-                if line.startswith("{'") and ("'actor_rollout_ref'" in line or "'algorithm'" in line
-                                              or "'data'" in line or "'trainer'" in line):
-                    cfg_buf, cfg_line = [line.rstrip("\r\n")], lineno
-                    if cfg_buf[0].rstrip().endswith("}"):
-                        try:
-                            config = _literal(cfg_buf[0])
-                            cfg_buf = None
-                        except (ValueError, SyntaxError):
-                            pass
-                    continue
-            if "=" in raw and lineno < 5000 or "verl.trainer" in raw:
-                m2 = SHELL_VAR.match(raw)
-                if m2:
-                    shell.setdefault(m2.group(1), m2.group(2).strip("\"'"))
-                for k, v in OVERRIDE.findall(raw):
-                    cmd.setdefault(k, v)
+        if sampling_n is None and "{'n': " in raw:
+            sm = SAMPLING_N.search(raw)
+            if sm:
+                sampling_n = int(sm.group(1))
+        if "=" in raw and lineno < 5000 or "verl.trainer" in raw:
+            m2 = SHELL_VAR.match(raw)
+            if m2:
+                shell.setdefault(m2.group(1), m2.group(2).strip("\"'"))
+            for k, v in OVERRIDE.findall(raw):
+                cmd.setdefault(k, v)
 
+    if wrap_width:
+        notes_pre = [f"lines wrapped at column {wrap_width} (a terminal or a paste) rejoined: {n_physical} lines "
+                     f"read as {len(numbered)}"]
+    else:
+        notes_pre = []
     if rows and not last_raw.endswith("\n") and lines[-1] == lineno:
         prev = next((r for r in reversed(rows[:-1]) if len(r) > 2), None)
         eval_only = all(k == "step" or is_eval_name(k) for k in rows[-1])
@@ -220,11 +239,20 @@ def read(path: str | Path, *, run_id: str | None = None, user_map: dict[str, str
             rows.pop()
             lines.pop()
     if not rows:
+        from rlbatch.readers import consoles
+        if consoles.WANDB_SUMMARY.search(read_text(path)):
+            run = consoles.read(path, "wandb-summary", run_id=run_id, user_map=user_map)
+            run.notes.insert(0, "no verl step lines: verl's trainer.logger had no 'console'; read the W&B Run summary")
+            return run
+        if config is not None or cmd:
+            raise UserError("no verl step lines: no step metrics in this log (a verl run whose trainer.logger had "
+                            "no 'console': W&B only?); export the run's history from W&B as CSV and analyze that, or "
+                            "rerun with trainer.logger=['console','wandb']", path=str(path))
         raise UserError("no verl step lines ('step:N - name:value - ...') found", path=str(path))
     if bad_values:
         warn(f"{bad_values} value(s) that are not numbers skipped (first: {first_bad[1]!r})", path, first_bad[0])
 
-    notes: list[str] = []
+    notes: list[str] = notes_pre
     lr_vals = [r["actor/lr"] for r in rows if "actor/lr" in r]
     if lr_vals and max(lr_vals) == 0.0:  # printed with 3 decimals: 1e-6 reads 0.000
         for r in rows:
@@ -241,9 +269,14 @@ def read(path: str | Path, *, run_id: str | None = None, user_map: dict[str, str
             if v.startswith("$"):
                 v = shell.get(v.strip("${}"), v)
             info[field] = v
+    g_default = False
     if "group_size" not in info and isinstance(config, dict) and _dig(config, ("actor_rollout_ref", "rollout")):
         info["group_size"] = 1
-        notes.append("group_size: rollout.n not in the printed config; verl's default n = 1")
+        g_default = True
+        notes.append("group_size: rollout.n not in the printed config; verl's default n = 1 (flagged as a default)")
+    if "group_size" not in info and sampling_n is not None and sampling_n > 1:
+        info["group_size"] = sampling_n
+        notes.append(f"group_size {sampling_n} from vLLM's sampling kwargs {{'n': {sampling_n}, ...}} (rollout.n)")
     if config is None and not cmd:
         notes.append("no config or launch command in the log: P, G and lr unknown (use --set)")
 
@@ -264,6 +297,12 @@ def read(path: str | Path, *, run_id: str | None = None, user_map: dict[str, str
         has_critic = any("critic/vf_loss" in r or "critic/grad_norm" in r for r in rows[:5])
         algorithm = "ppo" if has_critic else "grpo"
         notes.append(f"algorithm not in the log; guessed {algorithm!r} from the metrics")
+    if "group_size" not in info and algorithm == "ppo":
+        info["group_size"] = 1
+        g_default = True
+        why = "only vLLM's sampling kwargs {'n': 1, ...}" if sampling_n == 1 else "no rollout.n in the log"
+        notes.append(f"group_size: {why}; verl's default n = 1 for PPO (flagged as a default; --set "
+                     "RUN:group_size=... if the run set it)")
     model = info.get("model")
     if isinstance(model, str):
         m = HF_SNAPSHOT.search(model)
@@ -272,6 +311,7 @@ def read(path: str | Path, *, run_id: str | None = None, user_map: dict[str, str
     if info.get("n_gpus_per_node") is not None:
         hardware = f"{info.get('nnodes', 1)} node(s) x {info['n_gpus_per_node']} GPU(s)"
     fields = meta_from(run_id or path.stem, algorithm=algorithm, model=model,
+                       group_size_source="verl default" if g_default else None,
                        prompts_per_step=num("prompts_per_step", int), group_size=num("group_size", int),
                        lr=num("lr", float), backend="verl", hardware=hardware)
     return build_run(rows, path=path, source_format="verl", meta_fields=fields, notes=notes, lines=lines,
