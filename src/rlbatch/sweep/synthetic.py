@@ -7,6 +7,13 @@ The model (every constant in :class:`SyntheticModel`):
   ``(1 + B/b_noise) / (1 + B_ref/b_noise)`` at every score level;
 - score ``= top * (1 - exp(-s_eff / tau))`` plus Gaussian noise ``score_noise`` at each evaluation (every
   ``eval_every`` retained samples, at least every step);
+- ``shape="scalerl"`` replaces the exponential by ScaleRL's saturating form (Khatri et al. 2025, eq. 1, R0 = 0):
+  ``top / (1 + (tau / s_eff) ** steepness)`` (``tau`` is then the half-way sample count C_mid);
+- optionally a *late* penalty (``late_batch``, ``late_top``): from B >= ``late_batch`` on the curve saturates at
+  ``late_top`` < ``top`` with ``tau x late_top / top`` (``scalerl``: ``tau x (late_top / top) ** (1 / steepness)``),
+  i.e. the same initial growth: the curves overlay early
+  (rN ~ 1 at low scores) and part only near the top, so rN at a high target is large (the case a ratio measured
+  below the target misses);
 - time per step ``= gen_s + train_s_per_response * B`` (generation memory bound: flat in B; update linear), with
   relative noise ``time_noise``;
 - gradient-noise metrics with |G|^2 = 1 and tr(Sigma) = b_noise (so B_simple = b_noise): ``noise/grad_sq_big = 1 +
@@ -42,10 +49,35 @@ class SyntheticModel:
     gen_s: float = 20.0
     train_s_per_response: float = 0.01
     time_noise: float = 0.02
+    late_batch: float | None = None
+    late_top: float | None = None
+    shape: str = "exp"
+    steepness: float = 1.5
+
+    def top_tau(self, batch_size: float) -> tuple[float, float]:
+        """(asymptote, time constant or C_mid in samples) of the curve at ``batch_size``."""
+        if self.late_batch is not None and self.late_top is not None and batch_size >= self.late_batch:
+            r = self.late_top / self.top
+            return self.late_top, self.tau * (r ** (1 / self.steepness) if self.shape == "scalerl" else r)
+        return self.top, self.tau
+
+    def score(self, s_eff: np.ndarray, batch_size: float) -> np.ndarray:
+        """Noise-free score after ``s_eff`` effective samples at ``batch_size``."""
+        top, tau = self.top_tau(batch_size)
+        s_eff = np.asarray(s_eff, float)
+        if self.shape == "scalerl":
+            with np.errstate(divide="ignore"):
+                return top / (1 + (tau / np.maximum(s_eff, 1e-12)) ** self.steepness)
+        return top * (1 - np.exp(-s_eff / tau))
 
     def samples_to_target(self, batch_size: float, target: float) -> float:
-        """Noise-free samples-to-target at ``batch_size`` (responses)."""
-        return -self.tau * math.log(1 - target / self.top) * (1 + batch_size / self.b_noise)
+        """Noise-free samples-to-target at ``batch_size`` (responses); inf when the curve never reaches it."""
+        top, tau = self.top_tau(batch_size)
+        if target >= top:
+            return math.inf
+        if self.shape == "scalerl":
+            return tau * (top / target - 1) ** (-1 / self.steepness) * (1 + batch_size / self.b_noise)
+        return -tau * math.log(1 - target / top) * (1 + batch_size / self.b_noise)
 
     def step_time(self, batch_size: float) -> float:
         return self.gen_s + self.train_s_per_response * batch_size
@@ -88,8 +120,8 @@ def synthetic_trial(spec: Any, run_dir: Path | str, model: SyntheticModel | None
     n_ev = len(ev_steps)
     enoise = rng_e.normal(0.0, m.score_noise, max(n_ev, 1))[:n_ev]
     s_eff = ev_steps * b / (1 + b / m.b_noise)
-    score = m.top * (1 - np.exp(-s_eff / m.tau)) + enoise
-    metrics["reward/mean"] = m.top * (1 - np.exp(-samples / (1 + b / m.b_noise) / m.tau))
+    score = m.score(s_eff, b) + enoise
+    metrics["reward/mean"] = m.score(samples / (1 + b / m.b_noise), b)
     evals = pd.DataFrame({"step": ev_steps, "samples/retained": ev_steps * b, "eval/score": score,
                           "eval/n": 500})
     meta = make_meta(run_id=s["run_id"], algorithm="grpo", model=s.get("model") or "synthetic",

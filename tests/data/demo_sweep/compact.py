@@ -9,6 +9,7 @@ from pathlib import Path
 
 src, dst = Path(sys.argv[1]), Path(sys.argv[2])
 KEEP = ["step", "samples/retained", "samples/generated", "time/step_s", "time/gen_s", "time/train_s", "time/wall_s",
+        "time/cpu_s",
         "grad_norm/actor", "noise/grad_sq_small", "noise/grad_sq_big", "noise/b_small", "noise/b_big"]
 EVAL_KEEP = ["step", "samples/retained", "eval/score", "eval/n", "time/wall_s"]
 META_KEEP = ["run_id", "algorithm", "model", "task", "prompts_per_step", "group_size", "batch_size", "lr", "lr_rule",
