@@ -10,6 +10,11 @@ import numpy as np
 from rlbatch.runstore import Run
 
 
+def _hi(ci: Sequence[float | None], v: float) -> float:
+    """The upper end of an interval for drawing; an unbounded one (None) is drawn to 2x the estimate."""
+    return ci[1] if ci[1] is not None else 2.0 * v
+
+
 def plan_section(plan_or_runs: dict[str, Any] | Sequence[Run], **plan_kwargs: Any) -> dict[str, Any]:
     """The report section of the plan (report contract: title, markdown, figures, json_key ``plan``, json).
 
@@ -23,7 +28,8 @@ def plan_section(plan_or_runs: dict[str, Any] | Sequence[Run], **plan_kwargs: An
 
     from rlbatch.plan import plan_runs, to_markdown
 
-    plan = plan_or_runs if isinstance(plan_or_runs, dict) else plan_runs(list(plan_or_runs), **plan_kwargs)
+    runs = None if isinstance(plan_or_runs, dict) else list(plan_or_runs)
+    plan = plan_or_runs if isinstance(plan_or_runs, dict) else plan_runs(runs, **plan_kwargs)
     cs = [c for c in plan["candidates"] if c["batch_size"]]
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4))
     for src, mk in (("measured", "o"), ("fit", "s"), ("noise-model", "^")):
@@ -31,7 +37,7 @@ def plan_section(plan_or_runs: dict[str, Any] | Sequence[Run], **plan_kwargs: An
         if sel:
             b = np.array([c["batch_size"] for c in sel], float)
             r = np.array([c["rN"] for c in sel])
-            err = np.array([[c["rN"] - c["rN_ci"][0], c["rN_ci"][1] - c["rN"]] if c["rN_ci"] else [0, 0]
+            err = np.array([[c["rN"] - c["rN_ci"][0], _hi(c["rN_ci"], c["rN"]) - c["rN"]] if c["rN_ci"] else [0, 0]
                             for c in sel]).T
             a1.errorbar(b, r, yerr=np.clip(err, 0, None), fmt=mk, capsize=3, label=f"rN ({src})")
     th = [c for c in cs if c["relative_throughput"] is not None]
@@ -49,7 +55,7 @@ def plan_section(plan_or_runs: dict[str, Any] | Sequence[Run], **plan_kwargs: An
     if pr:
         names = [str(c["run"] or f"B={c['batch_size']}") for c in pr]
         t = np.array([c["predicted_relative_time"] for c in pr])
-        err = np.array([[max(0, v - c["interval"][0]), max(0, c["interval"][1] - v)] if c["interval"] else [0, 0]
+        err = np.array([[max(0, v - c["interval"][0]), max(0, _hi(c["interval"], v) - v)] if c["interval"] else [0, 0]
                         for v, c in zip(t, pr)]).T
         colors = ["tab:green" if c["verdict"] == "recommended" else "tab:red" if c["rejected"] else "tab:blue"
                   for c in pr]
@@ -59,5 +65,48 @@ def plan_section(plan_or_runs: dict[str, Any] | Sequence[Run], **plan_kwargs: An
     a2.set_xlabel("predicted time-to-target / reference's")
     a2.set_title("Predicted time-to-target (green: recommended)")
     fig.tight_layout()
+    figures = {"plan_rn_throughput_time": fig}
+    fitted = fit_figure(plan, runs, metric=plan_kwargs.get("metric", "eval/score"))
+    if fitted is not None:
+        figures["plan_fitted_curves"] = fitted
     return {"title": "Plan: align, then accelerate", "markdown": to_markdown(plan),
-            "figures": {"plan_rn_throughput_time": fig}, "json_key": "plan", "json": plan}
+            "figures": figures, "json_key": "plan", "json": plan}
+
+
+def fit_figure(plan: dict[str, Any], runs: Sequence[Run] | None = None, metric: str = "eval/score"):
+    """The saturating fits of the candidates whose rN is predicted (``rN_source`` fit; :mod:`rlbatch.analysis.fit`)
+    drawn over their measured evaluation points (when ``runs`` are given) and extended to where each predicts the
+    target (dashed: extrapolated); the target as a horizontal line. None when no candidate has a fit."""
+    import matplotlib.pyplot as plt
+
+    from rlbatch.analysis.curves import curve
+    from rlbatch.analysis.fit import sigmoid
+
+    cs = [c for c in plan["candidates"] if c.get("fit")]
+    if not cs:
+        return None
+    by_id = {r.run_id: r for r in runs or []}
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for i, c in enumerate(cs):
+        f = c["fit"]
+        color = f"C{i % 10}"
+        for rid in c.get("runs") or []:
+            r = by_id.get(rid)
+            if r is not None:
+                d = curve(r, metric)
+                ax.plot(d["samples/retained"], d[metric], ".", color=color, alpha=0.4, ms=4)
+        s = c.get("predicted_samples_to_target")
+        end = max(f["x_max"], 1.2 * s if s else 2 * f["x_max"])
+        x_in = np.linspace(0, f["x_max"], 100)
+        x_out = np.linspace(f["x_max"], end, 100)
+        p = (f["R0"], f["A"], f["C_mid"], f["b"])
+        ax.plot(x_in, sigmoid(x_in, *p), "-", color=color, label=f"{c['run'] or c['batch_size']} (A={f['A']:.2f})")
+        ax.plot(x_out, sigmoid(x_out, *p), "--", color=color)
+    if plan.get("target") is not None:
+        ax.axhline(plan["target"], color="black", lw=0.8, ls=":")
+    ax.set_xlabel("retained samples")
+    ax.set_ylabel(metric)
+    ax.set_title("Saturating fits R0 + (A - R0) / (1 + (C_mid / C)^b) (dashed: extrapolated)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
