@@ -11,19 +11,23 @@ Where each number comes from (``rN_source`` / ``throughput_source`` in the outpu
 
 - ``rN`` **measured**: every seed of the candidate and of the reference reached the target: samples-to-target
   (first crossing, linear interpolation; :func:`rlbatch.analysis.curves.samples_to_target`) over the reference's.
-- ``rN`` **curve**: some run has not reached the target yet (short probes): the samples each run needs to reach
-  the highest (moving-average smoothed) score that both the candidate's and the reference's runs have reached,
-  ``level = min(target, smoothed best of every run of the pair)``, in the same ratio. Inside the aligned family
-  curves on the retained-sample axis overlay, so the ratio at a lower level predicts the ratio at the target.
+- ``rN`` **fit**: some run has not reached the target yet (short probes): samples-to-target *at the target*
+  predicted by the saturating fit of each configuration's curve (ScaleRL's R(C) = R0 + (A - R0) / (1 + (C_mid /
+  C)^b) on retained samples, configurations of one LR rule jointly with shared R0 and b;
+  :mod:`rlbatch.analysis.fit`), over the reference's (measured when it reached the target, else fitted), with an
+  80% interval from the fit's bootstrap (paired across one joint fit). A configuration whose fit never reaches the
+  target is ``never reaches`` (rejected; the fitted asymptote in the sentence). ``rN_level`` is always the target:
+  no rN measured at a lower score is reported as an rN at the target.
 - ``rN`` **noise-model**: a batch without runs: McCandlish et al. (2018), eq. 2.11: samples to reach a given loss
   grow with B as ``E/E_min = 1 + B / B_noise``, so relative to the reference
   ``rN(B) = (1 + B / B_noise) / (1 + B_ref / B_noise)``. ``B_noise`` is fitted to the measured/curve rN of the
   runs on the square-root LR rule (``b_noise.source = "fit to rN"``), else taken from the simple noise scale
   B_simple of the runs' ``noise/*`` metrics (``"B_simple"``, McCandlish et al. 2018 appendix A), else from the
   gradient-norm vs B fit |g_B|^2 = |G|^2 + tr(Sigma)/B (``"grad-norm fit"``, the same fit whose departure from
-  B^-1/2 marks the knee; :func:`rlbatch.analysis.noise.fit_grad_norm_scaling`).
-- Intervals of rN: percentile bootstrap (Efron & Tibshirani 1993) resampling the seeds of each side when several,
-  and always the residuals of each curve around its moving average (the interval from curve noise); for the
+  B^-1/2 marks the knee; :func:`rlbatch.analysis.noise.fit_grad_norm_scaling`). Also for runs too short to fit
+  (fewer than 3 evaluations past the start) and when the reference's fit does not reach the target.
+- Intervals of rN: the accounting's 95% bootstrap for measured rN; the fit's 80% bootstrap (seeds and blocks of
+  evaluations) for fitted rN; for the
   noise model, B_noise fitted to the ends of the measured intervals (or B_simple's spread). The interval of the
   predicted relative time is the rN interval divided by the relative throughput (throughput taken as exact).
 - throughput **measured** (median per-step retained samples / second of the runs, :func:`rlbatch.analysis.
@@ -198,8 +202,8 @@ def _finish(cands: list[dict[str, Any]], ref_label: str, target: float | None, t
         c["predicted_time_to_target_s"] = None
         if c["predicted_relative_time"] is not None and _finite(t_ref) and _finite(s_ref) and s_ref:
             c["predicted_time_to_target_s"] = t_ref * c["predicted_relative_time"]
-    # an rN measured below the target holds at the target only inside the aligned family: a candidate off the LR
-    # rule is recommended only with rN measured at the target
+    # a candidate off the LR rule is recommended only with rN measured at the target: its fit is extrapolated
+    # alone (no family on the rule to share the curve's shape with)
     ok = [c for c in cands if c["predicted_relative_time"] is not None
           and (c["on_lr_rule"] or c["rN_source"] == "measured")]
     best = min(ok, key=lambda c: (c["predicted_relative_time"], c["batch_size"] or 0)) if ok else ref
@@ -453,9 +457,9 @@ def plan_runs(runs: Sequence[Run], target: float, *, reference: str | None = Non
         if not fits:
             fam: dict[str, list[str]] = {}
             for n in groups:
-                fam.setdefault(str(ests[n]["lr_rule"] in ("none", None) and n != ref_name and
-                                   not _on_rule(ests[n]["lr"], ests[n]["batch_size"], ref_est["lr"], b_ref,
-                                                ests[n]["lr_rule"])), []).append(n)
+                on = n == ref_name or _on_rule(ests[n]["lr"], ests[n]["batch_size"], ref_est["lr"], b_ref,
+                                               ests[n]["lr_rule"])
+                fam.setdefault("rule" if on else n, []).append(n)
             for members in fam.values():
                 fits.update(fit_groups({n: groups[n] for n in members}, target, metric, n_boot=min(n_boot, 200),
                                        seed=seed))

@@ -1,8 +1,8 @@
 """Saturating fits of score vs retained samples, extrapolated to a target: predicted samples-to-target from short
 probes.
 
-The curve form is ScaleRL's compute-performance sigmoid (Khatri et al., "The Art of Scaling Reinforcement Learning
-Compute for LLMs", 2025, eq. 1), with the compute C replaced by cumulative *retained* samples:
+The curve form is ScaleRL's compute-performance sigmoid ("The Art of Scaling Reinforcement Learning
+Compute for LLMs", 2025), with the compute C replaced by cumulative *retained* samples:
 
     R(C) = R0 + (A - R0) / (1 + (C_mid / C) ** b)
 
@@ -15,12 +15,22 @@ at a target score T follows by inverting the form:
 
     S(T) = C_mid * ((A - R0) / (T - R0) - 1) ** (-1 / b)      for R0 < T < A,
 
-0 for T <= R0, and "never reaches" (None; the reason says A < T) for T >= A.
+0 for T <= R0, and "never reaches" for T >= A (:func:`invert`). Several configurations of one comparison can be
+fitted together (:func:`fit_configurations`): R0 and b shared, A and C_mid per configuration.
+
+What is predicted (``samples_to_target``) is the quantity the accounting measures once runs finish: the mean over
+seeds of each seed's *first* crossing of the target by its noisy evaluations, which lies earlier than the fitted
+mean curve's crossing when the target is near the plateau. Each seed's observed points are continued at its own
+evaluation spacing by the fitted curve plus that seed's residuals (in blocks), up to a horizon (20x the largest
+fitted sample count); None ("never reaches", with the asymptote in ``reason``) when the median continuation does not
+cross by then.
 
 Intervals: a bootstrap that respects the correlation of the evaluation points: the seeds are resampled with
 replacement (when two or more), and each resampled seed's residuals around the fit are resampled in moving blocks of
-consecutive evaluations (Kunsch 1989) and added back to the fitted curve; every replicate is refitted. Replicates
-that never reach the target count as +inf samples (so an interval can be unbounded above). Percentile intervals.
+consecutive evaluations (Kunsch 1989) and added back to the fitted curve; every replicate is refitted and continued
+once as above. Replicates that never reach the target count as +inf samples (so an interval can be unbounded above).
+Percentile intervals at :data:`CONF` (80%). Units: samples are retained responses; scores as logged (in [0, 1] for
+``eval/score``, which bounds A by 1).
 """
 
 from __future__ import annotations

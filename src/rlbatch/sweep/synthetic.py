@@ -7,7 +7,7 @@ The model (every constant in :class:`SyntheticModel`):
   ``(1 + B/b_noise) / (1 + B_ref/b_noise)`` at every score level;
 - score ``= top * (1 - exp(-s_eff / tau))`` plus Gaussian noise ``score_noise`` at each evaluation (every
   ``eval_every`` retained samples, at least every step);
-- ``shape="scalerl"`` replaces the exponential by ScaleRL's saturating form (Khatri et al. 2025, eq. 1, R0 = 0):
+- ``shape="scalerl"`` replaces the exponential by ScaleRL's saturating form (2025; R0 = 0):
   ``top / (1 + (tau / s_eff) ** steepness)`` (``tau`` is then the half-way sample count C_mid);
 - optionally a *late* penalty (``late_batch``, ``late_top``): from B >= ``late_batch`` on the curve saturates at
   ``late_top`` < ``top`` with ``tau x late_top / top`` (``scalerl``: ``tau x (late_top / top) ** (1 / steepness)``),
