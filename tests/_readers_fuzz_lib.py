@@ -2,7 +2,8 @@
 benchmarks/fuzz_readers.py).
 
 A *case* is ``(kind, files)``: ``kind`` names the seed's format (``verl``, ``verl-jsonl``, ``jsonl``, ``csv``,
-``wandb-csv``, ``trl``, ``tensorboard``, ``rlbatch``, or ``dir``: a directory of logs) and ``files`` maps relative
+``wandb-csv``, ``trl``, ``trl-console``, ``prime-rl``, ``nemo-rl``, ``slime``, ``wandb-summary``, ``tensorboard``,
+``rlbatch``, or ``dir``: a directory of logs) and ``files`` maps relative
 paths to bytes. A mutation is a list
 of *ops* (plain tuples, so hypothesis can shrink them and a plain ``random.Random`` can draw them):
 
@@ -32,6 +33,11 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 VERL_LOG_DIRS = (REPO.parent / "shared" / "logs" / "verl", Path("/work/shared/logs/verl"))
+REAL_LOG_DIRS = (REPO.parent / "shared" / "logs" / "real", Path("/work/shared/logs/real"))
+#: the real files of ../shared/logs/real and the format each is read as (issue 14)
+REAL_FILES = {"trl_grpo_console_dicts_issue_trl3452.log": "trl-console",
+              "verl_file_logger_ppo_gsm8k_agentloop.jsonl": "verl-jsonl",
+              "primerl_orchestrator_excerpt_pr1318.txt": "prime-rl"}
 
 TOKENS = [b"1e308", b"1e400", b"-1e400", b"99999999999999999999999", b"-0", b"-0.0", b"inf", b"-inf", b"nan", b"NaN",
           b"Infinity", b"1e-400", b"0x1p3", b"1_000", b"\x00", b"\xff\xfe", b"\xef\xbb\xbf", b"\xfe\xff", b"\r",
@@ -64,6 +70,19 @@ def real_verl_seeds() -> list[tuple[str, dict[str, bytes]]]:
         return []
     return [("verl", {p.name: _verl_excerpt(p.read_text(encoding="utf-8", errors="replace")).encode()})
             for p in sorted(d.glob("*.log"))]
+
+
+def real_other_seeds() -> list[tuple[str, dict[str, bytes]]]:
+    """The real non-verl-console files of ../shared/logs/real (TRL console dicts, verl file logger, prime-rl), and
+    the Tinker-style JSONL with its config beside it (a directory case)."""
+    d = next((p for p in REAL_LOG_DIRS if p.is_dir()), None)
+    if d is None:
+        return []
+    out = [(kind, {name: (d / name).read_bytes()}) for name, kind in REAL_FILES.items() if (d / name).is_file()]
+    tinker = ("tinker_grpo_qwen3_4b_metrics.jsonl", "tinker_grpo_qwen3_4b_config.json")
+    if all((d / n).is_file() for n in tinker):
+        out.append(("dir", {f"tinker/{n}": (d / n).read_bytes() for n in tinker}))
+    return out
 
 
 def _tb_event(step: int, tag: str, value: float, wall: float) -> bytes:
@@ -123,6 +142,24 @@ def generated_seeds() -> list[tuple[str, dict[str, bytes]]]:
                            "time/wall_s": 2.0 * s}) for s in range(1, 5)]
     evals = [json.dumps({"step": 4, "eval/score": 0.5, "samples/retained": 32})]
     nl = "\n".join
+    # issue 14's formats: TRL console dicts glued to tqdm, NeMo-RL step blocks, slime records, W&B summary, prime-rl
+    trl_console = "".join(f"\r {s * 25}%|##  | {s}/4 [00:0{s}<00:03,  1.2s/it]{{'loss': 0.0, 'grad_norm': {1.0 / s}, "
+                          f"'learning_rate': {1e-6 * s}, 'reward': {0.1 * s}, 'reward_std': 0.2, 'epoch': {0.25 * s}}}\n"
+                          for s in range(1, 5)) + "{'eval_loss': 0.1, 'eval_reward': 0.4, 'epoch': 1.0}\n"
+    nemo = "".join(f"========================= Step {s}/4 =========================\n📊 Training Results:\n"
+                   f"  • Loss: 0.01\n  • Avg Reward: {0.1 * s}\n\n⏱️  Timing:\n  • Total step time: 10.0s\n"
+                   f"  • exposed_generation: 4.0s (40.0%)\n  • policy_training: 3.0s (30.0%)\n" for s in range(1, 5))
+    slime = "".join(f"(RolloutManager pid=1) [2026-01-01 00:00:0{s}] metrics.py:89 - rollout {s}: "
+                    f"{{'rollout/raw_reward': {0.1 * s}}}\n(RolloutManager pid=1) perf {s}: {{'perf/rollout_time': "
+                    f"5.0, 'perf/train_time': 2.0, 'x': tensor(0.5)}}\n" for s in range(4)) + \
+        "eval 3: {'eval/gsm8k': 0.5, 'perf/rollout_time': 9.0}\n"
+    wsum = ("wandb: Run history:\nwandb:   train/reward ▁▃▅█\nwandb:\nwandb: Run summary:\n"
+            "wandb:   train/global_step 40\nwandb:   train/reward 0.82\nwandb:\nwandb: 🚀 View run x at: https://x\n")
+    prime = "".join(f"Generating rollouts (train): 100%|##| 64/64 [00:10<00:00,  6.1it/s]\n"
+                    f"02:15:5{s} SUCCESS Step {s} | Time: 7.{s}0s | Reward: 0.{s}400 | Throughput: 2314.0 tokens/s | "
+                    f"Seq. Length: 323.7 tokens/sample | Async Level: 1 | Max. Off-Policy Level: 0\n"
+                    for s in range(1, 5))
+    wrapped = "".join(ln[i:i + 80] + "\n" for ln in "".join(verl).splitlines() for i in range(0, max(len(ln), 1), 80))
     return [
         ("verl", {"gen_verl.log": "".join(verl).encode()}),
         ("verl-jsonl", {"verl.jsonl": (nl(vjsonl) + "\n").encode()}),
@@ -136,11 +173,18 @@ def generated_seeds() -> list[tuple[str, dict[str, bytes]]]:
                  "logs/c.csv": (nl(csv) + "\n").encode(), "logs/.hidden": b"\x00junk"}),
         ("rlbatch", {"run/run.json": json.dumps(run_json).encode(), "run/metrics.jsonl": (nl(metrics) + "\n").encode(),
                      "run/eval.jsonl": (nl(evals) + "\n").encode()}),
+        # issue 14 (appended: tests index the seeds above by position)
+        ("trl-console", {"trl_console.log": trl_console.encode()}),
+        ("nemo-rl", {"nemo.log": nemo.encode()}),
+        ("slime", {"slime.log": slime.encode()}),
+        ("wandb-summary", {"wandb_summary.log": wsum.encode()}),
+        ("prime-rl", {"prime.log": prime.encode()}),
+        ("verl", {"wrapped_verl.log": wrapped.encode()}),
     ]
 
 
 def all_seeds() -> list[tuple[str, dict[str, bytes]]]:
-    return real_verl_seeds() + generated_seeds()
+    return real_verl_seeds() + real_other_seeds() + generated_seeds()
 
 
 # -------------------------------------------------------------------------------------------------- mutations
@@ -315,5 +359,5 @@ def run_case(root: Path, kind: str, files: dict[str, bytes], ops: list[tuple], w
     return check(path, kind if give_format and kind != "dir" else None), path
 
 
-__all__ = ["TOKENS", "ENCODINGS", "all_seeds", "real_verl_seeds", "generated_seeds", "mutate", "random_ops", "check",
+__all__ = ["TOKENS", "ENCODINGS", "all_seeds", "real_verl_seeds", "real_other_seeds", "generated_seeds", "mutate", "random_ops", "check",
            "run_case", "write_case", "verl_log_dir", "tensorboard_bytes"]

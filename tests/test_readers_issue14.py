@@ -194,6 +194,15 @@ def test_lines_wrapped_at_a_fixed_column_are_rejoined(tmp_path):
     assert any("wrapped at column 80" in n for n in run.notes)
 
 
+def test_trl_console_lines_wrapped_inside_keys_are_rejoined(tmp_path):
+    recs = [trl_dict(1e-06 * i, 0.1 * i, 0.25 * i, grad=0.123456789) for i in range(1, 5)]
+    wrapped = "".join(r[i:i + 64] + "\n" for r in recs for i in range(0, len(r), 64))
+    assert "'learn\ning_rate'" in wrapped or "'rew\nard'" in wrapped or wrapped.count("\n") > 8
+    (run,) = load(write(tmp_path, "wrapped_trl.log", wrapped))
+    assert len(run.metrics) == 4 and run.metrics["grad_norm/actor"].tolist() == [0.123456789] * 4
+    assert any("wrapped at column 64" in n for n in run.notes)
+
+
 # ---------------------------------------------------------------- 8. generic JSONL: eval records + a config beside it
 def test_generic_jsonl_eval_records_and_config_beside(tmp_path):
     recs = []

@@ -25,22 +25,21 @@ from rlbatch.runstore import Run
 ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 
 # ---- prime-rl -------------------------------------------------------------------------------------------------
-PRIME_STEP = re.compile(r"\bStep (\d+) \| Time: ")
-PRIME_FIELD = re.compile(r"([A-Z][\w. -]*?): ([-+0-9.eE]+)\s*([^|]*?)\s*(?:\||$)")
+PRIME_STEP = re.compile(r"\bStep (\d{1,12}) \| Time: ")
 PRIME_NAMES = {"Time": "time/step_s", "Reward": "reward/mean", "Throughput": "throughput_tokens_per_s",
                "Seq. Length": "seq_length_tokens", "Async Level": "async_level",
                "Max. Off-Policy Level": "max_off_policy_level"}
 PRIME_ROLLOUTS = re.compile(r"Generating rollouts \(train\):.*?\|\s*(\d+)/(\d+) \[")
 
 # ---- NeMo-RL ----------------------------------------------------------------------------------------------------
-NEMO_STEP = re.compile(r"=+\s*Step (\d+)(?:/(\d+))?\s*=+")
+NEMO_STEP = re.compile(r"(?<!=)={3,}[ \t]*Step (\d{1,12})(?:/(\d{1,12}))?[ \t]*={3,}")
 NEMO_BULLET = re.compile(r"^\s*[•*-]\s+([^:]+):\s*([-+0-9.eE]+)\s*s?\b")
 NEMO_SECTIONS = ("Training Results", "Timing")
 NEMO_NAMES = {"Avg Reward": "reward/mean", "Loss": "loss", "Total step time": "total_step_time",
               "Mean Generation Length": "response_length/mean", "Grad Norm": "grad_norm"}
 
 # ---- slime ------------------------------------------------------------------------------------------------------
-SLIME_REC = re.compile(r"\b(perf|rollout|step|eval) (\d+): (\{.*\})\s*$")
+SLIME_REC = re.compile(r"\b(perf|rollout|step|eval) (\d{1,12}): (\{.*\})\s*$")
 SCALAR_CALL = re.compile(r"(?:np\.(?:float|int)\d*|tensor)\(([^()]*?)(?:,[^()]*)?\)")
 
 # ---- W&B console summary ----------------------------------------------------------------------------------------

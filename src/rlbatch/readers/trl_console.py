@@ -28,13 +28,13 @@ from pathlib import Path
 from typing import Any
 
 from rlbatch.errors import UserError
-from rlbatch.readers.common import build_run, finalize, meta_from, read_text, to_count, to_float
+from rlbatch.readers.common import build_run, finalize, meta_from, read_text, to_count, to_float, unwrap_lines
 from rlbatch.runstore import Run
 
 #: a TRL log dict: ``{'key': value, ...}`` with one of the keys Trainer always logs
 DICT_START = re.compile(r"\{'(?:loss|grad_norm|learning_rate|reward|rewards/[^']*|train_runtime|eval_[^']*|"
                         r"objective/[^']*|episode|eps|epoch|completion_length|kl)'\s*:")
-COUNTER = re.compile(r"(\d+)/(\d+) \[(?:[\d:]+<[\d:?]+)?")
+COUNTER = re.compile(r"(?<!\d)(\d{1,12})/(\d{1,12}) \[")  # bounded: linear on a line of a million digits
 LOGGING_STEPS = re.compile(r"\blogging_steps\s*[=:]\s*(\d+)")
 _NONFINITE = re.compile(r"(?<![\w'\"])(nan|inf|-inf)(?![\w'\"])")
 _NP = re.compile(r"(?:np\.(?:float|int)\d*|tensor)\(([^()]*?)(?:,[^()]*)?\)")
@@ -67,7 +67,8 @@ def _parse_dict(text: str) -> dict[str, Any] | None:
 def _dicts(text: str) -> list[tuple[int, int, dict[str, Any]]]:
     """``(line, offset in text, dict)`` for every parseable TRL dict in ``text``."""
     out = []
-    pos = 0
+    pos = last = 0
+    line = 1
     for m in DICT_START.finditer(text):
         if m.start() < pos:
             continue
@@ -77,7 +78,9 @@ def _dicts(text: str) -> list[tuple[int, int, dict[str, Any]]]:
         d = _parse_dict(text[m.start(): end + 1])
         if d is None:
             continue
-        out.append((text.count("\n", 0, m.start()) + 1, m.start(), d))
+        line += text.count("\n", last, m.start())
+        last = m.start()
+        out.append((line, m.start(), d))
         pos = end + 1
     return out
 
@@ -91,6 +94,9 @@ def read(path: str | Path, *, run_id: str | None = None, user_map: dict[str, str
     text = read_text(path)
     if "\r" in text:
         text = text.replace("\r\n", "\n").replace("\r", "\n")
+    numbered, width = unwrap_lines(text.splitlines(keepends=True))
+    if width:
+        text = "".join(t for _, t in numbered)
     found = _dicts(text)
     counters = [(m.start(), int(m.group(1)), int(m.group(2))) for m in COUNTER.finditer(text)]
     train, evals, runtime = [], [], None
@@ -116,6 +122,8 @@ def read(path: str | Path, *, run_id: str | None = None, user_map: dict[str, str
         return best
 
     notes: list[str] = []
+    if width:
+        notes.append(f"lines wrapped at column {width} (a terminal or a paste) rejoined")
     ppo = any("episode" in d for _, _, d in train)
     cands = [last_counter(off) for _, off, _ in train]
     totals = [c[1] for c in cands if c is not None]
