@@ -312,3 +312,10 @@ def test_unknown_format_error_names_the_real_flag(tmp_path):
         load(p, fmt="nope")
     r = subprocess.run([sys.executable, "-m", "rlbatch.cli", "analyze", str(p)], capture_output=True, text=True)
     assert r.returncode == 2 and "--log-format" in r.stderr and "give --format" not in r.stderr
+
+
+def test_regression_trl_console_epoch_inf(tmp_path):
+    # fuzz crash: an 'epoch' of inf in a TRL dict line (OverflowError in the epoch-growth step inference)
+    text = "\n".join(trl_dict(1e-06, 0.1, e) for e in ("0.31", "inf", "0.35")) + "\n"
+    (run,) = quiet_load(write(tmp_path, "t.log", text))
+    assert run.meta.step_source == "records counted" and len(run.metrics) == 3

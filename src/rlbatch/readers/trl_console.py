@@ -23,6 +23,7 @@ Nothing but text is read: TRL's ``training_args.bin`` is a pickle and is never l
 from __future__ import annotations
 
 import ast
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -148,11 +149,11 @@ def read(path: str | Path, *, run_id: str | None = None, user_map: dict[str, str
             source = "logging_steps"
             notes.append(f"steps from logging_steps = {k} stated in the output: record i is step {k} x i "
                          "(records assumed to start at the first logging step)")
-        elif len(train) >= 2 and all(e is not None and e > 0 for e in epochs):
+        elif len(train) >= 2 and all(e is not None and math.isfinite(e) and e > 0 for e in epochs):
             d_e = [b - a for a, b in zip(epochs, epochs[1:])]
             d = sorted(d_e)[len(d_e) // 2]
             idx = [e / d for e in epochs] if d > 0 else []
-            if idx and all(abs(x - round(x)) < 0.2 for x in idx) and len({round(x) for x in idx}) == len(idx):
+            if idx and all(math.isfinite(x) and x < 2**53 for x in idx) and all(abs(x - round(x)) < 0.2 for x in idx) and len({round(x) for x in idx}) == len(idx):
                 steps = [int(round(x)) for x in idx]
                 source = "epoch growth"
                 notes.append(f"steps from epoch growth: epoch grows by {d:.4g} per record (the logging cadence); "
