@@ -135,3 +135,25 @@ def test_primerl_orchestrator_excerpt():
     # separately unknown, with the --set hint
     assert s["batch_size"] == 512 and s["group_size"] is None and any("--set" in n for n in run.notes)
     assert math.isfinite(s["time_per_step_s"])
+
+
+VERL = REAL.parent / "verl"
+
+
+@pytest.mark.skipif(not VERL.is_dir(), reason="../shared/logs/verl not present")
+def test_verl_ppo_console_group_size_default_flagged_and_peak_lr():
+    run = load(VERL / "qwen2.5-0.5b_gsm8k_ppo_p256.log")[0]
+    # line 34: the printed config's 'rollout': {...} has no 'n'; line 217: vLLM kwargs {'n': 1, 'logprobs': 1, ...}:
+    # G = 1 is verl's default, flagged
+    assert run.meta.group_size == 1 and run.meta.group_size_source == "verl default"
+    assert any("verl's default n = 1" in n for n in run.notes)
+    # line 251 (step:0, a training line: renumbered 1-based) ... actor/lr(1e-4):0.010 on all 435 step lines -> 1e-6,
+    # the peak, constant
+    sched = run.meta.lr_schedule
+    assert sched["peak"] == pytest.approx(1e-6) and sched["decay"] == "constant" and sched["warmup_steps"] == 0
+    assert run.meta.lr == pytest.approx(1e-6)
+    # line 251: critic/grad_norm:950.052, timing/update_critic:16.185 + timing/update_actor:20.611
+    first = run.metrics.iloc[0]
+    assert first["grad_norm/critic"] == pytest.approx(950.052)
+    assert first["time/train_s"] == pytest.approx(16.185 + 20.611) and first["time/gen_s"] == pytest.approx(18.859)
+    assert getattr(run.meta, "resumed_from_step", None) is None
