@@ -319,3 +319,16 @@ def test_regression_trl_console_epoch_inf(tmp_path):
     text = "\n".join(trl_dict(1e-06, 0.1, e) for e in ("0.31", "inf", "0.35")) + "\n"
     (run,) = quiet_load(write(tmp_path, "t.log", text))
     assert run.meta.step_source == "records counted" and len(run.metrics) == 3
+
+
+def test_ms_swift_global_step_over_max_steps(tmp_path):
+    # reproduced from ms-swift's logging.jsonl / console dicts: "global_step/max_steps": "5/500" carries the step
+    rec = lambda s: {"loss": 0.0, "grad_norm": 0.5, "learning_rate": 1e-06, "reward": 0.1 * s, "epoch": 0.01 * s,
+                     "global_step/max_steps": f"{5 * s}/500", "percentage": f"{s}.00%", "elapsed_time": "2m 3s"}
+    p = write(tmp_path, "logging.jsonl", "\n".join(json.dumps(rec(s)) for s in (1, 2, 3)) + "\n")
+    (run,) = quiet_load(p)
+    assert list(run.metrics["step"]) == [5, 10, 15] and run.metrics["reward/mean"].tolist() == pytest.approx([0.1, 0.2, 0.3])
+    p = write(tmp_path, "swift_console.log", "\n".join(repr(rec(s)) for s in (1, 2, 3)) + "\n")
+    assert detect_format(p) == "trl-console"
+    (run,) = quiet_load(p)
+    assert list(run.metrics["step"]) == [5, 10, 15] and run.meta.step_source == "logged global_step"

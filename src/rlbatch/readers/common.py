@@ -122,6 +122,15 @@ def unwrap_lines(lines: list[str], min_width: int = 60) -> tuple[list[tuple[int,
     return out, width
 
 
+def step_of_fraction(v: Any) -> int | None:
+    """``"5/500"`` (ms-swift's ``global_step/max_steps``) -> 5; None for anything else."""
+    if isinstance(v, str) and "/" in v:
+        a, _, b = v.strip().partition("/")
+        if a.isdigit() and b.isdigit() and len(a) < 16:
+            return int(a)
+    return None
+
+
 def json_reason(err: BaseException) -> str:
     """One-line reason for a failed ``json.loads`` (``JSONDecodeError``, an integer over Python's 4300-digit
     limit, nesting too deep)."""

@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from rlbatch.errors import UserError
-from rlbatch.readers.common import build_run, json_reason, meta_from, read_text, to_count, to_float, warn
+from rlbatch.readers.common import (build_run, json_reason, meta_from, read_text, step_of_fraction, to_count,
+                                    to_float, warn)
 from rlbatch.runstore import Run
 
 
@@ -73,6 +74,10 @@ def read(path: str | Path, *, fmt: str = "jsonl", run_id: str | None = None,
                 rec = flatten(obj)
         else:
             rec = flatten(obj)
+            if "step" not in rec and "global_step/max_steps" in rec:  # ms-swift logging.jsonl: "5/500"
+                st = step_of_fraction(rec.pop("global_step/max_steps"))
+                if st is not None:
+                    rec["step"] = st
         rows.append(rec)
         lines.append(i)
     if not rows:

@@ -5,6 +5,7 @@
 The dicts carry no step number. The step of each training record comes from, in this order (the run's notes and
 ``meta.step_source`` say which):
 
+0. ``logged global_step``: ms-swift's records carry ``'global_step/max_steps': '5/500'``;
 1. ``progress counter``: the training progress bar's ``N/M`` last printed before the dict (``Trainer`` logs after
    the bar reached the step; evaluation bars, whose total differs, are ignored);
 2. ``logging_steps``: when the output states ``logging_steps=K`` (the printed ``TrainingArguments``), record i is
@@ -29,7 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from rlbatch.errors import UserError
-from rlbatch.readers.common import build_run, finalize, meta_from, read_text, to_count, to_float, unwrap_lines
+from rlbatch.readers.common import (build_run, finalize, meta_from, read_text, step_of_fraction, to_count, to_float,
+                                    unwrap_lines)
 from rlbatch.runstore import Run
 
 #: a TRL log dict: ``{'key': value, ...}`` with one of the keys Trainer always logs
@@ -126,11 +128,15 @@ def read(path: str | Path, *, run_id: str | None = None, user_map: dict[str, str
     if width:
         notes.append(f"lines wrapped at column {width} (a terminal or a paste) rejoined")
     ppo = any("episode" in d for _, _, d in train)
+    own = [step_of_fraction(d.get("global_step/max_steps")) for _, _, d in train]
     cands = [last_counter(off) for _, off, _ in train]
     totals = [c[1] for c in cands if c is not None]
     steps: list[int | None]
     source: str
-    if totals and len(totals) == len(train):
+    if all(x is not None for x in own) and len(set(own)) == len(own):
+        steps, source = list(own), "logged global_step"
+        notes.append("steps from the records' own 'global_step/max_steps' (ms-swift)")
+    elif totals and len(totals) == len(train):
         m_train = max(set(totals), key=totals.count)
         steps = [(last_counter(off, m_train) or (None, None))[0] for _, off, _ in train]
         if all(s is not None for s in steps) and len(set(steps)) == len(steps):
@@ -174,7 +180,7 @@ def read(path: str | Path, *, run_id: str | None = None, user_map: dict[str, str
     for (line, _, d), s in zip(train, steps):
         rec: dict[str, Any] = {"step": s}
         for k, v in d.items():
-            if k == "epoch" or k in PPO_KEYS and ppo:
+            if k in ("epoch", "global_step/max_steps") or k in PPO_KEYS and ppo:
                 continue
             if k == "episode" and ppo:
                 k = "samples/generated"
