@@ -317,7 +317,7 @@ def lr_schedule(steps: np.ndarray, lrs: np.ndarray) -> dict[str, Any] | None:
     ``peak_step``, ``last``, ``warmup_steps`` (steps before the peak while the rate rose; 0 when the first value is
     the peak) and ``decay`` after the peak: ``constant`` (within 1% of the peak to the end), ``linear`` or
     ``cosine`` (whichever fits the values after the peak better, RMS relative to the peak, when it fits within 5%),
-    else ``other``. None when no positive value is logged."""
+    ``still rising`` (the log ends in the warm-up), else ``other``. None when no positive value is logged."""
     ok = np.isfinite(lrs) & (lrs > 0)
     if not ok.any():
         return None
@@ -327,6 +327,9 @@ def lr_schedule(steps: np.ndarray, lrs: np.ndarray) -> dict[str, Any] | None:
     out: dict[str, Any] = {"first": float(v[0]), "peak": peak, "peak_step": int(s[i]), "last": float(v[-1]),
                            "warmup_steps": int(s[i] - s[0]) if i > 0 and v[0] < 0.99 * peak else 0}
     tail_s, tail_v = s[i:], v[i:]
+    if i == len(v) - 1 and i > 0 and out["warmup_steps"]:
+        out["decay"] = "still rising"  # the log ends during the warm-up: the peak is only that of the logged values
+        return out
     if len(tail_v) < 3 or np.all(np.abs(tail_v - peak) <= 0.01 * peak):
         out["decay"] = "constant" if np.all(np.abs(tail_v - peak) <= 0.01 * peak) else "other"
         return out
@@ -505,6 +508,9 @@ def _sched_text(s: dict[str, Any]) -> str:
     warm = f"warm-up over {s['warmup_steps']} step(s) from {s['first']:.3g}, then " if s["warmup_steps"] else ""
     if s["decay"] == "constant":
         return warm + "constant"
+    if s["decay"] == "still rising":
+        return (f"rising from {s['first']:.3g} over {s['warmup_steps']} step(s) and still rising at the last logged "
+                "step (a warm-up not finished in the log: the run's configured peak may be higher)")
     return warm + f"{s['decay']} decay to {s['last']:.3g}"
 
 
