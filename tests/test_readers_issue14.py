@@ -240,8 +240,9 @@ def test_training_args_bin_is_never_unpickled(tmp_path, monkeypatch):
 
 # ---------------------------------------------------------------- 9. new formats by content
 def test_nemo_rl_step_blocks(tmp_path):
-    # reproduced from NeMo-RL's GRPO console output as described in the issue: per-step "Training Results" and
-    # "Timing" bullet blocks under a "Step N/M" banner
+    # reproduced from NeMo-RL's console prints (as in NeMo-RL-derived training loops in public code: "\n📊 Training
+    # Results:", "  • Loss: {:.4f}", "\n⏱️  Timing:", "  • Total step time: {:.2f}s", "  • {key}: {value:.2f}s
+    # ({percent:.1f}%)", under a "===== Step N/M =====" banner) and the issue's description
     block = lambda n, r, gen, train, tot: (
         f"========================= Step {n}/100 =========================\n"
         "▶ Generating responses for batch of size 512...\n"
@@ -258,6 +259,10 @@ def test_nemo_rl_step_blocks(tmp_path):
     assert m["reward/mean"].tolist() == [0.25, 0.31]
     assert m["time/gen_s"].tolist() == [40.5, 41.0] and m["time/train_s"].tolist() == [30.25, 30.5]
     assert m["time/step_s"].tolist() == [100.0, 101.5] and m["time/reward_s"].tolist() == [1.2, 1.2]
+    # the "  - " bullet variant and lower-case "training results" of other NeMo-RL loops
+    alt = block(1, 0.25, 40.5, 30.25, 100.0).replace("  • ", "  - ").replace("Training Results", "training results")
+    (run,) = load(write(tmp_path, "nemo2.log", alt))
+    assert run.metrics["time/gen_s"].tolist() == [40.5] and run.metrics["reward/mean"].tolist() == [0.25]
 
 
 def test_slime_perf_records(tmp_path):

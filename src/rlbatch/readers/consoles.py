@@ -34,7 +34,6 @@ PRIME_ROLLOUTS = re.compile(r"Generating rollouts \(train\):.*?\|\s*(\d+)/(\d+) 
 # ---- NeMo-RL ----------------------------------------------------------------------------------------------------
 NEMO_STEP = re.compile(r"(?<!=)={3,}[ \t]*Step (\d{1,12})(?:/(\d{1,12}))?[ \t]*={3,}")
 NEMO_BULLET = re.compile(r"^\s*[•*-]\s+([^:]+):\s*([-+0-9.eE]+)\s*s?\b")
-NEMO_SECTIONS = ("Training Results", "Timing")
 NEMO_NAMES = {"Avg Reward": "reward/mean", "Loss": "loss", "Total step time": "total_step_time",
               "Mean Generation Length": "response_length/mean", "Grad Norm": "grad_norm"}
 
@@ -54,7 +53,7 @@ def detect(head: str) -> str | None:
         head = ANSI.sub("", head)
     if PRIME_STEP.search(head) and "Reward: " in head:
         return "prime-rl"
-    if NEMO_STEP.search(head) and ("Training Results" in head or "Timing:" in head):
+    if NEMO_STEP.search(head) and ("raining Results" in head or "raining results" in head or "Timing:" in head):
         return "nemo-rl"
     if re.search(r"\bperf \d+: \{", head) or re.search(r"\brollout \d+: \{'rollout/", head):
         return "slime"
@@ -143,9 +142,9 @@ def _nemo(path: Path):
             continue
         if cur is None:
             continue
-        s = line.strip()
-        if any(s.lstrip("📊⏱️ \ufe0f").startswith(sec) for sec in NEMO_SECTIONS):
-            section = "timing" if "Timing" in s else "results"
+        low = line.strip().lower().rstrip(":")
+        if low.endswith("training results") or low.endswith("timing"):  # "📊 Training Results:", "⏱️  Timing:"
+            section = "timing" if low.endswith("timing") else "results"
             continue
         b = NEMO_BULLET.match(line)
         if b and section:
