@@ -63,8 +63,9 @@ def test_trl_console_glued_to_tqdm_steps_from_the_progress_counter(tmp_path):
     assert sched["first"] == 2e-07 and sched["peak_step"] == 30 and sched["warmup_steps"] == 20
     assert sched["decay"] == "linear" and sched["last"] == 4e-06
     assert any("peak logged learning rate" in n and "warm-up over 20 step(s)" in n for n in run.notes)
-    # the final summary gives the wall-clock
-    assert m["time/wall_s"].iloc[-1] == pytest.approx(1000.0)
+    # the bar's elapsed time "[01:NN<" at each record (N = the step) gives the clock: 70 s at step 10 ... 110 at 50
+    assert m["time/wall_s"].tolist() == [70.0, 80.0, 90.0, 100.0, 110.0]
+    assert m["time/step_s"].tolist() == pytest.approx([7.0, 1.0, 1.0, 1.0, 1.0])
 
 
 def test_trl_console_steps_from_logging_steps(tmp_path):

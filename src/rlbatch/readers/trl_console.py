@@ -7,7 +7,8 @@ The dicts carry no step number. The step of each training record comes from, in 
 
 0. ``logged global_step``: ms-swift's records carry ``'global_step/max_steps': '5/500'``;
 1. ``progress counter``: the training progress bar's ``N/M`` last printed before the dict (``Trainer`` logs after
-   the bar reached the step; evaluation bars, whose total differs, are ignored);
+   the bar reached the step; evaluation bars, whose total differs, are ignored); its elapsed time ``[01:23<``
+   gives ``time/wall_s`` (evaluation included) and ``time/step_s``;
 2. ``logging_steps``: when the output states ``logging_steps=K`` (the printed ``TrainingArguments``), record i is
    step K x i;
 3. ``epoch growth``: the records' ``epoch`` grows by a constant d per record (the logging cadence) and every
@@ -57,6 +58,18 @@ def looks_like(head: str) -> bool:
     return False
 
 
+ELAPSED = re.compile(r"(\d{1,4}):(\d{2})(?::(\d{2}))?<")
+
+
+def _elapsed(text: str, pos: int) -> float | None:
+    """Seconds of a tqdm ``[MM:SS<`` or ``[H:MM:SS<`` elapsed field starting at ``pos``, or None."""
+    m = ELAPSED.match(text, pos)
+    if not m:
+        return None
+    a, b, c = m.group(1), m.group(2), m.group(3)
+    return float(int(a) * 3600 + int(b) * 60 + int(c)) if c is not None else float(int(a) * 60 + int(b))
+
+
 def _parse_dict(text: str) -> dict[str, Any] | None:
     body = _NP.sub(r"\1", text)
     body = _NONFINITE.sub(lambda m: {"nan": "None", "inf": "1e999", "-inf": "-1e999"}[m.group(1)], body)
@@ -101,7 +114,8 @@ def read(path: str | Path, *, run_id: str | None = None, user_map: dict[str, str
     if width:
         text = "".join(t for _, t in numbered)
     found = _dicts(text)
-    counters = [(m.start(), int(m.group(1)), int(m.group(2))) for m in COUNTER.finditer(text)]
+    counters = [(m.start(), int(m.group(1)), int(m.group(2)), _elapsed(text, m.end()))
+                for m in COUNTER.finditer(text)]
     train, evals, runtime = [], [], None
     for line, off, d in found:
         if SUMMARY_KEYS & d.keys():
@@ -115,16 +129,17 @@ def read(path: str | Path, *, run_id: str | None = None, user_map: dict[str, str
         raise UserError("no TRL training log dicts ({'loss': ..., 'learning_rate': ..., 'epoch': ...}) found",
                         path=str(path))
 
-    def last_counter(off: int, total: int | None = None) -> tuple[int, int] | None:
+    def last_counter(off: int, total: int | None = None) -> tuple[int, int, float | None] | None:
         best = None
-        for c_off, n, m in counters:
+        for c_off, n, m, el in counters:
             if c_off > off:
                 break
             if total is None or m == total:
-                best = (n, m)
+                best = (n, m, el)
         return best
 
     notes: list[str] = []
+    elapsed: list[float] | None = None
     if width:
         notes.append(f"lines wrapped at column {width} (a terminal or a paste) rejoined")
     ppo = any("episode" in d for _, _, d in train)
@@ -138,10 +153,17 @@ def read(path: str | Path, *, run_id: str | None = None, user_map: dict[str, str
         notes.append("steps from the records' own 'global_step/max_steps' (ms-swift)")
     elif totals and len(totals) == len(train):
         m_train = max(set(totals), key=totals.count)
-        steps = [(last_counter(off, m_train) or (None, None))[0] for _, off, _ in train]
+        at = [last_counter(off, m_train) or (None, None, None) for _, off, _ in train]
+        steps = [a[0] for a in at]
         if all(s is not None for s in steps) and len(set(steps)) == len(steps):
             source = "progress counter"
             notes.append(f"steps from the training progress counter (N/{m_train}) printed before each record")
+            els = [a[2] for a in at]
+            if all(e is not None for e in els) and all(b >= a for a, b in zip(els, els[1:])) and \
+                    all(b > a for a, b in zip(steps, steps[1:])):
+                elapsed = els
+                notes.append("time/wall_s: the progress bar's elapsed time at each record (includes any "
+                             "evaluation run in between); time/step_s: its growth per step")
         else:
             steps, source = [], ""
     else:
@@ -177,8 +199,12 @@ def read(path: str | Path, *, run_id: str | None = None, user_map: dict[str, str
         notes.append("TRL PPO trainer: 'episode' is the cumulative episode count (samples/generated); 'eps' is "
                      "episodes per second")
     rows, lines = [], []
-    for (line, _, d), s in zip(train, steps):
+    for i, ((line, _, d), s) in enumerate(zip(train, steps)):
         rec: dict[str, Any] = {"step": s}
+        if elapsed is not None:
+            prev_t, prev_s = (elapsed[i - 1], steps[i - 1]) if i else (0.0, 0)
+            rec["time/wall_s"] = elapsed[i]
+            rec["time/step_s"] = (elapsed[i] - prev_t) / (s - prev_s)
         for k, v in d.items():
             if k in ("epoch", "global_step/max_steps") or k in PPO_KEYS and ppo:
                 continue
