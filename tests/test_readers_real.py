@@ -157,3 +157,13 @@ def test_verl_ppo_console_group_size_default_flagged_and_peak_lr():
     assert first["grad_norm/critic"] == pytest.approx(950.052)
     assert first["time/train_s"] == pytest.approx(16.185 + 20.611) and first["time/gen_s"] == pytest.approx(18.859)
     assert getattr(run.meta, "resumed_from_step", None) is None
+
+
+def test_the_real_directory_reads_four_runs_the_config_with_its_log():
+    with pytest.warns(Warning):
+        runs = load(REAL)
+    # README.md is skipped (unknown format); tinker_grpo_qwen3_4b_config.json is read with its metrics log, not as
+    # a run of its own
+    assert sorted(r.meta.source_format for r in runs) == ["jsonl", "prime-rl", "trl-console", "verl-jsonl"]
+    tinker = next(r for r in runs if r.meta.source_format == "jsonl")
+    assert (tinker.meta.prompts_per_step, tinker.meta.group_size) == (8, 16)

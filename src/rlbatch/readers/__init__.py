@@ -198,6 +198,9 @@ def load(path: str | Path, fmt: str | None = None, *, prompts_per_step: int | No
             files = sorted(p for p in path.iterdir() if p.is_file() and not p.name.startswith("."))
             if not files:
                 raise
+            from rlbatch.readers.jsonl import config_path_beside
+            configs = {config_path_beside(f) for f in files if f.suffix == ".jsonl"} - {None}
+            files = [f for f in files if f not in configs]  # read with the log beside them
             runs = []
             for f in files:
                 try:

@@ -45,6 +45,19 @@ def read(path: str | Path, *, fmt: str = "jsonl", run_id: str | None = None,
     lines: list[int] = []
     mixed_warned = False
     text = read_text(path)
+    head = text.lstrip()
+    if head.startswith("{") and "\n" in head.strip():
+        first = head.split("\n", 1)[0].strip()
+        try:
+            json.loads(first)
+        except (ValueError, RecursionError):
+            try:
+                whole = json.loads(text)
+            except (ValueError, RecursionError):
+                whole = None
+            if isinstance(whole, dict):
+                raise UserError("one JSON object over several lines, not one record per line: a config or summary "
+                                "file, not a log (a config beside a log is read with it)", path=str(path))
     all_lines = text.split("\n")
     n = len(all_lines)
     for i, line in enumerate(all_lines, 1):
@@ -110,6 +123,17 @@ _LR_KEYS = ("learning_rate", "lr", "actor_lr")
 _MODEL_KEYS = ("model_name", "model", "base_model", "model_name_or_path")
 
 
+def config_path_beside(path: Path) -> Path | None:
+    """The config JSON read with the JSONL log ``path`` (:data:`CONFIG_NAMES`, first present), or None."""
+    stem = path.stem
+    base = stem[: -len("metrics")] if stem.endswith("metrics") else stem + "_"
+    for pat in CONFIG_NAMES:
+        c = path.with_name(pat.format(stem=stem, base=base))
+        if c != path and c.is_file():
+            return c
+    return None
+
+
 def config_beside(path: Path, rows: list[dict[str, Any]], notes: list[str]) -> dict[str, Any]:
     """P, G, lr and model from a config JSON next to a generic JSONL log (``run_metrics.jsonl`` ->
     ``run_config.json``, ``run_metrics_config.json`` or ``config.json`` in the same folder), or {}.
@@ -120,14 +144,7 @@ def config_beside(path: Path, rows: list[dict[str, Any]], notes: list[str]) -> d
     group_size, G = batch_size / group_size); equal to ``batch_size`` means the cookbook's meaning (P = batch_size,
     G = group_size). Without such a counter P and G stay unknown (noted, with the ``--set`` hint); lr and model are
     read either way. Never reads anything but JSON."""
-    stem = path.stem
-    base = stem[: -len("metrics")] if stem.endswith("metrics") else stem + "_"
-    cfg_path = None
-    for pat in CONFIG_NAMES:
-        c = path.with_name(pat.format(stem=stem, base=base))
-        if c != path and c.is_file():
-            cfg_path = c
-            break
+    cfg_path = config_path_beside(path)
     if cfg_path is None:
         return {}
     try:
