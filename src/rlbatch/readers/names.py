@@ -13,6 +13,10 @@ Kinds of entries
 - :data:`EVAL_OVERHEAD_PARTS`: timings subtracted from the step time for ``time/wall_s`` (wall-clock excludes
   evaluation and checkpoint saving, DESIGN.md).
 - :data:`EVAL_PATTERNS`: validation scores, one per dataset; ``eval/score`` is their unweighted mean.
+- :data:`VALIDATION_PREFIXES`: names logged only at validation points (``val-aux/...``, ``eval/n_problems``): a
+  record with nothing else is an evaluation point, not a training step.
+- :data:`TIME_ALTERNATES`: a timing taken from another name where the table's is missing or near 0 (verl's agent
+  loop: ``timing_s/generate_async`` when ``timing_s/gen`` is ~0).
 """
 
 from __future__ import annotations

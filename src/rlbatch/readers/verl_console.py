@@ -11,7 +11,14 @@ What is read
   absent, from the launch command's Hydra overrides (``data.train_batch_size=1024``, with ``$VAR`` resolved from
   ``VAR=value`` lines in the log).
 
-A final line cut mid-write is skipped with a warning naming file and line.
+- G = 1 flagged as verl's default (``meta.group_size_source``) for PPO without ``rollout.n`` in the log, or with
+  only vLLM's sampling kwargs ``{'n': 1, ...}`` (``{'n': 5, ...}`` of older verl is G);
+- lines wrapped at a fixed column by a terminal or a paste are rejoined (:func:`..common.unwrap_lines`); NUL bytes
+  are dropped.
+
+A final line cut mid-write is skipped with a warning naming file and line. A log with no step line but a config or
+launch command (a run whose ``trainer.logger`` had no ``console``) gives one error saying so and what to export; a
+W&B "Run summary" block in it is read instead (final values only).
 """
 
 from __future__ import annotations
