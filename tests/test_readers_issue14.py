@@ -300,6 +300,17 @@ def test_wandb_console_run_summary_and_a_verl_log_with_no_step_metrics(tmp_path)
     (run,) = load(p)
     assert list(run.metrics["step"]) == [500] and run.metrics["reward/mean"].tolist() == [0.82]
     assert any("final values only" in n for n in run.notes)
+    # a verl console's W&B summary behind Ray prefixes, names right-aligned (reproduced from a public verl console's
+    # end: "(TaskRunner pid=132393) wandb:                     actor/grad_norm 0.07587"), names with spaces
+    ray = "(TaskRunner pid=132393) wandb:"
+    verl_sum = (f"{ray} \n{ray} Run summary:\n{ray}                       actor/entropy 0.06955\n"
+                f"{ray}                     actor/grad_norm 0.07587\n{ray}                training/global_step 435\n"
+                f"{ray}                       learning rate 0.0\n{ray} \n{ray} 🚀 View run x at: https://wandb.ai/x\n")
+    p = write(tmp_path, "verl_wandb_summary.log", "(TaskRunner pid=132393) Training from scratch\n" + verl_sum)
+    assert detect_format(p) == "wandb-summary"
+    (run,) = load(p)
+    assert list(run.metrics["step"]) == [435] and run.metrics["grad_norm/actor"].tolist() == [0.07587]
+    assert run.metrics["raw/learning rate"].tolist() == [0.0]
     # a verl console whose logger was W&B only: one line saying so and what to export instead
     p = write(tmp_path, "verl_wandb_only.log", "python3 -m verl.trainer.main_ppo data.train_batch_size=8 "
               "trainer.logger=['wandb']\n(TaskRunner pid=1) Training from scratch\n")

@@ -42,9 +42,11 @@ SLIME_REC = re.compile(r"\b(perf|rollout|step|eval) (\d{1,12}): (\{.*\})\s*$")
 SCALAR_CALL = re.compile(r"(?:np\.(?:float|int)\d*|tensor)\(([^()]*?)(?:,[^()]*)?\)")
 
 # ---- W&B console summary ----------------------------------------------------------------------------------------
-WANDB_SUMMARY = re.compile(r"^wandb:\s+Run summary:\s*$", re.M)
-WANDB_LINE = re.compile(r"^wandb:\s+(\S+)\s+(\S+)\s*$")
-STEP_KEYS = ("train/global_step", "global_step", "training/global_step", "_step", "step")
+#: W&B's console lines, after any Ray actor prefix (``(TaskRunner pid=1) wandb: ...``, verl)
+WANDB_PREFIX = re.compile(r"^\s*(?:\([^()\n]{0,200}\)\s*)?wandb:")
+WANDB_SUMMARY = re.compile(r"^\s*(?:\([^()\n]{0,200}\)\s*)?wandb:\s+Run summary:\s*$", re.M)
+WANDB_LINE = re.compile(r"^\s+(\S.*?)\s+(\S+)\s*$")  # "   train/reward 0.82", "   learning rate 0.0"
+STEP_KEYS = ("train/global_step", "global_step", "training/global_step", "trainer/global_step", "_step", "step")
 
 
 def detect(head: str) -> str | None:
@@ -212,23 +214,28 @@ def _wandb(path: Path):
     start = None
     inside = False
     for i, line in enumerate(text_lines, 1):
-        if re.match(r"^wandb:\s+Run summary:\s*$", line):
+        pm = WANDB_PREFIX.match(line)
+        if pm is None:
+            inside = False
+            continue
+        body = line[pm.end():]
+        if body.strip() == "Run summary:":
             start, rec, inside = i, {}, True  # the last summary in the file wins
             continue
         if not inside:
             continue
-        m = WANDB_LINE.match(line)
-        if not m:
+        m = WANDB_LINE.match(body)
+        if not body.strip() or m is None:
             inside = False  # "wandb:" blank line or "wandb: View run ..." ends the block
             continue
         f = to_float(m.group(2))
         if f is not None:
-            rec[m.group(1)] = f
+            rec[m.group(1).replace("\\_", "_")] = f
     if not rec:
         return [], [], {}, []
     step = next((to_count(rec[k]) for k in STEP_KEYS if k in rec and to_count(rec[k])), None)
-    notes = ["W&B console 'Run summary': final values only (one record); export the run's history from W&B "
-             "(CSV) for the curves"]
+    notes = ["W&B console 'Run summary': final values only (one record, values as W&B rounded them); export the "
+             "run's history from W&B (CSV) for the curves"]
     for k in STEP_KEYS:
         rec.pop(k, None)
     rec["step"] = step if step is not None else 1
