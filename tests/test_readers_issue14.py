@@ -87,12 +87,14 @@ def test_trl_console_steps_from_epoch_growth_else_counted(tmp_path):
 def test_trl_ppo_console_counts_episodes(tmp_path):
     # TRL's PPOTrainer metrics: 'eps' is episodes per second, 'episode' the cumulative count
     text = "\n".join(f"{{'eps': 12, 'objective/kl': 0.1, 'objective/scores': {0.1 * i}, 'policy/entropy_avg': 1.2, "
-                     f"'lr': 3e-06, 'episode': {64 * i}, 'epoch': {0.01 * i}}}" for i in range(1, 4)) + "\n"
+                     f"'val/ratio': 1.0, 'lr': 3e-06, 'episode': {64 * i}, 'epoch': {0.01 * i}}}" for i in range(1, 4)) + "\n"
     (run,) = load(write(tmp_path, "ppo.log", text))
     m = run.metrics
     assert run.meta.algorithm == "ppo"
     assert m["samples/generated"].tolist() == [64, 128, 192] and "raw/eps" not in m.columns
     assert m["reward/mean"].tolist() == pytest.approx([0.1, 0.2, 0.3])
+    # PPO's 'val/ratio' is a value-head statistic, not a validation score: kept with the training metrics
+    assert m["raw/value/ratio"].tolist() == [1.0] * 3 and len(run.evals) == 0
 
 
 # ---------------------------------------------------------------- 3. validation-only step lines

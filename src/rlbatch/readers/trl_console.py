@@ -210,6 +210,8 @@ def read(path: str | Path, *, run_id: str | None = None, user_map: dict[str, str
                 continue
             if k == "episode" and ppo:
                 k = "samples/generated"
+            elif ppo and str(k).startswith("val/"):  # PPO's value-head statistics, not validation
+                k = "value/" + str(k)[4:]
             f = to_float(v)
             if f is not None:
                 rec[str(k)] = f
