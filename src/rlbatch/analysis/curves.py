@@ -153,7 +153,9 @@ def summarize_run(run: Run) -> dict[str, Any]:
     seconds / wall-clock), ``throughput_samples_per_s`` (retained samples / wall-clock second),
     ``time_per_step_s``, ``gen_time_per_step_s``, ``train_time_per_step_s``, ``grad_norm_actor_mean``,
     ``grad_norm_critic_mean``, ``reward_mean_last``, ``eval_points``, ``last_eval_step``, ``last_eval_score``,
-    ``best_eval_score``, ``notes``.
+    ``best_eval_score``, ``lr_schedule`` (first / peak / last lr, warm-up steps and decay shape as read; ``lr`` is
+    the peak), ``step_source`` (where the step numbers came from), ``steps_in_file`` and ``resumed_from_step`` (a
+    resumed log), ``group_size_source`` (e.g. verl's default G = 1), ``notes``.
     """
     from rlbatch.analysis.throughput import run_throughput
 
@@ -191,6 +193,8 @@ def summarize_run(run: Run) -> dict[str, Any]:
         "last_eval_step": int(evs["step"].iloc[-1]) if len(evs) and "step" in evs.columns else None,
         "last_eval_score": float(evs["eval/score"].iloc[-1]) if len(evs) else None,
         "best_eval_score": float(evs["eval/score"].max()) if len(evs) else None,
+        **{k: getattr(meta, k, None) for k in ("lr_schedule", "step_source", "steps_in_file", "resumed_from_step",
+                                                "group_size_source")},
         "notes": list(run.notes),
     }
 
