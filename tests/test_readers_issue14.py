@@ -351,3 +351,14 @@ def test_ms_swift_global_step_over_max_steps(tmp_path):
     assert detect_format(p) == "trl-console"
     (run,) = quiet_load(p)
     assert list(run.metrics["step"]) == [5, 10, 15] and run.meta.step_source == "logged global_step"
+
+
+def test_trl_console_progress_counter_that_runs_backwards():
+    # tests/data/readers_fuzz/trl_console_counter_backwards.log: found by benchmarks/fuzz_readers.py (seed 7): the
+    # progress counter corrupted to "1_000/4" and a record split by a stray line made two records share a step,
+    # which divided by zero; the step time of such a record is unknown, the run is still read
+    from pathlib import Path
+
+    path = Path(__file__).parent / "data" / "readers_fuzz" / "trl_console_counter_backwards.log"
+    (run,) = quiet_load(path, fmt="trl-console")
+    assert len(run.metrics) == 3 and run.meta.lr == 4e-06

@@ -204,7 +204,8 @@ def read(path: str | Path, *, run_id: str | None = None, user_map: dict[str, str
         if elapsed is not None:
             prev_t, prev_s = (elapsed[i - 1], steps[i - 1]) if i else (0.0, 0)
             rec["time/wall_s"] = elapsed[i]
-            rec["time/step_s"] = (elapsed[i] - prev_t) / (s - prev_s)
+            if s > prev_s:  # a counter that repeats or runs backwards (a corrupted or pasted log) has no step time
+                rec["time/step_s"] = (elapsed[i] - prev_t) / (s - prev_s)
         for k, v in d.items():
             if k in ("epoch", "global_step/max_steps") or k in PPO_KEYS and ppo:
                 continue
