@@ -10,13 +10,72 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rlbatch.analysis.accounting import probe_level, rn_at_level
+from rlbatch.analysis.accounting import SMOOTH_WINDOW, _ci
 from rlbatch.analysis.curves import group_seeds
 from rlbatch.analysis.fit import fit_configuration, fit_configurations, invert, sigmoid
 from rlbatch.plan import plan_runs, truncate_runs
 from rlbatch.readers import load
 from rlbatch.sweep.synthetic import SyntheticModel, synthetic_trial
 from rlbatch.sweep.trials import make_trials
+
+
+# The plan's method before issue 13 (rN measured at a score level below the target), kept here only to show that it
+# gets the late-penalty case wrong.
+def probe_level(ref_runs, runs, target, metric="eval/score"):
+    """The score level short probes can be compared at: ``min(target, lowest smoothed maximum of every curve of
+    the pair - 2 standard errors of a smoothed point)``, provided it lies above every curve's smoothed start;
+    None otherwise. Smoothing: a centered 5-point moving average of each per-seed curve."""
+    from rlbatch.analysis.curves import curve, moving_average
+
+    ys = [c[metric].to_numpy(float) for c in (curve(r, metric) for r in list(ref_runs) + list(runs)) if len(c)]
+    if not ys:
+        return None
+    best = min(float(moving_average(y, SMOOTH_WINDOW).max()) for y in ys)
+    sd = float(np.sqrt(np.mean(np.concatenate([(y - moving_average(y, SMOOTH_WINDOW)) ** 2 for y in ys]))))
+    level = min(target, best - 2.0 * sd / math.sqrt(SMOOTH_WINDOW))
+    starts = max(float(moving_average(y, SMOOTH_WINDOW)[0]) for y in ys)
+    return level if level > starts else None
+
+
+def rn_at_level(ref_runs, runs, level, metric="eval/score", *, n_boot=200, seed=0):
+    """rN **at a score level below the target** for short probes: mean samples-to-``level`` of the smoothed
+    (5-point centered moving average) per-seed curves of ``runs`` over that of ``ref_runs``, with a 95% percentile
+    bootstrap resampling seeds (when several) and each curve's residuals around its moving average. It is the
+    ratio at ``level``, not at the target: the plan labels it so (``rN_source = "curve"``, ``rN_level``)."""
+    from rlbatch.analysis.curves import crossing, curve, moving_average
+
+    def prep(rs):
+        out = []
+        for r in rs:
+            c = curve(r, metric)
+            if len(c):
+                xs, ys = c["samples/retained"].to_numpy(float), c[metric].to_numpy(float)
+                sm = moving_average(ys, SMOOTH_WINDOW)
+                out.append((xs, sm, ys - sm))
+        return out
+
+    ref, cand = prep(ref_runs), prep(runs)
+    if not ref or not cand:
+        return None, None
+    s_ref = float(np.mean([crossing(x, sm, level)[0] for x, sm, _ in ref]))
+    s_c = float(np.mean([crossing(x, sm, level)[0] for x, sm, _ in cand]))
+    if not (math.isfinite(s_ref) and math.isfinite(s_c) and s_ref > 0):
+        return None, None
+    rng = np.random.default_rng(seed)
+
+    def boot(items):
+        per = np.array([crossing(x, moving_average(sm[None, :] + res[rng.integers(0, len(res), (n_boot, len(res)))],
+                                                   SMOOTH_WINDOW), level) for x, sm, res in items])
+        if len(items) >= 2:
+            pick = rng.integers(0, len(items), (n_boot, len(items)))
+            return per[pick, np.arange(n_boot)[:, None]].mean(axis=1)
+        return per[0]
+
+    if n_boot <= 0:
+        return s_c / s_ref, None
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return s_c / s_ref, _ci(boot(cand) / boot(ref))
+
 
 DATA = Path(__file__).resolve().parent / "data"
 _spec = importlib.util.spec_from_file_location("plan_accuracy", Path(__file__).resolve().parents[1] / "benchmarks" /

@@ -24,6 +24,18 @@ def fmt_value(v: Any, spec: str | None = None, none: str = "—") -> str:
     return str(v)
 
 
+def fmt_ci(v: Any, dash: str = "–") -> str:
+    """A 95% interval ``[lo, hi]`` as ``0.52–0.90`` (``∞`` for an unbounded upper end); ``—`` when missing."""
+    def ok(x: Any) -> bool:
+        return isinstance(x, (int, float)) and math.isfinite(x)
+
+    if not isinstance(v, (list, tuple)) or len(v) != 2 or not ok(v[0]):
+        return "—"
+    if v[1] is None or (isinstance(v[1], float) and math.isinf(v[1])):
+        return f"{v[0]:.2f}{dash}∞"
+    return f"{v[0]:.2f}{dash}{v[1]:.2f}" if ok(v[1]) else "—"
+
+
 Column = tuple[str, str, "str | Callable[[Any], str] | None"]  # (key, header, format spec or function)
 
 

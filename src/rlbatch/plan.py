@@ -207,10 +207,10 @@ def _finish(cands: list[dict[str, Any]], ref_label: str, target: float | None, t
     ok = [c for c in cands if c["predicted_relative_time"] is not None
           and (c["on_lr_rule"] or c["rN_source"] == "measured")]
     best = min(ok, key=lambda c: (c["predicted_relative_time"], c["batch_size"] or 0)) if ok else ref
-    from rlbatch.analysis.accounting import _overlap
+    from rlbatch.analysis.accounting import intervals_overlap
 
-    tied = [c for c in ok if c is not best and _overlap(c["interval"], best["interval"], c["predicted_relative_time"],
-                                                         best["predicted_relative_time"])]
+    tied = [c for c in ok if c is not best and intervals_overlap(
+        c["interval"], best["interval"], c["predicted_relative_time"], best["predicted_relative_time"])]
     for c in cands:
         if c is best:
             c["verdict"] = "recommended"
@@ -647,9 +647,9 @@ def make_plan(paths: Sequence[Path | str], *, target: float | None = None, refer
 
 # --------------------------------------------------------------------------------------------------- output
 def _fmt_ci(v: Any) -> str:
-    if isinstance(v, (list, tuple)) and len(v) == 2 and _finite(v[0]) and v[1] is None:
-        return f"{v[0]:.2f}-∞"
-    return f"{v[0]:.2f}-{v[1]:.2f}" if isinstance(v, (list, tuple)) and len(v) == 2 and all(map(_finite, v)) else "—"
+    from rlbatch.output import fmt_ci
+
+    return fmt_ci(v, "-")
 
 
 COLUMNS = [("run", "candidate", None), ("batch_size", "B", None), ("rN", "rN", ".2f"), ("rN_ci", "rN interval", _fmt_ci),

@@ -401,7 +401,9 @@ def _iv(ci: Sequence[float] | None, spec: str = ".2f") -> str:
     return f" (95% CI {format(lo, spec)}–{format(hi, spec) if hi is not None and math.isfinite(hi) else '∞'})"
 
 
-def _overlap(a: Sequence[float] | None, b: Sequence[float] | None, pa: float, pb: float) -> bool:
+def intervals_overlap(a: Sequence[float] | None, b: Sequence[float] | None, pa: float, pb: float) -> bool:
+    """Whether intervals ``a`` and ``b`` (None: the point estimates ``pa`` / ``pb``; an upper end None is
+    unbounded) overlap: the within-noise test of the accounting's and the plan's headlines."""
     a = a or [pa, pa]
     b = b or [pb, pb]
     hi_a = a[1] if a[1] is not None else float("inf")
@@ -433,7 +435,7 @@ def recommendation(rows: list[dict[str, Any]], ref: str | None, metric: str, tar
         return (f"Only one configuration ({ref}, B={rows[0]['batch_size']}): nothing to compare it with.", ref, [])
     ok = [r for r in rows if r["relative_time"] is not None]
     best = min(ok, key=lambda r: (r["relative_time"], r["batch_size"] or 0))
-    tied = [r["run"] for r in ok if r is not best and _overlap(r["relative_time_ci"], best["relative_time_ci"],
+    tied = [r["run"] for r in ok if r is not best and intervals_overlap(r["relative_time_ci"], best["relative_time_ci"],
                                                                  r["relative_time"], best["relative_time"])]
     b = best
     bref = by[ref]["batch_size"]
@@ -554,63 +556,6 @@ def seed_rows(groups: dict[str, list[Run]], rows: list[dict[str, Any]] | None = 
                     "samples_retained": mean_last(rs, "samples/retained"),
                     "samples_generated": mean_last(rs, "samples/generated")})
     return out
-
-
-def probe_level(ref_runs: Sequence[Run], runs: Sequence[Run], target: float, metric: str = "eval/score") -> float | None:
-    """The score level short probes can be compared at: ``min(target, lowest smoothed maximum of every curve of
-    the pair - 2 standard errors of a smoothed point)``, provided it lies above every curve's smoothed start;
-    None otherwise. Smoothing: a centered 5-point moving average of each per-seed curve."""
-    from rlbatch.analysis.curves import curve, moving_average
-
-    ys = [c[metric].to_numpy(float) for c in (curve(r, metric) for r in list(ref_runs) + list(runs)) if len(c)]
-    if not ys:
-        return None
-    best = min(float(moving_average(y, SMOOTH_WINDOW).max()) for y in ys)
-    sd = float(np.sqrt(np.mean(np.concatenate([(y - moving_average(y, SMOOTH_WINDOW)) ** 2 for y in ys]))))
-    level = min(target, best - 2.0 * sd / math.sqrt(SMOOTH_WINDOW))
-    starts = max(float(moving_average(y, SMOOTH_WINDOW)[0]) for y in ys)
-    return level if level > starts else None
-
-
-def rn_at_level(ref_runs: Sequence[Run], runs: Sequence[Run], level: float, metric: str = "eval/score", *,
-                n_boot: int = 200, seed: int = 0) -> tuple[float | None, list[float] | None]:
-    """rN **at a score level below the target** for short probes: mean samples-to-``level`` of the smoothed
-    (5-point centered moving average) per-seed curves of ``runs`` over that of ``ref_runs``, with a 95% percentile
-    bootstrap resampling seeds (when several) and each curve's residuals around its moving average. It is the
-    ratio at ``level``, not at the target: the plan labels it so (``rN_source = "curve"``, ``rN_level``)."""
-    from rlbatch.analysis.curves import crossing, curve, moving_average
-
-    def prep(rs):
-        out = []
-        for r in rs:
-            c = curve(r, metric)
-            if len(c):
-                xs, ys = c["samples/retained"].to_numpy(float), c[metric].to_numpy(float)
-                sm = moving_average(ys, SMOOTH_WINDOW)
-                out.append((xs, sm, ys - sm))
-        return out
-
-    ref, cand = prep(ref_runs), prep(runs)
-    if not ref or not cand:
-        return None, None
-    s_ref = float(np.mean([crossing(x, sm, level)[0] for x, sm, _ in ref]))
-    s_c = float(np.mean([crossing(x, sm, level)[0] for x, sm, _ in cand]))
-    if not (math.isfinite(s_ref) and math.isfinite(s_c) and s_ref > 0):
-        return None, None
-    rng = np.random.default_rng(seed)
-
-    def boot(items):
-        per = np.array([crossing(x, moving_average(sm[None, :] + res[rng.integers(0, len(res), (n_boot, len(res)))],
-                                                   SMOOTH_WINDOW), level) for x, sm, res in items])
-        if len(items) >= 2:
-            pick = rng.integers(0, len(items), (n_boot, len(items)))
-            return per[pick, np.arange(n_boot)[:, None]].mean(axis=1)
-        return per[0]
-
-    if n_boot <= 0:
-        return s_c / s_ref, None
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return s_c / s_ref, _ci(boot(cand) / boot(ref))
 
 
 def fastest(rows: pd.DataFrame) -> str | None:

@@ -163,7 +163,7 @@ def step_timings(runs: Sequence[Any], skip_first: int = 1, clock: str = "wall") 
     ``samples_per_step`` (mean retained responses per step: total / steps, not a median, which group filtering
     quantises), ``retained_fraction`` (retained / generated responses), ``gen_tokens_per_step``,
     ``train_tokens_per_step`` (from the cumulative ``tokens/*``; NaN if missing), ``samples``, ``seconds`` (whole
-    run) and ``throughput_samples_per_s`` = samples / seconds (:func:`run_throughput`).
+    run), ``steps`` and ``throughput_samples_per_s`` = samples / seconds (:func:`run_throughput`).
     """
     rows = []
     for r in runs:
@@ -180,7 +180,7 @@ def step_timings(runs: Sequence[Any], skip_first: int = 1, clock: str = "wall") 
                "train_s": med("time/train_s"), "reward_s": med("time/reward_s")}
         tp = run_throughput(r, clock)
         steps = len(m)
-        row["samples"], row["seconds"] = tp["samples"], tp["seconds"]
+        row["samples"], row["seconds"], row["steps"] = tp["samples"], tp["seconds"], steps
         row["step_s"] = tp["seconds"] / steps if tp["seconds"] else float("nan")
         row["samples_per_step"] = tp["samples"] / steps if tp["samples"] is not None else float(b)
         gen = pd.to_numeric(m["samples/generated"], errors="coerce").dropna() if "samples/generated" in m else None
@@ -193,7 +193,7 @@ def step_timings(runs: Sequence[Any], skip_first: int = 1, clock: str = "wall") 
         row["throughput_samples_per_s"] = x if x is not None else float("nan")
         rows.append(row)
     cols = ["run", "batch_size", "seed", "gen_s", "train_s", "reward_s", "step_s", "samples_per_step",
-            "retained_fraction", "gen_tokens_per_step", "train_tokens_per_step", "samples", "seconds",
+            "retained_fraction", "gen_tokens_per_step", "train_tokens_per_step", "samples", "seconds", "steps",
             "throughput_samples_per_s"]
     return pd.DataFrame(rows, columns=cols)
 
@@ -276,7 +276,7 @@ def fit_throughput_model(timings: pd.DataFrame | Sequence[Any]) -> dict[str, Any
         if not st.notna().any():
             st = d[["gen_s", "train_s", "reward_s"]].astype(float).fillna(0.0).sum(axis=1)
         if "samples" in d and d["samples"].notna().all() and d["seconds"].notna().all() and d["seconds"].sum() > 0:
-            steps = (d["seconds"] / d["step_s"]).sum()
+            steps = d["steps"].sum()
             step_s = float(d["seconds"].sum() / steps) if steps > 0 else float(st.mean())
         else:
             step_s = float(st.mean())

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from rlbatch.errors import UserError
-from rlbatch.output import fmt_value, markdown_table, to_json
+from rlbatch.output import fmt_ci, fmt_value, markdown_table, to_json
 from rlbatch.runstore import Run
 
 __all__ = ["build_report", "accounting_columns", "summary_columns", "count", "samples_cell"]
@@ -86,13 +86,6 @@ def configurations(runs: list[Run], metric: str = "eval/score") -> tuple[dict[st
     return groups, seeded, configs
 
 
-def _ci_cell(v: Any) -> str:
-    if not isinstance(v, (list, tuple)) or len(v) != 2 or v[0] is None:
-        return "—"
-    hi = "∞" if v[1] is None or not math.isfinite(v[1]) else f"{v[1]:.2f}"
-    return f"{v[0]:.2f}–{hi}"
-
-
 def with_ci(v: Any, ci: Any) -> str:
     """``0.87 (0.70–1.11)``: a ratio with its 95% interval in one table cell; ``—`` when unknown."""
     if not isinstance(v, (int, float)):
@@ -117,10 +110,10 @@ def accounting_columns(combined: bool = False) -> list[tuple[str, str, Any]]:
     if combined:
         return head + [("rN_cell", "rN (95% CI)", None), ("relative_throughput_cell", "rel. throughput (95% CI)", None),
                        ("relative_time_cell", "rel. time-to-target (95% CI)", None), ("verdict", "verdict", None)]
-    return head + [("rN", "rN", ".2f"), ("rN_ci", "rN 95%", _ci_cell),
+    return head + [("rN", "rN", ".2f"), ("rN_ci", "rN 95%", fmt_ci),
                    ("relative_throughput", "rel. throughput", ".2f"),
-                   ("relative_throughput_ci", "rel. thr. 95%", _ci_cell), ("relative_time", "rel. time-to-target", ".2f"),
-                   ("relative_time_ci", "rel. time 95%", _ci_cell), ("verdict", "verdict", None)]
+                   ("relative_throughput_ci", "rel. thr. 95%", fmt_ci), ("relative_time", "rel. time-to-target", ".2f"),
+                   ("relative_time_ci", "rel. time 95%", fmt_ci), ("verdict", "verdict", None)]
 
 
 def _slug(text: str) -> str:
