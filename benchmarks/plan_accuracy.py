@@ -15,8 +15,8 @@ retained samples (:func:`rlbatch.plan.truncate_runs`), the plan is made from the
 - whether the plan's pick has a measured time-to-target within 10% of the best measured.
 
 Each fraction ends with ``fraction=F plan_coverage=X.XX plan_picks_best=yes|no``; plan_coverage is over the
-configurations whose samples-to-target had to be predicted (source ``fit`` or ``never``; over all configurations
-when none had to be).
+configurations whose samples-to-target had to be predicted (source ``fit``, ``open`` or ``never``; over all
+configurations when none had to be).
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ def evaluate(runs, target: float, fractions, n_boot: int = 200, out=print) -> li
             if name not in meas:
                 continue
             m = meas[name]
-            src = "never" if c.get("never_reaches") else c["rN_source"]
+            src = "never" if c.get("never_reaches") else "open" if c.get("undetermined") else c["rN_source"]
             s, ci = c.get("predicted_samples_to_target"), c.get("predicted_samples_to_target_ci")
             ms = m["samples_to_target"]
             if src == "never":
@@ -100,7 +100,7 @@ def evaluate(runs, target: float, fractions, n_boot: int = 200, out=print) -> li
             mrn = f"{m['rN']:.2f}" if m.get("rN") is not None else "-"
             out(f"{name:<18} {src:<9} {_fmt(s):>11} {iv:>17} {_fmt(ms):>10} "
                 f"{'yes' if inside else 'no' if inside is not None else '-':>4} {prn:>7} {mrn:>7}")
-        pred = [r for r in rows if r["source"] in ("fit", "never") and r["inside"] is not None]
+        pred = [r for r in rows if r["source"] in ("fit", "never", "open") and r["inside"] is not None]
         pool = pred or [r for r in rows if r["inside"] is not None]
         cov = sum(bool(r["inside"]) for r in pool) / len(pool) if pool else float("nan")
         pick = plan["recommended"]

@@ -12,7 +12,7 @@ import pytest
 
 from rlbatch.analysis.accounting import SMOOTH_WINDOW, _ci
 from rlbatch.analysis.curves import group_seeds
-from rlbatch.analysis.fit import fit_configuration, fit_configurations, invert, sigmoid
+from rlbatch.analysis.fit import fit_configuration, fit_configurations, invert, profile_interval, sigmoid
 from rlbatch.plan import plan_runs, truncate_runs
 from rlbatch.readers import load
 from rlbatch.sweep.synthetic import SyntheticModel, synthetic_trial
@@ -113,8 +113,35 @@ def test_an_asymptote_below_the_target_never_reaches_with_the_reason():
     xs = np.arange(0, 20001, 500.0)
     curves = [(xs, _noisy((0.1, 0.5, 3000.0, 1.2), xs, 0.005, s)) for s in range(2)]
     fr = fit_configuration(curves, 0.7, n_boot=50, name="low")
-    assert fr["samples_to_target"] is None and not fr["reaches"]
+    assert fr["samples_to_target"] is None and not fr["reaches"] and fr["status"] == "never"
     assert "asymptote" in fr["reason"] and "0.7" in fr["reason"]
+
+
+def test_profile_interval_contains_the_truth_and_opens_above_when_the_data_stop_early():
+    truth = (0.2, 0.8, 4000.0, 1.5)
+    s_true = invert(0.65, *truth)  # 8000 samples
+    long_x = np.arange(0, 12001, 250.0)
+    long = [(long_x, _noisy(truth, long_x, 0.01, s)) for s in range(3)]
+    fit_long = fit_configuration(long, 0.65, n_boot=0)
+    pr = profile_interval(long, 0.65, [fit_long["params"][k] for k in ("R0", "A", "C_mid", "b")],
+                          horizon=20 * 12000)
+    lo, hi = pr["ci"]
+    assert lo < s_true < hi < 1.5 * s_true and not pr["never_plausible"]
+    short_x = np.arange(0, 2001, 250.0)  # a quarter of the way: a plateau below 0.65 fits as well
+    short = [(short_x, _noisy(truth, short_x, 0.03, s)) for s in range(3)]
+    fr = fit_configuration(short, 0.65, n_boot=50, name="short")
+    assert fr["status"] in ("reaches", "undetermined")
+    assert math.isinf(fr["samples_to_target_ci"][1]) and fr["samples_to_target_ci"][0] < s_true
+
+
+def test_undetermined_is_neither_a_prediction_nor_a_rejection():
+    truth = (0.2, 0.8, 4000.0, 1.5)
+    xs = np.arange(0, 2001, 250.0)
+    curves = [(xs, _noisy(truth, xs, 0.03, s + 11)) for s in range(3)]
+    fr = fit_configuration(curves, 0.78, n_boot=50, name="und")  # near the asymptote, far beyond the data
+    assert fr["status"] == "undetermined" and fr["samples_to_target"] is None
+    assert math.isinf(fr["samples_to_target_ci"][1]) and math.isfinite(fr["samples_to_target_ci"][0])
+    assert fr["reason"].startswith("undetermined") and "run longer" in fr["reason"]
 
 
 def test_joint_fit_shares_r0_and_b_only():
@@ -149,7 +176,10 @@ def test_plan_from_30_percent_rejects_the_late_penalty_batch_the_old_method_pick
     plan = plan_runs(short, LATE_TARGET, extend=False, n_boot=200)
     c = {x["run"]: x for x in plan["candidates"]}
     big = c["P16-G8-sqrt"]
-    assert plan["recommended"] == "P8-G8-sqrt" and big["verdict"] == "slower"
+    # not recommended; its predicted relative time 1.16 has an 80% interval that reaches down to 1.00 (the
+    # profile likelihood widens the bootstrap's), so "slower" or "within noise", never "faster"
+    assert plan["recommended"] == "P8-G8-sqrt" and big["verdict"] in ("slower", "within noise")
+    assert big["predicted_relative_time"] > 1.05 and big["interval"][1] > 1.5
     assert big["rN_source"] == "fit" and big["rN_level"] == LATE_TARGET
     assert big["rN"] > big["relative_throughput"] and big["rN_ci"][0] > 1.3
     assert "fitted and extrapolated to the target" in big["sentence"]
@@ -170,18 +200,21 @@ def _stored(name, tmp_path_factory):
 
 @pytest.mark.parametrize("name", ["demo_sweep", "demo_sweep_cpu"])
 def test_stored_sweeps_at_30_percent_cover_and_pick_within_10_percent(name, tmp_path_factory):
-    """Measured (benchmarks/plan_accuracy.py): demo_sweep coverage 0.80 (4/5), demo_sweep_cpu 0.60 (3/5) of the 80%
-    intervals; with 5 configurations 3/5 is within sampling error of 80% (P(<= 3 of 5) = 0.26)."""
+    """Measured (benchmarks/plan_accuracy.py, benchmarks/results/plan_accuracy.md): at 30% of the samples both
+    sweeps' 80% intervals cover 5 of 5 measured samples-to-target (most are open above: the cut data cannot bound
+    them) and the pick is within 10% of the best measured. Before the profile likelihood: 4/5 and 3/5."""
     runs = _stored(name, tmp_path_factory)
     (s,) = plan_accuracy.evaluate(runs, 0.45, [0.3], n_boot=200, out=lambda _l: None)
     assert s["picks_best"], s
-    assert s["n_predicted"] >= 4 and s["coverage"] >= 0.6, s
+    assert s["n_predicted"] >= 4 and s["coverage"] >= 0.8, s
 
 
-def test_weak_model_sweep_at_a_lower_target(tmp_path_factory):
-    """demo_sweep_v1cache (a weaker start that never reached 0.45) at target 0.3: from half the samples the plan
-    picks the best measured batch and its 80% intervals cover 4 of 5 configurations; from 30% it cannot (see
-    README: the curves are still far below the target and the fit saturates too early)."""
+def test_weak_model_sweep_at_30_percent(tmp_path_factory):
+    """demo_sweep_v1cache (a weaker start that never reached 0.45) at target 0.3, reached at about 2x the 30% cut:
+    the plan picks the best measured batch, B = 64; of the 3 configurations whose samples-to-target had to be
+    predicted 2 are covered, and none is rejected as "never reaches" (before the profile likelihood: 0 of 3
+    covered, B = 128 and the fixed-LR control wrongly "never")."""
     runs = _stored("demo_sweep_v1cache", tmp_path_factory)
-    (s,) = plan_accuracy.evaluate(runs, 0.3, [0.5], n_boot=200, out=lambda _l: None)
-    assert s["picks_best"] and s["coverage"] >= 0.8, s
+    (s,) = plan_accuracy.evaluate(runs, 0.3, [0.3], n_boot=200, out=lambda _l: None)
+    assert s["picks_best"] and s["coverage"] >= 0.6, s
+    assert not [r for r in s["rows"] if r["source"] == "never"], s["rows"]

@@ -15,9 +15,12 @@ Where each number comes from (``rN_source`` / ``throughput_source`` in the outpu
   predicted by the saturating fit of each configuration's curve (ScaleRL's R(C) = R0 + (A - R0) / (1 + (C_mid /
   C)^b) on retained samples, configurations of one LR rule jointly with shared R0 and b;
   :mod:`rlbatch.analysis.fit`), over the reference's (measured when it reached the target, else fitted), with an
-  80% interval from the fit's bootstrap (paired across one joint fit). A configuration whose fit never reaches the
-  target is ``never reaches`` (rejected; the fitted asymptote in the sentence). ``rN_level`` is always the target:
-  no rN measured at a lower score is reported as an rN at the target.
+  80% interval: the fit's bootstrap (paired across one joint fit) widened by the profile likelihood's extreme
+  curves (:func:`rlbatch.analysis.fit.profile_interval`). A configuration no curve reaching the target fits (at
+  95%) is ``never reaches`` (rejected; the fitted asymptote in the sentence); one whose best fit levels off below
+  the target while reaching curves fit as well is ``undetermined`` (no fitted rN, its samples-to-target interval
+  open above; the noise model stands in, and the sentence says to run it longer). ``rN_level`` is always the
+  target: no rN measured at a lower score is reported as an rN at the target.
 - ``rN`` **noise-model**: a batch without runs: McCandlish et al. (2018), eq. 2.11: samples to reach a given loss
   grow with B as ``E/E_min = 1 + B / B_noise``, so relative to the reference
   ``rN(B) = (1 + B / B_noise) / (1 + B_ref / B_noise)``. ``B_noise`` is fitted to the measured/curve rN of the
@@ -26,8 +29,8 @@ Where each number comes from (``rN_source`` / ``throughput_source`` in the outpu
   gradient-norm vs B fit |g_B|^2 = |G|^2 + tr(Sigma)/B (``"grad-norm fit"``, the same fit whose departure from
   B^-1/2 marks the knee; :func:`rlbatch.analysis.noise.fit_grad_norm_scaling`). Also for runs too short to fit
   (fewer than 3 evaluations past the start) and when the reference's fit does not reach the target.
-- Intervals of rN: the accounting's 95% bootstrap for measured rN; the fit's 80% bootstrap (seeds and blocks of
-  evaluations) for fitted rN; for the
+- Intervals of rN: the accounting's 95% bootstrap for measured rN; the fit's 80% interval (bootstrap over seeds
+  and blocks of evaluations, widened by the profile likelihood) for fitted rN; for the
   noise model, B_noise fitted to the ends of the measured intervals (or B_simple's spread). The interval of the
   predicted relative time is the rN interval divided by the relative throughput (throughput taken as exact).
 - throughput **measured** (median per-step retained samples / second of the runs, :func:`rlbatch.analysis.
@@ -60,7 +63,7 @@ LR_RULE_TOL = 0.03
 #: Keys of one candidate in ``rlbatch plan --format json``.
 CANDIDATE_KEYS = ("run", "batch_size", "runs", "on_lr_rule", "retained_batch", "samples_to_target",
                   "predicted_samples_to_target", "predicted_samples_to_target_ci", "fit", "never_reaches",
-                  "time_to_target_s", "throughput_samples_per_s", "throughput_ci", "rN", "rN_ci", "rN_source",
+                  "undetermined", "time_to_target_s", "throughput_samples_per_s", "throughput_ci", "rN", "rN_ci", "rN_source",
                   "rN_level", "relative_throughput", "relative_throughput_ci", "throughput_source",
                   "throughput_extrapolated", "relative_time", "predicted_relative_time", "interval",
                   "predicted_time_to_target_s", "aligned", "verdict", "rejected", "sentence")
@@ -162,6 +165,8 @@ def _sentence(c: dict[str, Any], ref_label: str, tol: float) -> str:
     rn_ci = _ci_str(c.get("rN_ci"))
     src = {"measured": "measured at the target", "fit": "fitted and extrapolated to the target",
            "noise-model": "from the noise model"}.get(c["rN_source"], c["rN_source"])
+    if c.get("undetermined") and c["rN_source"] == "noise-model":
+        src += ", as its own fit cannot tell yet whether or when it reaches the target: run it longer"
     if not c["on_lr_rule"]:
         fam = "off the square-root LR rule, so outside the aligned family"
     elif c["aligned"]:
@@ -337,7 +342,8 @@ def _fit_json(fr: dict[str, Any]) -> dict[str, Any]:
             "n_points": fr["n_points"], "n_seeds": fr["n_seeds"], "x_max": fr["x_max"], "reaches": fr["reaches"],
             "reason": fr["reason"], "samples_to_target": fr["samples_to_target"],
             "samples_to_target_ci": _json_ci(fr["samples_to_target_ci"]),
-            "mean_curve_samples_to_target": fr["mean_curve_samples_to_target"]}
+            "mean_curve_samples_to_target": fr["mean_curve_samples_to_target"], "status": fr.get("status"),
+            "profile_ci": _json_ci(fr.get("profile_ci"))}
 
 
 def _bn_json(bn: dict[str, Any]) -> dict[str, Any]:
@@ -511,6 +517,9 @@ def plan_runs(runs: Sequence[Run], target: float, *, reference: str | None = Non
                     c["rN_source"] = "fit"
             elif fr is None:
                 c["why"] = "too few evaluation points past the start to fit its curve; run it longer"
+            elif fr.get("samples_to_target") is None and fr.get("status") == "undetermined":
+                c["why"] = fr["reason"]  # open above: neither a prediction nor a rejection (noise model below)
+                c["undetermined"] = True
             elif fr.get("samples_to_target") is None:
                 c["never_reaches"] = fr.get("reason") or "its fitted curve does not reach the target"
             elif s_ref is None:
@@ -541,8 +550,15 @@ def plan_runs(runs: Sequence[Run], target: float, *, reference: str | None = Non
             nc = noise_candidate(c["batch_size"], b_ref, bn, c["retained_batch"], rb_ref)
             c.update({k: nc[k] for k in ("rN", "rN_ci", "rN_source")})
             c.pop("why", None)
-        notes.append(f"rN of {', '.join(c['run'] for c in early)} from the noise model: their curves have not risen "
-                     "above their starting score yet")
+        und = [c["run"] for c in early if c.get("undetermined")]
+        rest = [c["run"] for c in early if not c.get("undetermined")]
+        if rest:
+            notes.append(f"rN of {', '.join(rest)} from the noise model: their curves cannot be fitted yet (too few "
+                         "evaluations past the start, or the reference's fit does not reach the target)")
+        if und:
+            notes.append(f"rN of {', '.join(und)} from the noise model: their fits cannot tell yet whether or when "
+                         "they reach the target (undetermined; the interval of samples-to-target is open above): "
+                         "run them longer")
     have = {c["batch_size"] for c in cands}
     extra = list(candidates or [])
     if extend and not candidates and bn.get("value") is not None and model is not None:

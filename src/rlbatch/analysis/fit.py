@@ -46,6 +46,9 @@ X = "samples/retained"
 #: is the one whose coverage ``benchmarks/plan_accuracy.py`` checks on real sweeps).
 CONF = 0.80
 BLOCK = 3
+#: Level at which a configuration is rejected as "never reaches" (:func:`profile_interval`): stricter than the
+#: intervals' :data:`CONF`, since a rejection from a short probe is the costly mistake.
+REJECT_CONF = 0.95
 
 
 def sigmoid(c: np.ndarray, r0: float, a: float, c_mid: float, b: float) -> np.ndarray:
@@ -144,6 +147,192 @@ def _quantiles(v: np.ndarray, conf: float) -> list[float] | None:
     return [float(np.quantile(v, lo, method="inverted_cdf")), float(np.quantile(v, 1 - lo, method="inverted_cdf"))]
 
 
+def _inflation(curves: Sequence[tuple[np.ndarray, np.ndarray]], fitted: Sequence[np.ndarray], s2: float) -> float:
+    """Variance inflation for correlated evaluation points, >= 1 (at most 6): the larger of (1 + rho) / (1 - rho),
+    rho the lag-1 autocorrelation of the residuals within seeds (a seed's curve wanders: neighbouring evaluations
+    share its policy), and the seed effect mean_j(n_j * mean_residual_j^2) / s2 (1 in expectation when seeds do not
+    differ systematically)."""
+    if not s2 > 0:
+        return 1.0
+    res = [y - f for (_, y), f in zip(curves, fitted)]
+    num = sum(float(e[1:] @ e[:-1]) for e in res if len(e) > 1)
+    den = sum(float(e @ e) for e in res)
+    rho = min(0.7, max(0.0, num / den)) if den > 0 else 0.0
+    ac = (1 + rho) / (1 - rho)
+    seed = float(np.mean([len(e) * float(np.mean(e)) ** 2 for e in res if len(e)])) / s2 if len(res) >= 2 else 1.0
+    return float(min(6.0, max(1.0, ac, seed)))
+
+
+def profile_interval(curves: Sequence[tuple[np.ndarray, np.ndarray]], target: float, params: Sequence[float], *,
+                     conf: float = CONF, horizon: float, n_grid: int = 32) -> dict[str, Any]:
+    """Profile likelihood of where one configuration's mean curve reaches ``target``: the extreme curves that still
+    fit its points.
+
+    The form of the module docstring is reparametrised by S = the crossing of ``target`` (C_mid = S ((A - R0) /
+    (T - R0) - 1)^(1/b), A > T > R0); for each S on a geometric grid from half the first evaluation to ``horizon``
+    retained samples (finer around the best fit's crossing), the residual sum of squares is minimised over
+    (R0, A, b). A curve is plausible when
+    SSE - SSE_min <= chi2_1(conf) * s^2 * k, with s^2 = SSE_min / (n - 4) and k >= 1 the inflation for correlated
+    evaluations (:func:`_inflation`; Venzon & Moolgavkar 1988 for profile intervals). The best curve that saturates
+    below the target (A <= T) is tested the same way. ``curves``: per seed (xs, ys) as :func:`fit_configuration`;
+    ``params``: a fit (R0, A, C_mid, b) to start from (a joint fit's; this configuration's own best fit is used when
+    it fits better).
+
+    Returns {``ci``: [lo, hi] of the mean curve's crossing (hi = +inf when a curve that reaches the target only at the
+    horizon or never fits; [inf, inf] when no reaching curve does), ``never_plausible``, ``reach_plausible``,
+    ``extremes`` (the plausible curves' parameter rows (R0, A, C_mid, b): the earliest and the latest crossing and
+    the best one below the target, where plausible), ``reach_possible_from`` (the earliest crossing of a reaching
+    curve plausible at :data:`REJECT_CONF`, None when none is: the evidence for "never"), ``params`` (the best
+    fit), ``inflation``}."""
+    from scipy.optimize import least_squares
+    from scipy.stats import chi2
+
+    xs = np.concatenate([c[0] for c in curves])
+    ys = np.concatenate([c[1] for c in curves])
+    hi = _upper(ys)
+    own = _fit_points(xs, ys, hi, p0=params)  # this configuration's own best fit (params may be a joint fit's)
+    cand = [np.asarray(params, float)] + ([own] if own is not None else [])
+    params = min(cand, key=lambda q: float(((sigmoid(xs, *q) - ys) ** 2).sum()))
+    r0, a, cm, b = (float(v) for v in params)
+    fitted = [sigmoid(x, *params) for x, _ in curves]
+    sse0 = float(sum(float(((y - f) ** 2).sum()) for (_, y), f in zip(curves, fitted)))
+    s2 = sse0 / max(1, len(xs) - 4)
+    infl = _inflation(curves, fitted, s2)
+    thr = float(chi2.ppf(conf, 1)) * s2 * infl
+    lo_y = float(ys.min())
+    r0_lb = lo_y - 0.5 * abs(lo_y) - 1e-3
+    out = {"ci": [math.inf, math.inf], "never_plausible": False, "reach_plausible": False, "extremes": [],
+           "reach_possible_from": None,
+           "params": np.asarray(params, float), "inflation": infl}
+    xmax = float(xs.max())
+    lb = [r0_lb, lo_y, math.log(1e-3), 0.3]
+    ub = [float(ys.max()), max(min(target, hi), lo_y + 1e-6), math.log(1e3), 6.0]
+    st = [min(max(v, l + 1e-9), u - 1e-9) for v, l, u in
+          zip([r0, min(a, target), math.log(max(cm, 1e-9) / xmax), b], lb, ub)]
+    try:
+        sol = least_squares(lambda q: sigmoid(xs, q[0], q[1], xmax * math.exp(q[2]), q[3]) - ys, st,
+                            bounds=(lb, ub), method="trf", max_nfev=400)
+        if 2 * sol.cost - sse0 <= thr:
+            out["never_plausible"] = True
+            q = sol.x
+            out["extremes"].append(np.array([q[0], q[1], xmax * math.exp(q[2]), q[3]]))
+    except (ValueError, np.linalg.LinAlgError):
+        pass
+    lb, ub = [r0_lb, target + 1e-6, 0.3], [min(float(ys.max()), target - 1e-6), hi, 6.0]
+    if lb[0] >= ub[0] or lb[1] >= ub[1]:
+        return out
+    pos = xs[xs > 0]
+    grid = np.geomspace(max(float(pos.min()) / 2, 1.0), max(horizon, 2 * float(pos.min())), n_grid)
+    s_best = invert(target, r0, a, cm, b)
+    if 0 < s_best < grid[-1]:  # the best fit's own crossing (SSE_min), and a finer grid around it
+        grid = np.unique(np.concatenate([grid, [s_best], s_best * np.geomspace(0.6, 1.6, 16)]))
+        grid = grid[grid <= max(horizon, 2 * float(pos.min()))]
+
+    def at(S: float, warm) -> tuple[float, np.ndarray | None]:
+        """(SSE, parameter row) of the best curve crossing ``target`` at ``S``."""
+        best, row = math.inf, None
+        starts = ([warm] if warm is not None else []) + [[r0, max(a, target + 0.05 * (hi - target)), b],
+                                                         [r0, hi - 1e-3, 1.0]]
+        for st in starts:
+            st = [min(max(v, l + 1e-9), u - 1e-9) for v, l, u in zip(st, lb, ub)]
+
+            def res(q):
+                with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+                    c_mid = S * ((q[1] - q[0]) / (target - q[0]) - 1.0) ** (1.0 / q[2])
+                    return np.nan_to_num(sigmoid(xs, q[0], q[1], c_mid, q[2]) - ys, nan=1e3, posinf=1e3)
+
+            try:
+                sol = least_squares(res, st, bounds=(lb, ub), method="trf", max_nfev=200)
+            except (ValueError, np.linalg.LinAlgError):
+                continue
+            if 2 * sol.cost < best:
+                q = sol.x
+                best, row = 2 * sol.cost, np.array([q[0], q[1], S * ((q[1] - q[0]) / (target - q[0]) - 1.0)
+                                                    ** (1.0 / q[2]), q[2]])
+        return best, row
+
+    def warm(row):
+        return None if row is None else [row[0], row[1], row[3]]
+
+    ok, rows, prev, sses = [], [], None, []
+    for S in grid:
+        sse, row = at(float(S), warm(prev))
+        prev = row if row is not None else prev
+        ok.append(sse - sse0 <= thr)
+        rows.append(row)
+        sses.append(sse)
+    ok = np.array(ok, bool)
+    # a rejection ("never") is decided at the stricter REJECT_CONF: no reaching curve fits even at that level
+    ok_r = np.array(sses) - sse0 <= float(chi2.ppf(REJECT_CONF, 1)) * s2 * infl
+    if ok_r.any():
+        out["reach_possible_from"] = float(grid[np.flatnonzero(ok_r)[0]])
+    if ok.any():
+        idx = np.flatnonzero(ok)
+
+        def edge(i_in: int, i_out: int) -> tuple[float, np.ndarray]:
+            """Bisect (on the log scale, 6 steps) between a plausible grid point and an implausible neighbour."""
+            s_in, s_out, r_in = float(grid[i_in]), float(grid[i_out]), rows[i_in]
+            for _ in range(6):
+                mid = math.sqrt(s_in * s_out)
+                sse, row = at(mid, warm(r_in))
+                if sse - sse0 <= thr:
+                    s_in, r_in = mid, row
+                else:
+                    s_out = mid
+            return s_in, r_in
+
+        lo, r_lo = edge(idx[0], idx[0] - 1) if idx[0] > 0 else (float(grid[0]), rows[0])
+        open_hi = bool(ok[-1] or out["never_plausible"])
+        hi_s, r_hi = (float(grid[-1]), rows[-1]) if ok[-1] else edge(idx[-1], idx[-1] + 1)
+        out["reach_plausible"] = True
+        out["ci"] = [lo, math.inf if open_hi else hi_s]
+        out["extremes"] += [r for r in (r_lo, r_hi) if r is not None]
+    return out
+
+
+def _finish(res: dict[str, Any], curves, target: float | None, conf: float, horizon: float,
+            rng: np.random.Generator | None = None) -> dict[str, Any]:
+    """Fold the profile likelihood (:func:`profile_interval`) into a fit's result and classify it.
+
+    What the accounting measures is each seed's first *noisy* evaluation at the target, so the extreme plausible
+    curves (earliest and latest crossing, the best one below the target) are each continued like the fit itself
+    (the seed's observed points, then the curve plus the seed's residuals in blocks; :func:`_predicted_crossing`,
+    100 draws) and their medians widen the bootstrap's interval: [min, max] over the bootstrap's ends and theirs.
+    The bootstrap alone, resampling residuals around one fitted shape, understates how far a short curve can bend.
+    ``status``: "reaches" (a predicted samples-to-target), "undetermined" (the best fit does not reach the target
+    within the horizon but a plausible curve does: no point estimate, the interval open above; run longer) or
+    "never" (no curve that reaches the target within the horizon fits, at :data:`REJECT_CONF`: rejected, with the
+    reason)."""
+    if target is None:
+        res["status"] = None
+        return res
+    p = [res["params"][k] for k in ("R0", "A", "C_mid", "b")]
+    pr = profile_interval(curves, target, p, conf=conf, horizon=horizon)
+    rng = rng if rng is not None else np.random.default_rng(len(curves))
+    resid = [y - sigmoid(x, *pr["params"]) for x, y in curves]
+    ends = [float(np.median(_predicted_crossing(curves, resid, q, target, horizon, rng, 100)))
+            for q in pr["extremes"]]
+    res["profile_ci"] = pr["ci"]
+    res["inflation"] = pr["inflation"]
+    boot = res.get("samples_to_target_ci")
+    lo = min([boot[0]] if boot else [] + [math.inf]) if not ends else min(ends + ([boot[0]] if boot else []))
+    hi = max(ends + ([boot[1]] if boot else [-math.inf]))
+    if res["reaches"]:
+        res["status"] = "reaches"
+        s = res["samples_to_target"]
+        res["samples_to_target_ci"] = [min(lo, s), max(hi, s)]
+    elif math.isfinite(lo) or pr["reach_possible_from"] is not None:
+        lo = lo if math.isfinite(lo) else pr["reach_possible_from"]
+        res["status"] = "undetermined"
+        res["samples_to_target_ci"] = [lo, math.inf]
+        res["reason"] = (f"undetermined: the best fit levels off at A = {res['params']['A']:.3g}, below the target "
+                         f"{target:g}, but curves that reach it after {lo:.3g} samples also fit the points "
+                         f"(profile likelihood); run longer")
+    else:
+        res["status"] = "never"
+    return res
+
+
 def fit_configuration(curves: Sequence[tuple[np.ndarray, np.ndarray]], target: float | None = None, *,
                       n_boot: int = 200, seed: int | None = None, name: str = "", conf: float = CONF,
                       horizon_factor: float = 20.0) -> dict[str, Any] | None:
@@ -207,7 +396,7 @@ def fit_configuration(curves: Sequence[tuple[np.ndarray, np.ndarray]], target: f
         out["reason"] = (f"fitted asymptote A = {a:.3g}" + (f" ({conf:.0%} CI {a_ci[0]:.3g}-{a_ci[1]:.3g})" if a_ci else "")
                          + f" with evaluation noise {rmse:.2g} does not reach the target {target:g} within "
                          f"{horizon:.3g} samples")
-    return out
+    return _finish(out, curves, target, conf, horizon)
 
 
 def fit_runs(runs: Sequence[Any], target: float | None, metric: str = "eval/score", **kw: Any) -> dict[str, Any] | None:
@@ -226,8 +415,10 @@ def rn_from_fits(fit: dict[str, Any], ref_s: float, ref_reps: np.ndarray | None,
     """Predicted rN = S_fit / S_ref and its percentile interval from the two sides' replicates: paired draw by draw
     when both come from one joint fit (``ref_fit`` given and ``fit["_joint"] is ref_fit["_joint"]``: the shared
     shape's uncertainty cancels in the ratio), else taken independently (``ref_reps``: the reference's bootstrap
-    replicates of S, e.g. the accounting's measured ones). rN is None when the fit never reaches the target; an
-    interval end may be +inf. Replicates where both sides never reach the target are dropped."""
+    replicates of S, e.g. the accounting's measured ones). The interval is then widened to contain the candidate's
+    own interval of S (bootstrap and profile likelihood, :func:`_finish`) over ``ref_s``, combined for an
+    extrapolated reference (``ref_fit``) with the reference's own interval in quadrature on the log scale. rN is None when the fit never reaches the
+    target; an interval end may be +inf. Replicates where both sides never reach the target are dropped."""
     s = fit.get("samples_to_target")
     if s is None or not ref_s:
         return None, None
@@ -245,7 +436,19 @@ def rn_from_fits(fit: dict[str, Any], ref_s: float, ref_reps: np.ndarray | None,
     q = q[~np.isnan(q)]
     if len(q) < 20:
         return s / ref_s, None
-    return s / ref_s, _quantiles(q, conf)
+    ci = _quantiles(q, conf)
+    own = fit.get("samples_to_target_ci")
+    if ci is not None and own and own[0] > 0:
+        # at least as wide as the candidate's own interval (bootstrap u profile) over S_ref, with an extrapolated
+        # reference's own interval (``ref_fit``) added in quadrature on the log scale (independent errors)
+        rn = s / ref_s
+        rci = (ref_fit or {}).get("samples_to_target_ci") or [ref_s, ref_s]
+        with np.errstate(divide="ignore"):
+            d_lo = math.hypot(math.log(s / min(own[0], s)), math.log(max(rci[1], ref_s) / ref_s))
+            d_hi = math.hypot(math.log(max(own[1], s) / s), math.log(ref_s / min(rci[0], ref_s)) if rci[0] > 0
+                              else math.inf)
+        ci = [min(ci[0], rn * math.exp(-d_lo)), max(ci[1], rn * math.exp(d_hi))]
+    return s / ref_s, ci
 
 
 def _fit_joint(pooled: Sequence[tuple[np.ndarray, np.ndarray]], hi: float, p0: np.ndarray | None = None
@@ -344,7 +547,7 @@ def fit_configurations(curves: dict[str, Sequence[tuple[np.ndarray, np.ndarray]]
                                                                   if a_ci else "")
                              + f" with evaluation noise {rmse:.2g} does not reach the target {target:g} within "
                              f"{hz:.3g} samples")
-        out[n] = res
+        out[n] = _finish(res, cv[n], target, conf, hz)
     return out
 
 
