@@ -189,3 +189,18 @@ def test_gp_and_accounting_give_the_same_rn_over_seeds():
     assert lo < out["rN"] < hi
     assert estimate_configuration(cand, 2.0)["samples_to_target"] is None
 
+
+
+def test_b_noise_interval_from_one_run_stays_positive_when_some_steps_estimate_negative():
+    """A single run whose per-step B_simple is sometimes <= 0 (|G|^2 estimated negative; found on a 2-trial TRL
+    sweep, where it made the noise model raise): the interval is taken from the positive values only."""
+    import types
+
+    import pandas as pd
+
+    from rlbatch.analysis.noise_model import b_noise_from_gradients
+
+    vals = [60.0] * 10 + [-40.0, 50.0, -30.0, -60.0, 40.0, -20.0, -50.0, 70.0, -10.0, -45.0] * 2
+    m = pd.DataFrame({"noise/b_simple": vals, "samples/retained": np.arange(1, len(vals) + 1) * 64.0})
+    bn = b_noise_from_gradients([types.SimpleNamespace(metrics=m)])
+    assert bn is not None and bn["value"] > 0 and bn["ci"] is not None and bn["ci"][0] > 0

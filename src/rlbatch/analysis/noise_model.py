@@ -96,7 +96,8 @@ def b_noise_from_points(points: list[dict[str, Any]], b_ref: float) -> dict[str,
 
 def b_noise_from_gradients(runs: Sequence[Run]) -> dict[str, Any] | None:
     """B_noise from gradient-noise measurements: the median whole-run B_simple of the runs' ``noise/*`` metrics
-    (interval: min-max over runs, or the 10-90% range of its smoothed value over the second half of a single run),
+    (interval: min-max over runs, or the 10-90% range of its positive smoothed values over the second half of a
+    single run),
     else the grad-norm vs B fit |g_B|^2 = |G|^2 + tr(Sigma)/B (B_noise = tr(Sigma)/|G|^2). None when neither."""
     from rlbatch.analysis.noise import b_simple_overall, b_simple_smoothed, fit_grad_norm_scaling
 
@@ -108,6 +109,7 @@ def b_noise_from_gradients(runs: Sequence[Run]) -> dict[str, Any] | None:
             try:
                 d = b_simple_smoothed(r.metrics)["b_simple"].dropna()
                 d = d.iloc[len(d) // 2:]
+                d = d[d > 0]  # a step's B_simple is <= 0 when its |G|^2 estimate is: no finite B_noise to bound
                 if len(d) >= 3:
                     spreads.append((float(d.quantile(0.1)), float(d.quantile(0.9))))
             except UserError:
