@@ -30,7 +30,9 @@ out by prompt: TRL shuffles the generation batch before cutting it into micro-ba
 generation batch (``steps_per_generation == gradient_accumulation_steps`` and ``num_iterations == 1``, the study's
 setting) the order of the micro-batches cannot change the update, so for this trainer only the shuffle is skipped
 and completions stay in TRL's sampler order (the G completions of a prompt are consecutive). Otherwise the shuffle
-is kept and the ``noise/*`` inputs are not logged (the layout is random).
+is kept and the ``noise/*`` inputs are not logged (the layout is random). Nor are they on a step where some
+parameter's hook fired twice in one backward pass (its gradient arrived in parts, e.g. reentrant gradient
+checkpointing across a tied weight): the sum of the parts' squares is not the square of their sum.
 
 The unit of the noise inputs is the *mean* gradient over a set's retained responses, as in our trainer: with TRL's
 ``loss_type="dapo"`` (token-level mean over the generation batch: ``num_items_in_batch`` tokens, our trainer's
@@ -205,6 +207,7 @@ class RlbatchCallback(TrainerCallback):
         trainer._get_grad_norm = _get_grad_norm
         self.params = [p for p in trainer.model.parameters() if p.requires_grad]
         self._sq: list = []
+        self._fired: set[int] = set()
         self._buf: list | None = None
         for i, p in enumerate(self.params):
             p.register_hook(self._hook(i))
@@ -212,6 +215,9 @@ class RlbatchCallback(TrainerCallback):
     def _hook(self, i: int):
         def hook(g):
             if self.cur.get("in_micro"):
+                if i in self._fired:  # a second partial gradient in one backward (e.g. reentrant checkpointing)
+                    self.cur["hook_multi"] = True
+                self._fired.add(i)
                 self._sq.append(g.detach().float().pow(2).sum())
                 if self._buf is not None:
                     if self._buf[i] is None:
@@ -249,6 +255,7 @@ class RlbatchCallback(TrainerCallback):
 
     def _micro_begin(self) -> None:
         self._sq = []
+        self._fired: set[int] = set()
         self._start_group()
         self.cur["in_micro"] = True
 
@@ -286,8 +293,9 @@ class RlbatchCallback(TrainerCallback):
         from rlbatch.train.grpo import GradResult, grpo_noise_metrics
 
         gn = self.cur.get("grad_norm")
-        if not self.noise_ok or gn is None or b_ret == 0:
-            return {}
+        if not self.noise_ok or gn is None or b_ret == 0 or self.cur.get("hook_multi"):
+            return {}  # hook_multi: a parameter's gradient came in parts, so |c_u|^2 is not the sum of the hooks'
+
         micro = [(sq * self._scale(t, r) ** 2, r) for sq, t, r in self.cur.get("micro", []) if r > 0]
         big = gn ** 2 * self._scale(t_ret, b_ret) ** 2
         if self.split:
