@@ -14,6 +14,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q "$(TORCH_PIN)"
 	$(PY) -m pip install -q -e ".[dev]"
+	$(PY) -m pip install -q --no-deps "verl==0.9.1" "openrlhf==0.11.2"  # schema tests: their own config/parser/loggers
 	touch $(STAMP)
 
 venv: $(STAMP)

@@ -28,7 +28,7 @@ def test_sweep_backend_verl_dry_run_and_json(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "actor_rollout_ref.actor.optim.lr=1.4142135623730952e-06" in r.stdout and "data.train_batch_size=64" in r.stdout
     assert not (tmp_path / "launch.sh").exists()
-    r = sweep(*BASE, "--out", tmp_path, "--backend", "trl", "--format", "json")
+    r = sweep(*BASE, "--out", tmp_path, "--backend", "openrlhf", "--format", "json")
     assert r.returncode == 0, r.stderr
     assert [t["steps"] for t in json.loads(r.stdout)["trials"]] == [196, 98] and (tmp_path / "launch.sh").exists()
 

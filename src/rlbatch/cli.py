@@ -221,8 +221,9 @@ def sweep_cmd(
                                         "and held (--stop-hold evaluations)."),
     hold: int = typer.Option(2, "--stop-hold"),
     out: Path = typer.Option(..., "--out", help="Sweep directory (trials/, sweep.json, report.*)."),
-    backend: str = typer.Option("local", "--backend", help="local (processes here), ray (Ray tasks), or launch "
-                                "the study on verl, openrlhf or trl."),
+    backend: str = typer.Option("local", "--backend", help="local (processes here), ray (Ray tasks), trl (each "
+                                "trial with TRL's GRPOTrainer here; with --dry-run/--submit: launch it), or launch "
+                                "the study on verl or openrlhf."),
     adaptive: bool = typer.Option(False, "--adaptive", help="Double B from the base, each trial only until the plan "
                                   "decides; stop once the throughput gain no longer beats rN (local)."),
     address: Optional[str] = typer.Option(None, "--address", help="ray: cluster to join (auto, HOST:6379, "
@@ -255,7 +256,8 @@ def sweep_cmd(
 ) -> None:
     """Batch-size sweep: every B under the LR rule (+ a fixed-LR control) to the same sample budget, resumable
     (finished trials are skipped; local and ray share sweep.json), then the report (report.html, report.md,
-    report.json in --out). --backend verl|openrlhf|trl launches the study there instead (as rlbatch launch)."""
+    report.json in --out). --backend trl runs every trial with TRL's GRPOTrainer (same manifest and report);
+    --backend verl|openrlhf (and trl with --dry-run/--submit) launches the study there instead (as rlbatch launch)."""
     _quiet_transformers()
     from rlbatch.scaling import parse_int_list
     from rlbatch.sweep.backends import run_study
@@ -312,6 +314,8 @@ def demo_cmd(
     device: str = typer.Option("cpu", "--device"),
     fmt: Format = typer.Option(Format.table, "--format", help="Output format."),
     algo: str = typer.Option("grpo", "--algo", help="grpo, or ppo (the preset's PPO study: G = 1, value model)."),
+    backend: str = typer.Option("local", "--backend", help="local (our trainer) or trl (every trial with TRL's "
+                                "GRPOTrainer; GRPO only; needs rlbatch[trl])."),
 ) -> None:
     """The main job: a real batch-size study (sqrt LR rule at 4 batch sizes + a fixed-LR control, several seeds)
     on the tiny preset, then the report with the accounting and the recommendation."""
@@ -319,7 +323,7 @@ def demo_cmd(
     from rlbatch.sweep.demo import run_demo
 
     rep = run_demo(out, preset=preset, seeds=seeds, samples=samples, workers=workers, device=device,
-                   progress=fmt is Format.table, algo=algo)
+                   progress=fmt is Format.table, algo=algo, backend=backend)
     _print_sweep_report(rep, fmt, out)
     if fmt is not Format.json:
         print(f"demo finished in {rep['demo_seconds']:.0f} s")

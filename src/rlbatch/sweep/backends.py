@@ -1,9 +1,11 @@
 """``rlbatch sweep --backend local|ray|verl|openrlhf|trl [--adaptive]``: one entry point for every way of running a
 study. The trainer backends (``local``: worker processes on this machine, ``ray``: Ray tasks on a cluster) share the
 trial list (:func:`rlbatch.sweep.local.plan_trials`), the manifest ``sweep.json`` and the report
-(:func:`rlbatch.sweep.study.report_sweep`), so a sweep started with one resumes with the other. The framework
-backends (``verl``, ``openrlhf``, ``trl``) write / print / submit one training command per trial
-(:func:`rlbatch.sweep.launch.launch`); ``rlbatch analyze OUT/logs`` reads their logs back. ``adaptive`` runs
+(:func:`rlbatch.sweep.study.report_sweep`), so a sweep started with one resumes with the other. ``trl`` runs the
+same trials here with TRL's ``GRPOTrainer`` (one process per trial, :func:`rlbatch.sweep.trl.run_trial_trl`), with
+the same manifest and report. The framework backends (``verl``, ``openrlhf``; ``trl`` with ``--dry-run`` or
+``--submit``) write / print / submit one training command per trial (:func:`rlbatch.sweep.launch.launch`);
+``rlbatch analyze OUT/logs`` reads their logs back. ``adaptive`` runs
 :func:`rlbatch.sweep.adaptive.adaptive_sweep` with the local trainer.
 """
 
@@ -38,7 +40,7 @@ def run_study(*, backend: str, base_batch: int, base_lr: float, batches: list[in
     if backend not in BACKENDS:
         raise UserError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}", field="backend")
     scaled_lr(base_batch, base_batch, base_lr, rule)
-    if backend in LAUNCH_BACKENDS:
+    if backend in LAUNCH_BACKENDS and not (backend == "trl" and not dry_run and not submit):
         if adaptive:
             raise UserError("--adaptive runs the embedded trainer: use it with --backend local", field="adaptive")
         if len(group_sizes) != 1:
@@ -52,7 +54,7 @@ def run_study(*, backend: str, base_batch: int, base_lr: float, batches: list[in
                      address=address, **(launch_kwargs or {}))
         return {"kind": "launch", "launch": res}
     for flag, val in (("--verl-config", verl_config), ("--dry-run", dry_run), ("--submit", submit)):
-        if val:
+        if val and backend != "trl":
             raise UserError(f"{flag} applies to --backend verl, openrlhf or trl, not {backend}", field="backend")
     if target is None:
         raise UserError("--target is required to run a sweep (the held-out score every trial is timed to)",
@@ -64,6 +66,9 @@ def run_study(*, backend: str, base_batch: int, base_lr: float, batches: list[in
                         seeds=seeds, fixed_lr_control=fixed_lr_control, samples=samples, model=model, task=task,
                         options=options)
     title = f"rlbatch sweep ({model}, {task})"
+    if backend == "trl" and verl_config:
+        raise UserError("--base-config applies to the TRL launch (--dry-run / --submit, or rlbatch launch); a TRL "
+                        "sweep run here takes the trainer options", field="backend")
     if adaptive:
         if backend != "local":
             raise UserError("--adaptive runs trials one after the other: use it with --backend local",
@@ -88,7 +93,8 @@ def run_study(*, backend: str, base_batch: int, base_lr: float, batches: list[in
                       cpus_per_trial=cpus_per_trial, gpus_per_trial=gpus_per_trial, max_retries=max_retries,
                       log=say)
     else:
-        run_sweep(specs, out, workers=workers, threads=1, settings=settings, progress=progress)
+        run_sweep(specs, out, workers=workers, threads=1, settings=settings, progress=progress,
+                  runner="trl" if backend == "trl" else "local")
     return {"kind": "report", "report": report_sweep(out, target=target, title=title)}
 
 

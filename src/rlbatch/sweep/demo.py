@@ -45,12 +45,17 @@ PPO_DEMOS: dict[str, dict[str, Any]] = {
 
 def run_demo(out: Path | str = "runs/demo", *, preset: str = "tiny", seeds: int | None = None,
              samples: int | None = None, workers: int | None = None, device: str = "cpu",
-             progress: bool = True, algo: str = "grpo") -> dict:
+             progress: bool = True, algo: str = "grpo", backend: str = "local") -> dict:
     """Run the demo study of ``preset`` into ``out`` (resumable: finished trials are skipped) and write the report.
-    Returns the report's JSON object plus ``demo_seconds``. Raises :class:`UserError` for an unknown preset."""
+    ``backend``: ``local`` (our trainer) or ``trl`` (each trial with TRL's GRPOTrainer, GRPO only).
+    Returns the report's JSON object plus ``demo_seconds``. Raises :class:`UserError` for an unknown preset or
+    backend."""
     from rlbatch.sweep.local import plan_trials, run_sweep
     from rlbatch.sweep.study import report_sweep
 
+    if backend not in ("local", "trl") or (backend == "trl" and algo != "grpo"):
+        raise UserError(f"demo --backend must be local, or trl with --algo grpo; got {backend!r} / {algo!r}",
+                        field="backend")
     table = PPO_DEMOS if algo == "ppo" else DEMOS
     if algo not in ("grpo", "ppo"):
         raise UserError(f"--algo must be grpo or ppo, got {algo!r}", field="algo")
@@ -70,7 +75,8 @@ def run_demo(out: Path | str = "runs/demo", *, preset: str = "tiny", seeds: int 
                         samples=d["samples"], model=d["model"], task=d["task"], options=opts)
     settings = {k: v for k, v in d.items() if k != "options"} | {"options": opts, "preset": preset,
                                                                  "workers": workers, "algo": algo}
-    run_sweep(specs, out, workers=workers, threads=1, settings=settings, progress=progress)
+    run_sweep(specs, out, workers=workers, threads=1, settings=settings | {"backend": backend}, progress=progress,
+              runner=backend)
     rep = report_sweep(out, target=d["target"], title=f"rlbatch demo: {algo.upper()} batch-size study ({preset} preset, "
                        f"{d['task']}, sqrt LR rule + fixed-LR control, {d['seeds']} seed(s))")
     rep["demo_seconds"] = time.perf_counter() - t0

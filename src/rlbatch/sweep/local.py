@@ -191,22 +191,28 @@ def _prepare(model: str) -> str:
     return model
 
 
-def _work(spec_json: dict, run_dir: str) -> tuple[str, str, str | None, float]:
+def _work(spec_json: dict, run_dir: str, runner: str = "local") -> tuple[str, str, str | None, float]:
     t0 = time.perf_counter()
     spec = TrialSpec(**spec_json)
     try:
-        run_trial(spec, run_dir)
+        if runner == "trl":  # TRL's GRPOTrainer in a subprocess (rlbatch.sweep.trl.run_trial_trl)
+            from rlbatch.sweep.trl import run_trial_trl
+
+            run_trial_trl(spec, run_dir)
+        else:
+            run_trial(spec, run_dir)
         return spec.run_id, "finished", None, time.perf_counter() - t0
     except Exception as err:  # a failed trial must not stop the sweep; its state records why
         return spec.run_id, "failed", f"{type(err).__name__}: {err}"[:500], time.perf_counter() - t0
 
 
 def run_sweep(specs: list[TrialSpec], out: Path | str, *, workers: int = 1, threads: int = 1,
-              settings: dict | None = None, progress: bool = True) -> dict:
+              settings: dict | None = None, progress: bool = True, runner: str = "local") -> dict:
     """Run every trial of ``specs`` not yet finished into ``out/trials/<run_id>``, keeping ``out/sweep.json``
     (the specs and each trial's state ``pending|running|finished|failed``). Trials of an existing manifest are kept
     (matched by run id) and new ones appended, so a re-run skips finished trials and resumes the others.
-    Returns the manifest."""
+    ``runner``: ``local`` (our trainer) or ``trl`` (each trial with TRL's GRPOTrainer, :mod:`rlbatch.sweep.trl`);
+    it is the manifest's ``backend``. Returns the manifest."""
     from rlbatch.train.trainer import check_writable, lock_run_dir, remove_stale_temps
 
     out = Path(out)
@@ -214,19 +220,19 @@ def run_sweep(specs: list[TrialSpec], out: Path | str, *, workers: int = 1, thre
     lock = lock_run_dir(out)  # one sweep process per directory; released on exit, even by kill -9
     try:
         remove_stale_temps(out)  # a killed manifest write's temp file
-        return _run_sweep(specs, out, workers, threads, settings, progress)
+        return _run_sweep(specs, out, workers, threads, settings, progress, runner)
     finally:
         if lock is not None:
             lock.close()
 
 
 def _run_sweep(specs: list[TrialSpec], out: Path, workers: int, threads: int, settings: dict | None,
-               progress: bool) -> dict:
+               progress: bool, runner: str = "local") -> dict:
     manifest = read_manifest(out) or {"version": 1, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                                       "settings": settings or {}, "trials": []}
     if settings:
         manifest["settings"] = settings
-    manifest["backend"] = "local"
+    manifest["backend"] = runner
     known = {t["spec"].run_id: t for t in manifest["trials"]}
     for spec in specs:
         if spec.run_id in known:
@@ -273,7 +279,7 @@ def _run_sweep(specs: list[TrialSpec], out: Path, workers: int, threads: int, se
             for entry in todo:
                 entry["state"] = "running"
                 write_manifest(out, manifest)
-                done(*_work(entry["spec"].model_dump(mode="json"), str(out / entry["run_dir"])))
+                done(*_work(entry["spec"].model_dump(mode="json"), str(out / entry["run_dir"]), runner))
         else:
             import multiprocessing as mp
             from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
@@ -294,7 +300,7 @@ def _run_sweep(specs: list[TrialSpec], out: Path, workers: int, threads: int, se
                             entry["state"] = "running"
                             write_manifest(out, manifest)
                             fut = pool.submit(_work, entry["spec"].model_dump(mode="json"),
-                                              str(out / entry["run_dir"]))
+                                              str(out / entry["run_dir"]), runner)
                             running[fut] = entry
                         finished, _ = wait(list(running), return_when=FIRST_COMPLETED)
                         for fut in finished:

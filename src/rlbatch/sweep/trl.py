@@ -1,4 +1,13 @@
-"""One trial of the study as a TRL ``GRPOConfig`` (YAML) for ``accelerate launch SCRIPT --config FILE``.
+"""The study on TRL, two ways.
+
+**Run here** (``rlbatch sweep --backend trl``, :func:`run_trial_trl`): every trial of the local sweep (same trial
+list, manifest ``sweep.json`` and report as ``--backend local``; :func:`rlbatch.sweep.local.run_sweep` with
+``runner="trl"``) is trained by TRL's ``GRPOTrainer`` in its own process, with rlbatch's entry point
+:mod:`rlbatch.integrations.trl_train`, whose callback (:mod:`rlbatch.integrations.trl`) writes the trial's run
+directory ``OUT/trials/<run_id>``. A killed sweep resumes each unfinished trial from its newest TRL checkpoint.
+
+**Launch elsewhere** (``rlbatch launch --backend trl`` / ``rlbatch sweep --backend trl --dry-run``, :func:`trl_plan`):
+one trial as a TRL ``GRPOConfig`` (YAML) for ``accelerate launch SCRIPT --config FILE``.
 
 Field names follow ``trl/trainer/grpo_config.py`` (github.com/huggingface/trl) and transformers'
 ``TrainingArguments``. In TRL the effective batch, in completions, is
@@ -13,7 +22,10 @@ The script is the user's (it must build a ``GRPOTrainer`` from ``TrlParser((GRPO
 
 from __future__ import annotations
 
+import os
 import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 from rlbatch.errors import UserError
@@ -105,3 +117,33 @@ def trl_plan(trial: dict, out_dir: Path | str, base: list[Entry] | None = None, 
                 experiment_name=rid,
                 checkpoint_dir=ckpt, prepare=[f"mkdir -p {shlex.quote(str(log))}"])
     return plan
+
+
+def run_trial_trl(spec, run_dir: Path | str, *, timeout_s: float | None = None) -> Path:
+    """Train one sweep trial (a :class:`rlbatch.sweep.local.TrialSpec`) with TRL into ``run_dir``: writes
+    ``run_dir/trial_spec.json`` and runs ``python -m rlbatch.integrations.trl_train --spec ... --out run_dir`` in a
+    subprocess (TRL, datasets and accelerate are imported there, not in the sweep's workers; the thread count is the
+    worker's ``OMP_NUM_THREADS``). Resumes from the trial's newest TRL checkpoint; returns at once when it finished.
+
+    Raises :class:`UserError` when TRL is not installed or the trial's options are bad (the entry point's exit
+    code 2), ``RuntimeError`` with the end of its output when the training process fails."""
+    import importlib.util
+
+    if importlib.util.find_spec("trl") is None:
+        raise UserError("--backend trl needs TRL: pip install 'rlbatch[trl]'")
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    from rlbatch.runstore import atomic_write_text
+
+    spec_path = run_dir / "trial_spec.json"
+    atomic_write_text(spec_path, spec.model_dump_json(indent=1) + "\n")
+    src = str(Path(__file__).resolve().parents[2])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, *filter(None, [os.environ.get("PYTHONPATH")])]),
+           "TOKENIZERS_PARALLELISM": "false", "WANDB_DISABLED": "true"}
+    r = subprocess.run([sys.executable, "-m", "rlbatch.integrations.trl_train", "--spec", str(spec_path),
+                        "--out", str(run_dir)], capture_output=True, text=True, env=env, timeout=timeout_s)
+    if r.returncode == 2:
+        raise UserError((r.stderr.strip().splitlines() or ["bad trial options"])[-1].removeprefix("rlbatch: error: "))
+    if r.returncode:
+        raise RuntimeError(f"TRL trial {spec.run_id} failed (exit {r.returncode}): {r.stderr[-1500:]}")
+    return run_dir
