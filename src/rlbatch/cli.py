@@ -11,7 +11,7 @@ from typing import Optional
 import typer
 
 from rlbatch.errors import UserError
-from rlbatch.output import markdown_table, print_json, rich_table, console
+from rlbatch.output import console, markdown_table, markdown_text, print_json, rich_table
 
 app = typer.Typer(
     name="rlbatch",
@@ -283,23 +283,28 @@ def sweep_cmd(
 
 
 def _print_sweep_report(rep: dict, fmt: Format, out: Path) -> None:
-    from rlbatch.report import samples_cell
+    from rlbatch.report import accounting_columns, with_ci_cells
 
-    rows = rep.get("accounting") or []
-    cols = [("run", "run", None), ("batch_size", "B", None), ("samples_to_target", "samples-to-target", samples_cell),
-            ("rN", "rN", ".2f"), ("relative_throughput", "rel. throughput", ".2f"),
-            ("relative_time", "rel. time-to-target", ".2f"), ("faster_than_reference", "faster", None)]
+    rows = with_ci_cells(rep.get("accounting") or [])
+    cols = accounting_columns(combined=True)
     if fmt is Format.json:
         print_json(rep)
         return
+    family = (rep.get("aligned_family") or {}).get("statement")
     if fmt is Format.markdown:
-        print(markdown_table(rows, cols))
-        print(f"\n{rep.get('recommendation') or ''}\n\nReport: {out}/report.html, report.md, report.json")
+        print(markdown_table(rows, cols, none="not reached"))
+        print(f"\n{rep.get('recommendation') or ''}\n")
+        if family:
+            print(f"{family}\n")
+        print(f"Report: {out}/report.html, report.md, report.json")
         return
     con = console()
-    con.print(rich_table(rows, cols, title="End-to-end accounting (seeds of a configuration averaged)"))
-    con.print(rep.get("recommendation") or "")
-    con.print(f"Report: {out}/report.html, {out}/report.md, {out}/report.json")
+    con.print(rich_table(rows, cols, title="End-to-end accounting (seeds of a configuration averaged)",
+                         none="not reached"))
+    con.print(markdown_text(rep.get("recommendation") or ""))
+    if family:
+        con.print(markdown_text(family))
+    con.print(f"Report: {out}/report.html, {out}/report.md, {out}/report.json", markup=False)
 
 
 @app.command("demo")
@@ -331,8 +336,12 @@ def profile_cmd(
     model: str = typer.Option(..., "--model", help="Model preset (tiny, smollm2-135m) or a local Hugging Face "
                               "model directory."),
     batches: str = typer.Option("1,2,4,8,16", "--batches", help="Comma-separated batch sizes (sequences)."),
-    new_tokens: int = typer.Option(64, "--new-tokens", help="Tokens decoded per sequence (exactly; no early stop)."),
-    prompt_tokens: int = typer.Option(64, "--prompt-tokens", help="Prompt length in tokens (random token ids)."),
+    new_tokens: Optional[int] = typer.Option(None, "--new-tokens", help="Tokens decoded per sequence (exactly; no "
+                                             "early stop). Default 64, fewer when the model's context is shorter "
+                                             "(tiny: 16)."),
+    prompt_tokens: Optional[int] = typer.Option(None, "--prompt-tokens", help="Prompt length in tokens (random "
+                                                "token ids). Default 64, fewer when the model's context is shorter "
+                                                "(tiny: 15)."),
     device: Optional[str] = typer.Option(None, "--device", help="cpu or cuda (default: cuda when available)."),
     bandwidth_gbs: Optional[float] = typer.Option(None, "--bandwidth-gbs", help="Memory bandwidth in GB/s "
                                                   "(default: measured with a tensor copy)."),
@@ -345,6 +354,7 @@ def profile_cmd(
 ) -> None:
     """Decode throughput, prefill time and one update's time per batch size, beside a roofline lower bound from
     parameter bytes, KV-cache bytes per token, memory bandwidth and peak FLOP/s (no training)."""
+    _quiet_transformers()
     from rich.console import Console
     from rich.progress import Progress
 
@@ -522,6 +532,20 @@ def plan_cmd(
     print_plan(plan, fmt.value)
 
 
+def _one_line_help() -> None:
+    """Each command's help as flowing text: the docstring's source line breaks removed (rich keeps them, which
+    breaks lines mid-sentence in ``--help``), and its first sentence as the one-line summary in ``rlbatch --help``."""
+    import re
+
+    for info in app.registered_commands:
+        doc = info.help or (info.callback.__doc__ if info.callback else None)
+        if not doc:
+            continue
+        info.help = " ".join(doc.split())
+        first = re.split(r"(?<=\.)\s", info.help, maxsplit=1)[0]
+        info.short_help = info.short_help or first
+
+
 def main() -> None:
     """Console entry point: runs the Typer app; a :class:`UserError` prints one line and exits with code 2."""
     try:
@@ -533,6 +557,8 @@ def main() -> None:
         print("rlbatch: interrupted", file=sys.stderr)
         sys.exit(130)
 
+
+_one_line_help()  # after every command is registered
 
 if __name__ == "__main__":
     main()

@@ -194,6 +194,13 @@ def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None,
                "2026). The verdict follows the 95% interval of the relative time: \"faster\" or \"slower\" only "
                "when it lies wholly below or above 1, else \"within noise\".", "",
                f"**How these numbers are computed.** {acc['aggregation']} {clock_note(acc['clock'])}", ""]
+        if "comparisons" not in acc:  # one model / task / algorithm: one batch ladder
+            from rlbatch.report.family import aligned_family, family_markdown, rejected
+
+            result["aligned_family"] = aligned_family(rows, ref)
+            result["rejected"] = rejected(rows, ref)
+            md += ["### Where the aligned family ends", "", family_markdown(result["aligned_family"],
+                                                                             result["rejected"]), ""]
     else:
         md += ["No target given (`--target`): no accounting or recommendation. Curves and summaries below.", ""]
     result["recommendation"] = recommendation
