@@ -131,7 +131,9 @@ def train_cmd(
     micro_batch_size: Optional[int] = typer.Option(None, "--micro-batch-size", help="Responses per micro-batch "
                                                    "(must divide P x G; default gcd(P x G, 8)). GRPO lays them out "
                                                    "by prompt: whole groups, or one group split over several."),
-    max_new_tokens: int = typer.Option(8, "--max-new-tokens", help="Cap on generated tokens per response."),
+    max_new_tokens: Optional[int] = typer.Option(None, "--max-new-tokens", help="Cap on generated tokens per "
+                                                 "response (default per task: arithmetic 5, reasoning-gym 256, "
+                                                 "gsm8k and verl files 512)."),
     eval_every: int = typer.Option(2048, "--eval-every", help="Retained samples between greedy evaluations."),
     eval_size: Optional[int] = typer.Option(None, "--eval-size", help="Held-out items (default: 512 arithmetic, "
                                             "256 otherwise)."),
@@ -158,11 +160,13 @@ def train_cmd(
     """Train with GRPO (or PPO with --algo ppo): one optimizer step per P x G rollout batch, metrics in
     DIR/metrics.jsonl (canonical names), greedy evaluations in DIR/eval.jsonl, checkpoints for --resume."""
     _quiet_transformers()
+    from rlbatch.train.tasks import default_max_new_tokens
     from rlbatch.train.trainer import make_config, train
 
     cfg = make_config(model=model, task=task, prompts_per_step=prompts_per_step, group_size=group_size, lr=lr,
                       lr_rule=rule if lr is None else None, base_batch=base_batch, base_lr=base_lr, samples=samples,
-                      seed=seed, micro_batch_size=micro_batch_size, max_new_tokens=max_new_tokens,
+                      seed=seed, micro_batch_size=micro_batch_size,
+                      max_new_tokens=max_new_tokens or default_max_new_tokens(task),
                       eval_every=eval_every, eval_size=eval_size, checkpoint_every=checkpoint_every, kl_coef=kl_coef,
                       max_grad_norm=max_grad_norm or None, stop_at_target=target, stop_hold=hold,
                       max_steps=max_steps, device=device,
@@ -238,7 +242,9 @@ def sweep_cmd(
     model: str = typer.Option("tiny", "--model", help="Preset or model directory."),
     task: str = typer.Option("arithmetic", "--task", help="Task name or path."),
     micro_batch_size: Optional[int] = typer.Option(None, "--micro-batch-size"),
-    max_new_tokens: int = typer.Option(8, "--max-new-tokens"),
+    max_new_tokens: Optional[int] = typer.Option(None, "--max-new-tokens", help="Cap on generated tokens per "
+                                                 "response (default per task: arithmetic 5, reasoning-gym 256, "
+                                                 "gsm8k and verl files 512)."),
     eval_every: int = typer.Option(2048, "--eval-every", help="Retained samples between evaluations."),
     eval_size: Optional[int] = typer.Option(None, "--eval-size"),
     workers: int = typer.Option(1, "--workers", help="Trial processes in parallel (1 torch thread each)."),
@@ -260,7 +266,10 @@ def sweep_cmd(
     from rlbatch.scaling import parse_int_list
     from rlbatch.sweep.backends import run_study
 
-    opts = dict(micro_batch_size=micro_batch_size, max_new_tokens=max_new_tokens, eval_every=eval_every,
+    from rlbatch.train.tasks import default_max_new_tokens
+
+    opts = dict(micro_batch_size=micro_batch_size, max_new_tokens=max_new_tokens or default_max_new_tokens(task),
+                eval_every=eval_every,
                 eval_size=eval_size, device=device,
                 **_ppo_fields(algo, critic_model, None, critic_base_lr, gamma, lam, value_clip, critic_warmup_steps))
     group_sizes = group_sizes or ("1" if algo == "ppo" else "8")

@@ -69,7 +69,8 @@ def aligned_family(rows: Sequence[dict[str, Any]], reference: str | None,
         clear = (not e["reached"]) or bool(ci and ci[0] is not None and ci[0] > limit)
         end = {"run": e["run"], "batch_size": e["batch_size"], "rN": e["rN"], "rN_ci": ci, "reached": e["reached"],
                "clear": clear}
-    rule_s = f"the {rule} LR rule" if rule and rule != "none" else "a fixed learning rate"
+    rule_s = (f"the {rule} LR rule" if rule and rule != "none" else "a fixed learning rate" if rule == "none"
+              else "these runs' ladder (no LR rule recorded)")
     span = f"B = {fam[0]} to {fam[-1]}" if len(fam) > 1 else f"only B = {fam[0]}"
     if end is None:
         statement = (f"On {rule_s}, rN stays within 1 + {tolerance:g} = {limit:.2f} over every batch size run "
