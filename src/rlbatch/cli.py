@@ -217,8 +217,11 @@ def sweep_cmd(
     group_sizes: Optional[str] = typer.Option(None, "--group-sizes", help="Comma-separated G values (P = B / G); "
                                               "default 8 for grpo, 1 for ppo."),
     seeds: int = typer.Option(1, "--seeds", help="Seeds per configuration."),
-    samples: int = typer.Option(..., "--samples", help="Sample budget of every trial (retained samples for "
-                                "local/ray; generated responses for verl/openrlhf/trl)."),
+    samples: Optional[int] = typer.Option(None, "--samples", help="local/ray: budget of every trial in retained "
+                                          "responses (as everywhere in rlbatch)."),
+    generated_samples: Optional[int] = typer.Option(None, "--generated-samples", help="verl/openrlhf/trl: budget "
+                                                    "of every trial in generated responses (steps = ceil(N / B); "
+                                                    "a launched framework cannot stop at a retained count)."),
     target: Optional[float] = typer.Option(None, "--target", help="Target held-out score (required for local, ray "
                                            "and --adaptive)."),
     stop_at_target: bool = typer.Option(False, "--stop-at-target", help="Stop a trial once the target is reached "
@@ -266,6 +269,8 @@ def sweep_cmd(
     from rlbatch.scaling import parse_int_list
     from rlbatch.sweep.backends import run_study
 
+    samples = _budget(backend, samples, generated_samples)
+
     from rlbatch.train.tasks import default_max_new_tokens
 
     opts = dict(micro_batch_size=micro_batch_size, max_new_tokens=max_new_tokens or default_max_new_tokens(task),
@@ -289,6 +294,29 @@ def sweep_cmd(
         print(f"adaptive: recommended {a['recommended']} ({a['stopped_because']}); "
               f"{a['samples_spent']:.0f} retained samples spent")
     _print_sweep_report(res["report"], fmt, out)
+
+
+def _budget(backend: str, samples: int | None, generated: int | None) -> int:
+    """The trial budget of ``rlbatch sweep``: ``--samples`` (retained responses) for the backends that train here
+    or on Ray, ``--generated-samples`` (generated responses) for the launch backends; the other flag is an error."""
+    from rlbatch.errors import UserError
+
+    launched = backend in ("verl", "openrlhf", "trl")
+    if launched:
+        if samples is not None:
+            raise UserError(f"--samples counts retained responses, which {backend} cannot stop at; give "
+                            "--generated-samples N (generated responses per trial; steps = ceil(N / B))",
+                            field="samples")
+        if generated is None:
+            raise UserError(f"--backend {backend} needs --generated-samples N (generated responses per trial)",
+                            field="generated_samples")
+        return generated
+    if generated is not None:
+        raise UserError(f"--generated-samples applies to --backend verl, openrlhf or trl; --backend {backend} "
+                        "trains to --samples retained responses", field="generated_samples")
+    if samples is None:
+        raise UserError("--samples N (retained responses per trial) is required", field="samples")
+    return samples
 
 
 def _print_sweep_report(rep: dict, fmt: Format, out: Path) -> None:
@@ -447,8 +475,9 @@ def launch_cmd(
     batches: str = typer.Option(..., "--batches", help="Comma-separated batch sizes B (responses per update)."),
     rule: str = typer.Option("sqrt", "--rule", help="LR rule: sqrt (the paper's), linear or none."),
     group_size: int = typer.Option(..., "--group-size", help="G: responses per prompt (P = B / G)."),
-    samples: int = typer.Option(..., "--samples", help="Budget of generated responses per trial (steps = "
-                                "ceil(samples / B))."),
+    samples: int = typer.Option(..., "--generated-samples", help="Budget of generated responses per trial "
+                                "(steps = ceil(N / B); a launched framework cannot stop at a retained count, which "
+                                "is what --samples means elsewhere)."),
     out: Path = typer.Option(..., "--out", help="Sweep directory (on a filesystem the cluster shares)."),
     base_config: Optional[Path] = typer.Option(None, "--base-config", "--verl-config",
                                                help="Your base settings: Hydra overrides (verl), flags (OpenRLHF) "

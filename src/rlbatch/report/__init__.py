@@ -263,7 +263,7 @@ def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None,
                ""]
 
     figs: list[tuple[str, str, Any]] = []  # (file name, caption, figure)
-    band = " Lines: mean over seeds; shaded: the range across seeds." if seeded else ""
+    band = " Lines: mean over seeds; shaded: range across seeds." if seeded else ""
     short, words = metric_words(runs, metric)
     rule_note = " Solid lines: the square-root LR rule; dashed: a fixed learning rate (the control)."
     figs.append(("fig_score_vs_samples.png", f"Held-out score against cumulative retained training samples: curves "
