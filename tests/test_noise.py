@@ -167,7 +167,7 @@ def test_noise_section_contract():
     from rlbatch.report.sections import noise_section
 
     sec = noise_section(runs)
-    assert set(sec) == {"title", "markdown", "figures", "json_key", "json"}
+    assert set(sec) == {"title", "markdown", "figures", "captions", "json_key", "json"}
     assert sec["json_key"] == "noise"
     assert sec["json"]["actor"]["knee_batch"] == 256
     assert sec["json"]["critic"]["knee_batch"] is None

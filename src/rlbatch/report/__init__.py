@@ -2,8 +2,9 @@
 
 ``build_report(runs, out_dir, ...)`` is the one entry point; ``rlbatch analyze --out`` and the sweep call it. Other
 modules add content through *sections*: ``{"title": str, "markdown": str, "figures": {name: Figure},
-"json_key": str, "json": object}``, rendered in order after the built-in content (title, markdown text, figures),
-with ``json`` stored under ``json_key`` in ``report.json``.
+"captions": {name: str} (optional), "json_key": str, "json": object}``, rendered in order after the built-in
+content (title, markdown text, figures), with ``json`` stored under ``json_key`` in ``report.json``. ``name`` makes
+the PNG's file name; the caption a reader sees is ``captions[name]``, or ``name`` in words (:func:`humanize`).
 
 Both documents are rendered from one Markdown source (markdown-it), so they say the same thing.
 """
