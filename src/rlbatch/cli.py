@@ -349,14 +349,16 @@ def demo_cmd(
     out: Path = typer.Option(Path("runs/demo"), "--out", help="Output directory (resumable)."),
     preset: str = typer.Option("tiny", "--preset", help="tiny (minutes on 2 CPU cores) or smollm2-135m (GPU)."),
     seeds: Optional[int] = typer.Option(None, "--seeds", help="Seeds per configuration (default: the preset's)."),
-    samples: Optional[int] = typer.Option(None, "--samples", help="Retained-sample budget per trial."),
+    samples: Optional[int] = typer.Option(None, "--samples", help="Retained-response budget per trial (default: "
+                                          "the preset's; tiny trials stop at the target before it)."),
     workers: Optional[int] = typer.Option(None, "--workers", help="Parallel trial processes (default min(2, CPUs))."),
     device: str = typer.Option("cpu", "--device"),
     fmt: Format = typer.Option(Format.table, "--format", help="Output format."),
     algo: str = typer.Option("grpo", "--algo", help="grpo, or ppo (the preset's PPO study: G = 1, value model)."),
 ) -> None:
-    """The main job: a real batch-size study (sqrt LR rule at 4 batch sizes + a fixed-LR control, several seeds)
-    on the tiny preset, then the report with the accounting and the recommendation."""
+    """The main job: a real batch-size study on the tiny preset (B = 16 to 2048 on the square-root LR rule, past
+    the critical batch, plus a fixed-LR control, 3 seeds), then the report: the accounting, where the aligned family
+    ends, the rejected larger batches and the recommendation."""
     _quiet_transformers()
     from rlbatch.sweep.demo import run_demo
 
@@ -364,7 +366,10 @@ def demo_cmd(
                    progress=fmt is Format.table, algo=algo)
     _print_sweep_report(rep, fmt, out)
     if fmt is not Format.json:
-        print(f"demo finished in {rep['demo_seconds']:.0f} s")
+        c = rep.get("demo_cost") or {}
+        print(f"demo finished in {rep['demo_seconds']:.0f} s"
+              + (f" ({c['trials']} trials: {c['train_cpu_s']:.0f} CPU-s of training steps and {c['eval_s']:.0f} s "
+                 "of evaluation in all)" if c.get("trials") else ""))
 
 
 # --------------------------------------------------------------------------------------------------- profile

@@ -86,4 +86,34 @@ def run_demo(out: Path | str = "runs/demo", *, preset: str = "tiny", seeds: int 
     rep = report_sweep(out, target=d["target"], title=f"rlbatch demo: {algo.upper()} batch-size study ({preset} preset, "
                        f"{d['task']}, sqrt LR rule + fixed-LR control, {d['seeds']} seed(s))")
     rep["demo_seconds"] = time.perf_counter() - t0
+    rep["demo_cost"] = demo_cost(out)
     return rep
+
+
+def demo_cost(out: Path | str) -> dict[str, float]:
+    """What the study cost, summed over its trials (``out/trials/*``): ``train_cpu_s`` (the trainer's process CPU
+    seconds over its steps, ``time/cpu_s``), ``eval_s`` (evaluation seconds, ``time/eval_s``) and ``trials``. On a
+    shared machine the wall-clock of the demo stretches with the load; these sums do not (CPU time) or much less."""
+    import json
+
+    cpu = ev = 0.0
+    n = 0
+    for d in sorted(Path(out, "trials").glob("*")):
+        m, e = d / "metrics.jsonl", d / "eval.jsonl"
+        if not m.is_file():
+            continue
+        n += 1
+        for path, key in ((m, "time/cpu_s"), (e, "time/eval_s")):
+            if not path.is_file():
+                continue
+            for line in path.read_text(encoding="utf-8").splitlines():
+                try:
+                    v = json.loads(line).get(key)
+                except json.JSONDecodeError:
+                    continue  # a truncated last line
+                if isinstance(v, (int, float)):
+                    if key == "time/cpu_s":
+                        cpu += v
+                    else:
+                        ev += v
+    return {"trials": n, "train_cpu_s": cpu, "eval_s": ev}
