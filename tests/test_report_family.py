@@ -30,6 +30,7 @@ def test_family_ends_at_first_rn_above_tolerance():
     # B128: rN 1.37 > 1.10 and its whole interval (1.20-1.55) lies above it: a clear end
     assert fam["end"] == {"run": "B128", "batch_size": 128, "rN": 1.37, "rN_ci": [1.2, 1.55], "reached": True,
                           "clear": True}
+    assert fam["clear_end"]["batch_size"] == 128
     assert fam["largest_measured"] == 256 and fam["rule"] == "sqrt"  # the fixed-LR control is not on the ladder
     assert "ends at B = 128" in fam["statement"] and "1.37 (95% CI 1.20–1.55)" in fam["statement"]
     # a looser tolerance keeps B128 in the family: the end moves to B256
@@ -42,6 +43,11 @@ def test_uncertain_end_unreached_end_and_no_end():
     rows[3]["rN_ci"] = [1.05, 1.6]  # the interval reaches below 1.10: an end, but not a certain one
     fam = aligned_family(rows, "B16")
     assert fam["end"]["batch_size"] == 128 and not fam["end"]["clear"] and "not yet certain" in fam["statement"]
+    assert fam["clear_end"] is None and "No batch size up to B = 128" in fam["statement"]
+    rows.append(row("B256", 256, 2.9, [2.4, 3.5], verdict="slower"))
+    fam = aligned_family(rows, "B16")  # the certain end lies one doubling higher
+    assert fam["clear_end"]["batch_size"] == 256 and "ends between B = 64 and B = 256" in fam["statement"]
+    rows.pop()
     rows[3].update(rN=None, rN_ci=None, reached=False, verdict="not reached")
     fam = aligned_family(rows, "B16")
     assert fam["end"]["batch_size"] == 128 and fam["end"]["clear"] and "did not reach" in fam["statement"]

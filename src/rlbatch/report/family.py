@@ -30,7 +30,8 @@ def aligned_family(rows: Sequence[dict[str, Any]], reference: str | None,
     Returns None without a reference, else ``{"tolerance", "rule", "reference", "reference_batch", "batches"
     (family members' B, ascending), "lower", "upper" (its smallest and largest B), "end": {"run", "batch_size",
     "rN", "rN_ci", "reached", "clear" (the whole interval is above 1 + tolerance, or not reached)} | None,
-    "largest_measured" (the largest B on the rule), "statement" (one Markdown sentence)}``. Only configurations on
+    "clear_end" (the first B above the family whose whole interval lies above 1 + tolerance, or not reached: where
+    the end is certain; same keys without "clear") | None, "largest_measured" (the largest B on the rule), "statement" (one Markdown sentence)}``. Only configurations on
     the reference's LR rule count (a fixed-LR control at B != B0 is not part of the family). At several
     configurations of one B (e.g. group sizes) the one with the largest rN decides.
     """
@@ -69,6 +70,15 @@ def aligned_family(rows: Sequence[dict[str, Any]], reference: str | None,
         clear = (not e["reached"]) or bool(ci and ci[0] is not None and ci[0] > limit)
         end = {"run": e["run"], "batch_size": e["batch_size"], "rN": e["rN"], "rN_ci": ci, "reached": e["reached"],
                "clear": clear}
+    # the first B above the family whose whole rN interval lies above the tolerance (or that did not reach the
+    # target): where the end is certain; with noisy rN it can lie several doublings above the first point estimate
+    clear_end = None
+    for b in bs[hi + 1:]:
+        e = ladder[b]
+        ci = e.get("rN_ci")
+        if not e["reached"] or (ci and ci[0] is not None and ci[0] > limit):
+            clear_end = {"run": e["run"], "batch_size": b, "rN": e["rN"], "rN_ci": ci, "reached": e["reached"]}
+            break
     rule_s = (f"the {rule} LR rule" if rule and rule != "none" else "a fixed learning rate" if rule == "none"
               else "these runs' ladder (no LR rule recorded)")
     span = f"B = {fam[0]} to {fam[-1]}" if len(fam) > 1 else f"only B = {fam[0]}"
@@ -82,13 +92,24 @@ def aligned_family(rows: Sequence[dict[str, Any]], reference: str | None,
                      "budget (some seed never got there), so its rN is larger than the budget can measure.")
     else:
         how = ("its whole interval lies above the tolerance" if end["clear"] else
-               f"its interval still reaches down to {limit:.2f}, so the end is the first point estimate above the "
-               "tolerance, not yet certain")
+               f"its interval still reaches down to {limit:.2f}, so this end is not yet certain")
         statement = (f"On {rule_s}, the aligned family (rN ≤ {limit:.2f}) is {span}; it ends at "
                      f"B = {end['batch_size']} ({end['run']}): rN = {end['rN']:.2f}{_ci_text(end['rN_ci'])}, "
                      f"above {limit:.2f} ({how}).")
+        if not end["clear"]:
+            if clear_end is None:
+                statement += (f" No batch size up to B = {bs[-1]} has its whole interval above {limit:.2f}.")
+            elif not clear_end["reached"]:
+                statement += (f" The first batch size certainly outside it is B = {clear_end['batch_size']} "
+                              f"({clear_end['run']}), which did not reach the target.")
+            else:
+                statement += (f" The first batch size whose whole interval lies above {limit:.2f} is "
+                              f"B = {clear_end['batch_size']} ({clear_end['run']}: rN = {clear_end['rN']:.2f}"
+                              f"{_ci_text(clear_end['rN_ci'])}): the family ends between B = {fam[-1]} and "
+                              f"B = {clear_end['batch_size']}.")
     return {"tolerance": tolerance, "rule": rule, "reference": reference, "reference_batch": ref["batch_size"],
-            "batches": fam, "lower": fam[0], "upper": fam[-1], "end": end, "largest_measured": bs[-1],
+            "batches": fam, "lower": fam[0], "upper": fam[-1], "end": end, "clear_end": clear_end,
+            "largest_measured": bs[-1],
             "statement": statement}
 
 
