@@ -92,7 +92,7 @@ def aligned_family(rows: Sequence[dict[str, Any]], reference: str | None,
                      "budget (some seed never got there), so its rN is larger than the budget can measure.")
     else:
         how = ("its whole interval lies above the tolerance" if end["clear"] else
-               f"its interval still reaches down to {limit:.2f}, so this end is not yet certain")
+               f"its interval reaches below {limit:.2f}, so this end is not yet certain")
         statement = (f"On {rule_s}, the aligned family (rN ≤ {limit:.2f}) is {span}; it ends at "
                      f"B = {end['batch_size']} ({end['run']}): rN = {end['rN']:.2f}{_ci_text(end['rN_ci'])}, "
                      f"above {limit:.2f} ({how}).")

@@ -126,7 +126,11 @@ def score_vs(runs: list[Run], x: str, metric: str = "eval/score", target: float 
         ax.set_xlabel(xlabel or x)
         ax.set_ylabel(ylabel or metric)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8, loc="best")
+        if drawn > 4:  # many curves: the legend below the axes, where it hides none of them
+            fig.set_size_inches(7.0, 4.2 + 0.17 * ((drawn + 2) // 2))
+            ax.legend(fontsize=7.5, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, frameon=False)
+        else:
+            ax.legend(fontsize=8, loc="best")
     head = f"{ylabel or metric} vs {xlabel or x}"
     ax.set_title(title or head[:1].upper() + head[1:])
     return fig

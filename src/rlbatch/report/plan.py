@@ -53,15 +53,19 @@ def plan_section(plan_or_runs: dict[str, Any] | Sequence[Run], **plan_kwargs: An
     from rlbatch.report.figures import batch_axis
 
     batch_axis(a1)
-    # the y range follows the point estimates, not one huge (or unbounded) interval: bars past the top are cut
-    # there and marked with an arrow
-    pts = [c["rN"] for c in cs if c["rN"] is not None] + [c["relative_throughput"] for c in th]
-    top = _axis_top(pts)
-    if top is not None:
-        a1.set_ylim(0, top)
+    # ratios on a log axis (plain numbers), its range set by the point estimates, not by one huge (or unbounded)
+    # interval: bars past the top are cut there and marked with an arrow
+    pts = [v for v in [c["rN"] for c in cs] + [c["relative_throughput"] for c in th] if v is not None and v > 0]
+    if pts:
+        from rlbatch.report.figures import plain_log_axis
+
+        top, bottom = 1.6 * max(max(pts), 1.0), min(0.8 * min(pts), 0.8)
+        a1.set_ylim(bottom, top)
+        plain_log_axis(a1, "y")
+        a1.set_ylim(bottom, top)
         for c in cs:
             if c["rN"] is not None and c["rN_ci"] and _hi(c["rN_ci"], c["rN"]) > top:
-                a1.annotate("", xy=(c["batch_size"], top), xytext=(c["batch_size"], top * 0.93),
+                a1.annotate("", xy=(c["batch_size"], top), xytext=(c["batch_size"], top / 1.15),
                             arrowprops=dict(arrowstyle="->", color="0.3"))
     a1.axhline(1.0, color="black", lw=0.6, alpha=0.5)
     a1.set_xlabel("batch size B (responses per update)")
