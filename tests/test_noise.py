@@ -167,12 +167,12 @@ def test_noise_section_contract():
     from rlbatch.report.sections import noise_section
 
     sec = noise_section(runs)
-    assert set(sec) == {"title", "markdown", "figures", "json_key", "json"}
+    assert set(sec) == {"title", "markdown", "figures", "captions", "json_key", "json"}
     assert sec["json_key"] == "noise"
     assert sec["json"]["actor"]["knee_batch"] == 256
     assert sec["json"]["critic"]["knee_batch"] is None
     assert sec["json"]["b_simple"][0]["b_simple"] == pytest.approx(10.0)
-    assert {"grad_norm_vs_batch", "b_simple_over_training"} <= set(sec["figures"])
+    assert {"grad_norm_vs_batch", "b_simple_by_batch"} <= set(sec["figures"])
     assert "Knee (critical batch): **256**" in sec["markdown"]
 
 

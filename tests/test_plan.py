@@ -191,7 +191,7 @@ def test_plan_section_in_report(sweep, tmp_path):
 
     runs = [r for r in load(sweep) if r.meta.seed == 0]
     sec = plan_section(runs, target=TARGET)
-    assert set(sec) == {"title", "markdown", "figures", "json_key", "json"} and sec["json_key"] == "plan"
+    assert set(sec) == {"title", "markdown", "figures", "captions", "json_key", "json"} and sec["json_key"] == "plan"
     # the plan's pick has the smallest point estimate; unrun extrapolations lie within noise of it
     assert "P256-G8-sqrt-s0 (B=2048) has the smallest point estimate" in sec["markdown"]
     out = build_report(runs, tmp_path / "rep", target=TARGET, sections=[sec])

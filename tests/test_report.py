@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+from html import unescape as html_unescape
 from pathlib import Path
 
 import numpy as np
@@ -98,7 +99,18 @@ CHECK = """<script>window.addEventListener('load', () => {
   const imgs = [...document.images];
   const ok = imgs.filter(i => i.complete && i.naturalWidth > 0 && i.naturalHeight > 0).length;
   document.body.setAttribute('data-imgcheck', imgs.length + ':' + ok);
+  const page = document.body.getBoundingClientRect();
+  const wide = [...document.querySelectorAll('table')].filter(t => t.getBoundingClientRect().right > page.right + 1
+                                                                 || t.scrollWidth > t.clientWidth + 1);
+  document.body.setAttribute('data-tablecheck', document.querySelectorAll('table').length + ':' + wide.length);
+  const caps = [...document.querySelectorAll('p > em')].map(e => e.textContent.trim());
+  document.body.setAttribute('data-captions', JSON.stringify(caps));
+  document.body.setAttribute('data-pagewidth', String(document.documentElement.scrollWidth) + ':' +
+                             String(window.innerWidth));
 });</script>"""
+
+#: A code identifier: what a figure caption must not be (``grad_norm_vs_batch``, ``eval/score``).
+IDENTIFIER = re.compile(r"[A-Za-z0-9_./\-]+")
 
 
 def test_html_renders_in_headless_chromium(tmp_path):
@@ -117,13 +129,23 @@ def test_html_renders_in_headless_chromium(tmp_path):
         proc = subprocess.run(
             [exe, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
              "--disable-component-update", "--disable-sync", f"--user-data-dir={profile}",
-             "--virtual-time-budget=10000", "--dump-dom", page.as_uri()],
+             "--window-size=800,1000", "--virtual-time-budget=10000", "--dump-dom", page.as_uri()],
             capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     dom = proc.stdout
     m = re.search(r'data-imgcheck="(\d+):(\d+)"', dom)
     assert m, "the page's load handler did not run"
     assert m.group(1) == m.group(2) == str(n), m.group(0)  # every figure decoded with a nonzero size
+    # no table wider than the page (an 800 px window): wide tables wrap their cells
+    t = re.search(r'data-tablecheck="(\d+):(\d+)"', dom)
+    assert t and int(t.group(1)) >= 4 and t.group(2) == "0", t.group(0) if t else dom[-2000:]
+    pw = re.search(r'data-pagewidth="(\d+):(\d+)"', dom)
+    assert int(pw.group(1)) <= int(pw.group(2)), pw.group(0)  # no horizontal scrolling of the page
+    # every figure has a caption in words, none is a code identifier
+    caps = json.loads(html_unescape(re.search(r'data-captions="([^"]*)"', dom).group(1)))
+    assert len(caps) == n, caps
+    for c in caps:
+        assert not IDENTIFIER.fullmatch(c) and len(c.split()) >= 4, c
     srcs = re.findall(r'<img[^>]*src="data:image/png;base64,([^"]+)"', dom)
     assert len(srcs) == n
     for s in srcs:

@@ -19,26 +19,32 @@ def sweep(*args):
                           text=True, env=env, timeout=120)
 
 
-BASE = ["--base-batch", "512", "--base-lr", "1e-6", "--batches", "512,1024", "--group-sizes", "8",
-        "--samples", "100000"]
+BASE = ["--base-batch", "512", "--base-lr", "1e-6", "--batches", "512,1024", "--group-sizes", "8"]
+GEN = ["--generated-samples", "100000"]  # launch backends: a budget of generated responses
+RET = ["--samples", "100000"]  # local / ray: retained responses
 
 
 def test_sweep_backend_verl_dry_run_and_json(tmp_path):
-    r = sweep(*BASE, "--out", tmp_path, "--backend", "verl", "--dry-run")
+    r = sweep(*BASE, *GEN, "--out", tmp_path, "--backend", "verl", "--dry-run")
     assert r.returncode == 0, r.stderr
     assert "actor_rollout_ref.actor.optim.lr=1.4142135623730952e-06" in r.stdout and "data.train_batch_size=64" in r.stdout
     assert not (tmp_path / "launch.sh").exists()
-    r = sweep(*BASE, "--out", tmp_path, "--backend", "openrlhf", "--format", "json")
+    r = sweep(*BASE, *GEN, "--out", tmp_path, "--backend", "openrlhf", "--format", "json")
     assert r.returncode == 0, r.stderr
     assert [t["steps"] for t in json.loads(r.stdout)["trials"]] == [196, 98] and (tmp_path / "launch.sh").exists()
 
 
 @pytest.mark.parametrize("extra, message", [
-    (["--backend", "slurm"], "unknown backend 'slurm'"),
-    (["--backend", "local", "--dry-run", "--target", "0.5"], "--dry-run applies to --backend verl"),
-    (["--backend", "ray", "--adaptive", "--target", "0.5"], "--adaptive"),
-    (["--backend", "verl", "--group-sizes", "4,8"], "one group size"),
-    (["--backend", "local"], "--target is required"),
+    (["--backend", "slurm", *RET], "unknown backend 'slurm'"),
+    (["--backend", "local", "--dry-run", "--target", "0.5", *RET], "--dry-run applies to --backend verl"),
+    (["--backend", "ray", "--adaptive", "--target", "0.5", *RET], "--adaptive"),
+    (["--backend", "verl", "--group-sizes", "4,8", *GEN], "one group size"),
+    (["--backend", "local", *RET], "--target is required"),
+    (["--backend", "verl", *RET], "--samples counts retained responses, which verl cannot stop at"),
+    (["--backend", "trl", "--dry-run"], "needs --generated-samples"),
+    (["--backend", "trl", "--target", "0.5", *GEN], "--backend trl trains to --samples retained responses"),
+    (["--backend", "local", "--target", "0.5", *GEN], "--generated-samples applies to launched studies"),
+    (["--backend", "local", "--target", "0.5"], "--samples N (retained responses per trial) is required"),
 ])
 def test_sweep_backend_errors(tmp_path, extra, message):
     args = [a for a in BASE if a != "8"] if "--group-sizes" in extra else BASE

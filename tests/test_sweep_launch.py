@@ -261,7 +261,7 @@ def test_launch_options():
 def test_cli_launch_dry_run_and_write(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
     base = [sys.executable, "-m", "rlbatch.cli", "launch", "--backend", "verl", "--base-batch", "512",
-            "--base-lr", "1e-6", "--batches", "512,1024", "--group-size", "8", "--samples", "100000",
+            "--base-lr", "1e-6", "--batches", "512,1024", "--group-size", "8", "--generated-samples", "100000",
             "--out", str(tmp_path)]
     r = subprocess.run([*base, "--dry-run"], capture_output=True, text=True, env=env, timeout=60)
     assert r.returncode == 0, r.stderr

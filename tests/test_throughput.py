@@ -77,7 +77,7 @@ def test_throughput_section_contract():
     from rlbatch.report.sections import throughput_section
 
     sec = throughput_section(runs)
-    assert set(sec) == {"title", "markdown", "figures", "json_key", "json"}
+    assert set(sec) == {"title", "markdown", "figures", "captions", "json_key", "json"}
     assert sec["json_key"] == "throughput"
     assert sec["json"]["model"]["gen"]["exponent"] == pytest.approx(0.5)
     assert [p["batch_size"] for p in sec["json"]["predicted"]] == [64, 128, 256, 512, 1024]

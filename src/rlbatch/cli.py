@@ -11,7 +11,7 @@ from typing import Optional
 import typer
 
 from rlbatch.errors import UserError
-from rlbatch.output import markdown_table, print_json, rich_table, console
+from rlbatch.output import console, markdown_table, markdown_text, print_json, rich_table
 
 app = typer.Typer(
     name="rlbatch",
@@ -147,7 +147,9 @@ def train_cmd(
                                        "response, as TRL)."),
     temperature: float = typer.Option(1.0, "--temperature", help="Sampling temperature (the loss's "
                                       "log-probabilities use it too)."),
-    max_new_tokens: int = typer.Option(8, "--max-new-tokens", help="Cap on generated tokens per response."),
+    max_new_tokens: Optional[int] = typer.Option(None, "--max-new-tokens", help="Cap on generated tokens per "
+                                                 "response (default per task: arithmetic 5, reasoning-gym 256, "
+                                                 "gsm8k and verl files 512)."),
     eval_every: int = typer.Option(2048, "--eval-every", help="Retained samples between greedy evaluations."),
     eval_size: Optional[int] = typer.Option(None, "--eval-size", help="Held-out items (default: 512 arithmetic, "
                                             "256 otherwise)."),
@@ -174,14 +176,17 @@ def train_cmd(
     """Train with GRPO (or PPO with --algo ppo): one optimizer step per P x G rollout batch, metrics in
     DIR/metrics.jsonl (canonical names), greedy evaluations in DIR/eval.jsonl, checkpoints for --resume."""
     _quiet_transformers()
+    from rlbatch.train.tasks import default_max_new_tokens
     from rlbatch.train.trainer import make_config, train
 
     cfg = make_config(model=model, task=task, prompts_per_step=prompts_per_step, group_size=group_size, lr=lr,
                       lr_rule=rule if lr is None else None, base_batch=base_batch, base_lr=base_lr, samples=samples,
-                      seed=seed, micro_batch_size=micro_batch_size, max_new_tokens=max_new_tokens,
+                      seed=seed, micro_batch_size=micro_batch_size,
+                      max_new_tokens=max_new_tokens or default_max_new_tokens(task),
                       micro_batch_tokens=micro_batch_tokens, max_concurrent_sequences=max_concurrent_sequences,
                       mini_batch_size=mini_batch_size, ppo_epochs=ppo_epochs, filter_groups=filter_groups,
-                      temperature=temperature, eval_every=eval_every, eval_size=eval_size, checkpoint_every=checkpoint_every, kl_coef=kl_coef,
+                      temperature=temperature, eval_every=eval_every, eval_size=eval_size,
+                      checkpoint_every=checkpoint_every, kl_coef=kl_coef,
                       max_grad_norm=max_grad_norm or None, stop_at_target=target, stop_hold=hold,
                       max_steps=max_steps, device=device,
                       **_ppo_fields(algo, critic_model, critic_lr, critic_base_lr, gamma, lam, value_clip,
@@ -237,8 +242,12 @@ def sweep_cmd(
     group_sizes: Optional[str] = typer.Option(None, "--group-sizes", help="Comma-separated G values (P = B / G); "
                                               "default 8 for grpo, 1 for ppo."),
     seeds: int = typer.Option(1, "--seeds", help="Seeds per configuration."),
-    samples: int = typer.Option(..., "--samples", help="Sample budget of every trial (retained samples for "
-                                "local/ray; generated responses for verl/openrlhf/trl)."),
+    samples: Optional[int] = typer.Option(None, "--samples", help="local/ray/trl: budget of every trial in "
+                                          "retained responses (as everywhere in rlbatch)."),
+    generated_samples: Optional[int] = typer.Option(None, "--generated-samples", help="verl/openrlhf (and trl with "
+                                                    "--dry-run/--submit): budget of every trial in generated "
+                                                    "responses (steps = ceil(N / B); a launched framework cannot "
+                                                    "stop at a retained count)."),
     target: Optional[float] = typer.Option(None, "--target", help="Target held-out score (required for local, ray "
                                            "and --adaptive)."),
     stop_at_target: bool = typer.Option(False, "--stop-at-target", help="Stop a trial once the target is reached "
@@ -263,7 +272,9 @@ def sweep_cmd(
     model: str = typer.Option("tiny", "--model", help="Preset or model directory."),
     task: str = typer.Option("arithmetic", "--task", help="Task name or path."),
     micro_batch_size: Optional[int] = typer.Option(None, "--micro-batch-size"),
-    max_new_tokens: int = typer.Option(8, "--max-new-tokens"),
+    max_new_tokens: Optional[int] = typer.Option(None, "--max-new-tokens", help="Cap on generated tokens per "
+                                                 "response (default per task: arithmetic 5, reasoning-gym 256, "
+                                                 "gsm8k and verl files 512)."),
     eval_every: int = typer.Option(2048, "--eval-every", help="Retained samples between evaluations."),
     eval_size: Optional[int] = typer.Option(None, "--eval-size"),
     workers: int = typer.Option(1, "--workers", help="Trial processes in parallel (1 torch thread each)."),
@@ -286,7 +297,13 @@ def sweep_cmd(
     from rlbatch.scaling import parse_int_list
     from rlbatch.sweep.backends import run_study
 
-    opts = dict(micro_batch_size=micro_batch_size, max_new_tokens=max_new_tokens, eval_every=eval_every,
+    samples = _budget(backend, samples, generated_samples, launched=backend in ("verl", "openrlhf")
+                      or (backend == "trl" and (dry_run or submit)))
+
+    from rlbatch.train.tasks import default_max_new_tokens
+
+    opts = dict(micro_batch_size=micro_batch_size, max_new_tokens=max_new_tokens or default_max_new_tokens(task),
+                eval_every=eval_every,
                 eval_size=eval_size, device=device,
                 **_ppo_fields(algo, critic_model, None, critic_base_lr, gamma, lam, value_clip, critic_warmup_steps))
     group_sizes = group_sizes or ("1" if algo == "ppo" else "8")
@@ -308,24 +325,54 @@ def sweep_cmd(
     _print_sweep_report(res["report"], fmt, out)
 
 
-def _print_sweep_report(rep: dict, fmt: Format, out: Path) -> None:
-    from rlbatch.report import samples_cell
+def _budget(backend: str, samples: int | None, generated: int | None, *, launched: bool) -> int:
+    """The trial budget of ``rlbatch sweep``: ``--samples`` (retained responses) for the backends that train and
+    stop at a retained count (local, ray, and trl, which trains with TRL's GRPOTrainer), ``--generated-samples``
+    (generated responses) when the study is launched on a framework (verl, openrlhf, trl with --dry-run/--submit);
+    the other flag is an error."""
+    from rlbatch.errors import UserError
 
-    rows = rep.get("accounting") or []
-    cols = [("run", "run", None), ("batch_size", "B", None), ("samples_to_target", "samples-to-target", samples_cell),
-            ("rN", "rN", ".2f"), ("relative_throughput", "rel. throughput", ".2f"),
-            ("relative_time", "rel. time-to-target", ".2f"), ("faster_than_reference", "faster", None)]
+    if launched:
+        if samples is not None:
+            raise UserError(f"--samples counts retained responses, which {backend} cannot stop at; give "
+                            "--generated-samples N (generated responses per trial; steps = ceil(N / B))",
+                            field="samples")
+        if generated is None:
+            raise UserError(f"--backend {backend} needs --generated-samples N (generated responses per trial)",
+                            field="generated_samples")
+        return generated
+    if generated is not None:
+        raise UserError(f"--generated-samples applies to launched studies (--backend verl, openrlhf, or trl with "
+                        f"--dry-run/--submit); --backend {backend} trains to --samples retained responses",
+                        field="generated_samples")
+    if samples is None:
+        raise UserError("--samples N (retained responses per trial) is required", field="samples")
+    return samples
+
+
+def _print_sweep_report(rep: dict, fmt: Format, out: Path) -> None:
+    from rlbatch.report import accounting_columns, with_ci_cells
+
+    rows = with_ci_cells(rep.get("accounting") or [])
+    cols = accounting_columns(combined=True)
     if fmt is Format.json:
         print_json(rep)
         return
+    family = (rep.get("aligned_family") or {}).get("statement")
     if fmt is Format.markdown:
-        print(markdown_table(rows, cols))
-        print(f"\n{rep.get('recommendation') or ''}\n\nReport: {out}/report.html, report.md, report.json")
+        print(markdown_table(rows, cols, none="not reached"))
+        print(f"\n{rep.get('recommendation') or ''}\n")
+        if family:
+            print(f"{family}\n")
+        print(f"Report: {out}/report.html, report.md, report.json")
         return
     con = console()
-    con.print(rich_table(rows, cols, title="End-to-end accounting (seeds of a configuration averaged)"))
-    con.print(rep.get("recommendation") or "")
-    con.print(f"Report: {out}/report.html, {out}/report.md, {out}/report.json")
+    con.print(rich_table(rows, cols, title="End-to-end accounting (seeds of a configuration averaged)",
+                         none="not reached"))
+    con.print(markdown_text(rep.get("recommendation") or ""))
+    if family:
+        con.print(markdown_text(family))
+    con.print(f"Report: {out}/report.html, {out}/report.md, {out}/report.json", markup=False)
 
 
 @app.command("demo")
@@ -333,7 +380,8 @@ def demo_cmd(
     out: Path = typer.Option(Path("runs/demo"), "--out", help="Output directory (resumable)."),
     preset: str = typer.Option("tiny", "--preset", help="tiny (minutes on 2 CPU cores) or smollm2-135m (GPU)."),
     seeds: Optional[int] = typer.Option(None, "--seeds", help="Seeds per configuration (default: the preset's)."),
-    samples: Optional[int] = typer.Option(None, "--samples", help="Retained-sample budget per trial."),
+    samples: Optional[int] = typer.Option(None, "--samples", help="Retained-response budget per trial (default: "
+                                          "the preset's; tiny trials stop at the target before it)."),
     workers: Optional[int] = typer.Option(None, "--workers", help="Parallel trial processes (default min(2, CPUs))."),
     device: str = typer.Option("cpu", "--device"),
     fmt: Format = typer.Option(Format.table, "--format", help="Output format."),
@@ -341,8 +389,9 @@ def demo_cmd(
     backend: str = typer.Option("local", "--backend", help="local (our trainer) or trl (every trial with TRL's "
                                 "GRPOTrainer; GRPO only; needs rlbatch[trl])."),
 ) -> None:
-    """The main job: a real batch-size study (sqrt LR rule at 4 batch sizes + a fixed-LR control, several seeds)
-    on the tiny preset, then the report with the accounting and the recommendation."""
+    """The main job: a real batch-size study on the tiny preset (B = 16 to 2048 on the square-root LR rule, past
+    the critical batch, plus a fixed-LR control, 3 seeds), then the report: the accounting, where the aligned family
+    ends, the rejected larger batches and the recommendation."""
     _quiet_transformers()
     from rlbatch.sweep.demo import run_demo
 
@@ -350,7 +399,10 @@ def demo_cmd(
                    progress=fmt is Format.table, algo=algo, backend=backend)
     _print_sweep_report(rep, fmt, out)
     if fmt is not Format.json:
-        print(f"demo finished in {rep['demo_seconds']:.0f} s")
+        c = rep.get("demo_cost") or {}
+        print(f"demo finished in {rep['demo_seconds']:.0f} s"
+              + (f" ({c['trials']} trials: {c['train_cpu_s']:.0f} CPU-s of training steps and {c['eval_s']:.0f} s "
+                 "of evaluation in all)" if c.get("trials") else ""))
 
 
 # --------------------------------------------------------------------------------------------------- profile
@@ -359,8 +411,12 @@ def profile_cmd(
     model: str = typer.Option(..., "--model", help="Model preset (tiny, smollm2-135m) or a local Hugging Face "
                               "model directory."),
     batches: str = typer.Option("1,2,4,8,16", "--batches", help="Comma-separated batch sizes (sequences)."),
-    new_tokens: int = typer.Option(64, "--new-tokens", help="Tokens decoded per sequence (exactly; no early stop)."),
-    prompt_tokens: int = typer.Option(64, "--prompt-tokens", help="Prompt length in tokens (random token ids)."),
+    new_tokens: Optional[int] = typer.Option(None, "--new-tokens", help="Tokens decoded per sequence (exactly; no "
+                                             "early stop). Default 64, fewer when the model's context is shorter "
+                                             "(tiny: 16)."),
+    prompt_tokens: Optional[int] = typer.Option(None, "--prompt-tokens", help="Prompt length in tokens (random "
+                                                "token ids). Default 64, fewer when the model's context is shorter "
+                                                "(tiny: 15)."),
     device: Optional[str] = typer.Option(None, "--device", help="cpu or cuda (default: cuda when available)."),
     bandwidth_gbs: Optional[float] = typer.Option(None, "--bandwidth-gbs", help="Memory bandwidth in GB/s "
                                                   "(default: measured with a tensor copy)."),
@@ -373,6 +429,7 @@ def profile_cmd(
 ) -> None:
     """Decode throughput, prefill time and one update's time per batch size, beside a roofline lower bound from
     parameter bytes, KV-cache bytes per token, memory bandwidth and peak FLOP/s (no training)."""
+    _quiet_transformers()
     from rich.console import Console
     from rich.progress import Progress
 
@@ -456,8 +513,9 @@ def launch_cmd(
     batches: str = typer.Option(..., "--batches", help="Comma-separated batch sizes B (responses per update)."),
     rule: str = typer.Option("sqrt", "--rule", help="LR rule: sqrt (the paper's), linear or none."),
     group_size: int = typer.Option(..., "--group-size", help="G: responses per prompt (P = B / G)."),
-    samples: int = typer.Option(..., "--samples", help="Budget of generated responses per trial (steps = "
-                                "ceil(samples / B))."),
+    samples: int = typer.Option(..., "--generated-samples", help="Budget of generated responses per trial "
+                                "(steps = ceil(N / B); a launched framework cannot stop at a retained count, which "
+                                "is what --samples means elsewhere)."),
     out: Path = typer.Option(..., "--out", help="Sweep directory (on a filesystem the cluster shares)."),
     base_config: Optional[Path] = typer.Option(None, "--base-config", "--verl-config",
                                                help="Your base settings: Hydra overrides (verl), flags (OpenRLHF) "
@@ -550,6 +608,20 @@ def plan_cmd(
     print_plan(plan, fmt.value)
 
 
+def _one_line_help() -> None:
+    """Each command's help as flowing text: the docstring's source line breaks removed (rich keeps them, which
+    breaks lines mid-sentence in ``--help``), and its first sentence as the one-line summary in ``rlbatch --help``."""
+    import re
+
+    for info in app.registered_commands:
+        doc = info.help or (info.callback.__doc__ if info.callback else None)
+        if not doc:
+            continue
+        info.help = " ".join(doc.split())
+        first = re.split(r"(?<=\.)\s", info.help, maxsplit=1)[0]
+        info.short_help = info.short_help or first
+
+
 def main() -> None:
     """Console entry point: runs the Typer app; a :class:`UserError` prints one line and exits with code 2."""
     try:
@@ -561,6 +633,8 @@ def main() -> None:
         print("rlbatch: interrupted", file=sys.stderr)
         sys.exit(130)
 
+
+_one_line_help()  # after every command is registered
 
 if __name__ == "__main__":
     main()

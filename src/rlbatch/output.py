@@ -55,9 +55,11 @@ def markdown_table(rows: Sequence[dict], columns: Sequence[Column], none: str = 
 
 
 def rich_table(rows: Sequence[dict], columns: Sequence[Column], title: str | None = None, none: str = "—") -> Table:
+    """A rich table whose cells fold onto several lines instead of being cut with an ellipsis when the console is
+    narrow (a value in a table is never truncated)."""
     table = Table(title=title)
     for _, header, _ in columns:
-        table.add_column(header)
+        table.add_column(header, overflow="fold")
     for r in rows:
         table.add_row(*(_cell(r, c, none) for c in columns))
     return table
@@ -87,5 +89,33 @@ def print_json(obj: Any) -> None:
     print(to_json(obj))
 
 
+#: Width of the console when stdout is not a terminal (a file or a pipe): wide enough for every table of the CLI,
+#: so ``rlbatch demo > log`` keeps whole cells instead of wrapping them to rich's default of 80 columns.
+PIPE_WIDTH = 200
+
+
 def console() -> Console:
-    return Console()
+    """The stdout console: the terminal's width on a terminal; :data:`PIPE_WIDTH` columns (or ``$COLUMNS``) and no
+    soft wrapping of text when stdout is a file or a pipe."""
+    import os
+    import sys
+
+    if sys.stdout.isatty():
+        return Console()
+    width = int(os.environ["COLUMNS"]) if os.environ.get("COLUMNS", "").isdigit() else PIPE_WIDTH
+    return Console(width=width, soft_wrap=True)
+
+
+def markdown_text(md: str):
+    """Inline Markdown of a paragraph (``**bold**``, `` `code` ``) as a :class:`rich.text.Text`: bold shown as bold
+    on a terminal and as plain text in a file, never as literal asterisks; no rich markup is interpreted (the text
+    holds brackets such as ``[1.02, 1.26]``)."""
+    import re
+
+    from rich.text import Text
+
+    out = Text()
+    for i, part in enumerate(re.split(r"\*\*(.+?)\*\*", md or "")):
+        part = re.sub(r"`([^`]*)`", r"\1", part)
+        out.append(part, style="bold" if i % 2 else None)
+    return out

@@ -185,8 +185,32 @@ def _update(model: Any, opt: Any, ids: Any, device: str) -> float:
     return dt
 
 
-def run_profile(model_spec: str, batches: Sequence[int] = (1, 2, 4, 8), new_tokens: int = 64,
-                prompt_tokens: int = 64, device: str | None = None, bandwidth_gbs: float | None = None,
+#: Prompt and decode lengths of a profile when not given, shrunk to fit a model with a shorter context
+#: (:func:`fit_lengths`).
+DEFAULT_PROMPT_TOKENS = 64
+DEFAULT_NEW_TOKENS = 64
+
+
+def fit_lengths(prompt_tokens: int | None, new_tokens: int | None, max_positions: int | None) -> tuple[int, int]:
+    """``(prompt_tokens, new_tokens)``: the given values, and for those not given (None) the defaults (64 each),
+    shrunk so that prompt + new + 1 fits ``max_positions`` (the new tokens get the larger half of what is left).
+    E.g. the ``tiny`` preset's 32 positions give (15, 16)."""
+    p = prompt_tokens if prompt_tokens is not None else DEFAULT_PROMPT_TOKENS
+    n = new_tokens if new_tokens is not None else DEFAULT_NEW_TOKENS
+    if not max_positions or p + n + 1 <= max_positions:
+        return p, n
+    room = max_positions - 1
+    if prompt_tokens is None and new_tokens is None:
+        return max(1, room // 2), max(1, room - room // 2)
+    if prompt_tokens is None:
+        return max(1, room - n), n
+    if new_tokens is None:
+        return p, max(1, room - p)
+    return p, n
+
+
+def run_profile(model_spec: str, batches: Sequence[int] = (1, 2, 4, 8), new_tokens: int | None = None,
+                prompt_tokens: int | None = None, device: str | None = None, bandwidth_gbs: float | None = None,
                 peak_tflops: float | None = None, update: bool = True, seed: int = 0, repeats: int = 1,
                 progress: Callable[[int], None] | None = None) -> dict[str, Any]:
     """Profile decode, prefill and update time per batch size (module docstring); returns the profile dict.
@@ -214,7 +238,7 @@ def run_profile(model_spec: str, batches: Sequence[int] = (1, 2, 4, 8), new_toke
         raise UserError("batch sizes must be positive integers", field="batches")
     if repeats < 1:
         raise UserError("--repeats must be >= 1", field="repeats")
-    if new_tokens < 1 or prompt_tokens < 1:
+    if (new_tokens is not None and new_tokens < 1) or (prompt_tokens is not None and prompt_tokens < 1):
         raise UserError("--new-tokens and --prompt-tokens must be >= 1", field="new_tokens")
     torch.manual_seed(seed)
     model = resolve_model(model_spec, device)
@@ -222,6 +246,7 @@ def run_profile(model_spec: str, batches: Sequence[int] = (1, 2, 4, 8), new_toke
         model = model.to(torch.bfloat16)
     model.eval()
     shape = model_shape(model)
+    prompt_tokens, new_tokens = fit_lengths(prompt_tokens, new_tokens, shape["max_positions"])
     ctx = prompt_tokens + new_tokens + 1
     if shape["max_positions"] and ctx > shape["max_positions"]:
         raise UserError(f"prompt_tokens + new_tokens = {ctx - 1} exceeds the model's {shape['max_positions']} "

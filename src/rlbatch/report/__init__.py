@@ -2,8 +2,9 @@
 
 ``build_report(runs, out_dir, ...)`` is the one entry point; ``rlbatch analyze --out`` and the sweep call it. Other
 modules add content through *sections*: ``{"title": str, "markdown": str, "figures": {name: Figure},
-"json_key": str, "json": object}``, rendered in order after the built-in content (title, markdown text, figures),
-with ``json`` stored under ``json_key`` in ``report.json``.
+"captions": {name: str} (optional), "json_key": str, "json": object}``, rendered in order after the built-in
+content (title, markdown text, figures), with ``json`` stored under ``json_key`` in ``report.json``. ``name`` makes
+the PNG's file name; the caption a reader sees is ``captions[name]``, or ``name`` in words (:func:`humanize`).
 
 Both documents are rendered from one Markdown source (markdown-it), so they say the same thing.
 """
@@ -64,7 +65,8 @@ def summary_columns(compact: bool = False) -> list[tuple[str, str, Any]]:
             ("group_size", "G", None), ("batch_size", "B", None), ("lr", "lr", ".3g"), ("steps", "steps", None),
             ("samples_retained", "samples", count), ("samples_source", "samples from", None),
             ("wall_clock_s", "wall-clock", hours), ("gen_time_share", "gen share", pct),
-            ("throughput_samples_per_s", "samples/s", ".3g"), ("grad_norm_actor_mean", "grad norm actor", ".3g"),
+            ("throughput_samples_per_s", "retained samples/s", ".3g"),
+            ("grad_norm_actor_mean", "grad norm actor", ".3g"),
             ("grad_norm_critic_mean", "grad norm critic", ".3g"), ("last_eval_score", "last eval", ".4g")]
     if compact:
         keep = ("run", "batch_size", "steps", "samples_retained", "wall_clock_s", "throughput_samples_per_s",
@@ -116,8 +118,42 @@ def accounting_columns(combined: bool = False) -> list[tuple[str, str, Any]]:
                    ("relative_time_ci", "rel. time 95%", fmt_ci), ("verdict", "verdict", None)]
 
 
+def humanize(name: str) -> str:
+    """A figure name as a caption in words: ``grad_norm_vs_batch`` -> ``Grad norm vs batch``; a name that already
+    has spaces is kept."""
+    if re.fullmatch(r"[A-Za-z0-9_.\-]+", name) and ("_" in name or "-" in name or name.islower()):
+        words = re.sub(r"[_\-]+", " ", name).strip()
+        return words[:1].upper() + words[1:]
+    return name
+
+
+def metric_words(runs: list[Run], metric: str) -> tuple[str, str]:
+    """``(axis label, sentence)``: what ``metric`` measures, in words. For ``eval/score`` of runs trained here on
+    one task, the task's own metric (:func:`rlbatch.train.tasks.score_description`); else a general sentence."""
+    if metric == "eval/score":
+        tasks = {r.meta.task for r in runs}
+        here = all((r.meta.backend or "rlbatch") == "rlbatch" and r.meta.source_format in (None, "rlbatch")
+                   for r in runs)
+        if len(tasks) == 1 and here and next(iter(tasks)):
+            from rlbatch.train.tasks import score_description
+
+            return "held-out score", score_description(next(iter(tasks)))
+        return "held-out score", "the validation score the logs report (the task's own metric, in [0, 1])"
+    if metric.startswith("reward/"):
+        return "training reward", f"the {metric.split('/', 1)[1]} reward over each step's responses"
+    return metric, f"the logged metric {metric}"
+
+
 def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_") or "section"
+
+
+def filled_columns(rows: list[dict], columns: list[tuple[str, str, Any]]) -> list[tuple[str, str, Any]]:
+    """``columns`` without those that are empty in every row (None or NaN; e.g. the critic's for GRPO runs)."""
+    def empty(v: Any) -> bool:
+        return v is None or (isinstance(v, float) and math.isnan(v))
+
+    return [c for c in columns if not rows or not all(empty(r.get(c[0])) for r in rows)]
 
 
 def _md_cell_safe(rows: list[dict]) -> list[dict]:
@@ -133,7 +169,9 @@ def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None,
 
     JSON: ``{"title", "generated_at", "metric", "target", "reference", "runs": [summaries as
     rlbatch.analysis.curves.summarize_run], "accounting": [rows as rlbatch account --format json] (only when a
-    target is given), "recommendation": str | None, "noise": {...} (rlbatch.report.sections.noise_section),
+    target is given), "aligned_family": {...} and "rejected": [...] (with a target, one model / task / algorithm;
+    :func:`rlbatch.report.family.aligned_family` and :func:`rlbatch.report.family.rejected`), "recommendation":
+    str | None, "noise": {...} (rlbatch.report.sections.noise_section),
     "throughput": {...} (rlbatch.report.sections.throughput_section), "figures": [file names],
     <section json_key>: <section json>, ...extra_json}``. Figures: score vs retained samples, score vs wall-clock,
     time per step; then the noise section (gradient norm vs B, log-log, with slope, interval and knee; B_simple;
@@ -194,6 +232,13 @@ def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None,
                "2026). The verdict follows the 95% interval of the relative time: \"faster\" or \"slower\" only "
                "when it lies wholly below or above 1, else \"within noise\".", "",
                f"**How these numbers are computed.** {acc['aggregation']} {clock_note(acc['clock'])}", ""]
+        if "comparisons" not in acc:  # one model / task / algorithm: one batch ladder
+            from rlbatch.report.family import aligned_family, family_markdown, rejected
+
+            result["aligned_family"] = aligned_family(rows, ref)
+            result["rejected"] = rejected(rows, ref)
+            md += ["### Where the aligned family ends", "", family_markdown(result["aligned_family"],
+                                                                             result["rejected"]), ""]
     else:
         md += ["No target given (`--target`): no accounting or recommendation. Curves and summaries below.", ""]
     result["recommendation"] = recommendation
@@ -201,7 +246,8 @@ def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None,
         srows = seed_rows(groups, rows, metric)
         result["seeds"] = srows
         md += [f"## Configurations (mean over seeds; {len(runs)} runs in {len(groups)} configurations)", "",
-               markdown_table(_md_cell_safe([s for s in result["configurations"]]), summary_columns()), "",
+               markdown_table(_md_cell_safe([s for s in result["configurations"]]),
+                              filled_columns(result["configurations"], summary_columns())), "",
                "### Seeds" + (f": samples-to-target per seed (target {target:g})" if target is not None else ""), "",
                markdown_table(_md_cell_safe(srows), [
                    ("config", "configuration", None), ("batch_size", "B", None), ("lr", "lr", ".3g"),
@@ -214,19 +260,25 @@ def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None,
                "The accounting averages these per-seed samples-to-target; the range across seeds shows how much "
                "evaluation and sampling noise there is in one seed's value.", ""]
     else:
-        md += ["## Runs", "", markdown_table(_md_cell_safe(summaries), summary_columns()), ""]
+        md += ["## Runs", "", markdown_table(_md_cell_safe(summaries), filled_columns(summaries, summary_columns())),
+               ""]
 
     figs: list[tuple[str, str, Any]] = []  # (file name, caption, figure)
-    band = " (lines: mean over seeds; shaded: range across seeds)" if seeded else ""
-    figs.append(("fig_score_vs_samples.png", f"{metric} vs cumulative retained samples (curves that overlay are "
-                 f"batch-size invariant){band}",
-                 F.score_vs(configs, "samples/retained", metric, target, xlabel="cumulative retained samples")))
-    figs.append(("fig_score_vs_wallclock.png", f"{metric} vs wall-clock (evaluation time excluded where the log "
-                 "allows)", F.score_vs(configs, "time/wall_s", metric, target, xscale=_time_scale(configs)[0],
-                                      xlabel=f"wall-clock {_time_scale(configs)[1]}")))
-    figs.append(("fig_time_per_step.png", "mean time per step: generation, reward, update, other",
-                 F.time_per_step(configs)))
-    md += ["## Figures", ""]
+    band = " Lines: mean over seeds; shaded: range across seeds." if seeded else ""
+    short, words = metric_words(runs, metric)
+    rule_note = " Solid lines: the square-root LR rule; dashed: a fixed learning rate (the control)."
+    figs.append(("fig_score_vs_samples.png", f"Held-out score against cumulative retained training samples: curves "
+                 f"that overlay are batch-size invariant (the aligned family).{rule_note}{band}",
+                 F.score_vs(configs, "samples/retained", metric, target, xlabel="cumulative retained samples",
+                            ylabel=short)))
+    unit = _time_scale(configs)[1]
+    figs.append(("fig_score_vs_wallclock.png", f"Held-out score against wall-clock {unit} of training (evaluation "
+                 f"time excluded where the log allows): what you wait for.{band}",
+                 F.score_vs(configs, "time/wall_s", metric, target, xscale=_time_scale(configs)[0],
+                            xlabel=f"wall-clock {unit}", ylabel=short)))
+    figs.append(("fig_time_per_step.png", "Mean time per optimizer step, split into generation, scoring (reward), "
+                 "update and other", F.time_per_step(configs)))
+    md += ["## Figures", "", f"**{short}** (`{metric}`): {words}.", ""]
     for name, cap, _ in figs:
         md += [f"![{cap}]({name})", "", f"*{cap}*", ""]
 
@@ -245,10 +297,12 @@ def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None,
             raise UserError("report section must be a dict with at least a 'title'", field="sections")
         slug = _slug(sec["title"])
         md += [f"## {sec['title']}", "", str(sec.get("markdown") or ""), ""]
+        captions = sec.get("captions") or {}
         for name, fig in (sec.get("figures") or {}).items():
             fname = f"fig_{slug}_{_slug(name)}.png"
-            figs.append((fname, name, fig))
-            md += [f"![{name}]({fname})", "", f"*{name}*", ""]
+            cap = captions.get(name) or humanize(name)
+            figs.append((fname, cap, fig))
+            md += [f"![{cap}]({fname})", "", f"*{cap}*", ""]
         if sec.get("json_key"):
             result[sec["json_key"]] = sec.get("json")
 
@@ -308,8 +362,9 @@ _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;
 color:#222;line-height:1.45}
 h1{border-bottom:2px solid #444;padding-bottom:.2em}h2{margin-top:1.6em;border-bottom:1px solid #ccc}
-table{border-collapse:collapse;font-size:.85em;margin:.6em 0;display:block;overflow-x:auto}
-th,td{border:1px solid #ccc;padding:.25em .5em;text-align:right;white-space:nowrap}
+table{border-collapse:collapse;font-size:.85em;margin:.6em 0;max-width:100%}
+th,td{border:1px solid #ccc;padding:.25em .45em;text-align:right;white-space:normal;overflow-wrap:break-word}
+th{vertical-align:bottom}table.wide{font-size:.72em}
 th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}
 img{max-width:100%;height:auto;display:block;margin:.8em auto 0;border:1px solid #eee}
 p em{display:block;text-align:center;color:#555;font-size:.9em}
@@ -329,6 +384,15 @@ def _html(title: str, md_text: str, images: dict[str, bytes]) -> str:
         return m.group(0)
 
     body = re.sub(r'src="([^"]+)"', embed, body)
+    # an interval "0.75–1.01" wraps as a whole in a narrow table cell, never at its dash (word joiners)
+    body = re.sub(r"(\d)([–-])(\d|∞)", "\\1&#8288;\\2&#8288;\\3", body)
+    body = re.sub(r"(\d) (s|min|h)\b", "\\1&nbsp;\\2", body)  # "10.3 min" stays on one line
+
+    def narrow(m: re.Match) -> str:  # a table of many columns gets a smaller font so that it fits the page
+        cols = m.group(0).split("</tr>", 1)[0].count("<th")
+        return m.group(0).replace("<table>", '<table class="wide">', 1) if cols >= 10 else m.group(0)
+
+    body = re.sub(r"<table>.*?</table>", narrow, body, flags=re.S)
     return (f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
             f"<title>{html.escape(title)}</title><style>{_CSS}</style></head>\n<body>\n{body}</body></html>\n")

@@ -41,6 +41,21 @@ def batch_axis(ax, axis: str = "x") -> None:
     a.set_minor_formatter(NullFormatter())
 
 
+def plain_log_axis(ax, axis: str = "y") -> None:
+    """A log-10 axis labelled with plain numbers (0.01, 0.02, 0.05, 0.1, ... 200, 500) instead of powers of ten
+    (``6 x 10^0``); minor ticks unlabelled."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    a = ax.xaxis if axis == "x" else ax.yaxis
+    (ax.set_xscale if axis == "x" else ax.set_yscale)("log")
+    lo, hi = (ax.get_xlim() if axis == "x" else ax.get_ylim())
+    # few decades: label 1-2-5 steps; many: decades only
+    subs = (1.0, 2.0, 5.0) if hi / max(lo, 1e-300) < 1e3 else (1.0,)
+    a.set_major_locator(LogLocator(base=10, subs=subs))
+    a.set_major_formatter(FuncFormatter(lambda v, _p: f"{v:,.0f}" if v >= 1 else f"{v:.3g}"))
+    a.set_minor_formatter(NullFormatter())
+
+
 def png_bytes(fig) -> bytes:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=100)
@@ -53,6 +68,16 @@ def _label(run: Run) -> str:
     lr = f", lr {run.meta.lr:.2g}" if run.meta.lr else ""
     seeds = f", mean of {n} seeds" if n and n > 1 else ""
     return f"{run.run_id} (B={b}{lr}{seeds})" if b else run.run_id
+
+
+def _short_label(run: Run) -> str:
+    """``B=128, sqrt rule`` / ``B=128, fixed lr``: a configuration's name for a bar chart (the run id when there
+    is no batch size)."""
+    b = run.meta.batch_size
+    if not b:
+        return run.run_id
+    rule = {"none": "fixed lr", None: ""}.get(run.meta.lr_rule, f"{run.meta.lr_rule} rule")
+    return f"B={b}" + (f", {rule}" if rule else "")
 
 
 def _empty(ax, text: str) -> None:
@@ -77,8 +102,9 @@ def _band(run: Run, metric: str, x: str) -> tuple[np.ndarray, np.ndarray, np.nda
 
 
 def score_vs(runs: list[Run], x: str, metric: str = "eval/score", target: float | None = None,
-             xscale: float = 1.0, xlabel: str = "", title: str = "") -> Any:
-    """``metric`` against ``x`` (``samples/retained`` or ``time/wall_s``) for every run, target as a dashed line."""
+             xscale: float = 1.0, xlabel: str = "", title: str = "", ylabel: str = "") -> Any:
+    """``metric`` against ``x`` (``samples/retained`` or ``time/wall_s``) for every run, target as a dashed line;
+    ``ylabel`` names the metric in words (default: the metric's name)."""
     fig = new_figure()
     ax = fig.add_subplot()
     drawn = 0
@@ -98,10 +124,15 @@ def score_vs(runs: list[Run], x: str, metric: str = "eval/score", target: float 
         if target is not None:
             ax.axhline(target, color="0.3", linestyle="--", linewidth=1, label=f"target {target:g}")
         ax.set_xlabel(xlabel or x)
-        ax.set_ylabel(metric)
+        ax.set_ylabel(ylabel or metric)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8, loc="best")
-    ax.set_title(title or f"{metric} vs {xlabel or x}")
+        if drawn > 4:  # many curves: the legend below the axes, where it hides none of them
+            fig.set_size_inches(7.0, 4.2 + 0.17 * ((drawn + 2) // 2))
+            ax.legend(fontsize=7.5, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, frameon=False)
+        else:
+            ax.legend(fontsize=8, loc="best")
+    head = f"{ylabel or metric} vs {xlabel or x}"
+    ax.set_title(title or head[:1].upper() + head[1:])
     return fig
 
 
@@ -109,7 +140,7 @@ def time_per_step(runs: list[Run]) -> Any:
     """Mean seconds per step per run, stacked: generation, reward, update, other (= step - the three)."""
     fig = new_figure(7.0, max(2.4, 0.5 * len(runs) + 1.6))
     ax = fig.add_subplot()
-    names, parts = [], {"generation": [], "reward": [], "update": [], "other": []}
+    names, longs, parts = [], [], {"generation": [], "reward": [], "update": [], "other": []}
     for r in sorted(runs, key=lambda r: (r.meta.batch_size or 0, r.run_id)):
         m = r.metrics
 
@@ -124,7 +155,8 @@ def time_per_step(runs: list[Run]) -> Any:
             continue
         known = sum(v for v in (gen, rew, upd) if not math.isnan(v))
         other = step - known if not math.isnan(step) else 0.0
-        names.append(_label(r))
+        names.append(_short_label(r))
+        longs.append(_label(r))
         for k, v in (("generation", gen), ("reward", rew), ("update", upd), ("other", max(other, 0.0))):
             parts[k].append(0.0 if math.isnan(v) else v)
     if not names:
@@ -140,9 +172,11 @@ def time_per_step(runs: list[Run]) -> Any:
             continue
         ax.barh(y, vals, left=left, color=colors[k], label=k)
         left += vals
+    if len(set(names)) < len(names):  # two runs of one configuration (e.g. seeds not averaged): keep them apart
+        names = longs
     ax.set_yticks(y, names, fontsize=8)
-    ax.set_xlabel("mean seconds per step")
+    ax.set_xlabel("mean seconds per optimizer step")
     ax.grid(alpha=0.3, axis="x")
     ax.legend(fontsize=8, loc="lower right")
-    ax.set_title("generation / update time per step")
+    ax.set_title("Time per step: generation, scoring (reward), update")
     return fig

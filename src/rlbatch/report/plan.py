@@ -15,6 +15,12 @@ def _hi(ci: Sequence[float | None], v: float) -> float:
     return ci[1] if ci[1] is not None else 2.0 * v
 
 
+def _axis_top(values: Sequence[float]) -> float | None:
+    """The upper end of a ratio axis: 1.6x the largest point estimate (at least 1.5, so 1 is always shown)."""
+    v = [x for x in values if x is not None and np.isfinite(x)]
+    return max(1.5, 1.6 * max(v)) if v else None
+
+
 def plan_section(plan_or_runs: dict[str, Any] | Sequence[Run], **plan_kwargs: Any) -> dict[str, Any]:
     """The report section of the plan (report contract: title, markdown, figures, json_key ``plan``, json).
 
@@ -47,6 +53,21 @@ def plan_section(plan_or_runs: dict[str, Any] | Sequence[Run], **plan_kwargs: An
     from rlbatch.report.figures import batch_axis
 
     batch_axis(a1)
+    # ratios on a log axis (plain numbers), its range set by the point estimates, not by one huge (or unbounded)
+    # interval: bars past the top are cut there and marked with an arrow
+    pts = [v for v in [c["rN"] for c in cs] + [c["relative_throughput"] for c in th] if v is not None and v > 0]
+    if pts:
+        from rlbatch.report.figures import plain_log_axis
+
+        top, bottom = 1.6 * max(max(pts), 1.0), min(0.8 * min(pts), 0.8)
+        a1.set_ylim(bottom, top)
+        plain_log_axis(a1, "y")
+        a1.set_ylim(bottom, top)
+        for c in cs:
+            if c["rN"] is not None and c["rN_ci"] and _hi(c["rN_ci"], c["rN"]) > top:
+                a1.annotate("", xy=(c["batch_size"], top), xytext=(c["batch_size"], top / 1.15),
+                            arrowprops=dict(arrowstyle="->", color="0.3"))
+    a1.axhline(1.0, color="black", lw=0.6, alpha=0.5)
     a1.set_xlabel("batch size B (responses per update)")
     a1.set_ylabel("ratio to the reference")
     a1.set_title("Sample penalty rN vs throughput gain")
@@ -62,6 +83,9 @@ def plan_section(plan_or_runs: dict[str, Any] | Sequence[Run], **plan_kwargs: An
         a2.barh(range(len(pr)), t, xerr=err, color=colors, capsize=3)
         a2.set_yticks(range(len(pr)), names, fontsize=8)
         a2.axvline(1.0, color="black", lw=0.8)
+        right = _axis_top(list(t))
+        if right is not None:
+            a2.set_xlim(0, right)
     a2.set_xlabel("predicted time-to-target / reference's")
     a2.set_title("Predicted time-to-target (green: recommended)")
     fig.tight_layout()
@@ -69,8 +93,15 @@ def plan_section(plan_or_runs: dict[str, Any] | Sequence[Run], **plan_kwargs: An
     fitted = fit_figure(plan, runs, metric=plan_kwargs.get("metric", "eval/score"))
     if fitted is not None:
         figures["plan_fitted_curves"] = fitted
+    caps = {"plan_rn_throughput_time": "Left: the sample penalty rN (with its interval; measured, fitted or from "
+            "the noise model) against the throughput gain, both relative to the reference; a batch is faster iff "
+            "its throughput gain exceeds its rN. Right: the predicted time-to-target relative to the reference, "
+            "with its interval (green: recommended, red: rejected).",
+            "plan_fitted_curves": "Saturating fits R0 + (A - R0) / (1 + (C_mid / C)^b) of the held-out score "
+            "against retained samples for the configurations whose rN is fitted (dashed: extrapolated to the "
+            "target)."}
     return {"title": "Plan: align, then accelerate", "markdown": to_markdown(plan),
-            "figures": figures, "json_key": "plan", "json": plan}
+            "figures": figures, "captions": caps, "json_key": "plan", "json": plan}
 
 
 def fit_figure(plan: dict[str, Any], runs: Sequence[Run] | None = None, metric: str = "eval/score"):
@@ -104,9 +135,9 @@ def fit_figure(plan: dict[str, Any], runs: Sequence[Run] | None = None, metric: 
         ax.plot(x_out, sigmoid(x_out, *p), "--", color=color)
     if plan.get("target") is not None:
         ax.axhline(plan["target"], color="black", lw=0.8, ls=":")
-    ax.set_xlabel("retained samples")
-    ax.set_ylabel(metric)
-    ax.set_title("Saturating fits R0 + (A - R0) / (1 + (C_mid / C)^b) (dashed: extrapolated)")
+    ax.set_xlabel("cumulative retained samples")
+    ax.set_ylabel("held-out score" if metric == "eval/score" else metric)
+    ax.set_title("Saturating fits of the score (dashed: extrapolated)")
     ax.legend(fontsize=8)
     fig.tight_layout()
     return fig

@@ -8,7 +8,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from rlbatch.errors import UserError
-from rlbatch.report.figures import batch_axis
+from rlbatch.report.figures import batch_axis, plain_log_axis
 
 
 def throughput_section(runs: Sequence[Any], predict_batches: Sequence[int] | None = None,
@@ -66,7 +66,8 @@ def throughput_section(runs: Sequence[Any], predict_batches: Sequence[int] | Non
     for p in gw["pairs"]:
         md.append(f"- gen B {p['b_from']} -> {p['b_to']}: time x{p['time_ratio']:.2f}, generation throughput "
                   f"x{p['throughput_gain']:.2f}")
-    md.append("\n| B | gen s | update s | step s | samples/s | |\n|---|---|---|---|---|---|")
+    md.append("\n| B | generation s/step | update s/step | total s/step | retained samples/s | from |\n"
+              "|---|---|---|---|---|---|")
     for p in pred:
         md.append(f"| {p['batch_size']} | {p['gen_s']:.3g} | {p['train_s']:.3g} | {p['step_s']:.3g} | "
                   f"{p['throughput_samples_per_s']:.3g} | {'extrapolated' if p['extrapolated'] else 'fitted'} |")
@@ -80,18 +81,24 @@ def throughput_section(runs: Sequence[Any], predict_batches: Sequence[int] | Non
                   label="update (fit)")
     a1.loglog(pb, pred[0]["gen_s"] * pb / pb[0], ":", color="gray", label="linear in B")
     batch_axis(a1)
-    a1.set_xlabel("batch size B")
-    a1.set_ylabel("seconds per step")
+    plain_log_axis(a1, "y")
+    a1.set_xlabel("batch size B (responses per update)")
+    a1.set_ylabel("seconds per optimizer step")
+    a1.set_title("Time per step vs batch size")
     a1.legend(fontsize=8)
     a2.semilogx(t["batch_size"], t["throughput_samples_per_s"], "o", label="measured")
     a2.semilogx(pb, [p["throughput_samples_per_s"] for p in pred], "-", label="predicted")
     batch_axis(a2)
-    a2.set_xlabel("batch size B")
-    a2.set_ylabel("retained samples / s")
+    a2.set_xlabel("batch size B (responses per update)")
+    a2.set_ylabel("throughput (retained samples / s)")
+    a2.set_title("Throughput vs batch size")
     a2.legend(fontsize=8)
     fig.tight_layout()
     figs["time_and_throughput_vs_batch"] = fig
-    return {"title": "Throughput vs batch size", "markdown": "\n".join(md), "figures": figs,
+    caps = {"time_and_throughput_vs_batch": "Left: seconds per optimizer step for generation and for the update, "
+            "measured (points) and fitted (lines), against the batch size; the dotted line grows linearly in B. "
+            "Right: throughput in retained training samples per second, measured per run and predicted."}
+    return {"title": "Throughput vs batch size", "markdown": "\n".join(md), "figures": figs, "captions": caps,
             "json_key": "throughput", "json": js}
 
 
@@ -168,9 +175,10 @@ def noise_section(runs: Sequence[Any], target: float | None = None, metric: str 
                 ax.axvline(fit["knee_batch"], color=line.get_color(), alpha=0.4, ls=":", label="knee")
             ax.loglog(b, v[0] * (b / b[0]) ** -0.5, ":", color="gray", alpha=0.6, label="B^-1/2")
         batch_axis(ax)
+        plain_log_axis(ax, "y")
         ax.set_xlabel("batch size B (responses per update)")
-        ax.set_ylabel("mean gradient norm (matched sample window)")
-        ax.set_title("Gradient norm vs batch (dotted grey: B^-1/2)")
+        ax.set_ylabel("mean gradient norm before clipping")
+        ax.set_title("Gradient norm vs batch size (dotted grey: B^-1/2)")
         ax.legend(fontsize=8)
         fig.tight_layout()
         figs["grad_norm_vs_batch"] = fig
@@ -204,31 +212,30 @@ def noise_section(runs: Sequence[Any], target: float | None = None, metric: str 
             md.append(f"- B = {b}: B_simple ~ {np.mean(vals):.3g}{ci}"
                       f"{' — the batch is above the noise scale' if np.mean(vals) < b else ''}")
         fig, ax = plt.subplots(figsize=(5.5, 4))
-        by_b_curves: dict[Any, list] = {}
-        for r, d in curves:
-            by_b_curves.setdefault(r.meta.batch_size, []).append((r, d))
-        if len(curves) > 6 and all(X in d for _, d in curves):
-            # many runs: one line per batch size, the median over its runs on a common grid (seeds overlap)
-            for b, items in sorted(by_b_curves.items(), key=lambda kv: kv[0] or 0):
-                hi = min(float(d[X].max()) for _, d in items)
-                grid = np.linspace(min(float(d[X].min()) for _, d in items), hi, 200)
-                ys = np.array([np.interp(grid, d[X].to_numpy(float), d["b_simple"].to_numpy(float))
-                               for _, d in items])
-                with np.errstate(all="ignore"), warnings.catch_warnings():
-                    warnings.simplefilter("ignore", RuntimeWarning)  # grid points where every run is NaN
-                    med = np.nanmedian(ys, axis=0)
-                ax.plot(grid, med, label=f"B={b} (median of {len(items)} runs)")
-        else:
-            for r, d in curves:
-                xs = d[X] if X in d else d["step"]
-                ax.plot(xs, d["b_simple"], label=f"{r.run_id} (B={r.meta.batch_size})")
-        ax.set_yscale("log")
-        ax.set_xlabel("retained samples" if all(X in d for _, d in curves) else "step")
-        ax.set_ylabel("B_simple (EMA-smoothed)")
-        ax.set_title("Simple noise scale over training")
-        ax.legend(fontsize=7)
+        pts = [(row["batch_size"], row["b_simple"]) for row in js["b_simple"]
+               if row["batch_size"] and row["b_simple"] is not None and np.isfinite(row["b_simple"])
+               and row["b_simple"] > 0]
+        if pts:
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], "o", color="0.6", ms=4, alpha=0.7,
+                    label="one run (mean over its steps)")
+        summ = [r for r in js["b_simple_by_batch"] if r["b_simple"] > 0]
+        if summ:
+            bb = np.array([r["batch_size"] for r in summ], float)
+            mm = np.array([r["b_simple"] for r in summ])
+            # an interval reaching 0 or below (the estimator is unbiased, so a run's mean can be negative) is
+            # drawn down to 1/100 of the mean on the log axis
+            err = np.array([[max(0.0, m - max(r["ci"][0], m / 100)), max(0.0, r["ci"][1] - m)] if r["ci"]
+                            else [0.0, 0.0] for m, r in zip(mm, summ)]).T
+            ax.errorbar(bb, mm, yerr=err, fmt="s", color="C0", capsize=3, label="mean per B (95% bootstrap)")
+            ax.plot(bb, bb, ":", color="0.3", label="B_simple = B")
+        batch_axis(ax)
+        plain_log_axis(ax, "y")
+        ax.set_xlabel("batch size B (responses per update)")
+        ax.set_ylabel("B_simple (responses)")
+        ax.set_title("Simple noise scale per batch size")
+        ax.legend(fontsize=8)
         fig.tight_layout()
-        figs["b_simple_over_training"] = fig
+        figs["b_simple_by_batch"] = fig
     else:
         md.append("\n- B_simple: no `noise/*` metrics in these runs.")
     js["gp_equivalence"] = gp_equivalence(runs, metric=metric, target=target)
@@ -240,5 +247,11 @@ def noise_section(runs: Sequence[Any], target: float | None = None, metric: str 
             rn = f", rN {row['rN']:.2f}" if row["rN"] is not None else ""
             md.append(f"- B={row['batch_size']}: P={row['prompts_per_step']}, G={row['group_size']} vs "
                       f"P={ref['prompts_per_step']}, G={ref['group_size']}: {dev}{rn}")
+    caps = {"grad_norm_vs_batch": "Mean gradient norm (before clipping) against the batch size, log-log, with the "
+            "least-squares slope over the aligned range and the knee (critical batch); inside the aligned range the "
+            "norm falls like B^-1/2 (dotted grey).",
+            "b_simple_by_batch": "Simple noise scale B_simple (McCandlish et al. 2018) per batch size: each run's "
+            "mean over its steps (grey) and the mean per B with its 95% bootstrap interval over seeds; where it "
+            "lies below the dotted line B_simple = B, the batch is larger than the noise scale."}
     return {"title": "Gradient noise and the critical batch", "markdown": "\n".join(md), "figures": figs,
-            "json_key": "noise", "json": js}
+            "captions": caps, "json_key": "noise", "json": js}

@@ -244,3 +244,43 @@ def get_task(name: str | Path, seed: int = 0, eval_size: int | None = None) -> T
     if p.suffix in (".parquet", ".jsonl") or p.is_dir() or "/" in name:
         return verl_task(p, p.stem, seed=seed, eval_size=eval_size or 256)
     return reasoning_gym_task(name, seed=seed, eval_size=eval_size or 256)
+
+
+# --------------------------------------------------------------------------------------------------- defaults, words
+#: Default cap on generated tokens per response, per kind of task: long enough not to cut a task's answers short.
+#: ``arithmetic``: a reversed sum of two two-digit numbers has at most 3 digits, + EOS = 4 tokens (5 leaves one
+#: spare); reasoning-gym: room for a short chain of thought before the answer; GSM8K / verl files: verl's usual
+#: ``data.max_response_length`` for GSM8K-sized problems.
+MAX_NEW_TOKENS = {"arithmetic": 5, "reasoning-gym": 256, "verl": 512}
+
+
+def _kind(name: str | Path) -> str:
+    name = str(name)
+    if name == "arithmetic":
+        return "arithmetic"
+    p = Path(name)
+    if name == "gsm8k" or p.suffix in (".parquet", ".jsonl") or p.is_dir() or "/" in name:
+        return "verl"
+    return "reasoning-gym"
+
+
+def default_max_new_tokens(name: str | Path) -> int:
+    """The ``--max-new-tokens`` default of task ``name`` (:data:`MAX_NEW_TOKENS`; no task is loaded)."""
+    return MAX_NEW_TOKENS[_kind(name)]
+
+
+def score_description(name: str | Path | None) -> str:
+    """What ``eval/score`` measures for task ``name``, in words (for report axes and captions); a generic sentence
+    for an unknown or foreign task."""
+    if name is None:
+        return "held-out score (the task's own metric, in [0, 1])"
+    kind = _kind(name)
+    if kind == "arithmetic":
+        return ("fraction of held-out two-digit additions answered exactly (sum written with its digits reversed; "
+                "greedy decoding)")
+    if str(name) == "gsm8k":
+        return "fraction of held-out GSM8K problems whose final answer math-verify accepts (greedy decoding)"
+    if kind == "verl":
+        return (f"fraction of held-out items of {Path(str(name)).stem} whose answer math-verify accepts "
+                "(greedy decoding)")
+    return f"mean reasoning-gym score of {name} on held-out items (greedy decoding)"

@@ -1,0 +1,79 @@
+"""What a person sees in a terminal or a log file: tables not cut at 80 columns when piped, the recommendation as
+text (no literal Markdown), one-line command summaries in --help, and defaults that work (profile lengths fitted
+to the model's context, per-task --max-new-tokens)."""
+
+import io
+
+import pytest
+from rich.console import Console
+
+from rlbatch.output import PIPE_WIDTH, console, markdown_text, rich_table
+
+
+def render(table, width):
+    buf = io.StringIO()
+    Console(file=buf, width=width).print(table)
+    return buf.getvalue()
+
+
+def test_piped_console_is_wide_and_tables_never_truncate(monkeypatch):
+    monkeypatch.delenv("COLUMNS", raising=False)
+    con = console()  # pytest captures stdout: not a terminal
+    assert con.width == PIPE_WIDTH == 200
+    rows = [{"run": "B1024-G8-sqrt-seed-averaged", "rN": "1.97 (1.50–2.45)", "verdict": "within noise"}] * 2
+    cols = [("run", "configuration", None), ("rN", "rN (95% CI)", None), ("verdict", "verdict", None)]
+    wide = render(rich_table(rows, cols), 200)
+    assert "B1024-G8-sqrt-seed-averaged" in wide and "1.97 (1.50–2.45)" in wide and "…" not in wide
+    narrow = render(rich_table(rows, cols), 30)  # a narrow terminal: cells fold onto more lines, never "…"
+    assert "…" not in narrow and "B1024-" in narrow.replace(" ", "")
+    monkeypatch.setenv("COLUMNS", "123")
+    assert console().width == 123
+
+
+def test_markdown_text_is_plain_with_bold():
+    t = markdown_text("**B=64 and B=128 are within noise** (rN [1.02, 1.26], `eval/score`).")
+    assert t.plain == "B=64 and B=128 are within noise (rN [1.02, 1.26], eval/score)."
+    assert [(s.start, s.end, str(s.style)) for s in t.spans] == [(0, 31, "bold")]
+
+
+def test_command_help_is_flowing_text():
+    from typer.main import get_command
+
+    from rlbatch.cli import app
+
+    group = get_command(app)
+    for name, cmd in group.commands.items():
+        assert "\n" not in (cmd.help or ""), name  # no source line breaks mid-sentence
+        assert cmd.short_help and cmd.short_help.endswith((".", ")")), (name, cmd.short_help)
+    assert group.commands["train"].short_help.startswith("Train with GRPO")
+
+
+@pytest.mark.parametrize("given, ctx, want", [
+    ((None, None, 32), None, (15, 16)),      # the tiny preset's 32 positions
+    ((None, None, 2048), None, (64, 64)),    # room for the defaults
+    ((None, None, None), None, (64, 64)),    # unknown context
+    ((10, None, 32), None, (10, 21)),
+    ((None, 20, 32), None, (11, 20)),
+    ((40, 40, 32), None, (40, 40)),          # given explicitly: kept (run_profile then says it does not fit)
+])
+def test_profile_lengths_fit_the_context(given, ctx, want):
+    from rlbatch.profile import fit_lengths
+
+    assert fit_lengths(*given) == want
+
+
+def test_profile_tiny_with_defaults_runs(tmp_path):
+    from rlbatch.profile import run_profile
+
+    p = run_profile("tiny-random", [1, 2], device="cpu", bandwidth_gbs=10.0, peak_tflops=0.1, update=False)
+    assert (p["prompt_tokens"], p["new_tokens"]) == (15, 16) and len(p["batches"]) == 2
+
+
+def test_max_new_tokens_default_per_task():
+    from rlbatch.train.tasks import default_max_new_tokens, score_description
+
+    assert default_max_new_tokens("arithmetic") == 5  # 3-digit reversed sum + EOS
+    assert default_max_new_tokens("chain_sum") == 256
+    assert default_max_new_tokens("gsm8k") == default_max_new_tokens("data/train.parquet") == 512
+    assert "two-digit additions" in score_description("arithmetic")
+    assert "GSM8K" in score_description("gsm8k")
