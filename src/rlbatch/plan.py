@@ -192,13 +192,13 @@ def _sentence(c: dict[str, Any], ref_label: str, tol: float) -> str:
 
 
 def _finish(cands: list[dict[str, Any]], ref_label: str, target: float | None, tol: float, extra: dict) -> dict:
-    from rlbatch.analysis.accounting import verdict_label
+    from rlbatch.analysis.accounting import aligned, aligned_span, verdict_label
 
     ref = next(c for c in cands if c["is_reference"])
     s_ref, t_ref = ref.get("samples_to_target"), ref.get("time_to_target_s")
     for c in cands:
         rn, g = c["rN"], c["relative_throughput"]
-        c["aligned"] = bool(c["on_lr_rule"] and rn is not None and rn <= 1 + tol)
+        c["aligned"] = aligned(rn, c["on_lr_rule"], tol)
         if c.get("predicted_relative_time") is None and rn is not None and g:
             c["predicted_relative_time"] = rn / g
             c["interval"] = _div_ci(c.get("rN_ci"), [g, g])
@@ -227,15 +227,14 @@ def _finish(cands: list[dict[str, Any]], ref_label: str, target: float | None, t
             c["verdict"] = verdict_label(c["predicted_relative_time"], c["interval"])
         c["rejected"] = c["verdict"] in ("slower", "never reaches")
         c["sentence"] = _sentence(c, ref_label, tol)
-    # the aligned family: the contiguous range of batch sizes around the reference with rN <= 1 + tol (DESIGN.md)
-    ladder = sorted((c for c in cands if c["on_lr_rule"] and c["rN"] is not None), key=lambda c: c["batch_size"])
-    i = next(k for k, c in enumerate(ladder) if c["is_reference"])
-    lo, hi = i, i
-    while lo > 0 and ladder[lo - 1]["aligned"]:
-        lo -= 1
-    while hi < len(ladder) - 1 and ladder[hi + 1]["aligned"]:
-        hi += 1
-    fam = [ladder[lo]["batch_size"], ladder[hi]["batch_size"]]
+    # the aligned family: the contiguous range of batch sizes around the reference with rN <= 1 + tol (DESIGN.md);
+    # at several candidates of one B (group sizes) one outside the family decides
+    pts: dict[int, bool] = {}
+    for c in cands:
+        if c["on_lr_rule"] and c["rN"] is not None:
+            pts[c["batch_size"]] = pts.get(c["batch_size"], True) and c["aligned"]
+    members = aligned_span(list(pts.items()), ref["batch_size"])
+    fam = [members[0], members[-1]]
     out = {"recommended": best["run"] if best["run"] is not None else best["batch_size"],
            "recommended_batch_size": best["batch_size"],
            "within_noise": [c["run"] if c["run"] is not None else c["batch_size"] for c in tied],

@@ -298,6 +298,31 @@ def verdict_label(relative_time: float | None, ci: Sequence[float] | None, *, is
     return "within noise"
 
 
+#: Default tolerance of the aligned family: rN <= 1 + TOLERANCE (the plan's and the report's ``--tolerance``).
+TOLERANCE = 0.1
+
+
+def aligned(rn: float | None, on_rule: bool, tol: float = TOLERANCE) -> bool:
+    """Whether one batch size belongs to the aligned family (DESIGN.md; Li et al. 2026, "align"): on the
+    reference's LR rule and samples-to-target ratio ``rn <= 1 + tol`` (False when rN is unknown)."""
+    return bool(on_rule and rn is not None and rn <= 1.0 + tol)
+
+
+def aligned_span(points: Sequence[tuple[int, bool]], reference_batch: int) -> list[int]:
+    """The aligned family's members: the contiguous run of batch sizes around ``reference_batch`` whose
+    :func:`aligned` flag is True (the reference always belongs). ``points``: (B, aligned) of the reference's LR
+    rule, one per batch size, the reference's included. Returns the members' B, ascending."""
+    flags = dict(points)
+    flags[reference_batch] = True
+    bs = sorted(flags)
+    lo = hi = bs.index(reference_batch)
+    while lo > 0 and flags[bs[lo - 1]]:
+        lo -= 1
+    while hi < len(bs) - 1 and flags[bs[hi + 1]]:
+        hi += 1
+    return bs[lo:hi + 1]
+
+
 def comparison_groups(runs: Sequence[Run]) -> dict[tuple, list[Run]]:
     """Runs split by (model, task, algorithm): only runs within one group are compared on the batch axis
     (missing values match anything of the group they fall in only when the group has no other value)."""

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-#: Default tolerance of the aligned family (the plan's ``--tolerance`` default, :mod:`rlbatch.plan`).
-TOLERANCE = 0.1
+from rlbatch.analysis.accounting import TOLERANCE, aligned, aligned_span  # noqa: F401 (TOLERANCE re-exported)
 
 
 def _ci_text(ci: Sequence[float | None] | None) -> str:
@@ -49,20 +48,12 @@ def aligned_family(rows: Sequence[dict[str, Any]], reference: str | None,
         key = (not r["reached"], r["rN"] if r["rN"] is not None else 0.0)
         if worse is None or key > (not worse["reached"], worse["rN"] if worse["rN"] is not None else 0.0):
             ladder[b] = r
+    ladder[ref["batch_size"]] = ref
     bs = sorted(ladder)
     limit = 1.0 + tolerance
-
-    def inside(r: dict[str, Any]) -> bool:
-        return bool(r["reached"] and r["rN"] is not None and r["rN"] <= limit)
-
-    i = bs.index(ref["batch_size"]) if ref["batch_size"] in bs else 0
-    ladder[bs[i]] = ref
-    lo = hi = i
-    while lo > 0 and inside(ladder[bs[lo - 1]]):
-        lo -= 1
-    while hi < len(bs) - 1 and inside(ladder[bs[hi + 1]]):
-        hi += 1
-    fam = bs[lo:hi + 1]
+    fam = aligned_span([(b, bool(r["reached"]) and aligned(r["rN"], True, tolerance)) for b, r in ladder.items()],
+                       ref["batch_size"])
+    hi = bs.index(fam[-1])
     end = None
     if hi < len(bs) - 1:
         e = ladder[bs[hi + 1]]
