@@ -94,8 +94,11 @@ def prompt_layout(n_groups: int, group_size: int, micro_batch_size: int,
     return passes
 
 
-def token_logprobs(model, rollout: Rollout) -> torch.Tensor:
-    """Log-probabilities [N, T] of the response tokens under ``model`` (one forward over prompt + response).
+def token_logprobs(model, rollout: Rollout, temperature: float = 1.0) -> torch.Tensor:
+    """Log-probabilities [N, T] of the response tokens under ``model`` (one forward over prompt + response) at the
+    sampling ``temperature``: ``log softmax(logits / temperature)``, the distribution the tokens were sampled from
+    (verl's ``logits.div_(temperature)``, TRL's ``_get_per_token_logps_and_entropies``), so the ratio and its clip
+    are taken against the sampler's own probabilities.
 
     The last response token is never context for a scored token, so it is not fed; the LM head runs only on the T
     positions that predict response tokens (``logits_to_keep``), and ``log p = logit[token] - logsumexp(logits)``
@@ -104,6 +107,8 @@ def token_logprobs(model, rollout: Rollout) -> torch.Tensor:
     T = rollout.response_ids.shape[1]
     out = model(input_ids=ids, attention_mask=mask, position_ids=positions(mask), use_cache=False, logits_to_keep=T)
     logits = out.logits[:, -T:, :].float()
+    if temperature != 1.0:
+        logits = logits / temperature
     return logits.gather(-1, rollout.response_ids[..., None]).squeeze(-1) - torch.logsumexp(logits, dim=-1)
 
 
@@ -308,27 +313,31 @@ def grpo_noise_metrics(res: GradResult, b_big: int) -> dict[str, float]:
 
 def accumulate_gradients(model, rollout: Rollout, adv: torch.Tensor, micro_batch_size: int, clip_eps: float,
                          ref_model=None, kl_coef: float = 0.0, *, group_size: int | None = None,
-                         split_groups: int = 1) -> GradResult:
+                         split_groups: int = 1, temperature: float = 1.0,
+                         old_logp: torch.Tensor | None = None) -> GradResult:
     """Forward/backward over micro-batches of the retained ``rollout`` ([B, ...], advantages ``adv`` [B]); leaves
     the full-batch gradient (token-level mean loss) in ``p.grad`` (:func:`accumulate`). With ``group_size`` G
     (rows grouped by prompt, B a multiple of G) the micro-batches are laid out by prompt (:func:`prompt_layout`,
     ``split_groups`` norm-only split groups when micro-batches hold whole groups); without, contiguous.
 
-    One update per rollout batch: the old policy is the current one, so ``old_logp = logp.detach()`` and the ratio
-    is 1 (the clip is inactive; it matters for extra PPO epochs). Noise inputs as in :func:`accumulate`.
+    ``old_logp`` [B, T]: the log-probabilities of the sampling policy (:func:`old_logprobs`) when this is not the
+    first update on the rollout (mini-batches, PPO epochs); None: the old policy is the current one, so
+    ``old_logp = logp.detach()`` and the ratio is 1 (the clip is inactive). Log-probabilities are taken at the
+    sampling ``temperature``. Noise inputs as in :func:`accumulate`.
     """
     adv = adv.to(rollout.response_ids.device)
     n_tokens = int(rollout.response_mask.sum())
 
     def loss_of(idx):
         mb = trim(rollout.select(idx))
-        logp = token_logprobs(model, mb)
+        logp = token_logprobs(model, mb, temperature)
         ref_logp = None
         if ref_model is not None and kl_coef > 0:
             with torch.no_grad():
-                ref_logp = token_logprobs(ref_model, mb)
-        loss, st = clipped_surrogate(logp, logp.detach(), adv[torch.as_tensor(idx, device=adv.device)],
-                                     mb.response_mask, clip_eps, n_tokens, ref_logp, kl_coef)
+                ref_logp = token_logprobs(ref_model, mb, temperature)
+        i = torch.as_tensor(idx, device=adv.device)
+        old = logp.detach() if old_logp is None else old_logp[i][:, :logp.shape[1]]
+        loss, st = clipped_surrogate(logp, old, adv[i], mb.response_mask, clip_eps, n_tokens, ref_logp, kl_coef)
         return loss, int(mb.response_mask.sum()), st
 
     res = accumulate(model, rollout.response_ids.shape[0], micro_batch_size, loss_of, group_size=group_size,

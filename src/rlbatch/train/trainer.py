@@ -87,6 +87,12 @@ class TrainConfig(BaseModel):
     lam: float = Field(1.0, ge=0, le=1)
     value_clip: float | None = Field(0.2, description="value-loss clip range; None or 0 = off")
     critic_warmup_steps: int = Field(0, ge=0, description="critic-only steps before the actor starts")
+    # asynchronous rollouts (rlbatch.train.async_rollout): generation in its own process, K versions ahead
+    async_rollouts: int = Field(0, ge=0, description="K: policy versions generation runs ahead of the update "
+                                "(0 = synchronous)")
+    partial_rollout_tokens: int | None = Field(None, ge=1, description="T: new tokens per response per round; "
+                                               "unfinished responses continue under the next version")
+    rollout_threads: int = Field(1, ge=1, description="torch threads of the asynchronous generation process")
 
     @property
     def batch_size(self) -> int:
@@ -340,6 +346,9 @@ def train(cfg: TrainConfig, out_dir: Path | str, *, resume: bool = False, progre
     out = Path(out_dir)
     lr = cfg.resolved_lr()
     micro = cfg.resolved_micro()
+    from rlbatch.train import async_rollout
+
+    async_rollout.check_config(cfg)  # async hook
     if cfg.algo == "ppo":
         cfg.resolved_critic_lr()  # PPO hook: a bad critic-lr configuration fails before anything is written
     ckpt_path = out / CHECKPOINT
@@ -436,6 +445,17 @@ def _train(cfg: TrainConfig, out: Path, lr: float, micro: int, resume: bool, pro
     except OSError as err:
         raise write_error(err, out, kept_note()) from None
     G = cfg.group_size
+    # async hook: the generation process (rlbatch.train.async_rollout), None for the synchronous loop
+    from rlbatch.train import async_rollout
+
+    pipe = (async_rollout.AsyncRollouts(cfg, model, tok, task, state["step"], ck.get(async_rollout.CKPT_KEY)
+                                        if resume and ckpt_path.exists() else None)
+            if async_rollout.enabled(cfg) else None)
+
+    def ckpt_extra() -> dict | None:
+        extra = {**(ppo_mod.state_dict(ppo) if ppo else {}), **(pipe.checkpoint() if pipe else {})}
+        return extra or None
+
     bar = _Progress(cfg.samples, out.name) if progress else None
     t_start = time.perf_counter()
     stop_reason = "retained-sample budget reached"
@@ -476,7 +496,11 @@ def _train(cfg: TrainConfig, out: Path, lr: float, micro: int, resume: bool, pro
             step = state["step"] + 1
             faults.set_step(step, meta.run_id)
             t0, c0 = time.perf_counter(), time.process_time()
-            items, ro = rollout_step(model, tok, task, cfg, step)
+            behaviour_logp = None
+            if pipe is not None:  # async hook: the batch decoded ahead, with its recorded log-probabilities
+                items, ro, behaviour_logp = pipe.get(step)
+            else:
+                items, ro = rollout_step(model, tok, task, cfg, step)
             t1 = time.perf_counter()
             rewards = score(task, items, ro.texts)
             t2 = time.perf_counter()
@@ -495,7 +519,9 @@ def _train(cfg: TrainConfig, out: Path, lr: float, micro: int, resume: bool, pro
             if ppo is None and b_ret > 0:
                 kept = ro.select(rows)
                 gr = accumulate_gradients(model, kept, adv.view(-1)[rows], micro, cfg.clip_eps, ref_model,
-                                          cfg.kl_coef, group_size=G, split_groups=cfg.noise_split_groups)
+                                          cfg.kl_coef, group_size=G, split_groups=cfg.noise_split_groups,
+                                          temperature=cfg.temperature,
+                                          old_logp=None if behaviour_logp is None else behaviour_logp[rows])
                 try:
                     if not math.isfinite(gr.loss):
                         raise NonFiniteError(f"non-finite loss ({gr.loss})")
@@ -511,6 +537,8 @@ def _train(cfg: TrainConfig, out: Path, lr: float, micro: int, resume: bool, pro
             elif ppo is None:
                 n_tok = 0  # every group filtered: nothing to learn from, no optimizer step
             faults.fault("optim")
+            if pipe is not None:  # async hook: hand the new version to the generator
+                pipe.publish(step, model, snapshot=step % cfg.checkpoint_every == 0)
             t3, c3 = time.perf_counter(), time.process_time()
             gen_tok = int(ro.response_mask.sum())
             state["step"] = step
@@ -529,6 +557,8 @@ def _train(cfg: TrainConfig, out: Path, lr: float, micro: int, resume: bool, pro
                     else 0.0, "lr": lr, "batch/retained": b_ret, "batch/generated": len(items),
                     "groups/retained": int(keep.sum()), "groups/generated": int(keep.numel()),
                     "response_length/mean": gen_tok / len(items), **rec}
+            if pipe is not None:  # async hook: staleness, partial fraction, overlap
+                line.update(pipe.step_metrics(c3 - c0))
             metrics.append(_clean(line))
             state["metrics_lines"] += 1
             if state["samples/retained"] >= state["next_eval"]:
@@ -536,13 +566,13 @@ def _train(cfg: TrainConfig, out: Path, lr: float, micro: int, resume: bool, pro
                 while state["next_eval"] <= state["samples/retained"]:
                     state["next_eval"] += cfg.eval_every
             if step % cfg.checkpoint_every == 0:
-                save_checkpoint(out, model, optimizer, state, ppo_mod.state_dict(ppo) if ppo else None)
+                save_checkpoint(out, model, optimizer, state, ckpt_extra())
                 saved["step"] = step
             if bar:
                 bar.update(state, float(rewards.mean()), time.perf_counter() - t_start)
         if state.get("last_eval_step") != state["step"]:
             run_eval()
-        save_checkpoint(out, model, optimizer, state, ppo_mod.state_dict(ppo) if ppo else None)
+        save_checkpoint(out, model, optimizer, state, ckpt_extra())
         saved["step"] = state["step"]
         update_meta(out, status="finished", stop_reason=stop_reason, steps=state["step"],
                     samples_retained=state["samples/retained"], samples_generated=state["samples/generated"])
@@ -557,6 +587,8 @@ def _train(cfg: TrainConfig, out: Path, lr: float, micro: int, resume: bool, pro
             raise final from None
         raise
     finally:
+        if pipe is not None:
+            pipe.close()
         metrics.close()
         evals.close()
         if bar:
