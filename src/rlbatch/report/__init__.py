@@ -240,6 +240,9 @@ def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None,
                           metric=metric), throughput_section(runs, clock=clock_basis(runs, clock))]
     if target is not None:
         core.append(_plan_section(runs, target, metric, ref or reference, clock))
+    from rlbatch.report.async_section import async_section  # issue 17: sync vs async at each B, if any async run
+
+    core += [s for s in [async_section(runs, target, metric)] if s]
     for sec in core + list(sections or []):
         if not isinstance(sec, dict) or "title" not in sec:
             raise UserError("report section must be a dict with at least a 'title'", field="sections")

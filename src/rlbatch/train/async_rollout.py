@@ -59,6 +59,30 @@ def check_config(cfg) -> None:
                         field="async_rollouts")
 
 
+#: TrainConfig fields of the asynchronous rollouts (a sweep runs its ladder with and without them).
+ASYNC_FIELDS = ("async_rollouts", "partial_rollout_tokens", "rollout_threads")
+
+
+def run_tag(options: dict) -> str:
+    """Run-id suffix of an asynchronous configuration: ``-a1`` (K = 1), ``-a1t2`` (K = 1, pieces of T = 2 tokens);
+    ``""`` for the synchronous loop."""
+    k, t = int(options.get("async_rollouts") or 0), options.get("partial_rollout_tokens")
+    if not k and not t:
+        return ""
+    return f"-a{k}" + (f"t{int(t)}" if t else "")
+
+
+def sweep_variants(options: dict | None) -> list[tuple[str, dict]]:
+    """The ladders a sweep runs: ``[("", options)]``; with asynchronous settings in ``options`` the synchronous
+    ladder (the options without them: the same run ids as a synchronous sweep, so finished ones are reused) and the
+    asynchronous one (run ids with :func:`run_tag`), so the report can compare them at each B."""
+    options = dict(options or {})
+    tag = run_tag(options)
+    if not tag:
+        return [("", {k: v for k, v in options.items() if k not in ASYNC_FIELDS})]
+    return [("", {k: v for k, v in options.items() if k not in ASYNC_FIELDS}), (tag, options)]
+
+
 @dataclass(frozen=True)
 class Schedule:
     """Which batch piece each round decodes (module docstring). ``lag`` = K, ``chunks`` = n, ``chunk_tokens`` = T."""
