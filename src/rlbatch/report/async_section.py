@@ -23,17 +23,27 @@ TITLE = "Synchronous vs asynchronous rollouts"
 
 def async_setting(run: Run) -> tuple[int, int | None] | None:
     """``(K, T)`` of an asynchronous run (``T`` None without partial rollouts), or None for a synchronous one.
-    From the trainer's config in run.json; for a foreign log, K is the largest ``rollout/staleness_max`` logged."""
+    From the trainer's config in run.json; for a foreign log, K is the largest ``rollout/staleness_max`` (else
+    ``rollout/staleness_mean``, e.g. prime-rl's "Async Level") logged."""
     cfg = getattr(run.meta, "config", None) or {}
     k, t = int(cfg.get("async_rollouts") or 0), cfg.get("partial_rollout_tokens")
     if k or t:
         return k, (int(t) if t else None)
     m = run.metrics
-    if "rollout/staleness_max" in getattr(m, "columns", ()):
-        top = m["rollout/staleness_max"].max()
-        if np.isfinite(top) and top > 0:
-            return int(top), None
+    for col in ("rollout/staleness_max", "rollout/staleness_mean"):
+        if col in getattr(m, "columns", ()):
+            top = m[col].max()
+            if np.isfinite(top) and top > 0:
+                return int(round(top)), None
     return None
+
+
+def synchronous(runs: Sequence[Run]) -> list[Run]:
+    """The synchronous runs of ``runs`` (all of them when none is): what the gradient-noise fit, the throughput
+    model and the plan are fitted on, since an asynchronous run at the same B is a different system, not another
+    point of the same curve."""
+    sync = [r for r in runs if async_setting(r) is None]
+    return sync or list(runs)
 
 
 def _key(run: Run) -> tuple:

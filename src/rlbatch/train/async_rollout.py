@@ -18,7 +18,8 @@ the loss's :func:`rlbatch.train.grpo.token_logprobs`.
 Per step the trainer logs (DESIGN.md names): ``rollout/staleness_mean``, ``rollout/staleness_max`` (policy versions
 between a response's first token and the version its update starts from: (s-1) - max(0, s-K-n); 0 in the
 synchronous loop, >= 1 with K >= 1), ``rollout/staleness_token_mean`` (the same per token), ``rollout/partial_frac``
-(responses whose tokens came from more than one version), ``time/overlap_s`` (generation seconds that ran while
+(responses whose tokens came from more than one version), ``rollout/version_span_max`` (the most versions
+between one response's first and last token), ``time/overlap_s`` (generation seconds that ran while
 the trainer scored and updated), ``time/gen_busy_s`` (generation seconds during the whole step); ``time/gen_s`` is
 the time the trainer waited for its batch and ``time/cpu_s`` adds the generation process's CPU seconds.
 
@@ -64,12 +65,13 @@ ASYNC_FIELDS = ("async_rollouts", "partial_rollout_tokens", "rollout_threads")
 
 
 def run_tag(options: dict) -> str:
-    """Run-id suffix of an asynchronous configuration: ``-a1`` (K = 1), ``-a1t2`` (K = 1, pieces of T = 2 tokens);
-    ``""`` for the synchronous loop."""
+    """Run-id suffix of an asynchronous configuration: ``-stale1`` (K = 1), ``-stale1t2`` (K = 1, pieces of T = 2
+    tokens); ``""`` for the synchronous loop. It sorts after the seed suffix (``B64-G8-sqrt-s0`` <
+    ``B64-G8-sqrt-stale1-s0``), so at equal B the accounting's default reference is the synchronous run."""
     k, t = int(options.get("async_rollouts") or 0), options.get("partial_rollout_tokens")
     if not k and not t:
         return ""
-    return f"-a{k}" + (f"t{int(t)}" if t else "")
+    return f"-stale{k}" + (f"t{int(t)}" if t else "")
 
 
 def sweep_variants(options: dict | None) -> list[tuple[str, dict]]:
@@ -380,6 +382,7 @@ class AsyncRollouts:
                       "rollout/staleness_max": int(max((step - 1) - f for f in first)),
                       "rollout/staleness_token_mean": float(np.mean(tok_stale)) if tok_stale else 0.0,
                       "rollout/partial_frac": float(np.mean([len(set(v)) > 1 for v in st["ver"]])),
+                      "rollout/version_span_max": int(max((v[-1] - v[0]) if v else 0 for v in st["ver"])),
                       "rollout/policy_version_min": int(min(first))}
         dev = self.cfg.device
         ro = Rollout(p_ids, p_mask, r_ids.to(dev), r_mask.to(dev), texts)
