@@ -1,7 +1,7 @@
 """Our GRPO trainer against TRL's ``GRPOTrainer``, side by side on this machine: retained samples per second, the
 share of step time in generation (+ scoring) and in the update, and the reward curves on the sample axis.
 
-    OMP_NUM_THREADS=1 python benchmarks/vs_trl.py [--preset tiny|smollm2-135m] [--batches 16,64,256] [--main 64]
+    OMP_NUM_THREADS=1 python benchmarks/vs_trl.py [--preset tiny|smollm2-135m] [--batches 16,64,256]
         [--samples 4096 | --steps N] [--threads 1] [--json OUT.json] [--ours-only]
 
 Both trainers run in fresh subprocesses, one after the other (never concurrently), pinned to the same thread count
@@ -19,9 +19,15 @@ optimizer step) and a wrapper around ``_generate_and_score_completions`` (genera
 Ours: the trainer's own ``time/step_s`` (generation + scoring + update; evaluation and checkpoints excluded) and
 ``time/gen_s + time/reward_s``. The first step of each run is a warm-up and is left out of the rates.
 
-Retained samples: responses in groups whose rewards are not all equal (the only ones that carry gradient; ours
-drops the others before the update, TRL computes them with zero advantage). Counted the same way for both.
-The last line is ``ratio_vs_trl=X.XX``: our retained samples/s over TRL's at the main batch.
+Equal work (the headline): our trainer with group filtering OFF (``filter_groups=False``) trains every one of the
+B responses, as TRL does (zero advantage for groups whose rewards are all equal), with the same loss: clipped
+surrogate, token-level mean over all B responses' tokens (TRL's ``dapo`` normalisation), same micro-batch. Both do
+one rollout of B and one optimizer update per step, so the ratio of generated (= trained) samples per second is the
+ratio of step times: ``ratio_vs_trl_equal_work=X.XX B=N`` for each B, and ``ratio_vs_trl_equal_work_min=X.XX``
+(the bar is the minimum). Separately, ours with filtering ON (our default: drops all-equal groups before the
+update, so it trains fewer responses): ``ratio_vs_trl_filtering_on=X.XX B=N`` (generated samples/s, TRL with its
+own default of training every response). Retained samples (responses in groups whose rewards are not all equal)
+are counted the same way for both and reported as rates.
 """
 
 from __future__ import annotations
@@ -37,7 +43,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
+_SRC = sys.argv[sys.argv.index("--src") + 1] if "--src" in sys.argv[:-1] else str(ROOT / "src")
+sys.path.insert(0, _SRC)
 
 PRESETS = {
     # model, default batches, main batch, G, new-token cap, base batch and LR of the sqrt rule (as the demo), samples
@@ -85,7 +92,7 @@ def bench_task(a):
     return Task(task.name, train=task.train, eval_items=task.eval_items, scorer=partial)
 
 
-def worker_ours(a) -> dict:
+def worker_ours(a, filter_groups: bool = True) -> dict:
     torch = _setup(a.threads)
     from rlbatch.train.models import load_model
     from rlbatch.train.trainer import make_config, train
@@ -96,7 +103,8 @@ def worker_ours(a) -> dict:
     cfg = make_config(model=a.preset, task="arithmetic", prompts_per_step=P, group_size=a.G, lr=a.lr,
                       samples=10**9, max_steps=a.steps, max_new_tokens=a.new_tokens, temperature=1.0,
                       clip_eps=0.2, kl_coef=0.0, max_grad_norm=1.0, eval_every=10**9, eval_size=32,
-                      checkpoint_every=10**6, seed=a.seed, threads=a.threads, micro_batch_size=a.micro)
+                      checkpoint_every=10**6, seed=a.seed, threads=a.threads, micro_batch_size=a.micro,
+                      filter_groups=filter_groups)
     with tempfile.TemporaryDirectory() as d:
         t0 = time.perf_counter()
         train(cfg, Path(d) / "run", model_tok=mt, task=task)
@@ -105,7 +113,7 @@ def worker_ours(a) -> dict:
     steps = [{"step_s": m["time/step_s"], "gen_s": m["time/gen_s"] + m["time/reward_s"],
               "update_s": m["time/train_s"], "retained": m["batch/retained"], "generated": m["batch/generated"],
               "reward": m["reward/mean"]} for m in lines]
-    return {"trainer": "rlbatch", "torch_threads": torch.get_num_threads(), **_summary(steps, wall)}
+    return {"trainer": "rlbatch" if filter_groups else "rlbatch-nofilter", "torch_threads": torch.get_num_threads(), **_summary(steps, wall)}
 
 
 def worker_trl(a) -> dict:
@@ -193,10 +201,10 @@ def machine() -> dict:
 
 def run_worker(kind: str, a, batch: int, steps: int) -> dict:
     env = {**os.environ, "OMP_NUM_THREADS": str(a.threads), "MKL_NUM_THREADS": str(a.threads),
-           "PYTHONPATH": str(ROOT / "src"), "TOKENIZERS_PARALLELISM": "false", "WANDB_DISABLED": "true"}
+           "PYTHONPATH": a.src, "TOKENIZERS_PARALLELISM": "false", "WANDB_DISABLED": "true"}
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as fh:
         out = fh.name
-    cmd = [sys.executable, __file__, "--worker", kind, "--preset", a.preset, "--batch", str(batch),
+    cmd = [sys.executable, __file__, "--src", a.src, "--worker", kind, "--preset", a.preset, "--batch", str(batch),
            "--steps", str(steps), "--threads", str(a.threads), "--lr", str(lr_for(a, batch)), "--G", str(a.G),
            "--new-tokens", str(a.new_tokens), "--micro", str(a.micro), "--seed", str(a.seed), "--reward", a.reward,
            "--out", out]
@@ -230,7 +238,6 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--preset", default="tiny", choices=list(PRESETS))
     ap.add_argument("--batches", default=None, help="comma-separated B = P x G (default: the preset's)")
-    ap.add_argument("--main", type=int, default=None, help="the batch of ratio_vs_trl (default: the preset's)")
     ap.add_argument("--samples", type=int, default=None, help="generated samples per run (steps = samples / B)")
     ap.add_argument("--steps", type=int, default=None, help="steps per run (overrides --samples)")
     ap.add_argument("--threads", type=int, default=int(os.environ.get("OMP_NUM_THREADS", "1") or 1))
@@ -244,8 +251,10 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=2, help="alternate ours/TRL this many times, keep each one's best "
                     "(fastest) run: the CPU may be shared")
     ap.add_argument("--ours-only", action="store_true", help="skip TRL (before/after measurements of our trainer)")
+    ap.add_argument("--src", default=str(ROOT / "src"), help="our trainer's source tree (a before/after A/B: point it "
+                    "at another checkout's src)")
     ap.add_argument("--json", default=None)
-    ap.add_argument("--worker", choices=["ours", "trl"], default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--worker", choices=["ours", "ours_nofilter", "trl"], default=None, help=argparse.SUPPRESS)
     ap.add_argument("--batch", type=int, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--out", default=None, help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -254,57 +263,59 @@ def main() -> None:
     a.new_tokens = a.new_tokens or d["new_tokens"]
     a.reward = a.reward or d["reward"]
     if a.worker:
-        res = (worker_ours if a.worker == "ours" else worker_trl)(a)
+        res = (worker_trl(a) if a.worker == "trl" else worker_ours(a, filter_groups=a.worker == "ours"))
         Path(a.out).write_text(json.dumps(res))
         return
     batches = [int(x) for x in a.batches.split(",")] if a.batches else d["batches"]
-    main_b = a.main or (d["main"] if d["main"] in batches else batches[-1])
     mach = machine()
     print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, torch {mach['torch']}, trl {mach['trl']}, "
           f"{a.threads} thread(s) per trainer, load average before {mach['loadavg_before'][0]:.2f}")
     print(f"preset {a.preset}, G={a.G}, new-token cap {a.new_tokens}, micro-batch {a.micro}, fp32, "
           f"sqrt-rule LR from B0={d['base_batch']}, lr0={d['base_lr']:g}, reward {a.reward}")
     rows = []
+    kinds = [("ours_nofilter", "rlbatch (no filter)"), ("trl", "trl"), ("ours", "rlbatch (filter on)")]
+    if a.ours_only:
+        kinds = [k for k in kinds if k[0] != "trl"]
     for b in batches:
         steps = a.steps or max(4, (a.samples or d["samples"]) // b)
-        ours_runs, trl_runs = [], []
-        for _ in range(a.repeats):
-            ours_runs.append(run_worker("ours", a, b, steps))
-            if not a.ours_only:
-                trl_runs.append(run_worker("trl", a, b, steps))
-        ours = min(ours_runs, key=lambda r: r["step_s"])
-        trl = min(trl_runs, key=lambda r: r["step_s"]) if trl_runs else None
-        for r in (ours, trl):
-            if r is not None:
-                r["all_step_s"] = [x["step_s"] for x in (ours_runs if r is ours else trl_runs)]
-        rows.append({"batch": b, "steps": steps, "lr": lr_for(a, b), "ours": ours, "trl": trl})
-        for name, r in (("rlbatch", ours), ("trl", trl)):
-            if r is None:
-                continue
-            print(f"B={b:>4} {name:>7}: {r['step_s']:.3f} s/step, {r['retained_per_s']:7.1f} retained/s, "
+        runs: dict[str, list] = {k: [] for k, _ in kinds}
+        for _ in range(a.repeats):  # interleaved: a load change hits all three alike
+            for k, _ in kinds:
+                runs[k].append(run_worker(k, a, b, steps))
+        row = {"batch": b, "steps": steps, "lr": lr_for(a, b)}
+        for k, name in kinds:
+            r = min(runs[k], key=lambda x: x["step_s"])
+            r["all_step_s"] = [x["step_s"] for x in runs[k]]
+            row[k] = r
+            print(f"B={b:>4} {name:>20}: {r['step_s']:.4f} s/step, {r['retained_per_s']:7.1f} retained/s, "
                   f"{r['generated_per_s']:7.1f} generated/s, generation {100 * r['gen_share']:4.1f}%, "
                   f"update {100 * r['update_share']:4.1f}% ({r['steps']} steps; s/step of each repeat: "
-                  + ", ".join(f"{x:.3f}" for x in r["all_step_s"]) + ")")
-        if trl:
-            print(f"B={b:>4}   ratio: retained/s x{ours['retained_per_s'] / trl['retained_per_s']:.2f}, "
-                  f"generated/s x{ours['generated_per_s'] / trl['generated_per_s']:.2f}")
-            co, ct = curve(ours), curve(trl)
-            print(f"B={b:>4}   mean reward per 1k generated samples (rlbatch | trl): "
-                  + ", ".join(f"{k // 1000}-{k // 1000 + 1}k {x:.3f}|{y:.3f}" for (k, x), (_, y) in zip(co, ct)))
-            ro = sum(s["reward"] for s in ours["steps_detail"]) / ours["steps"]
-            rt = sum(s["reward"] for s in trl["steps_detail"]) / trl["steps"]
-            print(f"B={b:>4}   mean reward over the run: rlbatch {ro:.3f}, trl {rt:.3f}")
+                  + ", ".join(f"{x:.4f}" for x in r["all_step_s"]) + ")")
+        rows.append(row)
+        if "trl" in row:
+            t, o, f = row["trl"], row["ours_nofilter"], row["ours"]
+            row["ratio_equal_work"] = o["generated_per_s"] / t["generated_per_s"]
+            row["ratio_filtering_on"] = f["generated_per_s"] / t["generated_per_s"]
+            print(f"B={b:>4}   ratio (generated/s): equal work x{row['ratio_equal_work']:.2f}, filtering on "
+                  f"x{row['ratio_filtering_on']:.2f}")
+            for k, other in (("ours_nofilter", "equal work"), ("ours", "filter on")):
+                co, ct = curve(row[k]), curve(t)
+                print(f"B={b:>4}   mean reward per 1k generated samples (rlbatch {other} | trl): "
+                      + ", ".join(f"{kk // 1000}-{kk // 1000 + 1}k {x:.3f}|{y:.3f}" for (kk, x), (_, y) in zip(co, ct)))
     if a.json:
         Path(a.json).parent.mkdir(parents=True, exist_ok=True)
         Path(a.json).write_text(json.dumps({"machine": mach, "preset": a.preset, "G": a.G,
                                             "new_tokens": a.new_tokens, "micro": a.micro, "threads": a.threads,
-                                            "main_batch": main_b, "rows": rows}, indent=1) + "\n")
-    m = next(r for r in rows if r["batch"] == main_b)
-    if m["trl"]:
-        print(f"ratio_vs_trl={m['ours']['retained_per_s'] / m['trl']['retained_per_s']:.2f}")
+                                            "rows": rows}, indent=1) + "\n")
+    if not a.ours_only:
+        for r in rows:
+            print(f"ratio_vs_trl_equal_work={r['ratio_equal_work']:.2f} B={r['batch']}")
+        for r in rows:
+            print(f"ratio_vs_trl_filtering_on={r['ratio_filtering_on']:.2f} B={r['batch']}")
+        print(f"ratio_vs_trl_equal_work_min={min(r['ratio_equal_work'] for r in rows):.2f}")
     else:
-        print(f"ours_retained_per_s={m['ours']['retained_per_s']:.1f}")
-
+        for r in rows:
+            print(f"ours_generated_per_s={r['ours_nofilter']['generated_per_s']:.1f} B={r['batch']}")
 
 if __name__ == "__main__":
     main()

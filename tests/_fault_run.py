@@ -1,6 +1,7 @@
 """The runs of the fault tests (tests/test_faults.py), also run as a subprocess that a fault kills:
 
     python tests/_fault_run.py train OUT [--resume]
+    python tests/_fault_run.py train-mb OUT [--resume]    (mini-batches and two epochs per rollout)
     python tests/_fault_run.py sweep OUT
 
 Both use the ``tiny-random`` model on the "coin" task (reward 1 if a response starts with 0-4: a random model gets
@@ -15,6 +16,8 @@ from pathlib import Path
 
 TRAIN = dict(model="tiny-random", task="coin", prompts_per_step=2, group_size=4, lr=3e-3, samples=10_000, max_steps=6,
              max_new_tokens=4, eval_every=16, eval_size=8, checkpoint_every=2, micro_batch_size=4, threads=1)
+#: the same run with PPO-style updates: mini-batches of one group (M = 4 of B = 8), two epochs per rollout
+TRAIN_MB = dict(TRAIN, mini_batch_size=4, ppo_epochs=2)
 SWEEP = dict(base_batch=4, base_lr=3e-3, batches=[8], rule="sqrt", group_sizes=[4], seeds=1, samples=32,
              model="tiny-random", task="coin",
              options=dict(max_new_tokens=4, eval_every=16, eval_size=8, micro_batch_size=4, checkpoint_every=2))
@@ -40,11 +43,11 @@ def coin_task_installed():
         tasks.get_task = real
 
 
-def run_train(out: Path | str, resume: bool = False) -> Path:
+def run_train(out: Path | str, resume: bool = False, mini_batches: bool = False) -> Path:
     from rlbatch.train.trainer import make_config, train
 
     with coin_task_installed():
-        return train(make_config(**TRAIN), out, resume=resume)
+        return train(make_config(**(TRAIN_MB if mini_batches else TRAIN)), out, resume=resume)
 
 
 def run_sweep(out: Path | str) -> dict:
@@ -62,7 +65,7 @@ if __name__ == "__main__":
     warnings.filterwarnings("ignore")
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
     kind, out = sys.argv[1], sys.argv[2]
-    if kind == "train":
-        run_train(out, resume="--resume" in sys.argv)
+    if kind in ("train", "train-mb"):
+        run_train(out, resume="--resume" in sys.argv, mini_batches=kind == "train-mb")
     else:
         run_sweep(out)

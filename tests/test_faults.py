@@ -65,7 +65,7 @@ def ref(tmp_path_factory):
     ("gen:3:2", 2, None),           # generation of step 3, before its 2nd token
     ("update:4:2", 2, None),        # update of step 4, after the backward pass of micro-batch 2
     ("metrics:4", 2, "metrics"),    # half of step 4's metrics line on disk
-    ("eval:2", None, "eval"),       # half of step 2's eval line on disk, before the first checkpoint
+    ("eval:0", None, "eval"),       # half of the initial (step 0) eval line on disk, before the first checkpoint
     ("ckpt_write:4", 2, "ckpt"),    # part of step 4's checkpoint written to the temp file
 ])
 def test_kill_then_resume_is_identical(ref, tmp_path, fault, at, left):
@@ -86,6 +86,18 @@ def test_kill_then_resume_is_identical(ref, tmp_path, fault, at, left):
     fr.run_train(out, resume=True)
     same_run(ref, out)
     assert ckpt_step(out) == 6
+
+
+def test_kill_between_mini_batch_updates_then_resume_is_identical(tmp_path):
+    """Mini-batches and two epochs per rollout (``fr.TRAIN_MB``): killed in step 4 after some of its optimizer
+    updates were applied (the 5th backward pass), the resumed run restarts step 4 from the step-2 checkpoint."""
+    ref = fr.run_train(tmp_path / "ref", mini_batches=True)
+    assert max(r.get("train/updates", 0) for r in lines(ref / "metrics.jsonl")) >= 2
+    out = tmp_path / "run"
+    killed("train-mb", out, "update:4:5")
+    assert ckpt_step(out) == 2
+    fr.run_train(out, resume=True, mini_batches=True)
+    same_run(ref, out)
 
 
 def test_sweep_killed_mid_trial_resumes_identically(tmp_path, monkeypatch):
@@ -146,7 +158,7 @@ def test_nan_or_inf_stops_with_last_good_checkpoint(ref, tmp_path, monkeypatch, 
 
 @pytest.mark.parametrize("fault, name, n_lines, at", [("enospc_metrics:3", "metrics.jsonl", 2, 2),
                                                       ("enospc_checkpoint:4", "checkpoint.pt", 4, 2),
-                                                      ("enospc_eval:2", "eval.jsonl", 2, None)])
+                                                      ("enospc_eval:3", "eval.jsonl", 3, 2)])
 def test_disk_full_is_one_clear_error_and_loses_nothing(ref, tmp_path, monkeypatch, capsys, fault, name, n_lines,
                                                         at):
     out = tmp_path / "run"

@@ -131,6 +131,22 @@ def train_cmd(
     micro_batch_size: Optional[int] = typer.Option(None, "--micro-batch-size", help="Responses per micro-batch "
                                                    "(must divide P x G; default gcd(P x G, 8)). GRPO lays them out "
                                                    "by prompt: whole groups, or one group split over several."),
+    micro_batch_tokens: Optional[int] = typer.Option(None, "--micro-batch-tokens", help="Token budget of a "
+                                                     "micro-batch (padded prompt + response tokens): fewer responses "
+                                                     "per pass when sequences are long (default: no budget)."),
+    max_concurrent_sequences: Optional[int] = typer.Option(None, "--max-concurrent-sequences", help="Sequences "
+                                                           "generated at once; the KV cache never holds more "
+                                                           "(default: fitted to memory)."),
+    mini_batch_size: Optional[int] = typer.Option(None, "--mini-batch-size", help="Responses per optimizer update M "
+                                                  "(divides P x G; GRPO: a multiple of G); the LR rule applies to "
+                                                  "M. Default: the whole batch, one update per step."),
+    ppo_epochs: int = typer.Option(1, "--ppo-epochs", help="Passes over each rollout batch (P x G / M updates "
+                                   "each)."),
+    filter_groups: bool = typer.Option(True, "--filter-groups/--no-filter-groups", help="GRPO: drop groups whose "
+                                       "rewards are all equal before the update (--no-filter-groups trains every "
+                                       "response, as TRL)."),
+    temperature: float = typer.Option(1.0, "--temperature", help="Sampling temperature (the loss's "
+                                      "log-probabilities use it too)."),
     max_new_tokens: int = typer.Option(8, "--max-new-tokens", help="Cap on generated tokens per response."),
     eval_every: int = typer.Option(2048, "--eval-every", help="Retained samples between greedy evaluations."),
     eval_size: Optional[int] = typer.Option(None, "--eval-size", help="Held-out items (default: 512 arithmetic, "
@@ -170,7 +186,9 @@ def train_cmd(
     cfg = make_config(model=model, task=task, prompts_per_step=prompts_per_step, group_size=group_size, lr=lr,
                       lr_rule=rule if lr is None else None, base_batch=base_batch, base_lr=base_lr, samples=samples,
                       seed=seed, micro_batch_size=micro_batch_size, max_new_tokens=max_new_tokens,
-                      eval_every=eval_every, eval_size=eval_size, checkpoint_every=checkpoint_every, kl_coef=kl_coef,
+                      micro_batch_tokens=micro_batch_tokens, max_concurrent_sequences=max_concurrent_sequences,
+                      mini_batch_size=mini_batch_size, ppo_epochs=ppo_epochs, filter_groups=filter_groups,
+                      temperature=temperature, eval_every=eval_every, eval_size=eval_size, checkpoint_every=checkpoint_every, kl_coef=kl_coef,
                       max_grad_norm=max_grad_norm or None, stop_at_target=target, stop_hold=hold,
                       max_steps=max_steps, device=device,
                       **_ppo_fields(algo, critic_model, critic_lr, critic_base_lr, gamma, lam, value_clip,
@@ -188,7 +206,9 @@ def train_cmd(
            "lr": run.meta.lr, "first_eval_score": float(e["eval/score"].iloc[0]) if len(e) else None,
            "last_eval_score": float(e["eval/score"].iloc[-1]) if len(e) else None,
            "mean_step_s": float(m["time/step_s"].mean()) if len(m) else None,
-           "wall_clock_s": float(m["time/wall_s"].iloc[-1]) if len(m) else None, "run_dir": str(run_dir)}
+           "wall_clock_s": float(m["time/wall_s"].iloc[-1]) if len(m) else None,
+           "peak_memory_mib": _mib(getattr(run.meta, "peak_memory_bytes", None)),
+           "peak_kv_cache_mib": _mib(getattr(run.meta, "peak_kv_cache_bytes", None)), "run_dir": str(run_dir)}
     cols = [(k, k, None) for k in row]
     if fmt is Format.json:
         print_json(row)
@@ -204,6 +224,10 @@ def _async_fields(k: int, t: Optional[int], threads: int) -> dict:
     if not k and not t:
         return {}
     return dict(async_rollouts=k, partial_rollout_tokens=t, rollout_threads=threads)
+
+
+def _mib(n) -> float | None:
+    return None if n is None else round(float(n) / 2**20, 1)
 
 
 def _ppo_fields(algo, critic_model, critic_lr, critic_base_lr, gamma, lam, value_clip, warmup) -> dict:

@@ -69,8 +69,11 @@ CANONICAL_METRICS: dict[str, str] = {
 class RunMeta(BaseModel):
     """Metadata of one run (``run.json``). Unknown keys are kept (``extra="allow"``).
 
-    ``batch_size`` B is retained-capable training responses per optimizer update, ``prompts_per_step`` (P) x
-    ``group_size`` (G); it is derived when P and G are given and must agree with them when all three are.
+    ``batch_size`` B is retained-capable training responses per optimizer update (the batch of the LR rule and the
+    grad-norm fit), ``prompts_per_step`` (P) x ``group_size`` (G) unless the run splits each rollout into
+    mini-batches: then ``rollout_batch_size`` is P x G and ``batch_size`` the mini-batch M (verl's
+    ``ppo_mini_batch_size`` x ``rollout.n``), a divisor of it. ``batch_size`` is derived when P and G are given
+    and must agree with them (or, with ``rollout_batch_size``, divide P x G) when all are.
     """
 
     model_config = ConfigDict(extra="allow")
@@ -82,6 +85,7 @@ class RunMeta(BaseModel):
     prompts_per_step: int | None = Field(default=None, ge=1, le=2**53)
     group_size: int | None = Field(default=None, ge=1, le=2**53)
     batch_size: int | None = Field(default=None, ge=1, le=2**53)
+    rollout_batch_size: int | None = Field(default=None, ge=1, le=2**53)
     lr: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     lr_rule: Literal["sqrt", "linear", "none"] | None = None
     base_batch: int | None = Field(default=None, ge=1, le=2**53)
@@ -102,10 +106,16 @@ class RunMeta(BaseModel):
 
     @model_validator(mode="after")
     def _batch(self) -> "RunMeta":
-        p, g, b = self.prompts_per_step, self.group_size, self.batch_size
+        p, g, b, rb = self.prompts_per_step, self.group_size, self.batch_size, self.rollout_batch_size
         if p is not None and g is not None:
+            if rb is not None and rb != p * g:
+                raise ValueError(f"rollout_batch_size={rb} disagrees with prompts_per_step x group_size = {p} x {g} "
+                                 f"= {p * g}")
             if b is None:
                 self.batch_size = p * g
+            elif rb is not None:
+                if b > rb or rb % b:
+                    raise ValueError(f"batch_size={b} (responses per update) must divide rollout_batch_size={rb}")
             elif b != p * g:
                 raise ValueError(f"batch_size={b} disagrees with prompts_per_step x group_size = {p} x {g} = {p * g}")
         return self

@@ -346,6 +346,31 @@ def accumulate_gradients(model, rollout: Rollout, adv: torch.Tensor, micro_batch
     return res
 
 
+@torch.no_grad()
+def old_logprobs(model, rollout: Rollout, micro_batch_size: int, temperature: float = 1.0) -> torch.Tensor:
+    """Log-probabilities [N, T] of the response tokens under the current (sampling) policy, without gradient, in
+    micro-batches of ``micro_batch_size`` rows (each trimmed of its padding; columns past a micro-batch's longest
+    response are 0): the ``old_log_prob`` of verl / TRL's ``old_per_token_logps``, computed once per rollout before
+    its first update when a step makes several (mini-batches or PPO epochs)."""
+    N, T = rollout.response_ids.shape
+    out = torch.zeros((N, T), dtype=torch.float32, device=rollout.response_ids.device)
+    for idx in micro_batches(N, micro_batch_size):
+        lp = token_logprobs(model, trim(rollout.select(idx)), temperature)
+        out[torch.as_tensor(idx, device=out.device), :lp.shape[1]] = lp
+    return out
+
+
+def token_budget_micro(rollout: Rollout, micro_batch_size: int, micro_batch_tokens: int | None) -> int:
+    """Responses per micro-batch under a token budget: ``min(micro_batch_size, micro_batch_tokens // width)`` with
+    ``width`` the padded prompt + response length of ``rollout`` after :func:`trim` (an upper bound on every row's
+    tokens), at least 1; ``micro_batch_size`` when there is no budget."""
+    if not micro_batch_tokens:
+        return micro_batch_size
+    t = trim(rollout)
+    width = int(t.prompt_ids.shape[1] + t.response_ids.shape[1])
+    return max(1, min(micro_batch_size, micro_batch_tokens // max(width, 1)))
+
+
 def make_adamw(params, lr: float, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.0):
     """``torch.optim.AdamW`` with the fused kernel where torch has one for these parameters (CPU and CUDA, fp32/bf16):
     the same update rule (Loshchilov & Hutter 2019) as one kernel per parameter instead of a dozen Python-level

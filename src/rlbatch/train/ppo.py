@@ -208,6 +208,8 @@ def ppo_step(model, actor_opt, actor_lr: float, parts: PPOParts, ro: Rollout, re
     """
     from rlbatch.analysis.noise import b_simple
 
+    if cfg.ppo_epochs > 1 or cfg.update_batch < ro.response_ids.shape[0]:
+        return ppo_step_minibatches(model, actor_opt, actor_lr, parts, ro, rewards, cfg, micro, step, ref_model)
     B = ro.response_ids.shape[0]
     mask = ro.response_mask
     n_tokens = int(mask.sum())
@@ -250,11 +252,11 @@ def ppo_step(model, actor_opt, actor_lr: float, parts: PPOParts, ro: Rollout, re
 
     def actor_loss_of(idx):
         mb = ro.select(idx)
-        logp = token_logprobs(model, mb)
+        logp = token_logprobs(model, mb, cfg.temperature)
         ref_logp = None
         if ref_model is not None and cfg.kl_coef > 0:
             with torch.no_grad():
-                ref_logp = token_logprobs(ref_model, mb)
+                ref_logp = token_logprobs(ref_model, mb, cfg.temperature)
         i = torch.as_tensor(idx, device=mask.device)
         loss, st = token_surrogate(logp, logp.detach(), adv_w[i], mb.response_mask, cfg.clip_eps, n_tokens,
                                    ref_logp, cfg.kl_coef)
@@ -272,6 +274,108 @@ def ppo_step(model, actor_opt, actor_lr: float, parts: PPOParts, ro: Rollout, re
                 "grad_clipped": bool(cfg.max_grad_norm and gnorm > cfg.max_grad_norm), "actor_updated": True})
     if cfg.kl_coef > 0:
         rec["kl"] = ar.stats.get("kl", 0.0) / max(n_tokens, 1)
+    return rec, n_tokens
+
+
+def ppo_step_minibatches(model, actor_opt, actor_lr: float, parts: PPOParts, ro: Rollout, rewards: torch.Tensor,
+                         cfg, micro: int, step: int, ref_model=None) -> tuple[dict, int]:
+    """PPO as verl and baselines run it: the old values (no gradient), GAE, whitened advantages (over the whole
+    rollout) and old log-probabilities are computed once; then ``cfg.ppo_epochs`` passes over mini-batches of
+    ``cfg.update_batch`` responses (in order), each one critic step (clipped value loss against the old values)
+    and, after the warm-up, one actor step (clipped surrogate against the old log-probabilities), every loss a
+    token mean over its mini-batch. Metrics as :func:`ppo_step`; norms and ``noise/*`` of the first update (batch
+    M), ``clip_frac`` and ``value/clip_frac`` over all updates' tokens, ``train/updates``."""
+    from rlbatch.analysis.noise import b_simple
+    from rlbatch.train.grpo import old_logprobs
+
+    B = ro.response_ids.shape[0]
+    mask = ro.response_mask
+    n_tokens = int(mask.sum())
+    tok_r = outcome_token_rewards(rewards, mask)
+    critic = parts.critic
+    vals = torch.zeros(mask.shape, dtype=torch.float32, device=mask.device)
+    with torch.no_grad():
+        for idx in micro_batches(B, micro):
+            i = torch.as_tensor(idx, device=mask.device)
+            vals[i] = token_values(critic, ro.select(idx)).float() * mask[i]
+    advs, rets = gae(tok_r, vals, mask, cfg.gamma, cfg.lam)
+    adv_w = whiten(advs, mask)
+    actor = step > cfg.critic_warmup_steps
+    old_lp = old_logprobs(model, ro, micro, cfg.temperature) if actor else None
+    M = cfg.update_batch
+    minis = [np.arange(i, min(i + M, B)) for i in range(0, B, M)]
+    rec: dict[str, Any] = {}
+    vclip = clip = kl = 0.0
+    toks = updates = passes = 0
+    vlosses, losses, any_c, any_a = [], [], False, False
+    for _ in range(cfg.ppo_epochs):
+        for idx in minis:
+            i = torch.as_tensor(idx, device=mask.device)
+            sub = ro.select(idx)
+            n_sub = int(sub.response_mask.sum())
+
+            def value_loss_of(j, sub=sub, i=i, n_sub=n_sub):
+                mb = sub.select(j)
+                r = i[torch.as_tensor(j, device=i.device)]
+                v = token_values(critic, mb).float()
+                loss, st = clipped_value_loss(v, vals[r], rets[r], mb.response_mask, cfg.value_clip, n_sub)
+                return loss, int(mb.response_mask.sum()), st
+
+            cr = accumulate(critic, len(idx), micro, value_loss_of)
+            if not math.isfinite(cr.loss):
+                raise NonFiniteError(f"non-finite value loss ({cr.loss})")
+            cnorm = optimizer_step(critic, parts.optimizer, parts.lr, cfg.max_grad_norm)
+            vlosses.append(cr.loss)
+            vclip += cr.stats["clipped"]
+            toks += n_sub
+            updates += 1
+            any_c = any_c or bool(cfg.max_grad_norm and cnorm > cfg.max_grad_norm)
+            if not rec:
+                rec = {"grad_norm/critic": cnorm, "noise/critic_grad_sq_small": cr.grad_sq_small,
+                       "noise/critic_grad_sq_big": cr.grad_sq_big, "noise/b_small": cr.b_small,
+                       "noise/b_big": len(idx),
+                       "noise/critic_b_simple": (b_simple(cr.grad_sq_small, cr.grad_sq_big, cr.b_small, len(idx))
+                                                 if cr.b_small < len(idx) else float("nan"))}
+            if not actor:
+                continue
+
+            def actor_loss_of(j, sub=sub, i=i, n_sub=n_sub):
+                mb = sub.select(j)
+                r = i[torch.as_tensor(j, device=i.device)]
+                logp = token_logprobs(model, mb, cfg.temperature)
+                ref_logp = None
+                if ref_model is not None and cfg.kl_coef > 0:
+                    with torch.no_grad():
+                        ref_logp = token_logprobs(ref_model, mb, cfg.temperature)
+                loss, st = token_surrogate(logp, old_lp[r], adv_w[r], mb.response_mask, cfg.clip_eps, n_sub,
+                                           ref_logp, cfg.kl_coef)
+                return loss, int(mb.response_mask.sum()), st
+
+            ar = accumulate(model, len(idx), micro, actor_loss_of)
+            if not math.isfinite(ar.loss):
+                raise NonFiniteError(f"non-finite loss ({ar.loss})")
+            gnorm = optimizer_step(model, actor_opt, actor_lr, cfg.max_grad_norm)
+            losses.append(ar.loss)
+            clip += ar.stats["clipped"]
+            kl += ar.stats.get("kl", 0.0)
+            passes += ar.n_micro
+            any_a = any_a or bool(cfg.max_grad_norm and gnorm > cfg.max_grad_norm)
+            if "grad_norm/actor" not in rec:
+                rec.update({"grad_norm/actor": gnorm, "noise/grad_sq_small": ar.grad_sq_small,
+                            "noise/grad_sq_big": ar.grad_sq_big,
+                            "noise/b_simple": (b_simple(ar.grad_sq_small, ar.grad_sq_big, ar.b_small, len(idx))
+                                               if ar.b_small < len(idx) else float("nan"))})
+    m = mask.bool()
+    rec.update({"losses/value_loss": float(np.mean(vlosses)), "value/mean": float(vals[m].mean()),
+                "value/explained_variance": explained_variance(vals, rets, mask),
+                "returns/mean": float(rets[m].mean()), "value/clip_frac": vclip / max(toks, 1),
+                "lr/critic": parts.lr, "critic_grad_clipped": any_c, "train/updates": updates,
+                "actor_updated": actor})
+    if actor:
+        rec.update({"loss": float(np.mean(losses)), "train/micro_batches": passes, "clip_frac": clip / max(toks, 1),
+                    "grad_clipped": any_a})
+        if cfg.kl_coef > 0:
+            rec["kl"] = kl / max(toks, 1)
     return rec, n_tokens
 
 

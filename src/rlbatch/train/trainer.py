@@ -38,7 +38,9 @@ TIME_KEYS = ("time/gen_s", "time/reward_s", "time/train_s", "time/step_s", "time
 
 class TrainConfig(BaseModel):
     """Everything a GRPO run needs. B = ``prompts_per_step`` x ``group_size`` (nominal, before filtering) is the
-    batch of the LR rule; ``lr`` wins when given, else ``scaled_lr(B, base_batch, base_lr, lr_rule)``. The rule and
+    rollout batch; M = ``mini_batch_size`` (default B) the responses per optimizer update, the batch of the LR rule:
+    ``lr`` wins when given, else ``scaled_lr(M, base_batch, base_lr, lr_rule)``; each step makes ``ppo_epochs``
+    passes of B / M updates. The rule and
     its base are recorded in run.json whenever given (a sweep passes the scaled ``lr`` together with them)."""
 
     model_config = ConfigDict(extra="forbid")
@@ -55,6 +57,16 @@ class TrainConfig(BaseModel):
     seed: int = 0
     run_id: str | None = None
     micro_batch_size: int | None = Field(None, ge=1, description="responses per micro-batch; default gcd(B, 8)")
+    micro_batch_tokens: int | None = Field(None, ge=1, description="token budget of a micro-batch (padded prompt + "
+                                           "response tokens): fewer responses per pass when the step's sequences "
+                                           "are long; None = response count only")
+    max_concurrent_sequences: int | None = Field(None, ge=1, description="rows generated at once (the KV cache "
+                                                 "never holds more); None = fitted to memory")
+    filter_groups: bool = Field(True, description="GRPO: drop groups whose rewards are all equal before the update "
+                                "(DAPO dynamic sampling); False trains every response, as TRL does")
+    mini_batch_size: int | None = Field(None, ge=1, description="responses per optimizer update M (verl's "
+                                        "ppo_mini_batch_size x rollout.n); default the whole rollout batch B")
+    ppo_epochs: int = Field(1, ge=1, description="passes over the rollout batch per step (each pass: B / M updates)")
     noise_split_groups: int = Field(1, ge=0, description="GRPO, micro-batches of whole groups: groups per step also "
                                     "taken as two half-groups (one extra backward each) for the within/between-"
                                     "prompt noise split; 0 = off")
@@ -96,7 +108,24 @@ class TrainConfig(BaseModel):
 
     @property
     def batch_size(self) -> int:
+        """Rollout batch B = P x G (responses generated per step)."""
         return self.prompts_per_step * self.group_size
+
+    @property
+    def update_batch(self) -> int:
+        """Responses per optimizer update M: ``mini_batch_size``, or the whole rollout batch B (one update per
+        step). The batch of the LR rule and of the noise inputs (the paper's unit: responses per update)."""
+        return self.mini_batch_size or self.batch_size
+
+    def check_updates(self) -> None:
+        """:class:`UserError` (field ``mini_batch_size``) unless M divides B and, for GRPO, holds whole groups."""
+        m, b = self.update_batch, self.batch_size
+        if b % m:
+            raise UserError(f"--mini-batch-size {m} must divide the rollout batch B = P x G = {b}",
+                            field="mini_batch_size")
+        if self.algo == "grpo" and m % self.group_size:
+            raise UserError(f"--mini-batch-size {m} must be a multiple of the group size G = {self.group_size} "
+                            "(GRPO updates on whole groups)", field="mini_batch_size")
 
     def resolved_lr(self) -> float:
         from rlbatch.scaling import scaled_lr
@@ -105,7 +134,7 @@ class TrainConfig(BaseModel):
             return self.lr
         if self.lr_rule is None or self.base_batch is None or self.base_lr is None:
             raise UserError("give --lr, or --base-batch, --base-lr and --rule", field="lr")
-        return scaled_lr(self.batch_size, self.base_batch, self.base_lr, self.lr_rule)
+        return scaled_lr(self.update_batch, self.base_batch, self.base_lr, self.lr_rule)
 
     def resolved_critic_lr(self) -> float:
         """PPO critic learning rate: ``critic_lr`` when given; else ``scaled_lr(B, base_batch, critic_base_lr,
@@ -119,7 +148,7 @@ class TrainConfig(BaseModel):
             if self.lr_rule is None or self.base_batch is None:
                 raise UserError("--critic-base-lr needs --base-batch and --rule (or give --critic-lr)",
                                 field="critic_base_lr")
-            return scaled_lr(self.batch_size, self.base_batch, self.critic_base_lr, self.lr_rule)
+            return scaled_lr(self.update_batch, self.base_batch, self.critic_base_lr, self.lr_rule)
         return self.resolved_lr()
 
     def resolved_micro(self) -> int:
@@ -307,9 +336,11 @@ def _software() -> dict:
 
 
 # --------------------------------------------------------------------------------------------------- the loop
-def rollout_step(model, tok, task, cfg: TrainConfig, step: int):
+def rollout_step(model, tok, task, cfg: TrainConfig, step: int, stats=None):
     """Sample P prompts for ``step`` and G responses each. Returns ``(items [B], rollout [B])``, grouped
-    contiguously (responses of prompt p are rows p*G .. p*G+G-1)."""
+    contiguously (responses of prompt p are rows p*G .. p*G+G-1), in chunks of at most
+    ``cfg.max_concurrent_sequences`` rows; ``stats`` (:class:`rlbatch.train.rollout.GenStats`) collects the peak
+    KV-cache bytes."""
     import torch
 
     from rlbatch.train.rollout import generate, render_prompt
@@ -317,10 +348,69 @@ def rollout_step(model, tok, task, cfg: TrainConfig, step: int):
     rng = np.random.default_rng([cfg.seed, step])
     prompts = task.sample(rng, cfg.prompts_per_step)
     items = [it for it in prompts for _ in range(cfg.group_size)]
-    ids = [x for x in (render_prompt(it, tok) for it in prompts) for _ in range(cfg.group_size)]  # tokenise once
+    ids = [render_prompt(it, tok) for it in prompts]  # tokenised and prefilled once per prompt
     gen = torch.Generator(device=cfg.device).manual_seed(int(cfg.seed) * 1_000_003 + step)
-    ro = generate(model, tok, ids, cfg.max_new_tokens, temperature=cfg.temperature, generator=gen)
+    ro = generate(model, tok, ids, cfg.max_new_tokens, temperature=cfg.temperature, generator=gen,
+                  num_samples=cfg.group_size, max_concurrent=cfg.max_concurrent_sequences, stats=stats)
     return items, ro
+
+
+def grpo_update(model, optimizer, lr: float, kept, adv, cfg: TrainConfig, micro: int, ref_model=None,
+                old_logp=None):
+    """The GRPO updates of one step on the retained rollout ``kept`` ([B_ret, ...], rows grouped by prompt) with
+    advantages ``adv`` [B_ret]: ``cfg.ppo_epochs`` passes over mini-batches of ``cfg.update_batch`` responses (whole
+    groups, in order; the last one smaller when filtering left fewer), one optimizer step each, every update's loss
+    a token mean over its own mini-batch. With more than one update the old policy's log-probabilities are
+    computed once first (:func:`rlbatch.train.grpo.old_logprobs`), so the ratio clip binds from the second update
+    on; with one (the default) the old policy is the current one, as before. ``old_logp`` [B_ret, T] (asynchronous
+    rollouts, :mod:`rlbatch.train.async_rollout`): the behaviour policy's log-probabilities recorded at sampling
+    time, the old policy of every update instead. Micro-batches: ``micro`` responses,
+    fewer under ``cfg.micro_batch_tokens`` (:func:`rlbatch.train.grpo.token_budget_micro`).
+
+    Returns ``(metrics, tokens trained)``: ``grad_norm/actor``, ``noise/*`` and ``grad_clipped`` of the *first*
+    update (on-policy, batch M: the grad-norm fit's and noise scale's inputs), ``loss`` the mean over updates,
+    ``clip_frac`` (and ``kl``) over all updates' tokens, ``train/updates``, ``train/micro_batches`` (all passes).
+    Raises :class:`rlbatch.train.grpo.NonFiniteError` on a NaN/Inf loss or gradient (nothing of that update applied).
+    """
+    import numpy as np
+    import torch
+
+    from rlbatch.train.grpo import (NonFiniteError, accumulate_gradients, grpo_noise_metrics, old_logprobs,
+                                    optimizer_step, token_budget_micro)
+
+    G = cfg.group_size
+    n = int(kept.response_ids.shape[0])
+    m = token_budget_micro(kept, micro, cfg.micro_batch_tokens)
+    M = cfg.update_batch
+    minis = [np.arange(i, min(i + M, n)) for i in range(0, n, M)]
+    old = old_logp  # asynchronous rollouts: the behaviour policy's recorded log-probs [B_ret, T]
+    if old is None and (cfg.ppo_epochs > 1 or len(minis) > 1):
+        old = old_logprobs(model, kept, m, cfg.temperature)
+    rec: dict[str, Any] = {}
+    losses, clipped, kl, toks, passes, clipped_any = [], 0.0, 0.0, 0, 0, False
+    for _ in range(cfg.ppo_epochs):
+        for idx in minis:
+            sub = kept if len(minis) == 1 else kept.select(idx)
+            i = torch.as_tensor(idx, device=adv.device)
+            gr = accumulate_gradients(model, sub, adv[i], m, cfg.clip_eps, ref_model, cfg.kl_coef, group_size=G,
+                                      split_groups=cfg.noise_split_groups, temperature=cfg.temperature,
+                                      old_logp=None if old is None else old[i.to(old.device)])
+            if not math.isfinite(gr.loss):
+                raise NonFiniteError(f"non-finite loss ({gr.loss})")
+            gnorm = optimizer_step(model, optimizer, lr, cfg.max_grad_norm)
+            if not rec:
+                rec = {"grad_norm/actor": gnorm, **grpo_noise_metrics(gr, len(idx))}
+            losses.append(gr.loss)
+            clipped += gr.stats["clipped"]
+            kl += gr.stats.get("kl", 0.0)
+            toks += gr.n_tokens
+            passes += gr.n_micro
+            clipped_any = clipped_any or bool(cfg.max_grad_norm and gnorm > cfg.max_grad_norm)
+    rec.update({"loss": float(np.mean(losses)), "train/micro_batches": passes, "train/updates": len(losses),
+                "clip_frac": clipped / max(toks, 1), "grad_clipped": clipped_any})
+    if cfg.kl_coef > 0:
+        rec["kl"] = kl / max(toks, 1)
+    return rec, int(kept.response_mask.sum())
 
 
 def train(cfg: TrainConfig, out_dir: Path | str, *, resume: bool = False, progress: bool = False,
@@ -344,6 +434,7 @@ def train(cfg: TrainConfig, out_dir: Path | str, *, resume: bool = False, progre
     from rlbatch.train.tasks import get_task
 
     out = Path(out_dir)
+    cfg.check_updates()
     lr = cfg.resolved_lr()
     micro = cfg.resolved_micro()
     from rlbatch.train import async_rollout
@@ -378,10 +469,9 @@ def _train(cfg: TrainConfig, out: Path, lr: float, micro: int, resume: bool, pro
     import torch
 
     from rlbatch import faults
-    from rlbatch.train.grpo import (NonFiniteError, accumulate_gradients, group_advantages, grpo_noise_metrics,
-                                    make_adamw, optimizer_step)
+    from rlbatch.train.grpo import NonFiniteError, group_advantages, make_adamw
     from rlbatch.train.models import load_model
-    from rlbatch.train.rollout import evaluate, score
+    from rlbatch.train.rollout import GenStats, evaluate, fitted_concurrency, score
 
     ckpt_path = out / CHECKPOINT
     remove_stale_temps(out)
@@ -433,6 +523,7 @@ def _train(cfg: TrainConfig, out: Path, lr: float, micro: int, resume: bool, pro
                                  "torch_threads": torch.get_num_threads(), "machine": platform.machine()},
                        software=_software(), status="running", stop_reason=None,
                        config=cfg.model_dump(mode="json"), micro_batch_size=micro,
+                       batch_size=cfg.update_batch, rollout_batch_size=cfg.batch_size, ppo_epochs=cfg.ppo_epochs,
                        train_prompts=task.train_size, eval_items=len(task.eval_items),
                        **({"critic_lr": ppo.lr, "critic_base_lr": cfg.critic_base_lr} if ppo else {}))
     meta = make_meta(out / "run.json", **meta_fields)
@@ -445,6 +536,12 @@ def _train(cfg: TrainConfig, out: Path, lr: float, micro: int, resume: bool, pro
     except OSError as err:
         raise write_error(err, out, kept_note()) from None
     G = cfg.group_size
+    gen_stats = GenStats()
+    if cfg.max_concurrent_sequences is None:  # fitted to memory: prompt of the task's longest item + response
+        cfg = cfg.model_copy(update={"max_concurrent_sequences": min(
+            cfg.batch_size, fitted_concurrency(model, _context_of(model, tok, task, cfg)))})
+    if cfg.device.startswith("cuda"):
+        torch.cuda.reset_peak_memory_stats()
     # async hook: the generation process (rlbatch.train.async_rollout), None for the synchronous loop
     from rlbatch.train import async_rollout
 
@@ -461,7 +558,8 @@ def _train(cfg: TrainConfig, out: Path, lr: float, micro: int, resume: bool, pro
     stop_reason = "retained-sample budget reached"
 
     def run_eval() -> float:
-        sc, n, dt = evaluate(model, tok, task, cfg.max_new_tokens, cfg.eval_batch_size)
+        sc, n, dt = evaluate(model, tok, task, cfg.max_new_tokens, cfg.eval_batch_size,
+                             max_concurrent=cfg.max_concurrent_sequences)
         evals.append(_clean({"step": state["step"], "samples/retained": state["samples/retained"],
                              "samples/generated": state["samples/generated"], "eval/score": sc, "eval/n": n,
                              "time/eval_s": dt, "time/wall_s": state["time/wall_s"]}))
@@ -500,7 +598,7 @@ def _train(cfg: TrainConfig, out: Path, lr: float, micro: int, resume: bool, pro
             if pipe is not None:  # async hook: the batch decoded ahead, with its recorded log-probabilities
                 items, ro, behaviour_logp = pipe.get(step)
             else:
-                items, ro = rollout_step(model, tok, task, cfg, step)
+                items, ro = rollout_step(model, tok, task, cfg, step, gen_stats)
             t1 = time.perf_counter()
             rewards = score(task, items, ro.texts)
             t2 = time.perf_counter()
@@ -514,26 +612,17 @@ def _train(cfg: TrainConfig, out: Path, lr: float, micro: int, resume: bool, pro
                     raise _diverged(out, step, err, saved["step"]) from None
             else:
                 adv, keep = group_advantages(rewards.view(-1, G))
+                if not cfg.filter_groups:  # train every response (zero advantage for all-equal groups), as TRL
+                    keep = torch.ones_like(keep)
                 rows = torch.nonzero(keep.repeat_interleave(G), as_tuple=False).squeeze(1)
                 b_ret = int(rows.numel())
             if ppo is None and b_ret > 0:
-                kept = ro.select(rows)
-                gr = accumulate_gradients(model, kept, adv.view(-1)[rows], micro, cfg.clip_eps, ref_model,
-                                          cfg.kl_coef, group_size=G, split_groups=cfg.noise_split_groups,
-                                          temperature=cfg.temperature,
-                                          old_logp=None if behaviour_logp is None else behaviour_logp[rows])
                 try:
-                    if not math.isfinite(gr.loss):
-                        raise NonFiniteError(f"non-finite loss ({gr.loss})")
-                    gnorm = optimizer_step(model, optimizer, lr, cfg.max_grad_norm)
+                    rec, n_tok = grpo_update(model, optimizer, lr, ro.select(rows), adv.view(-1)[rows], cfg, micro,
+                                             ref_model, old_logp=None if behaviour_logp is None  # async hook
+                                             else behaviour_logp[rows])
                 except NonFiniteError as err:
                     raise _diverged(out, step, err, saved["step"]) from None
-                n_tok = gr.n_tokens
-                rec.update({"grad_norm/actor": gnorm, "loss": gr.loss, **grpo_noise_metrics(gr, b_ret),
-                            "train/micro_batches": gr.n_micro, "clip_frac": gr.stats["clipped"] / max(n_tok, 1),
-                            "grad_clipped": bool(cfg.max_grad_norm and gnorm > cfg.max_grad_norm)})
-                if cfg.kl_coef > 0:
-                    rec["kl"] = gr.stats["kl"] / max(n_tok, 1)
             elif ppo is None:
                 n_tok = 0  # every group filtered: nothing to learn from, no optimizer step
             faults.fault("optim")
@@ -575,7 +664,8 @@ def _train(cfg: TrainConfig, out: Path, lr: float, micro: int, resume: bool, pro
         save_checkpoint(out, model, optimizer, state, ckpt_extra())
         saved["step"] = state["step"]
         update_meta(out, status="finished", stop_reason=stop_reason, steps=state["step"],
-                    samples_retained=state["samples/retained"], samples_generated=state["samples/generated"])
+                    samples_retained=state["samples/retained"], samples_generated=state["samples/generated"],
+                    max_concurrent_sequences=cfg.max_concurrent_sequences, **peak_memory(cfg.device, gen_stats))
     except BaseException as err:
         final = write_error(err, out, kept_note()) if isinstance(err, OSError) else err
         try:
@@ -594,6 +684,31 @@ def _train(cfg: TrainConfig, out: Path, lr: float, micro: int, resume: bool, pro
         if bar:
             bar.close()
     return out
+
+
+def _context_of(model, tok, task, cfg: TrainConfig) -> int:
+    """Tokens one sequence may hold: the model's context where it has one, else the longest of the first 256 training
+    prompts plus ``max_new_tokens``."""
+    from rlbatch.train.rollout import render_prompt
+
+    longest = max((len(render_prompt(it, tok)) for it in list(task.train)[:256]), default=1)
+    return longest + cfg.max_new_tokens
+
+
+def peak_memory(device: str, gen_stats) -> dict:
+    """Peak memory of the run so far, bytes: ``peak_memory_bytes`` (CUDA: ``torch.cuda.max_memory_allocated``; CPU:
+    the process's peak resident set, ``ru_maxrss``) and ``peak_kv_cache_bytes`` (the largest KV cache plus logits a
+    generation step held, measured on the tensors: :class:`rlbatch.train.rollout.GenStats`)."""
+    import torch
+
+    if device.startswith("cuda"):
+        peak = int(torch.cuda.max_memory_allocated())
+    else:
+        import resource
+
+        peak = int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024  # kB on Linux
+    return {"peak_memory_bytes": peak, "peak_kv_cache_bytes": int(gen_stats.peak_kv_bytes),
+            "peak_concurrent_sequences": int(gen_stats.peak_sequences)}
 
 
 def _diverged(out: Path, step: int, err: Exception, saved_step: int | None) -> UserError:
