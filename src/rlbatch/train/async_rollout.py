@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import copy
 import math
+import os
 import time
 import traceback
 from dataclasses import dataclass
@@ -221,6 +222,9 @@ def _child(snap, opts: dict, cmd_q, res_q, shared, lock, ack) -> None:
 
     import torch
 
+    from rlbatch.sweep.local import _die_with_parent
+
+    _die_with_parent(opts["parent_pid"])  # Linux: SIGKILLed by the kernel when the trainer dies (kill -9 too)
     try:
         torch.set_num_threads(opts["threads"])
         model = copy.deepcopy(snap)  # own storage: the trainer rewrites ``snap`` between versions
@@ -249,7 +253,7 @@ def _child(snap, opts: dict, cmd_q, res_q, shared, lock, ack) -> None:
                 msg = cmd_q.get(timeout=1.0)
             except Exception:  # queue.Empty: check the trainer is still there (a kill -9 leaves us orphaned)
                 if parent is not None and not parent.is_alive():
-                    return
+                    os._exit(0)  # nobody reads the results any more: do not wait to flush them
                 continue
             if msg[0] == "weights":
                 _, v, b, ids = msg
@@ -305,7 +309,7 @@ class AsyncRollouts:
         opts = {"threads": int(getattr(cfg, "rollout_threads", 1) or 1), "schedule": self.sched.key(),
                 "max_new": self.sched.max_new, "inflight": inflight, "prompts": prompts, "next_round": after + 1,
                 "version": s, "eos": tok.eos_token_id, "pad": tok.pad_token_id, "temperature": cfg.temperature,
-                "seed": cfg.seed}
+                "seed": cfg.seed, "parent_pid": os.getpid()}
         self.proc = ctx.Process(target=_child, args=(self.snap, opts, self.cmd_q, self.res_q, self.shared,
                                                      self.lock, self.ack), daemon=True, name="rlbatch-rollouts")
         self.proc.start()
