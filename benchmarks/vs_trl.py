@@ -200,6 +200,9 @@ def machine() -> dict:
 
 
 def run_worker(kind: str, a, batch: int, steps: int) -> dict:
+    if kind == "before_nofilter":
+        b = argparse.Namespace(**{**vars(a), "src": a.before_src})
+        return run_worker("ours_nofilter", b, batch, steps)
     env = {**os.environ, "OMP_NUM_THREADS": str(a.threads), "MKL_NUM_THREADS": str(a.threads),
            "PYTHONPATH": a.src, "TOKENIZERS_PARALLELISM": "false", "WANDB_DISABLED": "true"}
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as fh:
@@ -253,6 +256,8 @@ def main() -> None:
     ap.add_argument("--ours-only", action="store_true", help="skip TRL (before/after measurements of our trainer)")
     ap.add_argument("--src", default=str(ROOT / "src"), help="our trainer's source tree (a before/after A/B: point it "
                     "at another checkout's src)")
+    ap.add_argument("--before-src", default=None, help="also run our trainer from this source tree (another "
+                    "checkout's src), equal work, interleaved: the before/after ratio in the same run")
     ap.add_argument("--json", default=None)
     ap.add_argument("--worker", choices=["ours", "ours_nofilter", "trl"], default=None, help=argparse.SUPPRESS)
     ap.add_argument("--batch", type=int, default=None, help=argparse.SUPPRESS)
@@ -276,6 +281,8 @@ def main() -> None:
     kinds = [("ours_nofilter", "rlbatch (no filter)"), ("trl", "trl"), ("ours", "rlbatch (filter on)")]
     if a.ours_only:
         kinds = [k for k in kinds if k[0] != "trl"]
+    if a.before_src:  # our trainer at another checkout, equal work, interleaved with the rest: before/after
+        kinds.insert(1, ("before_nofilter", "before (no filter)"))
     for b in batches:
         steps = a.steps or max(4, (a.samples or d["samples"]) // b)
         runs: dict[str, list] = {k: [] for k, _ in kinds}
@@ -296,6 +303,10 @@ def main() -> None:
             t, o, f = row["trl"], row["ours_nofilter"], row["ours"]
             row["ratio_equal_work"] = o["generated_per_s"] / t["generated_per_s"]
             row["ratio_filtering_on"] = f["generated_per_s"] / t["generated_per_s"]
+            if "before_nofilter" in row:
+                row["ratio_equal_work_before"] = row["before_nofilter"]["generated_per_s"] / t["generated_per_s"]
+                print(f"B={b:>4}   before (same run): equal work x{row['ratio_equal_work_before']:.2f}; "
+                      f"after/before x{o['generated_per_s'] / row['before_nofilter']['generated_per_s']:.2f}")
             print(f"B={b:>4}   ratio (generated/s): equal work x{row['ratio_equal_work']:.2f}, filtering on "
                   f"x{row['ratio_filtering_on']:.2f}")
             for k, other in (("ours_nofilter", "equal work"), ("ours", "filter on")):
@@ -313,6 +324,9 @@ def main() -> None:
         for r in rows:
             print(f"ratio_vs_trl_filtering_on={r['ratio_filtering_on']:.2f} B={r['batch']}")
         print(f"ratio_vs_trl_equal_work_min={min(r['ratio_equal_work'] for r in rows):.2f}")
+        for r in rows:
+            if "ratio_equal_work_before" in r:
+                print(f"ratio_vs_trl_equal_work_before={r['ratio_equal_work_before']:.2f} B={r['batch']}")
     else:
         for r in rows:
             print(f"ours_generated_per_s={r['ours_nofilter']['generated_per_s']:.1f} B={r['batch']}")

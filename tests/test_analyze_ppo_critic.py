@@ -2,7 +2,8 @@
 actor's (``noise.actor`` and ``noise.critic`` in report.json).
 
 The repository has one real verl PPO log (P = 256, G = 1); three logs (its first 150 steps) at B = 128, 256, 512
-are derived from it by rewriting ``data.train_batch_size`` and setting the grad norms: actor = the real value x
+are derived from it by rewriting ``data.train_batch_size`` (and ``ppo_mini_batch_size`` to match: one update per
+rollout) and setting the grad norms: actor = the real value x
 (B/256)^-1/2 (noise-dominated scaling), critic = 20 x (B/256)^-0.05 on every step (nearly flat, as the paper finds for the critic).
 """
 
@@ -17,6 +18,9 @@ from rlbatch.analyze import analyze
 def _derive(text: str, p: int) -> str:
     text = text.replace("data.train_batch_size=256", f"data.train_batch_size={p}")
     text = text.replace("'train_batch_size': 256,", f"'train_batch_size': {p},")
+    # one update per rollout (mini-batch = the whole batch), so each log's update batch, the fit's B, is P
+    text = text.replace("ppo_mini_batch_size=64", f"ppo_mini_batch_size={p}")
+    text = text.replace("'ppo_mini_batch_size': 64", f"'ppo_mini_batch_size': {p}")
     f = p / 256
     text = re.sub(r"actor/grad_norm:([0-9.eE+-]+)", lambda m: f"actor/grad_norm:{float(m.group(1)) * f ** -0.5:.6g}",
                   text)

@@ -18,13 +18,13 @@ from rlbatch.readers import detect_format, load
 
 LOGS = {
     "deepseek-7b_gsm8k_grpo_p1024_n5.log": dict(
-        steps=1119, last_logged=1120, P=1024, G=5, algorithm="grpo", model="deepseek-ai/deepseek-llm-7b-chat",
+        steps=1119, last_logged=1120, P=1024, G=5, mini=256, algorithm="grpo", model="deepseek-ai/deepseek-llm-7b-chat",
         # step:100 - ... actor/grad_norm:0.147 ... timing_s/gen:40.641 ... timing_s/step:110.906
         at_step=(100, {"time/gen_s": 40.641, "time/step_s": 110.906, "grad_norm/actor": 0.147}),
         # "Final validation metrics: {'val/test_score/openai/gsm8k': 0.6974981046247157}" (then step:1120 - ...:0.697)
         last_eval=(1119, 0.6974981046247157), first_eval=(10, 0.648), n_evals=112),
     "qwen2-7b_math_gpg_p1024_n5.log": dict(
-        steps=210, last_logged=210, P=1024, G=5, algorithm="gpg", model="Qwen/Qwen2-7B-Instruct",
+        steps=210, last_logged=210, P=1024, G=5, mini=256, algorithm="gpg", model="Qwen/Qwen2-7B-Instruct",
         # step:100 - ... val-core/openai/gsm8k/reward/mean@1:0.870 - val-core/.../MATH-lighteval/...:0.505 ...
         #   timing_s/gen:88.056 - timing_s/testing:126.065 - timing_s/step:503.465
         at_step=(100, {"time/gen_s": 88.056, "time/step_s": 503.465, "grad_norm/actor": 0.112}),
@@ -33,7 +33,7 @@ LOGS = {
         # Initial validation metrics: gsm8k 0.221379833206975, MATH 0.5140056022408963 (step 0)
         first_eval=(0, (0.221379833206975 + 0.5140056022408963) / 2), n_evals=43),
     "qwen2.5-0.5b_gsm8k_ppo_p256.log": dict(
-        steps=435, last_logged=434, P=256, G=1, algorithm="ppo", model="Qwen/Qwen2.5-0.5B-Instruct",
+        steps=435, last_logged=434, P=256, G=1, mini=64, algorithm="ppo", model="Qwen/Qwen2.5-0.5B-Instruct",
         # verl step:99 (0-based) = canonical step 100: timing/gen:17.571 ... critic/grad_norm:17.006 ...
         #   timing/update_actor:20.438 ... actor/grad_norm:2.452
         at_step=(100, {"time/gen_s": 17.571, "grad_norm/critic": 17.006, "grad_norm/actor": 2.452}),
@@ -61,7 +61,8 @@ def test_verl_log_values(verl_dir, name):
     assert len(m) == truth["steps"] and m["step"].tolist() == list(range(1, truth["steps"] + 1))
     assert meta.log_last_step == truth["last_logged"]
     assert (meta.prompts_per_step, meta.group_size) == (truth["P"], truth["G"])
-    assert meta.batch_size == truth["P"] * truth["G"]
+    # the update batch (LR rule, grad-norm fit): actor.ppo_mini_batch_size x rollout.n; the rollout: P x G
+    assert meta.batch_size == truth["mini"] * truth["G"] and meta.rollout_batch_size == truth["P"] * truth["G"]
     assert meta.lr == pytest.approx(1e-6)
     assert meta.algorithm == truth["algorithm"] and meta.model == truth["model"]
     step, values = truth["at_step"]

@@ -474,7 +474,7 @@ def finalize(run: Run) -> Run:
         _replace_note(run, ("lr: the peak",), f"lr: the peak logged learning rate ({sched['peak']:.3g} at step "
                       f"{sched['peak_step']}); schedule as read: {_sched_text(sched)}")
     src = getattr(meta, "samples_source", None)
-    b = meta.batch_size
+    b = getattr(meta, "rollout_batch_size", None) or meta.batch_size  # a step is one rollout (of mini-batches)
     if "samples/retained" in m.columns and src != "steps x B" and m["samples/retained"].notna().any():
         meta.samples_source = "log"
     elif b is not None and len(m):
@@ -571,6 +571,7 @@ def apply_overrides(run: Run, fields: dict[str, Any]) -> Run:
     data.update(fields)
     if ("prompts_per_step" in fields or "group_size" in fields) and "batch_size" not in fields:
         data["batch_size"] = None
+        data["rollout_batch_size"] = None
     run.meta = make_meta(f"--set for run {run.run_id!r}", **data)
     for k in fields:
         _replace_note(run, (f"{k} set by the user",), f"{k} set by the user: {fields[k]}")

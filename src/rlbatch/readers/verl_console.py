@@ -44,6 +44,8 @@ SHELL_VAR = re.compile(r"^\s*(?:\+\+?\s*)?(?:export\s+)?([A-Za-z_]\w*)=(\"[^\"]*
 OVERRIDES = {
     "data.train_batch_size": "prompts_per_step",
     "actor_rollout_ref.rollout.n": "group_size",
+    "actor_rollout_ref.actor.ppo_mini_batch_size": "ppo_mini_batch_size",
+    "actor_rollout_ref.actor.ppo_epochs": "ppo_epochs",
     "actor_rollout_ref.actor.optim.lr": "lr",
     "algorithm.adv_estimator": "adv_estimator",
     "actor_rollout_ref.model.path": "model",
@@ -54,6 +56,8 @@ OVERRIDE = re.compile(r"(?<![\w.])\+{0,2}(" + "|".join(re.escape(k) for k in OVE
 CONFIG_PATHS = {
     "prompts_per_step": ("data", "train_batch_size"),
     "group_size": ("actor_rollout_ref", "rollout", "n"),
+    "ppo_mini_batch_size": ("actor_rollout_ref", "actor", "ppo_mini_batch_size"),
+    "ppo_epochs": ("actor_rollout_ref", "actor", "ppo_epochs"),
     "lr": ("actor_rollout_ref", "actor", "optim", "lr"),
     "adv_estimator": ("algorithm", "adv_estimator"),
     "model": ("actor_rollout_ref", "model", "path"),
@@ -63,6 +67,22 @@ CONFIG_PATHS = {
 #: vLLM's SamplingParams kwargs verl prints at rollout start: ``kwargs: {'n': 1, 'logprobs': 0, 'max_tokens': ...}``
 SAMPLING_N = re.compile(r"\{'n': (\d+), '(?:logprobs|max_tokens|temperature|top_p|top_k|detokenize)'")
 HF_SNAPSHOT = re.compile(r"models--([^/]+)--([^/]+)")
+
+
+def _update_batch(p: int | None, g: int | None, mini: int | None, epochs: int | None, notes: list[str]) -> dict:
+    """The update batch of a verl run: ``actor.ppo_mini_batch_size`` (in prompts; verl multiplies it by
+    ``rollout.n``) x G responses per optimizer update when it splits the P-prompt rollout (mini < P, dividing it):
+    ``batch_size`` = mini x G and ``rollout_batch_size`` = P x G, the LR rule's and grad-norm fit's batch being the
+    update's; otherwise nothing (one update per step: ``batch_size`` = P x G). ``ppo_epochs`` kept when given."""
+    out: dict[str, Any] = {"ppo_epochs": epochs} if epochs else {}
+    if p is None or g is None or mini is None or mini >= p:
+        return out
+    if p % mini:
+        notes.append(f"ppo_mini_batch_size {mini} does not divide train_batch_size {p}; update batch taken as P x G")
+        return out
+    notes.append(f"update batch = ppo_mini_batch_size x rollout.n = {mini} x {g} = {mini * g} responses "
+                 f"({p // mini} updates per rollout of {p * g}); the LR rule applies to it")
+    return {**out, "batch_size": int(mini * g), "rollout_batch_size": int(p * g)}
 
 
 def looks_like(head: str) -> bool:
@@ -317,9 +337,11 @@ def read(path: str | Path, *, run_id: str | None = None, user_map: dict[str, str
     hardware = None
     if info.get("n_gpus_per_node") is not None:
         hardware = f"{info.get('nnodes', 1)} node(s) x {info['n_gpus_per_node']} GPU(s)"
+    p_, g_ = num("prompts_per_step", int), num("group_size", int)
+    batches = _update_batch(p_, g_, num("ppo_mini_batch_size", int), num("ppo_epochs", int), notes)
     fields = meta_from(run_id or path.stem, algorithm=algorithm, model=model,
                        group_size_source="verl default" if g_default else None,
-                       prompts_per_step=num("prompts_per_step", int), group_size=num("group_size", int),
-                       lr=num("lr", float), backend="verl", hardware=hardware)
+                       prompts_per_step=p_, group_size=g_, lr=num("lr", float), backend="verl", hardware=hardware,
+                       **batches)
     return build_run(rows, path=path, source_format="verl", meta_fields=fields, notes=notes, lines=lines,
                      extra_evals=extra_evals, user_map=user_map)

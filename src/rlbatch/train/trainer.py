@@ -538,8 +538,8 @@ def _train(cfg: TrainConfig, out: Path, lr: float, micro: int, resume: bool, pro
     G = cfg.group_size
     gen_stats = GenStats()
     if cfg.max_concurrent_sequences is None:  # fitted to memory: prompt of the task's longest item + response
-        cfg = cfg.model_copy(update={"max_concurrent_sequences": min(
-            cfg.batch_size, fitted_concurrency(model, _context_of(model, tok, task, cfg)))})
+        cfg = cfg.model_copy(update={"max_concurrent_sequences": fitted_concurrency(
+            model, _context_of(model, tok, task, cfg))})
     if cfg.device.startswith("cuda"):
         torch.cuda.reset_peak_memory_stats()
     # async hook: the generation process (rlbatch.train.async_rollout), None for the synchronous loop
@@ -687,11 +687,13 @@ def _train(cfg: TrainConfig, out: Path, lr: float, micro: int, resume: bool, pro
 
 
 def _context_of(model, tok, task, cfg: TrainConfig) -> int:
-    """Tokens one sequence may hold: the model's context where it has one, else the longest of the first 256 training
-    prompts plus ``max_new_tokens``."""
+    """Tokens one sequence may hold, for the fitted ``max_concurrent_sequences``: the longest of the first 256
+    training prompts plus ``max_new_tokens``."""
+    from itertools import islice
+
     from rlbatch.train.rollout import render_prompt
 
-    longest = max((len(render_prompt(it, tok)) for it in list(task.train)[:256]), default=1)
+    longest = max((len(render_prompt(it, tok)) for it in islice(task.train, 256)), default=1)
     return longest + cfg.max_new_tokens
 
 
