@@ -68,3 +68,21 @@ def test_sweep_runs_sync_and_async_ladders():
     assert sorted(ids)[0] == "B16-G8-sqrt-s0"  # the synchronous run sorts first: the default reference at equal B
     plain = plan_trials(base_batch=16, base_lr=1e-4, batches=[32], samples=64, options={"max_new_tokens": 4})
     assert [s.run_id for s in plain] == ids[:2]
+
+
+@pytest.mark.parametrize("extra, needle", [
+    (["--algo", "ppo", "-G", "1", "--async-rollouts", "1"], "implemented for GRPO only"),
+    (["--async-rollouts", "-1"], "async_rollouts"),
+    (["--partial-rollout-tokens", "0"], "partial_rollout_tokens"),
+])
+def test_train_cli_async_errors(monkeypatch, capsys, tmp_path, extra, needle):
+    import sys
+
+    from rlbatch import cli
+
+    monkeypatch.setattr(sys, "argv", ["rlbatch", "train", "--model", "tiny-random", "--samples", "8", "--lr", "1e-3", "--out",
+                                      str(tmp_path / "r"), *extra])
+    with pytest.raises(SystemExit) as exc:
+        cli.main()
+    err = capsys.readouterr().err.strip()
+    assert exc.value.code == 2 and needle in err and "Traceback" not in err
