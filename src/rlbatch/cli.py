@@ -221,7 +221,7 @@ def train_cmd(
 
 def _async_fields(k: int, t: Optional[int], threads: int) -> dict:
     """TrainConfig fields of the asynchronous-rollout flags (none when they are off, so configs stay as before)."""
-    if not k and not t:
+    if not k and t is None:
         return {}
     return dict(async_rollouts=k, partial_rollout_tokens=t, rollout_threads=threads)
 
