@@ -135,32 +135,49 @@ def decode_piece(model, prefixes: list[list[int]], limits: list[int], eos: int, 
 
     steps = max(limits)
     device = next(model.parameters()).device
-    ids, pmask = left_pad(prefixes, pad, device)
-    n, L = ids.shape
-    mask = torch.ones((n, L + steps), dtype=pmask.dtype, device=device)
-    mask[:, :L] = pmask
-    lim = torch.tensor(limits, device=device)
-    pos = positions(pmask)
+    # each distinct prefix is encoded once and its cache expanded to its rows (a group's G responses share the
+    # prompt in the first piece), as rlbatch.train.rollout.generate does
+    first: dict[tuple, int] = {}
+    expand_l = [first.setdefault(tuple(p), len(first)) for p in prefixes]
+    uniq = [list(k) for k in first]
+    u_ids, u_mask = left_pad(uniq, pad, device)
+    n, L = len(prefixes), u_ids.shape[1]
+    expand = torch.tensor(expand_l, device=device)
     ckw = _cache_kw(model)
+    u_pos = positions(u_mask)
     toks = torch.full((n, steps), pad, dtype=torch.long)
     lps = torch.zeros((n, steps))
     live = torch.zeros((n, steps), dtype=torch.bool)
-    done = torch.zeros(n, dtype=torch.bool, device=device)
-    eos_hit = torch.zeros(n, dtype=torch.bool, device=device)
+    eos_hit = torch.zeros(n, dtype=torch.bool)
     with torch.inference_mode():
-        out = model(input_ids=ids, attention_mask=pmask, position_ids=pos, use_cache=True, logits_to_keep=1)
-        past, logits, pos = _cache_of(out), out.logits[:, -1, :], pos[:, -1:]
+        out = model(input_ids=u_ids, attention_mask=u_mask, position_ids=u_pos, use_cache=True, logits_to_keep=1)
+        past, logits = _cache_of(out), out.logits[:, -1, :]
+        if len(uniq) != n:
+            past.reorder_cache(expand)
+            logits = logits.index_select(0, expand)
+        mask = torch.ones((n, L + steps), dtype=u_mask.dtype, device=device)
+        mask[:, :L] = u_mask.index_select(0, expand)
+        pos = u_pos[:, -1:].index_select(0, expand)
+        lim = torch.tensor(limits, device=device)
+        act = torch.arange(n, device=device)  # batch row -> sequence
+        done = torch.zeros(n, dtype=torch.bool, device=device)
         for t in range(steps):
             done = done | (lim <= t)
             logp_all = torch.log_softmax(logits.float() / temperature, dim=-1)
             nxt = torch.multinomial(logp_all.exp(), 1, generator=generator).squeeze(1)
             lp = logp_all.gather(-1, nxt[:, None]).squeeze(1)
             alive = ~done
-            toks[:, t], lps[:, t], live[:, t] = nxt.cpu(), lp.cpu(), alive.cpu()
-            eos_hit = eos_hit | (alive & (nxt == eos))
-            done = done | (nxt == eos)
-            if t == steps - 1 or bool((done | (lim <= t + 1)).all()):
+            a_cpu = act.cpu()
+            toks[a_cpu, t], lps[a_cpu, t], live[a_cpu, t] = nxt.cpu(), lp.cpu(), alive.cpu()
+            eos_hit[a_cpu] |= (alive & (nxt == eos)).cpu()
+            done = done | (nxt == eos) | (lim <= t + 1)
+            n_done = int(done.sum())
+            if t == steps - 1 or n_done == int(act.numel()):
                 break
+            if 4 * n_done >= int(act.numel()):  # drop finished rows: they would only be computed and masked
+                sel = torch.nonzero(~done, as_tuple=False).squeeze(1)
+                past.reorder_cache(sel)
+                act, nxt, done, pos, mask, lim = act[sel], nxt[sel], done[sel], pos[sel], mask[sel], lim[sel]
             pos = pos + 1
             out = model(input_ids=nxt.masked_fill(done, pad)[:, None], attention_mask=mask[:, :L + t + 1],
                         position_ids=pos, use_cache=True, **{ckw: past})
@@ -170,7 +187,7 @@ def decode_piece(model, prefixes: list[list[int]], limits: list[int], eos: int, 
         k = int(live[i].sum())
         new_t.append(toks[i, :k].tolist())
         new_lp.append(lps[i, :k].tolist())
-    return new_t, new_lp, eos_hit.cpu().tolist()
+    return new_t, new_lp, eos_hit.tolist()
 
 
 def _round_seed(seed: int, r: int) -> int:
