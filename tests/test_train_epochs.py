@@ -79,3 +79,12 @@ def test_ppo_two_epochs_mini_batches_clip_binds(tiny, tmp_path):
     rows = _lines(out)
     assert all(r["train/updates"] == 4 for r in rows)
     assert max(r["clip_frac"] for r in rows) > 0 and max(r["value/clip_frac"] for r in rows) > 0
+
+
+def test_no_filter_trains_every_response(tiny, tmp_path):
+    """``filter_groups=False`` (the equal-work benchmark, as TRL): every response of every step is trained, the
+    token mean is over all B responses' tokens, all-equal groups included (zero advantage)."""
+    out = train(make_config(**BASE, filter_groups=False), tmp_path / "nf", model_tok=fresh(tiny), task=coin_task())
+    rows = _lines(out)
+    assert all(r["batch/retained"] == r["batch/generated"] == 16 and r["groups/retained"] == 4 for r in rows)
+    assert rows[-1]["tokens/trained"] == rows[-1]["tokens/generated"]
