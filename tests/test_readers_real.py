@@ -128,7 +128,9 @@ def test_primerl_orchestrator_excerpt():
     # kept without its cut field
     assert list(m["step"]) == [13, 14, 15, 16, 17]
     assert m["reward/mean"].iloc[-1] == 0.3537 and m["raw/throughput_tokens_per_s"].iloc[-1] == 2609.5
-    assert "raw/max_off_policy_level" in m.columns and m["raw/max_off_policy_level"].isna().iloc[-1]
+    # "Async Level: 1 | Max. Off-Policy Level: 0" (issue 17's names): staleness 1, no rollout spanned an update
+    assert list(m["rollout/staleness_mean"]) == [1, 1, 1, 1, 1]
+    assert list(m["rollout/version_span_max"].iloc[:4]) == [0, 0, 0, 0] and m["rollout/version_span_max"].isna().iloc[-1]
     # the excerpt begins at step 13: flagged like a resumed run (5 steps in the file, 17 optimizer steps covered)
     assert run.meta.resumed_from_step == 12 and run.meta.steps_in_file == 5 and s["steps"] == 17
     # "Generating rollouts (train): 100%|...| 512/512" (lines 8, 11, ...): 512 rollouts per step = B; P and G

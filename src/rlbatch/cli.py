@@ -172,6 +172,13 @@ def train_cmd(
     lam: float = typer.Option(1.0, "--lam", help="PPO: GAE lambda."),
     value_clip: float = typer.Option(0.2, "--value-clip", help="PPO: value-loss clip range (0: off)."),
     critic_warmup_steps: int = typer.Option(0, "--critic-warmup-steps", help="PPO: critic-only steps first."),
+    async_rollouts: int = typer.Option(0, "--async-rollouts", help="K: generation runs in its own process up to K "
+                                       "policy versions ahead of the update (0: synchronous). GRPO."),
+    partial_rollout_tokens: Optional[int] = typer.Option(None, "--partial-rollout-tokens", help="T: each round "
+                                                         "decodes at most T new tokens per response; unfinished "
+                                                         "ones continue under the next version."),
+    rollout_threads: int = typer.Option(1, "--rollout-threads", help="Torch threads of the generation process "
+                                        "(with --async-rollouts / --partial-rollout-tokens)."),
 ) -> None:
     """Train with GRPO (or PPO with --algo ppo): one optimizer step per P x G rollout batch, metrics in
     DIR/metrics.jsonl (canonical names), greedy evaluations in DIR/eval.jsonl, checkpoints for --resume."""
@@ -190,7 +197,8 @@ def train_cmd(
                       max_grad_norm=max_grad_norm or None, stop_at_target=target, stop_hold=hold,
                       max_steps=max_steps, device=device,
                       **_ppo_fields(algo, critic_model, critic_lr, critic_base_lr, gamma, lam, value_clip,
-                                    critic_warmup_steps))
+                                    critic_warmup_steps),
+                      **_async_fields(async_rollouts, partial_rollout_tokens, rollout_threads))
     run_dir = train(cfg, out, resume=resume, progress=fmt is Format.table)
     from rlbatch.runstore import read_run
 
@@ -214,6 +222,13 @@ def train_cmd(
     else:
         kv = [{"field": k, "value": v} for k, v in row.items()]
         console().print(rich_table(kv, [("field", "field", None), ("value", "value", None)], title=f"{cfg.algo.upper()} run"))
+
+
+def _async_fields(k: int, t: Optional[int], threads: int) -> dict:
+    """TrainConfig fields of the asynchronous-rollout flags (none when they are off, so configs stay as before)."""
+    if not k and t is None:
+        return {}
+    return dict(async_rollouts=k, partial_rollout_tokens=t, rollout_threads=threads)
 
 
 def _mib(n) -> float | None:
@@ -288,6 +303,13 @@ def sweep_cmd(
     lam: float = typer.Option(1.0, "--lam", help="PPO: GAE lambda."),
     value_clip: float = typer.Option(0.2, "--value-clip", help="PPO: value-loss clip range (0: off)."),
     critic_warmup_steps: int = typer.Option(0, "--critic-warmup-steps", help="PPO: critic-only steps first."),
+    async_rollouts: int = typer.Option(0, "--async-rollouts", help="K: generation runs in its own process up to K "
+                                       "policy versions ahead of the update (0: synchronous). GRPO."),
+    partial_rollout_tokens: Optional[int] = typer.Option(None, "--partial-rollout-tokens", help="T: each round "
+                                                         "decodes at most T new tokens per response; unfinished "
+                                                         "ones continue under the next version."),
+    rollout_threads: int = typer.Option(1, "--rollout-threads", help="Torch threads of the generation process "
+                                        "(with --async-rollouts / --partial-rollout-tokens)."),
 ) -> None:
     """Batch-size sweep: every B under the LR rule (+ a fixed-LR control) to the same sample budget, resumable
     (finished trials are skipped; local and ray share sweep.json), then the report (report.html, report.md,
@@ -305,7 +327,8 @@ def sweep_cmd(
     opts = dict(micro_batch_size=micro_batch_size, max_new_tokens=max_new_tokens or default_max_new_tokens(task),
                 eval_every=eval_every,
                 eval_size=eval_size, device=device,
-                **_ppo_fields(algo, critic_model, None, critic_base_lr, gamma, lam, value_clip, critic_warmup_steps))
+                **_ppo_fields(algo, critic_model, None, critic_base_lr, gamma, lam, value_clip, critic_warmup_steps),
+                **_async_fields(async_rollouts, partial_rollout_tokens, rollout_threads))
     group_sizes = group_sizes or ("1" if algo == "ppo" else "8")
     if stop_at_target and target is not None:
         opts.update(stop_at_target=target, stop_hold=hold)

@@ -63,6 +63,18 @@ FOREIGN_NAMES: dict[str, tuple[str, ...]] = {
     "noise/between_prompt": ("noise/between_prompt",),
     "noise/within_prompt": ("noise/within_prompt",),
     "lr": ("lr", "actor/lr", "learning_rate", "train/learning_rate", "train/actor_lr", "train/act_lr", "actor_lr"),
+    # asynchronous rollouts (issue 17; rlbatch.train.async_rollout). prime-rl's console "Async Level" (policy
+    # versions the step's rollouts lag the trainer: the staleness, read as the step's mean) and "Max. Off-Policy
+    # Level" (the most weight updates one in-flight rollout went through); verl fully-async's partial-rollout ratio
+    # and largest version span of a partial sample
+    "rollout/staleness_mean": ("rollout/staleness_mean", "async_level"),
+    "rollout/staleness_max": ("rollout/staleness_max",),
+    "rollout/version_span_max": ("rollout/version_span_max", "max_off_policy_level",
+                                 "fully_async/partial/max_partial_span"),
+    "rollout/staleness_token_mean": ("rollout/staleness_token_mean",),
+    "rollout/partial_frac": ("rollout/partial_frac", "fully_async/partial/partial_ratio"),
+    "time/overlap_s": ("time/overlap_s",),
+    "time/gen_busy_s": ("time/gen_busy_s",),
     "eval/score": ("eval/score", "eval_reward", "eval/reward", "eval_accuracy", "eval/accuracy", "eval/pass_at_1",
                    "eval/pass@1", "eval_pass_at_1"),
 }

@@ -287,11 +287,15 @@ def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None,
 
     # the core analysis sections (grad-norm scaling and knee, noise scale, G x P; throughput model; the plan), then
     # the caller's. The grad-norm fit is over runs on an LR rule: a fixed-LR control is not part of the family.
+    from rlbatch.report.async_section import async_section, synchronous  # issue 17
+
+    all_runs, runs = runs, synchronous(runs)  # the noise fit, throughput model and plan: synchronous runs only
     on_rule = [r for r in runs if r.meta.lr_rule != "none"]
     core = [noise_section(on_rule if len({r.meta.batch_size for r in on_rule}) >= 2 else runs, target=target,
                           metric=metric), throughput_section(runs, clock=clock_basis(runs, clock))]
     if target is not None:
         core.append(_plan_section(runs, target, metric, ref or reference, clock))
+    core += [s for s in [async_section(all_runs, target, metric)] if s]  # issue 17: sync vs async at each B
     for sec in core + list(sections or []):
         if not isinstance(sec, dict) or "title" not in sec:
             raise UserError("report section must be a dict with at least a 'title'", field="sections")

@@ -106,13 +106,16 @@ def plan_trials(*, base_batch: int, base_lr: float, batches: list[int], rule: st
                 configs.append((fixed_lr_control, g, "none", base_lr))
     if not configs:
         raise UserError(f"no batch size in {bs} is divisible by a group size in {group_sizes}", field="group_sizes")
+    from rlbatch.train.async_rollout import sweep_variants
+
     specs = []
-    for b, g, r, lr in configs:
-        for s in range(seeds):
-            tag = "fixed" if r == "none" else r
-            specs.append(TrialSpec(run_id=f"B{b}-G{g}-{tag}-s{s}", model=model, task=task, prompts_per_step=b // g,
-                                   group_size=g, lr=lr, lr_rule=r, base_batch=base_batch, base_lr=base_lr,
-                                   samples=samples, seed=s, options=dict(options or {})))
+    for suffix, opts in sweep_variants(options):  # async hook: the synchronous ladder, then the asynchronous one
+        for b, g, r, lr in configs:
+            for s in range(seeds):
+                tag = "fixed" if r == "none" else r
+                specs.append(TrialSpec(run_id=f"B{b}-G{g}-{tag}{suffix}-s{s}", model=model, task=task,
+                                       prompts_per_step=b // g, group_size=g, lr=lr, lr_rule=r, base_batch=base_batch,
+                                       base_lr=base_lr, samples=samples, seed=s, options=opts))
     specs[0].train_config()  # validate the trainer options once, before anything runs
     return specs
 

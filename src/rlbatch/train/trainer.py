@@ -99,6 +99,12 @@ class TrainConfig(BaseModel):
     lam: float = Field(1.0, ge=0, le=1)
     value_clip: float | None = Field(0.2, description="value-loss clip range; None or 0 = off")
     critic_warmup_steps: int = Field(0, ge=0, description="critic-only steps before the actor starts")
+    # asynchronous rollouts (rlbatch.train.async_rollout): generation in its own process, K versions ahead
+    async_rollouts: int = Field(0, ge=0, description="K: policy versions generation runs ahead of the update "
+                                "(0 = synchronous)")
+    partial_rollout_tokens: int | None = Field(None, ge=1, description="T: new tokens per response per round; "
+                                               "unfinished responses continue under the next version")
+    rollout_threads: int = Field(1, ge=1, description="torch threads of the asynchronous generation process")
 
     @property
     def batch_size(self) -> int:
@@ -349,13 +355,16 @@ def rollout_step(model, tok, task, cfg: TrainConfig, step: int, stats=None):
     return items, ro
 
 
-def grpo_update(model, optimizer, lr: float, kept, adv, cfg: TrainConfig, micro: int, ref_model=None):
+def grpo_update(model, optimizer, lr: float, kept, adv, cfg: TrainConfig, micro: int, ref_model=None,
+                old_logp=None):
     """The GRPO updates of one step on the retained rollout ``kept`` ([B_ret, ...], rows grouped by prompt) with
     advantages ``adv`` [B_ret]: ``cfg.ppo_epochs`` passes over mini-batches of ``cfg.update_batch`` responses (whole
     groups, in order; the last one smaller when filtering left fewer), one optimizer step each, every update's loss
     a token mean over its own mini-batch. With more than one update the old policy's log-probabilities are
     computed once first (:func:`rlbatch.train.grpo.old_logprobs`), so the ratio clip binds from the second update
-    on; with one (the default) the old policy is the current one, as before. Micro-batches: ``micro`` responses,
+    on; with one (the default) the old policy is the current one, as before. ``old_logp`` [B_ret, T] (asynchronous
+    rollouts, :mod:`rlbatch.train.async_rollout`): the behaviour policy's log-probabilities recorded at sampling
+    time, the old policy of every update instead. Micro-batches: ``micro`` responses,
     fewer under ``cfg.micro_batch_tokens`` (:func:`rlbatch.train.grpo.token_budget_micro`).
 
     Returns ``(metrics, tokens trained)``: ``grad_norm/actor``, ``noise/*`` and ``grad_clipped`` of the *first*
@@ -374,8 +383,8 @@ def grpo_update(model, optimizer, lr: float, kept, adv, cfg: TrainConfig, micro:
     m = token_budget_micro(kept, micro, cfg.micro_batch_tokens)
     M = cfg.update_batch
     minis = [np.arange(i, min(i + M, n)) for i in range(0, n, M)]
-    old = None
-    if cfg.ppo_epochs > 1 or len(minis) > 1:
+    old = old_logp  # asynchronous rollouts: the behaviour policy's recorded log-probs [B_ret, T]
+    if old is None and (cfg.ppo_epochs > 1 or len(minis) > 1):
         old = old_logprobs(model, kept, m, cfg.temperature)
     rec: dict[str, Any] = {}
     losses, clipped, kl, toks, passes, clipped_any = [], 0.0, 0.0, 0, 0, False
@@ -428,6 +437,9 @@ def train(cfg: TrainConfig, out_dir: Path | str, *, resume: bool = False, progre
     cfg.check_updates()
     lr = cfg.resolved_lr()
     micro = cfg.resolved_micro()
+    from rlbatch.train import async_rollout
+
+    async_rollout.check_config(cfg)  # async hook
     if cfg.algo == "ppo":
         cfg.resolved_critic_lr()  # PPO hook: a bad critic-lr configuration fails before anything is written
     ckpt_path = out / CHECKPOINT
@@ -530,6 +542,17 @@ def _train(cfg: TrainConfig, out: Path, lr: float, micro: int, resume: bool, pro
             model, _context_of(model, tok, task, cfg))})
     if cfg.device.startswith("cuda"):
         torch.cuda.reset_peak_memory_stats()
+    # async hook: the generation process (rlbatch.train.async_rollout), None for the synchronous loop
+    from rlbatch.train import async_rollout
+
+    pipe = (async_rollout.AsyncRollouts(cfg, model, tok, task, state["step"], ck.get(async_rollout.CKPT_KEY)
+                                        if resume and ckpt_path.exists() else None)
+            if async_rollout.enabled(cfg) else None)
+
+    def ckpt_extra() -> dict | None:
+        extra = {**(ppo_mod.state_dict(ppo) if ppo else {}), **(pipe.checkpoint() if pipe else {})}
+        return extra or None
+
     bar = _Progress(cfg.samples, out.name) if progress else None
     t_start = time.perf_counter()
     stop_reason = "retained-sample budget reached"
@@ -571,7 +594,11 @@ def _train(cfg: TrainConfig, out: Path, lr: float, micro: int, resume: bool, pro
             step = state["step"] + 1
             faults.set_step(step, meta.run_id)
             t0, c0 = time.perf_counter(), time.process_time()
-            items, ro = rollout_step(model, tok, task, cfg, step, gen_stats)
+            behaviour_logp = None
+            if pipe is not None:  # async hook: the batch decoded ahead, with its recorded log-probabilities
+                items, ro, behaviour_logp = pipe.get(step)
+            else:
+                items, ro = rollout_step(model, tok, task, cfg, step, gen_stats)
             t1 = time.perf_counter()
             rewards = score(task, items, ro.texts)
             t2 = time.perf_counter()
@@ -592,12 +619,15 @@ def _train(cfg: TrainConfig, out: Path, lr: float, micro: int, resume: bool, pro
             if ppo is None and b_ret > 0:
                 try:
                     rec, n_tok = grpo_update(model, optimizer, lr, ro.select(rows), adv.view(-1)[rows], cfg, micro,
-                                             ref_model)
+                                             ref_model, old_logp=None if behaviour_logp is None  # async hook
+                                             else behaviour_logp[rows])
                 except NonFiniteError as err:
                     raise _diverged(out, step, err, saved["step"]) from None
             elif ppo is None:
                 n_tok = 0  # every group filtered: nothing to learn from, no optimizer step
             faults.fault("optim")
+            if pipe is not None:  # async hook: hand the new version to the generator
+                pipe.publish(step, model, snapshot=step % cfg.checkpoint_every == 0)
             t3, c3 = time.perf_counter(), time.process_time()
             gen_tok = int(ro.response_mask.sum())
             state["step"] = step
@@ -616,6 +646,8 @@ def _train(cfg: TrainConfig, out: Path, lr: float, micro: int, resume: bool, pro
                     else 0.0, "lr": lr, "batch/retained": b_ret, "batch/generated": len(items),
                     "groups/retained": int(keep.sum()), "groups/generated": int(keep.numel()),
                     "response_length/mean": gen_tok / len(items), **rec}
+            if pipe is not None:  # async hook: staleness, partial fraction, overlap
+                line.update(pipe.step_metrics(c3 - c0))
             metrics.append(_clean(line))
             state["metrics_lines"] += 1
             if state["samples/retained"] >= state["next_eval"]:
@@ -623,13 +655,13 @@ def _train(cfg: TrainConfig, out: Path, lr: float, micro: int, resume: bool, pro
                 while state["next_eval"] <= state["samples/retained"]:
                     state["next_eval"] += cfg.eval_every
             if step % cfg.checkpoint_every == 0:
-                save_checkpoint(out, model, optimizer, state, ppo_mod.state_dict(ppo) if ppo else None)
+                save_checkpoint(out, model, optimizer, state, ckpt_extra())
                 saved["step"] = step
             if bar:
                 bar.update(state, float(rewards.mean()), time.perf_counter() - t_start)
         if state.get("last_eval_step") != state["step"]:
             run_eval()
-        save_checkpoint(out, model, optimizer, state, ppo_mod.state_dict(ppo) if ppo else None)
+        save_checkpoint(out, model, optimizer, state, ckpt_extra())
         saved["step"] = state["step"]
         update_meta(out, status="finished", stop_reason=stop_reason, steps=state["step"],
                     samples_retained=state["samples/retained"], samples_generated=state["samples/generated"],
@@ -645,6 +677,8 @@ def _train(cfg: TrainConfig, out: Path, lr: float, micro: int, resume: bool, pro
             raise final from None
         raise
     finally:
+        if pipe is not None:
+            pipe.close()
         metrics.close()
         evals.close()
         if bar:

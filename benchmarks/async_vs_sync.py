@@ -1,0 +1,100 @@
+"""Asynchronous vs synchronous rollouts on the tiny preset: retained samples per wall-clock second, same work
+(same steps, B, model, task, seed), measured side by side in one process with the configurations interleaved
+(sync, K=1, sync, K=2, sync, K=1 + partial, sync, ...): each asynchronous run is compared with the mean of the
+synchronous runs just before and after it, so machine load that drifts over minutes hits each pair alike.
+
+    python benchmarks/async_vs_sync.py                 # B = 64 (P 8 x G 8), 12 steps, 3 rounds
+    python benchmarks/async_vs_sync.py --steps 20 --rounds 5 --batch 64
+
+Prints one line per configuration and ``async_speedup=X.XX`` (K = 1 against the synchronous loop with one torch
+thread: the generation process adds a second thread on the second core, which is the point of the overlap) plus
+``async_speedup_k2=``, ``async_speedup_partial=`` and, with ``--with-sync2``, ``async_speedup_vs_sync2=`` (the
+synchronous loop given both cores as two torch threads, against its neighbouring one-thread runs). Throughput excludes step 1 (the pipeline's warm-up) and evaluation;
+the generation process's start-up (spawn, imports) is set-up, like loading the model, and not counted. Ratios are
+medians over rounds of the per-round ratio; the spread is printed beside them. The load average is printed
+because other processes on the machine distort the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+
+def run_once(name: str, opts: dict, args, model_tok, task, tmp: Path, rnd: int, tag: str = "") -> float:
+    import copy
+
+    from rlbatch.train.trainer import make_config, train
+
+    cfg = make_config(model="tiny", task="arithmetic", prompts_per_step=args.batch // args.group, group_size=args.group,
+                      lr=1e-4 * (args.batch / 16) ** 0.5, samples=10**9, max_steps=args.steps, seed=rnd,
+                      max_new_tokens=args.max_new_tokens, eval_every=10**9, eval_size=64,
+                      checkpoint_every=10**6, **opts)
+    out = train(cfg, tmp / f"{name}-{rnd}{tag}", model_tok=(copy.deepcopy(model_tok[0]), model_tok[1]), task=task)
+    rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines() if x.strip()]
+    rows = rows[1:]  # step 1: pipeline warm-up
+    secs = sum(r["time/step_s"] for r in rows)
+    return sum(r["batch/retained"] for r in rows) / secs
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--batch", type=int, default=64, help="B = P x G responses per step")
+    ap.add_argument("--group", type=int, default=8, help="G responses per prompt")
+    ap.add_argument("--steps", type=int, default=12, help="optimizer steps per run (same work for every config)")
+    ap.add_argument("--rounds", type=int, default=3, help="interleaved repetitions of every configuration")
+    ap.add_argument("--max-new-tokens", type=int, default=5, help="response cap (the tiny preset's answers: 3-4)")
+    ap.add_argument("--partial-tokens", type=int, default=2, help="T of the partial-rollout configuration")
+    ap.add_argument("--with-sync2", action="store_true", help="also the synchronous loop with two torch threads")
+    args = ap.parse_args()
+
+    import torch
+
+    from rlbatch.train.models import load_model
+    from rlbatch.train.tasks import get_task
+
+    model_tok = load_model("tiny")
+    task = get_task("arithmetic", seed=0, eval_size=64)
+    configs = {"k1": {"async_rollouts": 1}, "k2": {"async_rollouts": 2},
+               "partial": {"async_rollouts": 1, "partial_rollout_tokens": args.partial_tokens}}
+    if args.with_sync2:
+        configs["sync2"] = {"threads": 2}
+    # every configuration runs between two synchronous runs and is compared with their mean: load that drifts
+    # over the minutes of the benchmark hits each pair alike
+    res: dict[str, list[float]] = {k: [] for k in ["sync", *configs]}
+    ratios: dict[str, list[float]] = {k: [] for k in configs}
+    with tempfile.TemporaryDirectory() as d:
+        for rnd in range(args.rounds):
+            prev = run_once("sync", {"threads": 1}, args, model_tok, task, Path(d), rnd, "a")
+            res["sync"].append(prev)
+            for name, opts in configs.items():
+                x = run_once(name, {"threads": 1, **opts}, args, model_tok, task, Path(d), rnd)
+                torch.set_num_threads(1)
+                nxt = run_once("sync", {"threads": 1}, args, model_tok, task, Path(d), rnd, name)
+                res[name].append(x)
+                res["sync"].append(nxt)
+                ratios[name].append(x / ((prev + nxt) / 2))
+                prev = nxt
+            print(f"round {rnd + 1}: " + ", ".join(f"{k} {v[-1]:.0f}/s" for k, v in res.items()), flush=True)
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; B={args.batch}, {args.steps} steps, "
+          f"{args.rounds} rounds; retained samples per wall second (median): "
+          + ", ".join(f"{k} {statistics.median(v):.0f}" for k, v in res.items()))
+
+    def ratio(a: str) -> tuple[float, float, float]:
+        rs = ratios[a]
+        return statistics.median(rs), min(rs), max(rs)
+
+    for label, a in (("async_speedup", "k1"), ("async_speedup_k2", "k2"), ("async_speedup_partial", "partial"),
+                     ("async_speedup_vs_sync2", "sync2")):
+        if a in ratios:
+            med, lo, hi = ratio(a)
+            print(f"{label}={med:.2f}  (rounds: {lo:.2f}-{hi:.2f})")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,465 @@
+"""Asynchronous rollouts with partial rollouts: generation runs in its own process (its own torch threads, its own
+weight snapshot refreshed after every update) up to K policy versions ahead of the update, and long responses are
+decoded in pieces of at most T tokens across policy versions. The trainer's loss then takes its importance ratio
+against the behaviour log-probabilities recorded token by token at sampling time.
+
+The schedule is fixed by step numbers, never by timing (so a run is reproducible and resumable). Policy version v is
+the weights after v optimizer steps; step s trains batch s and turns version s-1 into s. With ``K`` =
+``async_rollouts`` and ``n = ceil(max_new_tokens / T)`` pieces per response (n = 1 without partial rollouts),
+generation works in *rounds*: round r runs on version max(0, r) and decodes piece j (j = 0..n-1) of batch
+b = r + K + n - j, at most T new tokens for every response of b not yet finished (EOS or max_new_tokens). So batch
+b's last piece runs on version b-1-K (K versions behind the update that trains it; K = 0 without partial rollouts is
+the synchronous loop) and its first piece on version b-K-n (clamped at 0). Round r needs version r, published after
+update r, and runs while update r+1 is computed: that is the overlap. A piece continues a response under newer
+weights by re-encoding its prompt and tokens so far with them (no stale KV cache); every token's log-probability
+is recorded under the version that sampled it: ``log softmax(logits / temperature)[token]``, the same function as
+the loss's :func:`rlbatch.train.grpo.token_logprobs`.
+
+Per step the trainer logs (DESIGN.md names): ``rollout/staleness_mean``, ``rollout/staleness_max`` (policy versions
+between a response's first token and the version its update starts from: (s-1) - max(0, s-K-n); 0 in the
+synchronous loop, >= 1 with K >= 1), ``rollout/staleness_token_mean`` (the same per token), ``rollout/partial_frac``
+(responses whose tokens came from more than one version), ``rollout/version_span_max`` (the most versions
+between one response's first and last token), ``time/overlap_s`` (generation seconds that ran while
+the trainer scored and updated), ``time/gen_busy_s`` (generation seconds during the whole step); ``time/gen_s`` is
+the time the trainer waited for its batch and ``time/cpu_s`` adds the generation process's CPU seconds.
+
+Resume ("exact" with asynchrony): a checkpoint after step s holds the model at version s and the generation state
+after a round R (s-1 or s): the responses in flight with their tokens, log-probabilities and versions, and the
+finished batches not yet trained. Every round is a pure function of its inputs (seeded by (seed, round)), so a
+resumed run produces the same batches, metrics and evaluations as an uninterrupted one with the same seed (timing
+aside) on CPU; what it cannot reproduce is wall-clock time. Sources: one-step off-policy and partial rollouts as in
+verl (``async_training.staleness_threshold``, ``partial_rollout``), Kimi k1.5 (Kimi Team 2025, sec. 2.6.2) and AReaL
+(Fu et al. 2025, decoupled PPO with the behaviour policy's log-probabilities).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import os
+import time
+import traceback
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from rlbatch.errors import UserError
+
+CKPT_KEY = "async_rollouts"
+
+
+def enabled(cfg) -> bool:
+    """True when the trainer should use the asynchronous generator (``async_rollouts`` >= 1 or partial rollouts)."""
+    return bool(getattr(cfg, "async_rollouts", 0)) or bool(getattr(cfg, "partial_rollout_tokens", None))
+
+
+def check_config(cfg) -> None:
+    """:class:`UserError` for asynchronous settings the trainer does not support (PPO)."""
+    if enabled(cfg) and cfg.algo != "grpo":
+        raise UserError("--async-rollouts / --partial-rollout-tokens are implemented for GRPO only",
+                        field="async_rollouts")
+
+
+#: TrainConfig fields of the asynchronous rollouts (a sweep runs its ladder with and without them).
+ASYNC_FIELDS = ("async_rollouts", "partial_rollout_tokens", "rollout_threads")
+
+
+def run_tag(options: dict) -> str:
+    """Run-id suffix of an asynchronous configuration: ``-stale1`` (K = 1), ``-stale1t2`` (K = 1, pieces of T = 2
+    tokens); ``""`` for the synchronous loop. It sorts after the seed suffix (``B64-G8-sqrt-s0`` <
+    ``B64-G8-sqrt-stale1-s0``), so at equal B the accounting's default reference is the synchronous run."""
+    k, t = int(options.get("async_rollouts") or 0), options.get("partial_rollout_tokens")
+    if not k and not t:
+        return ""
+    return f"-stale{k}" + (f"t{int(t)}" if t else "")
+
+
+def sweep_variants(options: dict | None) -> list[tuple[str, dict]]:
+    """The ladders a sweep runs: ``[("", options)]``; with asynchronous settings in ``options`` the synchronous
+    ladder (the options without them: the same run ids as a synchronous sweep, so finished ones are reused) and the
+    asynchronous one (run ids with :func:`run_tag`), so the report can compare them at each B."""
+    options = dict(options or {})
+    tag = run_tag(options)
+    if not tag:
+        return [("", {k: v for k, v in options.items() if k not in ASYNC_FIELDS})]
+    return [("", {k: v for k, v in options.items() if k not in ASYNC_FIELDS}), (tag, options)]
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """Which batch piece each round decodes (module docstring). ``lag`` = K, ``chunks`` = n, ``chunk_tokens`` = T."""
+
+    lag: int
+    chunks: int
+    chunk_tokens: int
+    max_new: int
+
+    @staticmethod
+    def of(cfg) -> "Schedule":
+        T = cfg.partial_rollout_tokens or cfg.max_new_tokens
+        T = min(T, cfg.max_new_tokens)
+        return Schedule(int(cfg.async_rollouts), math.ceil(cfg.max_new_tokens / T), T, cfg.max_new_tokens)
+
+    def first_round(self, b: int) -> int:
+        """Round of batch ``b``'s first piece (may be negative: warm-up rounds on version 0)."""
+        return b - self.lag - self.chunks
+
+    def new_batch(self, r: int) -> int:
+        """The batch whose first piece round ``r`` decodes."""
+        return r + self.lag + self.chunks
+
+    def pieces(self, r: int) -> list[tuple[int, int]]:
+        """``(batch, piece)`` pairs decoded in round ``r``, batch >= 1."""
+        return [(b, j) for j in range(self.chunks) if (b := self.new_batch(r) - j) >= 1]
+
+    def staleness(self, b: int) -> int:
+        """Versions between batch ``b``'s first token and the version its update starts from (b - 1)."""
+        return (b - 1) - max(0, self.first_round(b))
+
+    def key(self) -> tuple[int, int, int]:
+        return (self.lag, self.chunks, self.chunk_tokens)
+
+
+# --------------------------------------------------------------------------------------------------- decoding
+def decode_piece(model, prefixes: list[list[int]], limits: list[int], eos: int, pad: int, temperature: float,
+                 generator) -> tuple[list[list[int]], list[list[float]], list[bool]]:
+    """Continue each of N sequences (``prefixes``: prompt + response so far) by at most ``limits[i]`` sampled tokens
+    (stopping at EOS) under ``model``, with a fresh KV cache. Returns per sequence the new tokens, their
+    log-probabilities ``log softmax(logits / temperature)[token]`` (natural log, recorded at sampling time) and
+    whether it ended with EOS. Sampling from the full distribution at ``temperature`` with ``generator``, as
+    :func:`rlbatch.train.rollout.generate`."""
+    import torch
+
+    from rlbatch.train.rollout import _cache_kw, _cache_of, left_pad, positions
+
+    steps = max(limits)
+    device = next(model.parameters()).device
+    # each distinct prefix is encoded once and its cache expanded to its rows (a group's G responses share the
+    # prompt in the first piece), as rlbatch.train.rollout.generate does
+    first: dict[tuple, int] = {}
+    expand_l = [first.setdefault(tuple(p), len(first)) for p in prefixes]
+    uniq = [list(k) for k in first]
+    u_ids, u_mask = left_pad(uniq, pad, device)
+    n, L = len(prefixes), u_ids.shape[1]
+    expand = torch.tensor(expand_l, device=device)
+    ckw = _cache_kw(model)
+    u_pos = positions(u_mask)
+    toks = torch.full((n, steps), pad, dtype=torch.long)
+    lps = torch.zeros((n, steps))
+    live = torch.zeros((n, steps), dtype=torch.bool)
+    eos_hit = torch.zeros(n, dtype=torch.bool)
+    with torch.inference_mode():
+        out = model(input_ids=u_ids, attention_mask=u_mask, position_ids=u_pos, use_cache=True, logits_to_keep=1)
+        past, logits = _cache_of(out), out.logits[:, -1, :]
+        if len(uniq) != n:
+            past.reorder_cache(expand)
+            logits = logits.index_select(0, expand)
+        mask = torch.ones((n, L + steps), dtype=u_mask.dtype, device=device)
+        mask[:, :L] = u_mask.index_select(0, expand)
+        pos = u_pos[:, -1:].index_select(0, expand)
+        lim = torch.tensor(limits, device=device)
+        act = torch.arange(n, device=device)  # batch row -> sequence
+        done = torch.zeros(n, dtype=torch.bool, device=device)
+        for t in range(steps):
+            done = done | (lim <= t)
+            logp_all = torch.log_softmax(logits.float() / temperature, dim=-1)
+            nxt = torch.multinomial(logp_all.exp(), 1, generator=generator).squeeze(1)
+            lp = logp_all.gather(-1, nxt[:, None]).squeeze(1)
+            alive = ~done
+            a_cpu = act.cpu()
+            toks[a_cpu, t], lps[a_cpu, t], live[a_cpu, t] = nxt.cpu(), lp.cpu(), alive.cpu()
+            eos_hit[a_cpu] |= (alive & (nxt == eos)).cpu()
+            done = done | (nxt == eos) | (lim <= t + 1)
+            n_done = int(done.sum())
+            if t == steps - 1 or n_done == int(act.numel()):
+                break
+            if 4 * n_done >= int(act.numel()):  # drop finished rows: they would only be computed and masked
+                sel = torch.nonzero(~done, as_tuple=False).squeeze(1)
+                past.reorder_cache(sel)
+                act, nxt, done, pos, mask, lim = act[sel], nxt[sel], done[sel], pos[sel], mask[sel], lim[sel]
+            pos = pos + 1
+            out = model(input_ids=nxt.masked_fill(done, pad)[:, None], attention_mask=mask[:, :L + t + 1],
+                        position_ids=pos, use_cache=True, **{ckw: past})
+            past, logits = _cache_of(out), out.logits[:, -1, :]
+    new_t, new_lp = [], []
+    for i in range(n):
+        k = int(live[i].sum())
+        new_t.append(toks[i, :k].tolist())
+        new_lp.append(lps[i, :k].tolist())
+    return new_t, new_lp, eos_hit.tolist()
+
+
+def _round_seed(seed: int, r: int) -> int:
+    return int(np.random.SeedSequence([int(seed) % 2**32, r + 2**31]).generate_state(1)[0])
+
+
+def run_round(model, sched: Schedule, r: int, version: int, inflight: dict, prompts: dict, eos: int, pad: int,
+              temperature: float, seed: int) -> list[tuple[int, dict]]:
+    """Decode round ``r`` on ``model`` (policy ``version``), updating ``inflight`` (batch -> state: ``prompt``,
+    ``resp``, ``logp``, ``ver`` row lists, ``done`` flags) in place; a batch whose first piece this is is created from
+    ``prompts[b]`` (row token lists; popped). Returns the batches finished in this round as ``(b, state)``."""
+    import torch
+
+    rows = []
+    for b, j in sched.pieces(r):
+        if j == 0:
+            ps = prompts.pop(b)
+            inflight[b] = {"prompt": ps, "resp": [[] for _ in ps], "logp": [[] for _ in ps],
+                           "ver": [[] for _ in ps], "done": [False] * len(ps), "round": None}
+        st = inflight.get(b)
+        if st is None:
+            continue  # finished in an earlier piece
+        rows += [(b, i) for i, d in enumerate(st["done"]) if not d]
+    finished = []
+    if rows:
+        prefixes = [inflight[b]["prompt"][i] + inflight[b]["resp"][i] for b, i in rows]
+        limits = [min(sched.chunk_tokens, sched.max_new - len(inflight[b]["resp"][i])) for b, i in rows]
+        gen = torch.Generator().manual_seed(_round_seed(seed, r))
+        toks, lps, eos_hit = decode_piece(model, prefixes, limits, eos, pad, temperature, gen)
+        for (b, i), t, lp, e in zip(rows, toks, lps, eos_hit):
+            st = inflight[b]
+            st["resp"][i] += t
+            st["logp"][i] += lp
+            st["ver"][i] += [version] * len(t)
+            st["done"][i] = bool(e) or len(st["resp"][i]) >= sched.max_new
+    for b in sorted(inflight):
+        st = inflight[b]
+        if all(st["done"]):
+            st["round"] = r
+            finished.append((b, inflight.pop(b)))
+    return finished
+
+
+# --------------------------------------------------------------------------------------------------- the process
+def _child(snap, opts: dict, cmd_q, res_q, shared, lock, ack) -> None:
+    """The generation process: rounds on its own copy of the weights, commands from the trainer on ``cmd_q``
+    (``weights`` v, ``snapshot``, ``stop``), results on ``res_q`` (``batch``, ``state``, ``error``)."""
+    import multiprocessing as mp
+
+    import torch
+
+    from rlbatch.sweep.local import _die_with_parent
+
+    _die_with_parent(opts["parent_pid"])  # Linux: SIGKILLed by the kernel when the trainer dies (kill -9 too)
+    try:
+        torch.set_num_threads(opts["threads"])
+        model = copy.deepcopy(snap)  # own storage: the trainer rewrites ``snap`` between versions
+        model.requires_grad_(False)
+        model.eval()
+        sched = Schedule(*opts["schedule"], opts["max_new"])
+        inflight, prompts = opts["inflight"], dict(opts["prompts"])
+        nxt, version = opts["next_round"], opts["version"]
+        parent = mp.parent_process()
+        res_q.put(("ready",))
+        while True:
+            while nxt <= version:
+                c0 = time.process_time()
+                with lock:
+                    shared[1] = time.perf_counter()
+                done = run_round(model, sched, nxt, max(0, nxt), inflight, prompts, opts["eos"], opts["pad"],
+                                 opts["temperature"], opts["seed"])
+                with lock:
+                    shared[0] += time.perf_counter() - shared[1]
+                    shared[1] = -1.0
+                    shared[2] += time.process_time() - c0
+                for b, st in done:
+                    res_q.put(("batch", b, st))
+                nxt += 1
+            try:
+                msg = cmd_q.get(timeout=1.0)
+            except Exception:  # queue.Empty: check the trainer is still there (a kill -9 leaves us orphaned)
+                if parent is not None and not parent.is_alive():
+                    os._exit(0)  # nobody reads the results any more: do not wait to flush them
+                continue
+            if msg[0] == "weights":
+                _, v, b, ids = msg
+                with torch.no_grad():
+                    for dst, src in zip(model.state_dict().values(), snap.state_dict().values()):
+                        dst.copy_(src)
+                version = v
+                ack.value = v
+                prompts[b] = ids
+            elif msg[0] == "snapshot":
+                res_q.put(("state", nxt - 1, copy.deepcopy(inflight)))
+            elif msg[0] == "stop":
+                return
+    except BaseException:  # noqa: BLE001 - report to the trainer, which raises it
+        res_q.put(("error", traceback.format_exc()))
+
+
+class AsyncRollouts:
+    """The trainer's side of the asynchronous generator (one per run). ``start_step`` is the number of steps
+    already taken (0, or the step of the checkpoint resumed from, whose generation state is ``saved``)."""
+
+    def __init__(self, cfg, model, tok, task, start_step: int = 0, saved: dict | None = None):
+        import torch.multiprocessing as tmp
+
+        self.cfg, self.tok, self.task = cfg, tok, task
+        self.sched = Schedule.of(cfg)
+        self.pending: dict[int, dict] = {}
+        self.state_msg = None
+        self.snap_requested = False
+        self.ready = False
+        s = int(start_step)
+        if s > 0 and saved is None:
+            raise UserError("the checkpoint has no asynchronous-rollout state: resume with the --async-rollouts / "
+                            "--partial-rollout-tokens the run was started with", field="async_rollouts")
+        if saved is not None:
+            if tuple(saved["schedule"]) != self.sched.key():
+                raise UserError(f"the checkpoint was written with (async_rollouts, pieces, piece tokens) = "
+                                f"{tuple(saved['schedule'])}, this run asks for {self.sched.key()}: resume with the "
+                                "settings the run was started with", field="async_rollouts")
+            after, inflight = int(saved["after_round"]), saved["inflight"]
+            self.pending = {int(b): p for b, p in saved["pending"].items() if int(b) > s}
+        else:
+            after, inflight = self.sched.first_round(1) - 1, {}
+        prompts = {self.sched.new_batch(r): self._prompt_rows(self.sched.new_batch(r))
+                   for r in range(after + 1, s + 1)}
+        ctx = tmp.get_context("spawn")
+        self.snap = copy.deepcopy(model).requires_grad_(False)
+        self.snap.share_memory()
+        self.shared = ctx.Array("d", [0.0, -1.0, 0.0], lock=False)  # busy seconds, busy since, CPU seconds
+        self.lock = ctx.Lock()
+        self.ack = ctx.Value("i", s)
+        self.cmd_q, self.res_q = ctx.Queue(), ctx.Queue()
+        opts = {"threads": int(getattr(cfg, "rollout_threads", 1) or 1), "schedule": self.sched.key(),
+                "max_new": self.sched.max_new, "inflight": inflight, "prompts": prompts, "next_round": after + 1,
+                "version": s, "eos": tok.eos_token_id, "pad": tok.pad_token_id, "temperature": cfg.temperature,
+                "seed": cfg.seed, "parent_pid": os.getpid()}
+        self.proc = ctx.Process(target=_child, args=(self.snap, opts, self.cmd_q, self.res_q, self.shared,
+                                                     self.lock, self.ack), daemon=True, name="rlbatch-rollouts")
+        self.proc.start()
+        # start-up (spawn, imports, weight copy) is set-up like loading the model: not part of any step's time
+        while not self.ready:
+            self._recv()
+        self._mark0 = self._mark1 = self._busy()
+
+    # ------------------------------------------------------------------ helpers
+    def _prompt_rows(self, b: int) -> list[list[int]]:
+        from rlbatch.train.rollout import render_prompt
+
+        G = self.cfg.group_size
+        return [x for x in (render_prompt(it, self.tok) for it in self._items(b, per_prompt=True)) for _ in range(G)]
+
+    def _items(self, b: int, per_prompt: bool = False):
+        # the prompts of step b, drawn exactly as the synchronous loop draws them (trainer.rollout_step)
+        prompts = self.task.sample(np.random.default_rng([self.cfg.seed, b]), self.cfg.prompts_per_step)
+        return prompts if per_prompt else [it for it in prompts for _ in range(self.cfg.group_size)]
+
+    def _busy(self) -> tuple[float, float]:
+        with self.lock:
+            now = time.perf_counter()
+            busy = self.shared[0] + (now - self.shared[1] if self.shared[1] >= 0 else 0.0)
+            return busy, self.shared[2]
+
+    def _recv(self) -> None:
+        import queue
+
+        while True:
+            try:
+                msg = self.res_q.get(timeout=1.0)
+                break
+            except queue.Empty:
+                if not self.proc.is_alive():
+                    raise RuntimeError(f"the rollout process died (exit code {self.proc.exitcode})") from None
+        if msg[0] == "batch":
+            self.pending[int(msg[1])] = msg[2]
+        elif msg[0] == "state":
+            self.state_msg = (int(msg[1]), msg[2])
+        elif msg[0] == "ready":
+            self.ready = True
+        elif msg[0] == "error":
+            raise RuntimeError("the rollout process failed:\n" + msg[1])
+
+    # ------------------------------------------------------------------ the trainer's hooks
+    def get(self, step: int):
+        """Block until batch ``step`` is decoded. Returns ``(items [B], rollout [B], behaviour_logp [B, T])``: the
+        rollout as :func:`rlbatch.train.trainer.rollout_step` gives it (rows grouped by prompt) and the recorded
+        log-probabilities of its response tokens (0 past a response's end)."""
+        import torch
+
+        from rlbatch.train.rollout import Rollout, left_pad
+
+        self._mark0 = self._busy()
+        while step not in self.pending:
+            self._recv()
+        st = self.pending.pop(step)
+        pad = self.tok.pad_token_id
+        p_ids, p_mask = left_pad(st["prompt"], pad, self.cfg.device)
+        T = max(1, max(len(r) for r in st["resp"]))
+        N = len(st["resp"])
+        r_ids = torch.full((N, T), pad, dtype=torch.long)
+        r_mask = torch.zeros((N, T), dtype=torch.long)
+        blp = torch.zeros((N, T), dtype=torch.float32)
+        for i, (r, lp) in enumerate(zip(st["resp"], st["logp"])):
+            r_ids[i, :len(r)] = torch.tensor(r, dtype=torch.long)
+            r_mask[i, :len(r)] = 1
+            blp[i, :len(lp)] = torch.tensor(lp, dtype=torch.float32)
+        texts = self.tok.batch_decode(st["resp"], skip_special_tokens=True)
+        first = [v[0] if v else step - 1 for v in st["ver"]]
+        tok_stale = [(step - 1) - x for v in st["ver"] for x in v]
+        self._info = {"rollout/staleness_mean": float(np.mean([(step - 1) - f for f in first])),
+                      "rollout/staleness_max": int(max((step - 1) - f for f in first)),
+                      "rollout/staleness_token_mean": float(np.mean(tok_stale)) if tok_stale else 0.0,
+                      "rollout/partial_frac": float(np.mean([len(set(v)) > 1 for v in st["ver"]])),
+                      "rollout/version_span_max": int(max((v[-1] - v[0]) if v else 0 for v in st["ver"])),
+                      "rollout/policy_version_min": int(min(first))}
+        dev = self.cfg.device
+        ro = Rollout(p_ids, p_mask, r_ids.to(dev), r_mask.to(dev), texts)
+        self._mark1 = self._busy()
+        return self._items(step), ro, blp.to(dev)
+
+    def publish(self, step: int, model, snapshot: bool = False) -> None:
+        """After update ``step``: hand version ``step`` to the generator (after it has taken version step-1 into
+        its own copy) with the prompts of the batch it starts next; ``snapshot`` first asks for its state (for the
+        checkpoint of this step)."""
+        import torch
+
+        self._mark2 = self._busy()
+        if snapshot and not self.snap_requested:
+            self.cmd_q.put(("snapshot",))
+            self.snap_requested = True
+        while self.ack.value < step - 1:
+            if not self.proc.is_alive():
+                self._recv()  # raises with the child's error
+            time.sleep(0.0005)
+        with torch.no_grad():
+            for dst, src in zip(self.snap.state_dict().values(), model.state_dict().values()):
+                dst.copy_(src)
+        b = self.sched.new_batch(step)
+        self.cmd_q.put(("weights", step, b, self._prompt_rows(b)))
+
+    def step_metrics(self, main_cpu_s: float) -> dict[str, Any]:
+        """The step's asynchronous metrics (module docstring), from the marks taken in :meth:`get` and
+        :meth:`publish`; ``main_cpu_s`` is the trainer's own CPU seconds of the step."""
+        busy0, cpu0 = self._mark0
+        busy1, _ = self._mark1
+        busy2, cpu2 = self._mark2
+        return {**self._info, "time/overlap_s": busy2 - busy1, "time/gen_busy_s": busy2 - busy0,
+                "time/cpu_s": main_cpu_s + (cpu2 - cpu0), "rollout/async_lag": self.sched.lag,
+                "rollout/pieces": self.sched.chunks}
+
+    def checkpoint(self) -> dict:
+        """The generation state for the checkpoint (``{CKPT_KEY: ...}``): after the last round the generator
+        finished before the snapshot request (asked now unless :meth:`publish` already did)."""
+        if not self.snap_requested:
+            self.cmd_q.put(("snapshot",))
+            self.snap_requested = True
+        while self.state_msg is None:
+            self._recv()
+        after, inflight = self.state_msg
+        self.state_msg, self.snap_requested = None, False
+        pending = {b: p for b, p in self.pending.items() if p["round"] <= after}
+        return {CKPT_KEY: {"schedule": self.sched.key(), "after_round": after, "inflight": inflight,
+                           "pending": pending}}
+
+    def close(self) -> None:
+        """Stop the generator process (waits briefly, then terminates it)."""
+        try:
+            self.cmd_q.put(("stop",))
+            self.proc.join(timeout=5)
+        finally:
+            if self.proc.is_alive():
+                self.proc.terminate()
+                self.proc.join(timeout=5)
