@@ -204,3 +204,14 @@ def test_b_noise_interval_from_one_run_stays_positive_when_some_steps_estimate_n
     m = pd.DataFrame({"noise/b_simple": vals, "samples/retained": np.arange(1, len(vals) + 1) * 64.0})
     bn = b_noise_from_gradients([types.SimpleNamespace(metrics=m)])
     assert bn is not None and bn["value"] > 0 and bn["ci"] is not None and bn["ci"][0] > 0
+
+
+def test_b_noise_from_points_only_at_the_reference_batch_is_none_not_nan():
+    """Two configurations at the reference's B (e.g. an async variant of it) give no B_noise to fit: None (the plan
+    then falls back to the runs' noise metrics), not NaN (which made noise_model_rn raise in rlbatch plan)."""
+    from rlbatch.analysis.noise_model import b_noise_from_points
+
+    assert b_noise_from_points([{"batch_size": 64, "rN": 1.2, "rN_ci": [1.0, 1.4]}], 64) is None
+    bn = b_noise_from_points([{"batch_size": 64, "rN": 1.2, "rN_ci": None},
+                              {"batch_size": 128, "rN": 1.5, "rN_ci": [1.2, None]}], 64)
+    assert bn is not None and bn["value"] > 0

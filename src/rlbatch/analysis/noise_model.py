@@ -81,15 +81,17 @@ def noise_candidate(b: int, b_ref: int, bn: dict[str, Any], retained_b: float | 
 
 def b_noise_from_points(points: list[dict[str, Any]], b_ref: float) -> dict[str, Any] | None:
     """B_noise fitted to rN points ({batch_size, rN, rN_ci}; ``batch_size`` and ``b_ref`` in retained responses)
-    with an interval from the rN interval ends."""
+    with an interval from the rN interval ends. None without points away from ``b_ref``."""
     pts = [(p["batch_size"], p["rN"]) for p in points if p["rN"] is not None]
     if not pts:
         return None
     v = fit_b_noise(pts, b_ref)
+    if math.isnan(v):  # every point at the reference's own batch (e.g. an async variant of it): nothing to fit
+        return None
     lo_pts = [(p["batch_size"], (p["rN_ci"] or [p["rN"]] * 2)[0]) for p in points if p["rN"] is not None]
     hi_pts = [(p["batch_size"], (p["rN_ci"] or [p["rN"]] * 2)[1]) for p in points if p["rN"] is not None]
     a, b = fit_b_noise(hi_pts, b_ref), fit_b_noise(lo_pts, b_ref)  # high rN -> small B_noise
-    has_ci = any(p["rN"] is not None and p.get("rN_ci") for p in points)
+    has_ci = any(p["rN"] is not None and p.get("rN_ci") for p in points) and not (math.isnan(a) or math.isnan(b))
     return {"value": v, "ci": [min(a, b), max(a, b)] if has_ci else None, "source": "fit to rN",
             "n_points": len(pts), "batch_sizes": sorted(int(p[0]) for p in pts)}
 
