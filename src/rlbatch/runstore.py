@@ -62,6 +62,18 @@ CANONICAL_METRICS: dict[str, str] = {
     "noise/between_prompt": "GRPO: tr(Sigma_b), between-prompt gradient covariance trace (squared gradient units)",
     "noise/within_prompt": "GRPO: tr(Sigma_w), within-prompt per-response gradient covariance trace",
     "lr": "learning rate used for this step",
+    "rollout/staleness_mean": "asynchronous rollouts: mean over the step's responses of the policy versions between "
+                              "a response's first token and the update that trains it (prime-rl 'Async Level')",
+    "rollout/staleness_max": "asynchronous rollouts: the largest staleness of the step's responses",
+    "rollout/staleness_token_mean": "asynchronous rollouts: staleness averaged over tokens (each token's own "
+                                    "policy version)",
+    "rollout/partial_frac": "partial rollouts: fraction of the step's responses decoded across more than one policy "
+                            "version (verl fully_async/partial/partial_ratio)",
+    "rollout/version_span_max": "partial rollouts: the most policy versions one response spanned (prime-rl "
+                                "'Max. Off-Policy Level', verl fully_async/partial/max_partial_span)",
+    "time/overlap_s": "asynchronous rollouts: seconds of generation that ran during this step's update",
+    "time/gen_busy_s": "asynchronous rollouts: seconds the generator process worked on this step's batch "
+                       "(time/gen_s is then the trainer's wait for it)",
     "eval/score": "validation score in [0, 1] (eval.jsonl)",
 }
 
