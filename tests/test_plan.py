@@ -241,3 +241,15 @@ def test_fixed_lr_control_is_outside_the_aligned_family(tmp_path):
     assert c["P32-G8-sqrt-s0"]["on_lr_rule"] is True and c["P32-G8-sqrt-s0"]["aligned"] is True
     assert "off the square-root LR rule" in c["P32-G8-none-s0"]["sentence"]
     assert plan["b_noise"]["batch_sizes"] == [256, 512]  # the control is not used to fit B_noise
+
+
+def test_markdown_names_a_one_member_family_in_words():
+    from rlbatch.analysis.accounting import read_accounting_csv
+    from rlbatch.plan import plan_table, to_markdown
+
+    plan = plan_table(read_accounting_csv(PAPER_CSV), "P128")
+    md = to_markdown(plan)
+    lo, hi = plan["aligned_family"]
+    assert (f"only B = {lo}" in md) if lo == hi else (f"B = {lo} to {hi}" in md)
+    md1 = to_markdown({**plan, "aligned_family": [16, 16]})
+    assert "square-root LR rule): only B = 16." in md1 and "B = 16 to 16" not in md1

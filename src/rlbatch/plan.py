@@ -707,7 +707,8 @@ def to_markdown(plan: dict[str, Any]) -> str:
     lines += [f"- {c['sentence']}" for c in plan["candidates"]]
     if plan.get("aligned_family"):
         lo, hi = plan["aligned_family"]
-        lines += ["", f"Aligned family (rN <= {1 + plan['tolerance']:.2f}, square-root LR rule): B = {lo} to {hi}."]
+        span = f"B = {lo} to {hi}" if lo != hi else f"only B = {lo}"
+        lines += ["", f"Aligned family (rN <= {1 + plan['tolerance']:.2f}, square-root LR rule): {span}."]
     lines += ["", "Predicted relative time = rN / relative throughput; a candidate beats the reference iff its "
               "throughput gain exceeds rN (Li et al. 2026). rN for batches without runs: E/E_min = 1 + B/B_noise "
               "(McCandlish et al. 2018, eq. 2.11)."]
