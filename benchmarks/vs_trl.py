@@ -20,11 +20,14 @@ Ours: the trainer's own ``time/step_s`` (generation + scoring + update; evaluati
 ``time/gen_s + time/reward_s``. The first step of each run is a warm-up and is left out of the rates.
 
 Equal work (the headline): our trainer with group filtering OFF (``filter_groups=False``) trains every one of the
-B responses, as TRL does (zero advantage for groups whose rewards are all equal), with the same loss: clipped
+B responses, as TRL does (zero advantage for groups whose rewards are all equal), and without the within-prompt
+noise split (``noise_split_groups=0``: the extra half-group backward our trainer runs by default, for a diagnostic
+TRL does not compute; the per-micro-batch gradient norms of ``noise/b_simple`` stay), with the same loss: clipped
 surrogate, token-level mean over all B responses' tokens (TRL's ``dapo`` normalisation), same micro-batch. Both do
 one rollout of B and one optimizer update per step, so the ratio of generated (= trained) samples per second is the
 ratio of step times: ``ratio_vs_trl_equal_work=X.XX B=N`` for each B, and ``ratio_vs_trl_equal_work_min=X.XX``
-(the bar is the minimum). Separately, ours with filtering ON (our default: drops all-equal groups before the
+(the bar is the minimum). Separately, ours with the noise split on (our default diagnostics, more work than TRL):
+``ratio_vs_trl_with_noise_split=X.XX B=N``; and ours with filtering ON (our default: drops all-equal groups before the
 update, so it trains fewer responses): ``ratio_vs_trl_filtering_on=X.XX B=N`` (generated samples/s, TRL with its
 own default of training every response). Retained samples (responses in groups whose rewards are not all equal)
 are counted the same way for both and reported as rates.
@@ -92,7 +95,7 @@ def bench_task(a):
     return Task(task.name, train=task.train, eval_items=task.eval_items, scorer=partial)
 
 
-def worker_ours(a, filter_groups: bool = True) -> dict:
+def worker_ours(a, filter_groups: bool = True, noise_split: bool = True) -> dict:
     torch = _setup(a.threads)
     from rlbatch.train.models import load_model
     from rlbatch.train.trainer import make_config, train
@@ -104,7 +107,7 @@ def worker_ours(a, filter_groups: bool = True) -> dict:
                       samples=10**9, max_steps=a.steps, max_new_tokens=a.new_tokens, temperature=1.0,
                       clip_eps=0.2, kl_coef=0.0, max_grad_norm=1.0, eval_every=10**9, eval_size=32,
                       checkpoint_every=10**6, seed=a.seed, threads=a.threads, micro_batch_size=a.micro,
-                      filter_groups=filter_groups)
+                      filter_groups=filter_groups, noise_split_groups=1 if noise_split else 0)
     with tempfile.TemporaryDirectory() as d:
         t0 = time.perf_counter()
         train(cfg, Path(d) / "run", model_tok=mt, task=task)
@@ -113,7 +116,8 @@ def worker_ours(a, filter_groups: bool = True) -> dict:
     steps = [{"step_s": m["time/step_s"], "gen_s": m["time/gen_s"] + m["time/reward_s"],
               "update_s": m["time/train_s"], "retained": m["batch/retained"], "generated": m["batch/generated"],
               "reward": m["reward/mean"]} for m in lines]
-    return {"trainer": "rlbatch" if filter_groups else "rlbatch-nofilter", "torch_threads": torch.get_num_threads(), **_summary(steps, wall)}
+    return {"trainer": ("rlbatch" if filter_groups else "rlbatch-nofilter") + ("" if noise_split else "-nosplit"),
+            "torch_threads": torch.get_num_threads(), **_summary(steps, wall)}
 
 
 def worker_trl(a) -> dict:
@@ -259,7 +263,7 @@ def main() -> None:
     ap.add_argument("--before-src", default=None, help="also run our trainer from this source tree (another "
                     "checkout's src), equal work, interleaved: the before/after ratio in the same run")
     ap.add_argument("--json", default=None)
-    ap.add_argument("--worker", choices=["ours", "ours_nofilter", "trl"], default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--worker", choices=["ours", "ours_nofilter", "ours_nosplit", "trl"], default=None, help=argparse.SUPPRESS)
     ap.add_argument("--batch", type=int, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--out", default=None, help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -268,7 +272,8 @@ def main() -> None:
     a.new_tokens = a.new_tokens or d["new_tokens"]
     a.reward = a.reward or d["reward"]
     if a.worker:
-        res = (worker_trl(a) if a.worker == "trl" else worker_ours(a, filter_groups=a.worker == "ours"))
+        res = (worker_trl(a) if a.worker == "trl" else worker_ours(a, filter_groups=a.worker == "ours",
+                                                                    noise_split=a.worker != "ours_nosplit"))
         Path(a.out).write_text(json.dumps(res))
         return
     batches = [int(x) for x in a.batches.split(",")] if a.batches else d["batches"]
@@ -278,7 +283,8 @@ def main() -> None:
     print(f"preset {a.preset}, G={a.G}, new-token cap {a.new_tokens}, micro-batch {a.micro}, fp32, "
           f"sqrt-rule LR from B0={d['base_batch']}, lr0={d['base_lr']:g}, reward {a.reward}")
     rows = []
-    kinds = [("ours_nofilter", "rlbatch (no filter)"), ("trl", "trl"), ("ours", "rlbatch (filter on)")]
+    kinds = [("ours_nosplit", "rlbatch (equal work)"), ("trl", "trl"), ("ours_nofilter", "rlbatch (+noise split)"),
+             ("ours", "rlbatch (filter on)")]
     if a.ours_only:
         kinds = [k for k in kinds if k[0] != "trl"]
     if a.before_src:  # our trainer at another checkout, equal work, interleaved with the rest: before/after
@@ -300,16 +306,17 @@ def main() -> None:
                   + ", ".join(f"{x:.4f}" for x in r["all_step_s"]) + ")")
         rows.append(row)
         if "trl" in row:
-            t, o, f = row["trl"], row["ours_nofilter"], row["ours"]
+            t, o, f = row["trl"], row["ours_nosplit"], row["ours"]
             row["ratio_equal_work"] = o["generated_per_s"] / t["generated_per_s"]
+            row["ratio_with_noise_split"] = row["ours_nofilter"]["generated_per_s"] / t["generated_per_s"]
             row["ratio_filtering_on"] = f["generated_per_s"] / t["generated_per_s"]
             if "before_nofilter" in row:
                 row["ratio_equal_work_before"] = row["before_nofilter"]["generated_per_s"] / t["generated_per_s"]
                 print(f"B={b:>4}   before (same run): equal work x{row['ratio_equal_work_before']:.2f}; "
                       f"after/before x{o['generated_per_s'] / row['before_nofilter']['generated_per_s']:.2f}")
-            print(f"B={b:>4}   ratio (generated/s): equal work x{row['ratio_equal_work']:.2f}, filtering on "
-                  f"x{row['ratio_filtering_on']:.2f}")
-            for k, other in (("ours_nofilter", "equal work"), ("ours", "filter on")):
+            print(f"B={b:>4}   ratio (generated/s): equal work x{row['ratio_equal_work']:.2f}, with our noise split "
+                  f"x{row['ratio_with_noise_split']:.2f}, filtering on x{row['ratio_filtering_on']:.2f}")
+            for k, other in (("ours_nosplit", "equal work"), ("ours", "filter on")):
                 co, ct = curve(row[k]), curve(t)
                 print(f"B={b:>4}   mean reward per 1k generated samples (rlbatch {other} | trl): "
                       + ", ".join(f"{kk // 1000}-{kk // 1000 + 1}k {x:.3f}|{y:.3f}" for (kk, x), (_, y) in zip(co, ct)))
@@ -322,6 +329,8 @@ def main() -> None:
         for r in rows:
             print(f"ratio_vs_trl_equal_work={r['ratio_equal_work']:.2f} B={r['batch']}")
         for r in rows:
+            print(f"ratio_vs_trl_with_noise_split={r['ratio_with_noise_split']:.2f} B={r['batch']}")
+        for r in rows:
             print(f"ratio_vs_trl_filtering_on={r['ratio_filtering_on']:.2f} B={r['batch']}")
         print(f"ratio_vs_trl_equal_work_min={min(r['ratio_equal_work'] for r in rows):.2f}")
         for r in rows:
@@ -329,7 +338,7 @@ def main() -> None:
                 print(f"ratio_vs_trl_equal_work_before={r['ratio_equal_work_before']:.2f} B={r['batch']}")
     else:
         for r in rows:
-            print(f"ours_generated_per_s={r['ours_nofilter']['generated_per_s']:.1f} B={r['batch']}")
+            print(f"ours_generated_per_s={r['ours_nosplit']['generated_per_s']:.1f} B={r['batch']}")
 
 if __name__ == "__main__":
     main()
