@@ -315,8 +315,8 @@ def _finish(res: dict[str, Any], curves, target: float | None, conf: float, hori
     res["profile_ci"] = pr["ci"]
     res["inflation"] = pr["inflation"]
     boot = res.get("samples_to_target_ci")
-    lo = min([boot[0]] if boot else [] + [math.inf]) if not ends else min(ends + ([boot[0]] if boot else []))
-    hi = max(ends + ([boot[1]] if boot else [-math.inf]))
+    lo = min(ends + ([boot[0]] if boot else []), default=math.inf)
+    hi = max(ends + ([boot[1]] if boot else []), default=-math.inf)
     if res["reaches"]:
         res["status"] = "reaches"
         s = res["samples_to_target"]

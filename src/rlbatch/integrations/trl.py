@@ -163,21 +163,19 @@ class RlbatchCallback(TrainerCallback):
         gen0, rew0, step0 = trainer._generate_and_score_completions, trainer._calculate_rewards, trainer.training_step
         norm0, prep0 = trainer._get_grad_norm, trainer._prepare_inputs
 
-        def _generate_and_score_completions(*a, **kw):
-            t = time.perf_counter()
-            out = gen0(*a, **kw)
-            cb.cur["gen_total"] = cb.cur.get("gen_total", 0.0) + time.perf_counter() - t
-            if cb.trainer.model.training:
-                cb._on_generation(out)
-            return out
+        def timed(fn, key: str, seen):
+            """``fn`` with its seconds added to ``cb.cur[key]`` and its output passed to ``seen`` in training."""
+            def wrapper(*a, **kw):
+                t = time.perf_counter()
+                out = fn(*a, **kw)
+                cb.cur[key] = cb.cur.get(key, 0.0) + time.perf_counter() - t
+                if cb.trainer.model.training:
+                    seen(out)
+                return out
+            return wrapper
 
-        def _calculate_rewards(*a, **kw):
-            t = time.perf_counter()
-            out = rew0(*a, **kw)
-            cb.cur["reward_s"] = cb.cur.get("reward_s", 0.0) + time.perf_counter() - t
-            if cb.trainer.model.training:
-                cb._on_rewards(out)
-            return out
+        _generate_and_score_completions = timed(gen0, "gen_total", cb._on_generation)
+        _calculate_rewards = timed(rew0, "reward_s", cb._on_rewards)
 
         def _prepare_inputs(*a, **kw):
             _SKIP_SHUFFLE.on = cb.one_update
