@@ -26,7 +26,11 @@ TRL does not compute; the per-micro-batch gradient norms of ``noise/b_simple`` s
 surrogate, token-level mean over all B responses' tokens (TRL's ``dapo`` normalisation), same micro-batch. Both do
 one rollout of B and one optimizer update per step, so the ratio of generated (= trained) samples per second is the
 ratio of step times: ``ratio_vs_trl_equal_work=X.XX B=N`` for each B, and ``ratio_vs_trl_equal_work_min=X.XX``
-(the bar is the minimum). Separately, ours with the noise split on (our default diagnostics, more work than TRL):
+(the bar is the minimum), with the ratio of each back-to-back repeat pair as its uncertainty
+(``ratio_vs_trl_equal_work_paired``: median and range). Our update packs each group's responses after one copy of
+its prompt (``share_prompts``, a block attention mask: the same loss and gradient up to float rounding, fewer FLOPs,
+as generation prefills each prompt once); TRL runs one padded row per response. The ratio without that packing is
+printed separately: ``ratio_vs_trl_no_prompt_sharing=X.XX B=N``. Separately, ours with the noise split on (our default diagnostics, more work than TRL):
 ``ratio_vs_trl_with_noise_split=X.XX B=N``; and ours with filtering ON (our default: drops all-equal groups before the
 update, so it trains fewer responses): ``ratio_vs_trl_filtering_on=X.XX B=N`` (generated samples/s, TRL with its
 own default of training every response). Retained samples (responses in groups whose rewards are not all equal)
@@ -95,7 +99,7 @@ def bench_task(a):
     return Task(task.name, train=task.train, eval_items=task.eval_items, scorer=partial)
 
 
-def worker_ours(a, filter_groups: bool = True, noise_split: bool = True) -> dict:
+def worker_ours(a, filter_groups: bool = True, noise_split: bool = True, share_prompts: bool = True) -> dict:
     torch = _setup(a.threads)
     from rlbatch.train.models import load_model
     from rlbatch.train.trainer import make_config, train
@@ -107,7 +111,8 @@ def worker_ours(a, filter_groups: bool = True, noise_split: bool = True) -> dict
                       samples=10**9, max_steps=a.steps, max_new_tokens=a.new_tokens, temperature=1.0,
                       clip_eps=0.2, kl_coef=0.0, max_grad_norm=1.0, eval_every=10**9, eval_size=32,
                       checkpoint_every=10**6, seed=a.seed, threads=a.threads, micro_batch_size=a.micro,
-                      filter_groups=filter_groups, noise_split_groups=1 if noise_split else 0)
+                      filter_groups=filter_groups, noise_split_groups=1 if noise_split else 0,
+                      share_prompts=share_prompts)
     with tempfile.TemporaryDirectory() as d:
         t0 = time.perf_counter()
         train(cfg, Path(d) / "run", model_tok=mt, task=task)
@@ -116,7 +121,8 @@ def worker_ours(a, filter_groups: bool = True, noise_split: bool = True) -> dict
     steps = [{"step_s": m["time/step_s"], "gen_s": m["time/gen_s"] + m["time/reward_s"],
               "update_s": m["time/train_s"], "retained": m["batch/retained"], "generated": m["batch/generated"],
               "reward": m["reward/mean"]} for m in lines]
-    return {"trainer": ("rlbatch" if filter_groups else "rlbatch-nofilter") + ("" if noise_split else "-nosplit"),
+    return {"trainer": ("rlbatch" if filter_groups else "rlbatch-nofilter") + ("" if noise_split else "-nosplit")
+            + ("" if share_prompts else "-noshare"),
             "torch_threads": torch.get_num_threads(), **_summary(steps, wall)}
 
 
@@ -263,7 +269,8 @@ def main() -> None:
     ap.add_argument("--before-src", default=None, help="also run our trainer from this source tree (another "
                     "checkout's src), equal work, interleaved: the before/after ratio in the same run")
     ap.add_argument("--json", default=None)
-    ap.add_argument("--worker", choices=["ours", "ours_nofilter", "ours_nosplit", "trl"], default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--worker", choices=["ours", "ours_nofilter", "ours_nosplit", "ours_noshare", "trl"], default=None,
+                    help=argparse.SUPPRESS)
     ap.add_argument("--batch", type=int, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--out", default=None, help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -272,8 +279,10 @@ def main() -> None:
     a.new_tokens = a.new_tokens or d["new_tokens"]
     a.reward = a.reward or d["reward"]
     if a.worker:
-        res = (worker_trl(a) if a.worker == "trl" else worker_ours(a, filter_groups=a.worker == "ours",
-                                                                    noise_split=a.worker != "ours_nosplit"))
+        res = (worker_trl(a) if a.worker == "trl" else
+               worker_ours(a, filter_groups=a.worker == "ours",
+                           noise_split=a.worker not in ("ours_nosplit", "ours_noshare"),
+                           share_prompts=a.worker != "ours_noshare"))
         Path(a.out).write_text(json.dumps(res))
         return
     batches = [int(x) for x in a.batches.split(",")] if a.batches else d["batches"]
@@ -283,7 +292,8 @@ def main() -> None:
     print(f"preset {a.preset}, G={a.G}, new-token cap {a.new_tokens}, micro-batch {a.micro}, fp32, "
           f"sqrt-rule LR from B0={d['base_batch']}, lr0={d['base_lr']:g}, reward {a.reward}")
     rows = []
-    kinds = [("ours_nosplit", "rlbatch (equal work)"), ("trl", "trl"), ("ours_nofilter", "rlbatch (+noise split)"),
+    kinds = [("ours_nosplit", "rlbatch (equal work)"), ("trl", "trl"),
+             ("ours_noshare", "(no prompt sharing)"), ("ours_nofilter", "rlbatch (+noise split)"),
              ("ours", "rlbatch (filter on)")]
     if a.ours_only:
         kinds = [k for k in kinds if k[0] != "trl"]
@@ -308,14 +318,20 @@ def main() -> None:
         if "trl" in row:
             t, o, f = row["trl"], row["ours_nosplit"], row["ours"]
             row["ratio_equal_work"] = o["generated_per_s"] / t["generated_per_s"]
+            # the uncertainty: the ratio of each repeat's pair (run back to back), its median and range
+            pr = sorted(t_s / o_s for o_s, t_s in zip(o["all_step_s"], t["all_step_s"]))
+            row["ratio_equal_work_paired"] = pr
+            row["ratio_no_prompt_sharing"] = row["ours_noshare"]["generated_per_s"] / t["generated_per_s"]
             row["ratio_with_noise_split"] = row["ours_nofilter"]["generated_per_s"] / t["generated_per_s"]
             row["ratio_filtering_on"] = f["generated_per_s"] / t["generated_per_s"]
             if "before_nofilter" in row:
                 row["ratio_equal_work_before"] = row["before_nofilter"]["generated_per_s"] / t["generated_per_s"]
                 print(f"B={b:>4}   before (same run): equal work x{row['ratio_equal_work_before']:.2f}; "
                       f"after/before x{o['generated_per_s'] / row['before_nofilter']['generated_per_s']:.2f}")
-            print(f"B={b:>4}   ratio (generated/s): equal work x{row['ratio_equal_work']:.2f}, with our noise split "
-                  f"x{row['ratio_with_noise_split']:.2f}, filtering on x{row['ratio_filtering_on']:.2f}")
+            print(f"B={b:>4}   ratio (generated/s): equal work x{row['ratio_equal_work']:.2f} (repeat by repeat "
+                  + ", ".join(f"{x:.2f}" for x in pr) + f"), without prompt sharing x{row['ratio_no_prompt_sharing']:.2f}"
+                  f", with our noise split x{row['ratio_with_noise_split']:.2f}, filtering on "
+                  f"x{row['ratio_filtering_on']:.2f}")
             for k, other in (("ours_nosplit", "equal work"), ("ours", "filter on")):
                 co, ct = curve(row[k]), curve(t)
                 print(f"B={b:>4}   mean reward per 1k generated samples (rlbatch {other} | trl): "
@@ -328,6 +344,12 @@ def main() -> None:
     if not a.ours_only:
         for r in rows:
             print(f"ratio_vs_trl_equal_work={r['ratio_equal_work']:.2f} B={r['batch']}")
+        for r in rows:
+            pr = r["ratio_equal_work_paired"]
+            print(f"ratio_vs_trl_equal_work_paired={pr[len(pr) // 2]:.2f} B={r['batch']} (median of {len(pr)} "
+                  f"back-to-back pairs, range {pr[0]:.2f}-{pr[-1]:.2f})")
+        for r in rows:
+            print(f"ratio_vs_trl_no_prompt_sharing={r['ratio_no_prompt_sharing']:.2f} B={r['batch']}")
         for r in rows:
             print(f"ratio_vs_trl_with_noise_split={r['ratio_with_noise_split']:.2f} B={r['batch']}")
         for r in rows:

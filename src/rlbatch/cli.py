@@ -145,6 +145,10 @@ def train_cmd(
     filter_groups: bool = typer.Option(True, "--filter-groups/--no-filter-groups", help="GRPO: drop groups whose "
                                        "rewards are all equal before the update (--no-filter-groups trains every "
                                        "response, as TRL)."),
+    share_prompts: bool = typer.Option(True, "--share-prompts/--no-share-prompts", help="Update: run each "
+                                       "prompt once per micro-batch with its responses packed after it (block "
+                                       "attention mask; same loss and gradient, fewer FLOPs) where that is "
+                                       "cheaper; --no-share-prompts: one padded row per response, as TRL."),
     temperature: float = typer.Option(1.0, "--temperature", help="Sampling temperature (the loss's "
                                       "log-probabilities use it too)."),
     max_new_tokens: Optional[int] = typer.Option(None, "--max-new-tokens", help="Cap on generated tokens per "
@@ -192,7 +196,7 @@ def train_cmd(
                       max_new_tokens=max_new_tokens or default_max_new_tokens(task),
                       micro_batch_tokens=micro_batch_tokens, max_concurrent_sequences=max_concurrent_sequences,
                       mini_batch_size=mini_batch_size, ppo_epochs=ppo_epochs, filter_groups=filter_groups,
-                      temperature=temperature, eval_every=eval_every, eval_size=eval_size,
+                      share_prompts=share_prompts, temperature=temperature, eval_every=eval_every, eval_size=eval_size,
                       checkpoint_every=checkpoint_every, kl_coef=kl_coef,
                       max_grad_norm=max_grad_norm or None, stop_at_target=target, stop_hold=hold,
                       max_steps=max_steps, device=device,

@@ -94,22 +94,140 @@ def prompt_layout(n_groups: int, group_size: int, micro_batch_size: int,
     return passes
 
 
-def token_logprobs(model, rollout: Rollout, temperature: float = 1.0) -> torch.Tensor:
+def token_logprobs(model, rollout: Rollout, temperature: float = 1.0, share_prompts: bool = True) -> torch.Tensor:
     """Log-probabilities [N, T] of the response tokens under ``model`` (one forward over prompt + response) at the
     sampling ``temperature``: ``log softmax(logits / temperature)``, the distribution the tokens were sampled from
     (verl's ``logits.div_(temperature)``, TRL's ``_get_per_token_logps_and_entropies``), so the ratio and its clip
-    are taken against the sampler's own probabilities.
+    are taken against the sampler's own probabilities. Entries past a row's response (``response_mask`` 0) are
+    finite but meaningless: every loss multiplies by the mask.
 
-    The last response token is never context for a scored token, so it is not fed; the LM head runs only on the T
-    positions that predict response tokens (``logits_to_keep``), and ``log p = logit[token] - logsumexp(logits)``
-    avoids materialising the [N, T, V] log-softmax."""
+    With ``share_prompts`` (and when :func:`packing_plan` finds it cheaper) the rows that share a prompt (a GRPO
+    group or part of one: consecutive rows with identical prompt ids) are packed into one sequence, the prompt once
+    and then each response, under a block attention mask (:func:`packed_logprobs`): the same function of the
+    weights, so the same loss and gradient up to float rounding, without computing the prompt G times. Otherwise
+    one padded row per response: the last response token is never context for a scored token, so it is not fed;
+    the LM head runs only on the T positions that predict response tokens (``logits_to_keep``), and ``log p =
+    logit[token] - logsumexp(logits)`` avoids materialising the [N, T, V] log-softmax."""
+    if share_prompts:
+        plan = packing_plan(model, rollout)
+        if plan is not None:
+            return packed_logprobs(model, rollout, plan, temperature)
     ids, mask = rollout.input_ids[:, :-1], rollout.attention_mask[:, :-1]
     T = rollout.response_ids.shape[1]
     out = model(input_ids=ids, attention_mask=mask, position_ids=positions(mask), use_cache=False, logits_to_keep=T)
-    logits = out.logits[:, -T:, :].float()
+    return _logp(out.logits[:, -T:, :], rollout.response_ids, temperature)
+
+
+def _logp(logits: torch.Tensor, tokens: torch.Tensor, temperature: float) -> torch.Tensor:
+    logits = logits.float()
     if temperature != 1.0:
         logits = logits / temperature
-    return logits.gather(-1, rollout.response_ids[..., None]).squeeze(-1) - torch.logsumexp(logits, dim=-1)
+    return logits.gather(-1, tokens[..., None]).squeeze(-1) - torch.logsumexp(logits, dim=-1)
+
+
+@dataclass
+class PackingPlan:
+    """Where every token of a packed micro-batch comes from (:func:`packing_plan`): ``src_row``/``src_col`` [R, S]
+    index ``rollout.input_ids`` (prompt columns, then response columns), ``pos`` [R, S] position ids, ``seg`` [R, S]
+    the segment of each packed token (0: the shared prompt, j >= 1: the j-th response of that prompt, -1: padding),
+    ``row`` [N] and ``col`` [N, T] the packed position whose logits predict response token t of rollout row n,
+    ``keep`` the number of trailing packed positions the LM head must run on."""
+
+    src_row: torch.Tensor
+    src_col: torch.Tensor
+    pos: torch.Tensor
+    seg: torch.Tensor
+    row: torch.Tensor
+    col: torch.Tensor
+    keep: int
+
+
+#: Packing is used when its estimated forward cost is below this fraction of the padded-row layout's.
+PACK_GAIN = 0.8
+#: ... and its block attention mask (packed rows x length^2 booleans) stays below this many elements.
+PACK_MAX_MASK = 2 ** 26
+
+
+def packing_plan(model, rollout: Rollout) -> PackingPlan | None:
+    """The packed layout of ``rollout`` ([N, ...], rows that share a prompt consecutive) or None when it would not
+    pay: no prompt is shared, the model's attention takes no custom mask (only ``sdpa`` and ``eager`` do), the mask
+    would exceed :data:`PACK_MAX_MASK` elements, or the estimated forward cost (per layer ``24 d^2`` per token for
+    the projections and MLP, ``4 d`` per attended query-key pair, ``d`` the hidden size) is above
+    :data:`PACK_GAIN` x that of one padded row per response. Packed row r holds prompt r's real tokens (positions
+    0..lp-1), then for each of its responses the tokens that are context for a scored token (all but the last,
+    positions lp..), padded on the right to the longest packed row."""
+    impl = getattr(model.config, "_attn_implementation", None) or "eager"
+    if impl not in ("sdpa", "eager"):
+        return None
+    N, L = rollout.prompt_ids.shape
+    T = rollout.response_ids.shape[1]
+    if N < 2:
+        return None
+    pi, pm = rollout.prompt_ids, rollout.prompt_mask
+    new = torch.ones(N, dtype=torch.bool, device=pi.device)
+    new[1:] = ((pi[1:] != pi[:-1]) | (pm[1:] != pm[:-1])).any(1)
+    starts = new.nonzero().squeeze(1).cpu().numpy()
+    R = len(starts)
+    if R == N:
+        return None
+    pm_np = pm.bool().cpu().numpy()
+    ctx = np.maximum(rollout.response_mask.sum(1).cpu().numpy().astype(np.int64) - 1, 0)  # context tokens per row
+    bounds = list(starts) + [N]
+    lens = [int(pm_np[a].sum()) + int(ctx[a:b].sum()) for a, b in zip(bounds[:-1], bounds[1:])]
+    S = max(lens)
+    d = int(getattr(model.config, "hidden_size", None) or getattr(model.config, "n_embd", 0) or 1)
+    W = L + T - 1
+    plain = N * W * 24 * d * d + N * W * W * 4 * d
+    packed = R * S * 24 * d * d + R * S * S * 4 * d
+    if packed > PACK_GAIN * plain or R * S * S > PACK_MAX_MASK:
+        return None
+    src_row = np.zeros((R, S), np.int64)
+    src_col = np.zeros((R, S), np.int64)
+    pos = np.zeros((R, S), np.int64)
+    seg = np.full((R, S), -1, np.int64)
+    row = np.zeros(N, np.int64)
+    col = np.zeros((N, T), np.int64)
+    min_lp = S
+    for r, (a, b) in enumerate(zip(bounds[:-1], bounds[1:])):
+        pc = np.nonzero(pm_np[a])[0]
+        lp = len(pc)
+        min_lp = min(min_lp, lp)
+        src_row[r, :lp], src_col[r, :lp], pos[r, :lp], seg[r, :lp] = a, pc, np.arange(lp), 0
+        off = lp
+        for j in range(a, b):
+            c = int(ctx[j])
+            sl = slice(off, off + c)
+            src_row[r, sl], src_col[r, sl] = j, L + np.arange(c)
+            pos[r, sl], seg[r, sl] = lp + np.arange(c), j - a + 1
+            row[j] = r
+            col[j, :] = max(lp - 1, 0)  # token 0 is predicted by the prompt's last token (and masked columns)
+            col[j, 1:c + 1] = off + np.arange(c)
+            off += c
+    keep = S - max(min_lp - 1, 0)
+    dev = pi.device
+    t = lambda x: torch.from_numpy(x).to(dev)  # noqa: E731
+    return PackingPlan(t(src_row), t(src_col), t(pos), t(seg), t(row), t(col), keep)
+
+
+def packed_logprobs(model, rollout: Rollout, plan: PackingPlan, temperature: float = 1.0) -> torch.Tensor:
+    """:func:`token_logprobs` in the packed layout of ``plan`` (:func:`packing_plan`): one forward over [R, S]
+    packed rows under the block-causal mask (a token sees the earlier tokens of its own segment and, for a
+    response, its prompt; padding sees only itself), logits taken at ``plan.col``. Returns [N, T] like the padded
+    layout; equal to it up to float rounding (the same prompt and response context, the same positions)."""
+    ids = rollout.input_ids[plan.src_row, plan.src_col]
+    S = ids.shape[1]
+    q, k = plan.seg[:, :, None], plan.seg[:, None, :]
+    causal = torch.ones(S, S, dtype=torch.bool, device=ids.device).tril()
+    mask = causal & (k >= 0) & ((k == 0) | (k == q))
+    mask |= torch.eye(S, dtype=torch.bool, device=ids.device)  # no query without a key (padding)
+    mask = mask[:, None]
+    if (getattr(model.config, "_attn_implementation", None) or "eager") == "eager":  # additive float mask
+        dtype = next(model.parameters()).dtype
+        mask = torch.zeros(mask.shape, dtype=dtype, device=ids.device).masked_fill(~mask, torch.finfo(dtype).min)
+    out = model(input_ids=ids, attention_mask=mask, position_ids=plan.pos, use_cache=False,
+                logits_to_keep=plan.keep)
+    logits = out.logits[plan.row[:, None], plan.col - (S - plan.keep)]
+    return _logp(logits, rollout.response_ids, temperature)
 
 
 def trim(rollout: Rollout) -> Rollout:
@@ -314,7 +432,7 @@ def grpo_noise_metrics(res: GradResult, b_big: int) -> dict[str, float]:
 def accumulate_gradients(model, rollout: Rollout, adv: torch.Tensor, micro_batch_size: int, clip_eps: float,
                          ref_model=None, kl_coef: float = 0.0, *, group_size: int | None = None,
                          split_groups: int = 1, temperature: float = 1.0,
-                         old_logp: torch.Tensor | None = None) -> GradResult:
+                         old_logp: torch.Tensor | None = None, share_prompts: bool = True) -> GradResult:
     """Forward/backward over micro-batches of the retained ``rollout`` ([B, ...], advantages ``adv`` [B]); leaves
     the full-batch gradient (token-level mean loss) in ``p.grad`` (:func:`accumulate`). With ``group_size`` G
     (rows grouped by prompt, B a multiple of G) the micro-batches are laid out by prompt (:func:`prompt_layout`,
@@ -323,18 +441,19 @@ def accumulate_gradients(model, rollout: Rollout, adv: torch.Tensor, micro_batch
     ``old_logp`` [B, T]: the log-probabilities of the sampling policy (:func:`old_logprobs`) when this is not the
     first update on the rollout (mini-batches, PPO epochs); None: the old policy is the current one, so
     ``old_logp = logp.detach()`` and the ratio is 1 (the clip is inactive). Log-probabilities are taken at the
-    sampling ``temperature``. Noise inputs as in :func:`accumulate`.
+    sampling ``temperature``, a group's prompt computed once per micro-batch with ``share_prompts``
+    (:func:`token_logprobs`). Noise inputs as in :func:`accumulate`.
     """
     adv = adv.to(rollout.response_ids.device)
     n_tokens = int(rollout.response_mask.sum())
 
     def loss_of(idx):
         mb = trim(rollout.select(idx))
-        logp = token_logprobs(model, mb, temperature)
+        logp = token_logprobs(model, mb, temperature, share_prompts)
         ref_logp = None
         if ref_model is not None and kl_coef > 0:
             with torch.no_grad():
-                ref_logp = token_logprobs(ref_model, mb, temperature)
+                ref_logp = token_logprobs(ref_model, mb, temperature, share_prompts)
         i = torch.as_tensor(idx, device=adv.device)
         old = logp.detach() if old_logp is None else old_logp[i][:, :logp.shape[1]]
         loss, st = clipped_surrogate(logp, old, adv[i], mb.response_mask, clip_eps, n_tokens, ref_logp, kl_coef)
@@ -347,7 +466,8 @@ def accumulate_gradients(model, rollout: Rollout, adv: torch.Tensor, micro_batch
 
 
 @torch.no_grad()
-def old_logprobs(model, rollout: Rollout, micro_batch_size: int, temperature: float = 1.0) -> torch.Tensor:
+def old_logprobs(model, rollout: Rollout, micro_batch_size: int, temperature: float = 1.0,
+                 share_prompts: bool = True) -> torch.Tensor:
     """Log-probabilities [N, T] of the response tokens under the current (sampling) policy, without gradient, in
     micro-batches of ``micro_batch_size`` rows (each trimmed of its padding; columns past a micro-batch's longest
     response are 0): the ``old_log_prob`` of verl / TRL's ``old_per_token_logps``, computed once per rollout before
@@ -355,7 +475,7 @@ def old_logprobs(model, rollout: Rollout, micro_batch_size: int, temperature: fl
     N, T = rollout.response_ids.shape
     out = torch.zeros((N, T), dtype=torch.float32, device=rollout.response_ids.device)
     for idx in micro_batches(N, micro_batch_size):
-        lp = token_logprobs(model, trim(rollout.select(idx)), temperature)
+        lp = token_logprobs(model, trim(rollout.select(idx)), temperature, share_prompts)
         out[torch.as_tensor(idx, device=out.device), :lp.shape[1]] = lp
     return out
 
@@ -383,14 +503,24 @@ def make_adamw(params, lr: float, betas=(0.9, 0.999), eps: float = 1e-8, weight_
         return torch.optim.AdamW(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)
 
 
-def optimizer_step(model, optimizer: torch.optim.Optimizer, lr: float, max_grad_norm: float | None) -> float:
+def optimizer_step(model, optimizer: torch.optim.Optimizer, lr: float, max_grad_norm: float | None,
+                   grad_sq: float | None = None) -> float:
     """Set ``lr`` on every parameter group, clip the gradient to ``max_grad_norm`` (None or <= 0: no clipping) and
     take one optimizer step. Returns the L2 norm of the gradient *before* clipping (``grad_norm/actor``).
-    Raises :class:`NonFiniteError` (parameters and optimizer state untouched) if that norm is NaN or Inf."""
+    ``grad_sq``: its square when the caller already has it (:func:`accumulate`'s ``grad_sq_big``: the same sum of
+    squared parameter norms), so it is not computed again; the clip is ``torch.nn.utils.clip_grad_norm_``'s (scale
+    by ``max_grad_norm / (norm + 1e-6)`` when that is below 1). Raises :class:`NonFiniteError` (parameters and
+    optimizer state untouched) if the norm is NaN or Inf."""
     params = [p for p in model.parameters() if p.grad is not None]
     for g in optimizer.param_groups:
         g["lr"] = lr
-    if max_grad_norm is not None and max_grad_norm > 0:
+    if grad_sq is not None:
+        norm = math.sqrt(grad_sq) if grad_sq >= 0 else float("nan")
+        if math.isfinite(norm) and max_grad_norm is not None and max_grad_norm > 0:
+            coef = max_grad_norm / (norm + 1e-6)
+            if coef < 1.0:
+                torch._foreach_mul_([p.grad for p in params], coef)
+    elif max_grad_norm is not None and max_grad_norm > 0:
         norm = float(torch.nn.utils.clip_grad_norm_(params, max_grad_norm))
     else:
         norm = float(torch.sqrt(sum(p.grad.pow(2).sum() for p in params)))

@@ -252,11 +252,11 @@ def ppo_step(model, actor_opt, actor_lr: float, parts: PPOParts, ro: Rollout, re
 
     def actor_loss_of(idx):
         mb = ro.select(idx)
-        logp = token_logprobs(model, mb, cfg.temperature)
+        logp = token_logprobs(model, mb, cfg.temperature, cfg.share_prompts)
         ref_logp = None
         if ref_model is not None and cfg.kl_coef > 0:
             with torch.no_grad():
-                ref_logp = token_logprobs(ref_model, mb, cfg.temperature)
+                ref_logp = token_logprobs(ref_model, mb, cfg.temperature, cfg.share_prompts)
         i = torch.as_tensor(idx, device=mask.device)
         loss, st = token_surrogate(logp, logp.detach(), adv_w[i], mb.response_mask, cfg.clip_eps, n_tokens,
                                    ref_logp, cfg.kl_coef)
@@ -301,7 +301,7 @@ def ppo_step_minibatches(model, actor_opt, actor_lr: float, parts: PPOParts, ro:
     advs, rets = gae(tok_r, vals, mask, cfg.gamma, cfg.lam)
     adv_w = whiten(advs, mask)
     actor = step > cfg.critic_warmup_steps
-    old_lp = old_logprobs(model, ro, micro, cfg.temperature) if actor else None
+    old_lp = old_logprobs(model, ro, micro, cfg.temperature, cfg.share_prompts) if actor else None
     M = cfg.update_batch
     minis = [np.arange(i, min(i + M, B)) for i in range(0, B, M)]
     rec: dict[str, Any] = {}
@@ -342,11 +342,11 @@ def ppo_step_minibatches(model, actor_opt, actor_lr: float, parts: PPOParts, ro:
             def actor_loss_of(j, sub=sub, i=i, n_sub=n_sub):
                 mb = sub.select(j)
                 r = i[torch.as_tensor(j, device=i.device)]
-                logp = token_logprobs(model, mb, cfg.temperature)
+                logp = token_logprobs(model, mb, cfg.temperature, cfg.share_prompts)
                 ref_logp = None
                 if ref_model is not None and cfg.kl_coef > 0:
                     with torch.no_grad():
-                        ref_logp = token_logprobs(ref_model, mb, cfg.temperature)
+                        ref_logp = token_logprobs(ref_model, mb, cfg.temperature, cfg.share_prompts)
                 loss, st = token_surrogate(logp, old_lp[r], adv_w[r], mb.response_mask, cfg.clip_eps, n_sub,
                                            ref_logp, cfg.kl_coef)
                 return loss, int(mb.response_mask.sum()), st

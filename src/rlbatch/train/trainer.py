@@ -67,6 +67,9 @@ class TrainConfig(BaseModel):
     mini_batch_size: int | None = Field(None, ge=1, description="responses per optimizer update M (verl's "
                                         "ppo_mini_batch_size x rollout.n); default the whole rollout batch B")
     ppo_epochs: int = Field(1, ge=1, description="passes over the rollout batch per step (each pass: B / M updates)")
+    share_prompts: bool = Field(True, description="update: the responses of one prompt are packed after a single "
+                                "copy of it (block attention mask) where that is cheaper: the same loss and "
+                                "gradient up to float rounding; False = one padded row per response, as TRL")
     noise_split_groups: int = Field(1, ge=0, description="GRPO, micro-batches of whole groups: groups per step also "
                                     "taken as two half-groups (one extra backward each) for the within/between-"
                                     "prompt noise split; 0 = off")
@@ -385,7 +388,7 @@ def grpo_update(model, optimizer, lr: float, kept, adv, cfg: TrainConfig, micro:
     minis = [np.arange(i, min(i + M, n)) for i in range(0, n, M)]
     old = old_logp  # asynchronous rollouts: the behaviour policy's recorded log-probs [B_ret, T]
     if old is None and (cfg.ppo_epochs > 1 or len(minis) > 1):
-        old = old_logprobs(model, kept, m, cfg.temperature)
+        old = old_logprobs(model, kept, m, cfg.temperature, cfg.share_prompts)
     rec: dict[str, Any] = {}
     losses, clipped, kl, toks, passes, clipped_any = [], 0.0, 0.0, 0, 0, False
     for _ in range(cfg.ppo_epochs):
@@ -394,10 +397,11 @@ def grpo_update(model, optimizer, lr: float, kept, adv, cfg: TrainConfig, micro:
             i = torch.as_tensor(idx, device=adv.device)
             gr = accumulate_gradients(model, sub, adv[i], m, cfg.clip_eps, ref_model, cfg.kl_coef, group_size=G,
                                       split_groups=cfg.noise_split_groups, temperature=cfg.temperature,
-                                      old_logp=None if old is None else old[i.to(old.device)])
+                                      old_logp=None if old is None else old[i.to(old.device)],
+                                      share_prompts=cfg.share_prompts)
             if not math.isfinite(gr.loss):
                 raise NonFiniteError(f"non-finite loss ({gr.loss})")
-            gnorm = optimizer_step(model, optimizer, lr, cfg.max_grad_norm)
+            gnorm = optimizer_step(model, optimizer, lr, cfg.max_grad_norm, gr.grad_sq_big)
             if not rec:
                 rec = {"grad_norm/actor": gnorm, **grpo_noise_metrics(gr, len(idx))}
             losses.append(gr.loss)
