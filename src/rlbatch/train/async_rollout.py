@@ -279,7 +279,7 @@ def _child(snap, opts: dict, cmd_q, res_q, shared, lock, ack) -> None:
                         dst.copy_(src)
                 version = v
                 ack.value = v
-                prompts[b] = ids
+                prompts[b] = [x for x in ids for _ in range(opts["group_size"])]  # P prompts -> P x G rows
             elif msg[0] == "snapshot":
                 res_q.put(("state", nxt - 1, copy.deepcopy(inflight)))
             elif msg[0] == "stop":
@@ -314,10 +314,12 @@ class AsyncRollouts:
             self.pending = {int(b): p for b, p in saved["pending"].items() if int(b) > s}
         else:
             after, inflight = self.sched.first_round(1) - 1, {}
-        prompts = {self.sched.new_batch(r): self._prompt_rows(self.sched.new_batch(r))
+        G = int(cfg.group_size)
+        prompts = {self.sched.new_batch(r): [x for x in self._prompt_ids(self.sched.new_batch(r)) for _ in range(G)]
                    for r in range(after + 1, s + 1)}
         ctx = tmp.get_context("spawn")
         self.snap = copy.deepcopy(model).requires_grad_(False)
+        self._pairs = None
         self.snap.share_memory()
         self.shared = ctx.Array("d", [0.0, -1.0, 0.0], lock=False)  # busy seconds, busy since, CPU seconds
         self.lock = ctx.Lock()
@@ -325,8 +327,10 @@ class AsyncRollouts:
         self.cmd_q, self.res_q = ctx.Queue(), ctx.Queue()
         opts = {"threads": int(getattr(cfg, "rollout_threads", 1) or 1), "schedule": self.sched.key(),
                 "max_new": self.sched.max_new, "inflight": inflight, "prompts": prompts, "next_round": after + 1,
+                "group_size": G,
                 "version": s, "eos": tok.eos_token_id, "pad": tok.pad_token_id, "temperature": cfg.temperature,
                 "seed": cfg.seed, "parent_pid": os.getpid()}
+
         self.proc = ctx.Process(target=_child, args=(self.snap, opts, self.cmd_q, self.res_q, self.shared,
                                                      self.lock, self.ack), daemon=True, name="rlbatch-rollouts")
         self.proc.start()
@@ -336,11 +340,11 @@ class AsyncRollouts:
         self._mark0 = self._mark1 = self._busy()
 
     # ------------------------------------------------------------------ helpers
-    def _prompt_rows(self, b: int) -> list[list[int]]:
+    def _prompt_ids(self, b: int) -> list[list[int]]:
+        """Token ids of step ``b``'s P prompts (the generator expands each to its G rows)."""
         from rlbatch.train.rollout import render_prompt
 
-        G = self.cfg.group_size
-        return [x for x in (render_prompt(it, self.tok) for it in self._items(b, per_prompt=True)) for _ in range(G)]
+        return [render_prompt(it, self.tok) for it in self._items(b, per_prompt=True)]
 
     def _items(self, b: int, per_prompt: bool = False):
         # the prompts of step b, drawn exactly as the synchronous loop draws them (trainer.rollout_step)
@@ -379,7 +383,7 @@ class AsyncRollouts:
         log-probabilities of its response tokens (0 past a response's end)."""
         import torch
 
-        from rlbatch.train.rollout import Rollout, left_pad
+        from rlbatch.train.rollout import Rollout, left_pad, pad_rows
 
         self._mark0 = self._busy()
         while step not in self.pending:
@@ -387,15 +391,12 @@ class AsyncRollouts:
         st = self.pending.pop(step)
         pad = self.tok.pad_token_id
         p_ids, p_mask = left_pad(st["prompt"], pad, self.cfg.device)
-        T = max(1, max(len(r) for r in st["resp"]))
-        N = len(st["resp"])
-        r_ids = torch.full((N, T), pad, dtype=torch.long)
-        r_mask = torch.zeros((N, T), dtype=torch.long)
-        blp = torch.zeros((N, T), dtype=torch.float32)
-        for i, (r, lp) in enumerate(zip(st["resp"], st["logp"])):
-            r_ids[i, :len(r)] = torch.tensor(r, dtype=torch.long)
-            r_mask[i, :len(r)] = 1
-            blp[i, :len(lp)] = torch.tensor(lp, dtype=torch.float32)
+        r_ids, r_mask = pad_rows(st["resp"], pad, "int64")
+        blp, _ = pad_rows(st["logp"], 0.0, "float32")
+        if r_ids.shape[1] == 0:  # every response empty: one masked column, as generate gives
+            r_ids, r_mask, blp = (np.zeros((len(st["resp"]), 1), x.dtype) + v for x, v in ((r_ids, pad), (r_mask, 0),
+                                                                                        (blp, 0.0)))
+        r_ids, r_mask, blp = (torch.from_numpy(x) for x in (r_ids, r_mask, blp))
         texts = self.tok.batch_decode(st["resp"], skip_special_tokens=True)
         first = [v[0] if v else step - 1 for v in st["ver"]]
         tok_stale = [(step - 1) - x for v in st["ver"] for x in v]
@@ -424,11 +425,12 @@ class AsyncRollouts:
             if not self.proc.is_alive():
                 self._recv()  # raises with the child's error
             time.sleep(0.0005)
+        if self._pairs is None:  # the snapshot's tensors and the model's, in one order (fixed for the run)
+            self._pairs = ([t for t in self.snap.state_dict().values()], [t for t in model.state_dict().values()])
         with torch.no_grad():
-            for dst, src in zip(self.snap.state_dict().values(), model.state_dict().values()):
-                dst.copy_(src)
+            torch._foreach_copy_(*self._pairs)
         b = self.sched.new_batch(step)
-        self.cmd_q.put(("weights", step, b, self._prompt_rows(b)))
+        self.cmd_q.put(("weights", step, b, self._prompt_ids(b)))
 
     def step_metrics(self, main_cpu_s: float) -> dict[str, Any]:
         """The step's asynchronous metrics (module docstring), from the marks taken in :meth:`get` and

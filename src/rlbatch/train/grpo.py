@@ -172,37 +172,39 @@ def packing_plan(model, rollout: Rollout) -> PackingPlan | None:
         return None
     pm_np = pm.bool().cpu().numpy()
     ctx = np.maximum(rollout.response_mask.sum(1).cpu().numpy().astype(np.int64) - 1, 0)  # context tokens per row
-    bounds = list(starts) + [N]
-    lens = [int(pm_np[a].sum()) + int(ctx[a:b].sum()) for a, b in zip(bounds[:-1], bounds[1:])]
-    S = max(lens)
+    lp = pm_np[starts].sum(1)  # [R] prompt lengths
+    if not (pm_np[starts] == (np.arange(L)[None, :] >= L - lp[:, None])).all():
+        return None  # not left-padded (every rollout here is): keep the padded layout
+    S = int((lp + np.add.reduceat(ctx, starts)).max())
     d = int(getattr(model.config, "hidden_size", None) or getattr(model.config, "n_embd", 0) or 1)
     W = L + T - 1
     plain = N * W * 24 * d * d + N * W * W * 4 * d
     packed = R * S * 24 * d * d + R * S * S * 4 * d
     if packed > PACK_GAIN * plain or R * S * S > PACK_MAX_MASK:
         return None
-    src_row = np.zeros((R, S), np.int64)
-    src_col = np.zeros((R, S), np.int64)
-    pos = np.zeros((R, S), np.int64)
-    seg = np.full((R, S), -1, np.int64)
-    row = np.zeros(N, np.int64)
-    col = np.zeros((N, T), np.int64)
-    min_lp = S
-    for r, (a, b) in enumerate(zip(bounds[:-1], bounds[1:])):
-        pc = np.nonzero(pm_np[a])[0]
-        lp = len(pc)
-        min_lp = min(min_lp, lp)
-        src_row[r, :lp], src_col[r, :lp], pos[r, :lp], seg[r, :lp] = a, pc, np.arange(lp), 0
-        off = lp
-        for j in range(a, b):
-            c = int(ctx[j])
-            sl = slice(off, off + c)
-            src_row[r, sl], src_col[r, sl] = j, L + np.arange(c)
-            pos[r, sl], seg[r, sl] = lp + np.arange(c), j - a + 1
-            row[j] = r
-            col[j, :] = max(lp - 1, 0)  # token 0 is predicted by the prompt's last token (and masked columns)
-            col[j, 1:c + 1] = off + np.arange(c)
-            off += c
+    # vectorised layout (rows of one prompt are consecutive; prompts are left-padded, so a prompt's real tokens are
+    # its last lp columns)
+    run = np.cumsum(new.cpu().numpy()) - 1  # [N] packed row of every rollout row
+    lp_row = lp[run]
+    c_start = np.cumsum(ctx) - ctx  # exclusive prefix sums of the context tokens, over rows ...
+    first_c = c_start[starts]  # ... and where each run's begin
+    off = lp_row + c_start - first_c[run]  # [N] packed position of each row's first context token
+    cols = np.arange(S)[None, :]
+    in_prompt = cols < lp[:, None]  # [R, S]
+    src_row = np.where(in_prompt, starts[:, None], 0)
+    src_col = np.where(in_prompt, L - lp[:, None] + cols, 0)
+    pos = np.where(in_prompt, cols, 0)
+    seg = np.where(in_prompt, 0, -1)
+    tot = int(ctx.sum())
+    tok_row = np.repeat(np.arange(N), ctx)  # every context token's rollout row ...
+    k = np.arange(tot) - np.repeat(c_start, ctx)  # ... and its index within that response
+    r_of, at = run[tok_row], off[tok_row] + k
+    src_row[r_of, at], src_col[r_of, at] = tok_row, L + k
+    pos[r_of, at], seg[r_of, at] = lp_row[tok_row] + k, tok_row - starts[r_of] + 1
+    row = run
+    col = np.repeat(np.maximum(lp_row - 1, 0)[:, None], T, axis=1)  # token 0 (and masked columns): last prompt token
+    col[tok_row, k + 1] = at
+    min_lp = int(lp.min())
     keep = S - max(min_lp - 1, 0)
     dev = pi.device
     t = lambda x: torch.from_numpy(x).to(dev)  # noqa: E731

@@ -56,15 +56,27 @@ class Rollout:
         return torch.cat([self.prompt_mask, self.response_mask], dim=1)
 
 
+def pad_rows(seqs: list[list], value, dtype, left: bool = False):
+    """Token lists as one padded numpy array [N, max len] (``value`` in the padding, on the left with ``left``) and
+    its 0/1 mask, built in one scatter rather than a tensor per row."""
+    import itertools
+
+    import numpy as np
+
+    lens = np.fromiter((len(x) for x in seqs), dtype=np.int64, count=len(seqs))
+    n = int(lens.max()) if len(seqs) else 0
+    out = np.full((len(seqs), n), value, dtype=dtype)
+    cols = np.arange(n)[None, :]
+    mask = (cols >= n - lens[:, None]) if left else (cols < lens[:, None])
+    flat = np.fromiter(itertools.chain.from_iterable(seqs), dtype=dtype, count=int(lens.sum()))
+    out[mask] = flat  # row-major: each row's tokens in order
+    return out, mask.astype(np.int64)
+
+
 def left_pad(seqs: list[list[int]], pad_id: int, device="cpu") -> tuple[torch.Tensor, torch.Tensor]:
-    n = max(len(s) for s in seqs)
-    ids = torch.full((len(seqs), n), pad_id, dtype=torch.long, device=device)
-    mask = torch.zeros((len(seqs), n), dtype=torch.long, device=device)
-    for i, s in enumerate(seqs):
-        if s:
-            ids[i, n - len(s):] = torch.tensor(s, dtype=torch.long)
-            mask[i, n - len(s):] = 1
-    return ids, mask
+    """Left-padded ids [N, L] and mask [N, L] (long tensors on ``device``) of token lists."""
+    ids, mask = pad_rows(seqs, pad_id, "int64", left=True)
+    return torch.from_numpy(ids).to(device), torch.from_numpy(mask).to(device)
 
 
 def positions(mask: torch.Tensor) -> torch.Tensor:
