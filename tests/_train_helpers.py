@@ -11,6 +11,17 @@ def coin_task() -> Task:
     return Task("coin", train=items[10:], eval_items=items[:10], scorer=lambda it, c: float(c[:1] in "01234"))
 
 
+def coin_score(item, completion: str) -> float:
+    """:func:`coin_task`'s scorer as a module-level function (picklable: another process can score with it)."""
+    return float(completion[:1] in "01234")
+
+
+def coin_task_picklable() -> Task:
+    """:func:`coin_task` with a picklable scorer (the asynchronous generator then scores and lays out batches)."""
+    items = [Item(prompt=f"{a}+{a}=", answer="") for a in range(10, 60)]
+    return Task("coin", train=items[10:], eval_items=items[:10], scorer=coin_score)
+
+
 def fresh(tiny):
     """A deep copy of the ``(model, tokenizer)`` pair so each test trains its own model."""
     model, tok = tiny

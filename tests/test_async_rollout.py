@@ -126,3 +126,36 @@ def test_one_step_off_policy_run(tiny, tmp_path):
     assert [r["rollout/staleness_mean"] for r in rows] == [0, 1, 1, 1]
     assert [r["rollout/partial_frac"] for r in rows] == [0, 0, 0, 0]
     assert [r["rollout/policy_version_min"] for r in rows] == [0, 0, 1, 2]  # batch s decoded on version s - 2
+
+
+def test_generator_prepares_rewards_and_layout_with_the_same_results(tiny, tmp_path, monkeypatch):
+    """With a task that can be sent to the generation process, it scores each batch and lays out its update
+    (retained rows, trim bounds, packing plans) while the trainer updates; the run is the same as when the trainer
+    does that itself (a closure scorer, or preparation off), and the trainer then computes no packing plan."""
+    import rlbatch.train.async_rollout as ar
+    import rlbatch.train.grpo as grpo
+
+    from _train_helpers import coin_task_picklable
+
+    calls = []
+    real = grpo.packing_plan
+
+    def counted(*a, **k):
+        calls.append(1)
+        return real(*a, **k)
+
+    monkeypatch.setattr(grpo, "packing_plan", counted)
+    kw = dict(model="tiny-random", prompts_per_step=4, group_size=4, lr=3e-3, samples=10_000, max_steps=5,
+              max_new_tokens=4, eval_every=1000, async_rollouts=1, micro_batch_size=4, threads=1)
+    ahead = _lines(train(make_config(**kw), tmp_path / "ahead", model_tok=fresh(tiny),
+                         task=coin_task_picklable()) / "metrics.jsonl")
+    n_ahead = len(calls)
+    prep_options = ar._prep_options
+    assert prep_options(make_config(**kw), coin_task(), tiny[1], 4) is None  # a closure scorer: the trainer scores
+    monkeypatch.setattr(ar, "_prep_options", lambda *a, **k: None)
+    calls.clear()
+    here = _lines(train(make_config(**kw), tmp_path / "here", model_tok=fresh(tiny),
+                        task=coin_task_picklable()) / "metrics.jsonl")
+    assert sum(r["batch/retained"] for r in here) > 0 and any(r.get("loss") for r in here)
+    assert n_ahead == 0 and len(calls) > 0  # the trainer laid out nothing itself when the generator did
+    assert _strip(ahead) == _strip(here)

@@ -63,9 +63,9 @@ def test_trainer_passes_its_temperature_to_the_loss(tiny, tmp_path, monkeypatch)
     seen = []
     real = grpo.token_logprobs
 
-    def spy(model, ro, temperature=1.0, share_prompts=True):
+    def spy(model, ro, temperature=1.0, *rest):
         seen.append(temperature)
-        return real(model, ro, temperature, share_prompts)
+        return real(model, ro, temperature, *rest)
 
     monkeypatch.setattr(grpo, "token_logprobs", spy)
     cfg = make_config(model="tiny-random", prompts_per_step=4, group_size=4, lr=1e-3, samples=10**6, max_steps=2,

@@ -231,6 +231,76 @@ def run_round(model, sched: Schedule, r: int, version: int, inflight: dict, prom
     return finished
 
 
+# --------------------------------------------------------------------------------------------------- batches
+def batch_rollout(st: dict, pad: int, device, texts: list[str] | None = None, tok=None):
+    """The :class:`rlbatch.train.rollout.Rollout` of a finished batch state ``st`` (``prompt``, ``resp``, ``logp``
+    row lists) and its behaviour log-probabilities [B, T] (0 past a response's end), built in one numpy scatter per
+    array; ``texts`` given, or decoded with ``tok``."""
+    import torch
+
+    from rlbatch.train.rollout import Rollout, left_pad, pad_rows
+
+    p_ids, p_mask = left_pad(st["prompt"], pad, device)
+    r_ids, r_mask = pad_rows(st["resp"], pad, "int64")
+    blp, _ = pad_rows(st["logp"], 0.0, "float32")
+    if r_ids.shape[1] == 0:  # every response empty: one masked column, as generate gives
+        r_ids, r_mask, blp = (np.zeros((len(st["resp"]), 1), x.dtype) + v for x, v in ((r_ids, pad), (r_mask, 0),
+                                                                                    (blp, 0.0)))
+    r_ids, r_mask, blp = (torch.from_numpy(x).to(device) for x in (r_ids, r_mask, blp))
+    if texts is None:
+        texts = tok.batch_decode(st["resp"], skip_special_tokens=True)
+    return Rollout(p_ids, p_mask, r_ids, r_mask, texts), blp
+
+
+def _prep_options(cfg, task, tok, micro: int | None) -> dict | None:
+    """What the generation process needs to score its batches and lay out their update ahead (None when the task
+    cannot be sent to another process, e.g. a scorer that is a closure: the trainer then does it all)."""
+    import pickle
+
+    try:
+        pickle.dumps((task, tok))
+    except Exception:  # noqa: BLE001 - any pickling failure: no preparation, same results
+        return None
+    single = cfg.algo == "grpo" and cfg.ppo_epochs == 1 and cfg.update_batch == cfg.batch_size and micro
+    return {"task": task, "tok": tok, "seed": cfg.seed, "P": cfg.prompts_per_step, "G": cfg.group_size,
+            "filter": cfg.filter_groups, "micro": micro, "micro_tokens": cfg.micro_batch_tokens,
+            "split": cfg.noise_split_groups, "share": cfg.share_prompts, "single": bool(single)}
+
+
+def prepare_batch(model, o: dict, b: int, st: dict) -> dict:
+    """In the generation process, for finished batch ``b``: its texts, its rewards (the task's scorer on the
+    prompts of step b, drawn as the trainer draws them) and, for a single-update GRPO step, the retained rows and
+    every micro-batch pass's trim bounds and packing plan (:func:`rlbatch.train.grpo.prepare_passes`, numpy
+    arrays): work that needs no weights, taken off the trainer's critical path. The trainer computes the same
+    functions of the same data when this is missing, so results do not depend on it."""
+    import torch
+
+    from rlbatch.train.grpo import group_advantages, prepare_passes, token_budget_micro
+
+    task, G = o["task"], o["G"]
+    items = [it for it in task.sample(np.random.default_rng([o["seed"], b]), o["P"]) for _ in range(G)]
+    texts = o["tok"].batch_decode(st["resp"], skip_special_tokens=True)
+    rewards = [float(task.score(it, tx)) for it, tx in zip(items, texts)]
+    out: dict[str, Any] = {"texts": texts, "rewards": rewards, "passes": None}
+    if not o["single"]:
+        return out
+    _, keep = group_advantages(torch.tensor(rewards, dtype=torch.float32).view(-1, G))
+    if not o["filter"]:
+        keep = torch.ones_like(keep)
+    rows = torch.nonzero(keep.repeat_interleave(G), as_tuple=False).squeeze(1)
+    out["rows"] = [int(x) for x in rows]
+    if not len(rows):
+        return out
+    ro, _ = batch_rollout(st, o["tok"].pad_token_id, "cpu", texts)
+    kept = ro.select(rows)
+    m = token_budget_micro(kept, o["micro"], o["micro_tokens"])
+    out["passes"] = [(p.lo, p.hi, None if p.plan is None else
+                      {**{k: getattr(p.plan, k).numpy() for k in ("src_row", "src_col", "pos", "seg", "row", "col")},
+                       "keep": p.plan.keep}, p.rows)
+                     for p in prepare_passes(model, kept, m, G, o["split"], o["share"])]
+    return out
+
+
 # --------------------------------------------------------------------------------------------------- the process
 def _child(snap, opts: dict, cmd_q, res_q, shared, lock, ack) -> None:
     """The generation process: rounds on its own copy of the weights, commands from the trainer on ``cmd_q``
@@ -243,6 +313,7 @@ def _child(snap, opts: dict, cmd_q, res_q, shared, lock, ack) -> None:
 
     _die_with_parent(opts["parent_pid"])  # Linux: SIGKILLed by the kernel when the trainer dies (kill -9 too)
     try:
+        os.environ["TOKENIZERS_PARALLELISM"] = "false"  # its own cores only: no tokenizer thread pool
         torch.set_num_threads(opts["threads"])
         model = copy.deepcopy(snap)  # own storage: the trainer rewrites ``snap`` between versions
         model.requires_grad_(False)
@@ -264,7 +335,8 @@ def _child(snap, opts: dict, cmd_q, res_q, shared, lock, ack) -> None:
                     shared[1] = -1.0
                     shared[2] += time.process_time() - c0
                 for b, st in done:
-                    res_q.put(("batch", b, st))
+                    prep = prepare_batch(model, opts["prep"], b, st) if opts.get("prep") else None
+                    res_q.put(("batch", b, st, prep))
                 nxt += 1
             try:
                 msg = cmd_q.get(timeout=1.0)
@@ -292,10 +364,13 @@ class AsyncRollouts:
     """The trainer's side of the asynchronous generator (one per run). ``start_step`` is the number of steps
     already taken (0, or the step of the checkpoint resumed from, whose generation state is ``saved``)."""
 
-    def __init__(self, cfg, model, tok, task, start_step: int = 0, saved: dict | None = None):
+    def __init__(self, cfg, model, tok, task, start_step: int = 0, saved: dict | None = None,
+                 micro: int | None = None, prepare: bool = True):
         import torch.multiprocessing as tmp
 
         self.cfg, self.tok, self.task = cfg, tok, task
+        self.prepared_of: dict[int, dict | None] = {}
+        self.prepared: dict | None = None
         self.sched = Schedule.of(cfg)
         self.pending: dict[int, dict] = {}
         self.state_msg = None
@@ -329,7 +404,8 @@ class AsyncRollouts:
                 "max_new": self.sched.max_new, "inflight": inflight, "prompts": prompts, "next_round": after + 1,
                 "group_size": G,
                 "version": s, "eos": tok.eos_token_id, "pad": tok.pad_token_id, "temperature": cfg.temperature,
-                "seed": cfg.seed, "parent_pid": os.getpid()}
+                "seed": cfg.seed, "parent_pid": os.getpid(),
+                "prep": _prep_options(cfg, task, tok, micro) if prepare else None}
 
         self.proc = ctx.Process(target=_child, args=(self.snap, opts, self.cmd_q, self.res_q, self.shared,
                                                      self.lock, self.ack), daemon=True, name="rlbatch-rollouts")
@@ -369,6 +445,7 @@ class AsyncRollouts:
                     raise RuntimeError(f"the rollout process died (exit code {self.proc.exitcode})") from None
         if msg[0] == "batch":
             self.pending[int(msg[1])] = msg[2]
+            self.prepared_of[int(msg[1])] = msg[3]
         elif msg[0] == "state":
             self.state_msg = (int(msg[1]), msg[2])
         elif msg[0] == "ready":
@@ -381,23 +458,15 @@ class AsyncRollouts:
         """Block until batch ``step`` is decoded. Returns ``(items [B], rollout [B], behaviour_logp [B, T])``: the
         rollout as :func:`rlbatch.train.trainer.rollout_step` gives it (rows grouped by prompt) and the recorded
         log-probabilities of its response tokens (0 past a response's end)."""
-        import torch
-
-        from rlbatch.train.rollout import Rollout, left_pad, pad_rows
+        from rlbatch.train.rollout import Rollout
 
         self._mark0 = self._busy()
         while step not in self.pending:
             self._recv()
         st = self.pending.pop(step)
-        pad = self.tok.pad_token_id
-        p_ids, p_mask = left_pad(st["prompt"], pad, self.cfg.device)
-        r_ids, r_mask = pad_rows(st["resp"], pad, "int64")
-        blp, _ = pad_rows(st["logp"], 0.0, "float32")
-        if r_ids.shape[1] == 0:  # every response empty: one masked column, as generate gives
-            r_ids, r_mask, blp = (np.zeros((len(st["resp"]), 1), x.dtype) + v for x, v in ((r_ids, pad), (r_mask, 0),
-                                                                                        (blp, 0.0)))
-        r_ids, r_mask, blp = (torch.from_numpy(x) for x in (r_ids, r_mask, blp))
-        texts = self.tok.batch_decode(st["resp"], skip_special_tokens=True)
+        self.prepared = self.prepared_of.pop(step, None)
+        ro, blp = batch_rollout(st, self.tok.pad_token_id, "cpu", self.prepared["texts"] if self.prepared else None,
+                                self.tok)
         first = [v[0] if v else step - 1 for v in st["ver"]]
         tok_stale = [(step - 1) - x for v in st["ver"] for x in v]
         self._info = {"rollout/staleness_mean": float(np.mean([(step - 1) - f for f in first])),
@@ -407,9 +476,34 @@ class AsyncRollouts:
                       "rollout/version_span_max": int(max((v[-1] - v[0]) if v else 0 for v in st["ver"])),
                       "rollout/policy_version_min": int(min(first))}
         dev = self.cfg.device
-        ro = Rollout(p_ids, p_mask, r_ids.to(dev), r_mask.to(dev), texts)
+        if dev != "cpu":
+            ro = Rollout(ro.prompt_ids.to(dev), ro.prompt_mask.to(dev), ro.response_ids.to(dev),
+                         ro.response_mask.to(dev), ro.texts)
         self._mark1 = self._busy()
         return self._items(step), ro, blp.to(dev)
+
+    def prepared_update(self, rows=None) -> tuple[Any, list | None]:
+        """What the generator computed ahead for the batch :meth:`get` returned last: ``(rewards [B] or None,
+        the update's passes (:class:`rlbatch.train.grpo.PreparedPass`, on the run's device) or None)``; the passes
+        only when their retained rows are ``rows`` (the trainer's own filtering of the same rewards)."""
+        import torch
+
+        from rlbatch.train.grpo import PackingPlan, PreparedPass
+
+        p = self.prepared
+        if p is None:
+            return None, None
+        rewards = torch.tensor(p["rewards"], dtype=torch.float32)
+        if rows is None or p.get("passes") is None or p.get("rows") != [int(x) for x in rows]:
+            return rewards, None
+        dev = self.cfg.device
+        out = []
+        for lo, hi, plan, n in p["passes"]:
+            if plan is not None:
+                plan = PackingPlan(*(torch.from_numpy(plan[k]).to(dev) for k in
+                                     ("src_row", "src_col", "pos", "seg", "row", "col")), plan["keep"])
+            out.append(PreparedPass(lo, hi, plan, n))
+        return rewards, out
 
     def publish(self, step: int, model, snapshot: bool = False) -> None:
         """After update ``step``: hand version ``step`` to the generator (after it has taken version step-1 into

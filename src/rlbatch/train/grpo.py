@@ -94,7 +94,11 @@ def prompt_layout(n_groups: int, group_size: int, micro_batch_size: int,
     return passes
 
 
-def token_logprobs(model, rollout: Rollout, temperature: float = 1.0, share_prompts: bool = True) -> torch.Tensor:
+_AUTO = object()
+
+
+def token_logprobs(model, rollout: Rollout, temperature: float = 1.0, share_prompts: bool = True,
+                   plan=_AUTO) -> torch.Tensor:
     """Log-probabilities [N, T] of the response tokens under ``model`` (one forward over prompt + response) at the
     sampling ``temperature``: ``log softmax(logits / temperature)``, the distribution the tokens were sampled from
     (verl's ``logits.div_(temperature)``, TRL's ``_get_per_token_logps_and_entropies``), so the ratio and its clip
@@ -107,11 +111,12 @@ def token_logprobs(model, rollout: Rollout, temperature: float = 1.0, share_prom
     weights, so the same loss and gradient up to float rounding, without computing the prompt G times. Otherwise
     one padded row per response: the last response token is never context for a scored token, so it is not fed;
     the LM head runs only on the T positions that predict response tokens (``logits_to_keep``), and ``log p =
-    logit[token] - logsumexp(logits)`` avoids materialising the [N, T, V] log-softmax."""
-    if share_prompts:
-        plan = packing_plan(model, rollout)
-        if plan is not None:
-            return packed_logprobs(model, rollout, plan, temperature)
+    logit[token] - logsumexp(logits)`` avoids materialising the [N, T, V] log-softmax. ``plan``: the layout
+    computed ahead (:func:`prepare_passes`; None = padded rows) instead of deciding here."""
+    if plan is _AUTO:
+        plan = packing_plan(model, rollout) if share_prompts else None
+    if plan is not None:
+        return packed_logprobs(model, rollout, plan, temperature)
     ids, mask = rollout.input_ids[:, :-1], rollout.attention_mask[:, :-1]
     T = rollout.response_ids.shape[1]
     out = model(input_ids=ids, attention_mask=mask, position_ids=positions(mask), use_cache=False, logits_to_keep=T)
@@ -232,18 +237,56 @@ def packed_logprobs(model, rollout: Rollout, plan: PackingPlan, temperature: flo
     return _logp(logits, rollout.response_ids, temperature)
 
 
-def trim(rollout: Rollout) -> Rollout:
-    """Drop prompt columns that are padding in every row (left) and response columns after every row's EOS
-    (right): the padding waste of a micro-batch whose sequences are shorter than the longest of the step. Positions
-    come from the mask, so the scored tokens see exactly the same context."""
+def trim_bounds(rollout: Rollout) -> tuple[int, int]:
+    """``(lo, hi)`` of :func:`trim`: the first prompt column that is not padding in every row, and one past the
+    last response column some row still uses (at least 1)."""
     keep_p = rollout.prompt_mask.any(0).nonzero()
     lo = int(keep_p[0]) if keep_p.numel() else 0
     keep_r = rollout.response_mask.any(0).nonzero()
     hi = int(keep_r[-1]) + 1 if keep_r.numel() else 1
+    return lo, hi
+
+
+def crop(rollout: Rollout, lo: int, hi: int) -> Rollout:
+    """``rollout`` with prompt columns ``lo:`` and response columns ``:hi`` (views)."""
     if lo == 0 and hi == rollout.response_ids.shape[1]:
         return rollout
     return Rollout(rollout.prompt_ids[:, lo:], rollout.prompt_mask[:, lo:], rollout.response_ids[:, :hi],
                    rollout.response_mask[:, :hi], rollout.texts)
+
+
+def trim(rollout: Rollout) -> Rollout:
+    """Drop prompt columns that are padding in every row (left) and response columns after every row's EOS
+    (right): the padding waste of a micro-batch whose sequences are shorter than the longest of the step. Positions
+    come from the mask, so the scored tokens see exactly the same context."""
+    return crop(rollout, *trim_bounds(rollout))
+
+
+@dataclass
+class PreparedPass:
+    """What one micro-batch pass of an update needs that does not depend on the weights, computed ahead (by the
+    asynchronous rollout process, :mod:`rlbatch.train.async_rollout`): the :func:`trim_bounds` of its rows and its
+    :func:`packing_plan` (None: the padded layout). ``rows``: the pass's row count (a check that it belongs to
+    the layout it is used with)."""
+
+    lo: int
+    hi: int
+    plan: PackingPlan | None
+    rows: int
+
+
+def prepare_passes(model, rollout: Rollout, micro_batch_size: int, group_size: int, split_groups: int,
+                   share_prompts: bool) -> list[PreparedPass]:
+    """The :class:`PreparedPass` of every pass of :func:`accumulate_gradients` on ``rollout`` (rows grouped by
+    prompt, laid out by :func:`prompt_layout`), in order."""
+    out = []
+    for idx, _ in prompt_layout(rollout.response_ids.shape[0] // group_size, group_size, micro_batch_size,
+                                split_groups):
+        sub = rollout.select(idx)
+        lo, hi = trim_bounds(sub)
+        plan = packing_plan(model, crop(sub, lo, hi)) if share_prompts else None
+        out.append(PreparedPass(lo, hi, plan, len(idx)))
+    return out
 
 
 def clipped_surrogate(logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor, mask: torch.Tensor,
@@ -434,7 +477,8 @@ def grpo_noise_metrics(res: GradResult, b_big: int) -> dict[str, float]:
 def accumulate_gradients(model, rollout: Rollout, adv: torch.Tensor, micro_batch_size: int, clip_eps: float,
                          ref_model=None, kl_coef: float = 0.0, *, group_size: int | None = None,
                          split_groups: int = 1, temperature: float = 1.0,
-                         old_logp: torch.Tensor | None = None, share_prompts: bool = True) -> GradResult:
+                         old_logp: torch.Tensor | None = None, share_prompts: bool = True,
+                         prepared: list[PreparedPass] | None = None) -> GradResult:
     """Forward/backward over micro-batches of the retained ``rollout`` ([B, ...], advantages ``adv`` [B]); leaves
     the full-batch gradient (token-level mean loss) in ``p.grad`` (:func:`accumulate`). With ``group_size`` G
     (rows grouped by prompt, B a multiple of G) the micro-batches are laid out by prompt (:func:`prompt_layout`,
@@ -444,18 +488,26 @@ def accumulate_gradients(model, rollout: Rollout, adv: torch.Tensor, micro_batch
     first update on the rollout (mini-batches, PPO epochs); None: the old policy is the current one, so
     ``old_logp = logp.detach()`` and the ratio is 1 (the clip is inactive). Log-probabilities are taken at the
     sampling ``temperature``, a group's prompt computed once per micro-batch with ``share_prompts``
-    (:func:`token_logprobs`). Noise inputs as in :func:`accumulate`.
+    (:func:`token_logprobs`). ``prepared``: the passes' trim bounds and layouts computed ahead
+    (:func:`prepare_passes` with the same micro-batch size and split), used in order. Noise inputs as in
+    :func:`accumulate`.
     """
     adv = adv.to(rollout.response_ids.device)
     n_tokens = int(rollout.response_mask.sum())
 
+    ahead = iter(prepared) if prepared is not None else None
+
     def loss_of(idx):
-        mb = trim(rollout.select(idx))
-        logp = token_logprobs(model, mb, temperature, share_prompts)
+        pre = next(ahead) if ahead is not None else None
+        if pre is not None and pre.rows != len(idx):
+            raise ValueError(f"prepared pass of {pre.rows} rows used for a pass of {len(idx)}")
+        mb = trim(rollout.select(idx)) if pre is None else crop(rollout.select(idx), pre.lo, pre.hi)
+        plan = _AUTO if pre is None else pre.plan
+        logp = token_logprobs(model, mb, temperature, share_prompts, plan)
         ref_logp = None
         if ref_model is not None and kl_coef > 0:
             with torch.no_grad():
-                ref_logp = token_logprobs(ref_model, mb, temperature, share_prompts)
+                ref_logp = token_logprobs(ref_model, mb, temperature, share_prompts, plan)
         i = torch.as_tensor(idx, device=adv.device)
         old = logp.detach() if old_logp is None else old_logp[i][:, :logp.shape[1]]
         loss, st = clipped_surrogate(logp, old, adv[i], mb.response_mask, clip_eps, n_tokens, ref_logp, kl_coef)

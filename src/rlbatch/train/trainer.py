@@ -359,7 +359,7 @@ def rollout_step(model, tok, task, cfg: TrainConfig, step: int, stats=None):
 
 
 def grpo_update(model, optimizer, lr: float, kept, adv, cfg: TrainConfig, micro: int, ref_model=None,
-                old_logp=None):
+                old_logp=None, prepared=None):
     """The GRPO updates of one step on the retained rollout ``kept`` ([B_ret, ...], rows grouped by prompt) with
     advantages ``adv`` [B_ret]: ``cfg.ppo_epochs`` passes over mini-batches of ``cfg.update_batch`` responses (whole
     groups, in order; the last one smaller when filtering left fewer), one optimizer step each, every update's loss
@@ -368,7 +368,8 @@ def grpo_update(model, optimizer, lr: float, kept, adv, cfg: TrainConfig, micro:
     on; with one (the default) the old policy is the current one, as before. ``old_logp`` [B_ret, T] (asynchronous
     rollouts, :mod:`rlbatch.train.async_rollout`): the behaviour policy's log-probabilities recorded at sampling
     time, the old policy of every update instead. Micro-batches: ``micro`` responses,
-    fewer under ``cfg.micro_batch_tokens`` (:func:`rlbatch.train.grpo.token_budget_micro`).
+    fewer under ``cfg.micro_batch_tokens`` (:func:`rlbatch.train.grpo.token_budget_micro`). ``prepared``: the
+    passes' trim bounds and packing plans computed ahead (asynchronous rollouts), used for a single update.
 
     Returns ``(metrics, tokens trained)``: ``grad_norm/actor``, ``noise/*`` and ``grad_clipped`` of the *first*
     update (on-policy, batch M: the grad-norm fit's and noise scale's inputs), ``loss`` the mean over updates,
@@ -398,7 +399,8 @@ def grpo_update(model, optimizer, lr: float, kept, adv, cfg: TrainConfig, micro:
             gr = accumulate_gradients(model, sub, adv[i], m, cfg.clip_eps, ref_model, cfg.kl_coef, group_size=G,
                                       split_groups=cfg.noise_split_groups, temperature=cfg.temperature,
                                       old_logp=None if old is None else old[i.to(old.device)],
-                                      share_prompts=cfg.share_prompts)
+                                      share_prompts=cfg.share_prompts,
+                                      prepared=prepared if len(minis) == 1 and cfg.ppo_epochs == 1 else None)
             if not math.isfinite(gr.loss):
                 raise NonFiniteError(f"non-finite loss ({gr.loss})")
             gnorm = optimizer_step(model, optimizer, lr, cfg.max_grad_norm, gr.grad_sq_big)
@@ -550,7 +552,7 @@ def _train(cfg: TrainConfig, out: Path, lr: float, micro: int, resume: bool, pro
     from rlbatch.train import async_rollout
 
     pipe = (async_rollout.AsyncRollouts(cfg, model, tok, task, state["step"], ck.get(async_rollout.CKPT_KEY)
-                                        if resume and ckpt_path.exists() else None)
+                                        if resume and ckpt_path.exists() else None, micro=micro)
             if async_rollout.enabled(cfg) else None)
 
     def ckpt_extra() -> dict | None:
@@ -604,7 +606,11 @@ def _train(cfg: TrainConfig, out: Path, lr: float, micro: int, resume: bool, pro
             else:
                 items, ro = rollout_step(model, tok, task, cfg, step, gen_stats)
             t1 = time.perf_counter()
-            rewards = score(task, items, ro.texts)
+            ahead = None  # async hook: rewards and the update's layout computed by the generation process
+            if pipe is not None:
+                rewards, _ = pipe.prepared_update()  # the rewards; the passes once the rows are known
+            if pipe is None or rewards is None:
+                rewards = score(task, items, ro.texts)
             t2 = time.perf_counter()
             rec: dict[str, Any] = {}
             if ppo is not None:  # PPO hook: every response is kept (B_train = P x G)
@@ -622,9 +628,11 @@ def _train(cfg: TrainConfig, out: Path, lr: float, micro: int, resume: bool, pro
                 b_ret = int(rows.numel())
             if ppo is None and b_ret > 0:
                 try:
+                    if pipe is not None:
+                        _, ahead = pipe.prepared_update(rows.tolist())
                     rec, n_tok = grpo_update(model, optimizer, lr, ro.select(rows), adv.view(-1)[rows], cfg, micro,
                                              ref_model, old_logp=None if behaviour_logp is None  # async hook
-                                             else behaviour_logp[rows])
+                                             else behaviour_logp[rows], prepared=ahead)
                 except NonFiniteError as err:
                     raise _diverged(out, step, err, saved["step"]) from None
             elif ppo is None:
