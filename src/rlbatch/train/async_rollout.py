@@ -47,6 +47,8 @@ import numpy as np
 from rlbatch.errors import UserError
 
 CKPT_KEY = "async_rollouts"
+#: The arrays of a :class:`rlbatch.train.grpo.PackingPlan` the generation process sends (numpy) with a batch.
+PLAN_ARRAYS = ("src_row", "src_col", "pos", "seg", "row", "col", "ids", "mask")
 
 
 def enabled(cfg) -> bool:
@@ -295,9 +297,8 @@ def prepare_batch(model, o: dict, b: int, st: dict) -> dict:
     kept = ro.select(rows)
     m = token_budget_micro(kept, o["micro"], o["micro_tokens"])
     out["passes"] = [(p.lo, p.hi, None if p.plan is None else
-                      {**{k: getattr(p.plan, k).numpy() for k in ("src_row", "src_col", "pos", "seg", "row", "col")},
-                       "keep": p.plan.keep}, p.rows)
-                     for p in prepare_passes(model, kept, m, G, o["split"], o["share"])]
+                      {**{k: getattr(p.plan, k).numpy() for k in PLAN_ARRAYS}, "keep": p.plan.keep}, p.rows)
+                     for p in prepare_passes(model, kept, m, G, o["split"], o["share"], inputs=True)]
     return out
 
 
@@ -322,6 +323,9 @@ def _child(snap, opts: dict, cmd_q, res_q, shared, lock, ack) -> None:
         inflight, prompts = opts["inflight"], dict(opts["prompts"])
         nxt, version = opts["next_round"], opts["version"]
         parent = mp.parent_process()
+        import gc
+
+        gc.freeze()  # the model, task and tokenizer are long-lived: no full collection rescans them mid-round
         res_q.put(("ready",))
         while True:
             while nxt <= version:
@@ -406,6 +410,7 @@ class AsyncRollouts:
                 "version": s, "eos": tok.eos_token_id, "pad": tok.pad_token_id, "temperature": cfg.temperature,
                 "seed": cfg.seed, "parent_pid": os.getpid(),
                 "prep": _prep_options(cfg, task, tok, micro) if prepare else None}
+
 
         self.proc = ctx.Process(target=_child, args=(self.snap, opts, self.cmd_q, self.res_q, self.shared,
                                                      self.lock, self.ack), daemon=True, name="rlbatch-rollouts")
@@ -500,8 +505,7 @@ class AsyncRollouts:
         out = []
         for lo, hi, plan, n in p["passes"]:
             if plan is not None:
-                plan = PackingPlan(*(torch.from_numpy(plan[k]).to(dev) for k in
-                                     ("src_row", "src_col", "pos", "seg", "row", "col")), plan["keep"])
+                plan = PackingPlan(keep=plan["keep"], **{k: torch.from_numpy(plan[k]).to(dev) for k in PLAN_ARRAYS})
             out.append(PreparedPass(lo, hi, plan, n))
         return rewards, out
 

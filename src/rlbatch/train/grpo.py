@@ -136,7 +136,8 @@ class PackingPlan:
     index ``rollout.input_ids`` (prompt columns, then response columns), ``pos`` [R, S] position ids, ``seg`` [R, S]
     the segment of each packed token (0: the shared prompt, j >= 1: the j-th response of that prompt, -1: padding),
     ``row`` [N] and ``col`` [N, T] the packed position whose logits predict response token t of rollout row n,
-    ``keep`` the number of trailing packed positions the LM head must run on."""
+    ``keep`` the number of trailing packed positions the LM head must run on; ``ids`` [R, S] and ``mask``
+    [R, 1, S, S] (bool) the packed tokens and attention mask when computed ahead (:func:`packed_inputs`)."""
 
     src_row: torch.Tensor
     src_col: torch.Tensor
@@ -145,6 +146,8 @@ class PackingPlan:
     row: torch.Tensor
     col: torch.Tensor
     keep: int
+    ids: torch.Tensor | None = None
+    mask: torch.Tensor | None = None
 
 
 #: Packing is used when its estimated forward cost is below this fraction of the padded-row layout's.
@@ -221,13 +224,8 @@ def packed_logprobs(model, rollout: Rollout, plan: PackingPlan, temperature: flo
     packed rows under the block-causal mask (a token sees the earlier tokens of its own segment and, for a
     response, its prompt; padding sees only itself), logits taken at ``plan.col``. Returns [N, T] like the padded
     layout; equal to it up to float rounding (the same prompt and response context, the same positions)."""
-    ids = rollout.input_ids[plan.src_row, plan.src_col]
+    ids, mask = (plan.ids, plan.mask) if plan.ids is not None else packed_inputs(rollout, plan)
     S = ids.shape[1]
-    q, k = plan.seg[:, :, None], plan.seg[:, None, :]
-    causal = torch.ones(S, S, dtype=torch.bool, device=ids.device).tril()
-    mask = causal & (k >= 0) & ((k == 0) | (k == q))
-    mask |= torch.eye(S, dtype=torch.bool, device=ids.device)  # no query without a key (padding)
-    mask = mask[:, None]
     if (getattr(model.config, "_attn_implementation", None) or "eager") == "eager":  # additive float mask
         dtype = next(model.parameters()).dtype
         mask = torch.zeros(mask.shape, dtype=dtype, device=ids.device).masked_fill(~mask, torch.finfo(dtype).min)
@@ -235,6 +233,19 @@ def packed_logprobs(model, rollout: Rollout, plan: PackingPlan, temperature: flo
                 logits_to_keep=plan.keep)
     logits = out.logits[plan.row[:, None], plan.col - (S - plan.keep)]
     return _logp(logits, rollout.response_ids, temperature)
+
+
+def packed_inputs(rollout: Rollout, plan: PackingPlan) -> tuple[torch.Tensor, torch.Tensor]:
+    """The packed token ids [R, S] of ``rollout`` under ``plan`` and the block-causal attention mask [R, 1, S, S]
+    (True: attend): a token sees the earlier tokens of its own segment and, for a response, its prompt; padding
+    sees only itself (no query without a key)."""
+    ids = rollout.input_ids[plan.src_row, plan.src_col]
+    S = ids.shape[1]
+    q, k = plan.seg[:, :, None], plan.seg[:, None, :]
+    causal = torch.ones(S, S, dtype=torch.bool, device=ids.device).tril()
+    mask = causal & (k >= 0) & ((k == 0) | (k == q))
+    mask |= torch.eye(S, dtype=torch.bool, device=ids.device)
+    return ids, mask[:, None]
 
 
 def trim_bounds(rollout: Rollout) -> tuple[int, int]:
@@ -276,15 +287,19 @@ class PreparedPass:
 
 
 def prepare_passes(model, rollout: Rollout, micro_batch_size: int, group_size: int, split_groups: int,
-                   share_prompts: bool) -> list[PreparedPass]:
+                   share_prompts: bool, inputs: bool = False) -> list[PreparedPass]:
     """The :class:`PreparedPass` of every pass of :func:`accumulate_gradients` on ``rollout`` (rows grouped by
-    prompt, laid out by :func:`prompt_layout`), in order."""
+    prompt, laid out by :func:`prompt_layout`), in order; with ``inputs`` each packing plan also carries its
+    packed ids and mask (:func:`packed_inputs`)."""
     out = []
     for idx, _ in prompt_layout(rollout.response_ids.shape[0] // group_size, group_size, micro_batch_size,
                                 split_groups):
         sub = rollout.select(idx)
         lo, hi = trim_bounds(sub)
-        plan = packing_plan(model, crop(sub, lo, hi)) if share_prompts else None
+        mb = crop(sub, lo, hi)
+        plan = packing_plan(model, mb) if share_prompts else None
+        if plan is not None and inputs:
+            plan.ids, plan.mask = packed_inputs(mb, plan)
         out.append(PreparedPass(lo, hi, plan, len(idx)))
     return out
 
