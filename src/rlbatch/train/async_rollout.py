@@ -63,6 +63,19 @@ def check_config(cfg) -> None:
                         field="async_rollouts")
 
 
+def default_trainer_threads(cfg) -> int | None:
+    """The trainer's torch threads when none are given and generation runs in its own process: the usable cores
+    less ``rollout_threads`` (at least 1), so the two processes do not oversubscribe the machine; None for the
+    synchronous loop (torch's default)."""
+    if not enabled(cfg):
+        return None
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        cores = os.cpu_count() or 1
+    return max(1, cores - int(getattr(cfg, "rollout_threads", 1) or 1))
+
+
 #: TrainConfig fields of the asynchronous rollouts (a sweep runs its ladder with and without them).
 ASYNC_FIELDS = ("async_rollouts", "partial_rollout_tokens", "rollout_threads")
 

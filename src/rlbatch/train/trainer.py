@@ -92,7 +92,8 @@ class TrainConfig(BaseModel):
     max_time_s: float | None = Field(None, gt=0)
     max_empty_steps: int = Field(200, ge=1, description="stop after this many consecutive all-filtered steps")
     device: str = "cpu"
-    threads: int | None = Field(None, ge=1)
+    threads: int | None = Field(None, ge=1, description="torch threads of the trainer; None = torch's default (all "
+                                "cores), less the generation process's with asynchronous rollouts")
     # PPO (algo="ppo"; rlbatch.train.ppo): value model, GAE, critic optimizer
     algo: Literal["grpo", "ppo"] = "grpo"
     critic_model: str | None = Field(None, description="separate critic model (preset/dir); default: copy of policy")
@@ -459,6 +460,12 @@ def train(cfg: TrainConfig, out_dir: Path | str, *, resume: bool = False, progre
             return out
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
+    else:  # asynchronous rollouts: leave the generation process its cores (torch's default takes them all)
+        from rlbatch.train.async_rollout import default_trainer_threads
+
+        n = default_trainer_threads(cfg)
+        if n:
+            torch.set_num_threads(n)
 
     task = task or get_task(cfg.task, seed=cfg.split_seed, eval_size=cfg.eval_size)
     check_writable(out)
