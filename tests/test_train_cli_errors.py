@@ -51,8 +51,28 @@ def test_model_dir_without_weights(monkeypatch, capsys, tmp_path):
 
 
 def test_missing_lr_and_rule_base(monkeypatch, capsys, tmp_path):
-    code, err = run_cli(monkeypatch, capsys, "train", "--out", str(tmp_path / "run"))
+    """No --lr and no base: an error for a model without a calibrated demo (tiny-random) ..."""
+    code, err = run_cli(monkeypatch, capsys, "train", "--out", str(tmp_path / "run"), "--model", "tiny-random")
     assert code == 2 and "--lr" in err
+
+
+def test_preset_without_lr_takes_its_demo_base(monkeypatch, capsys, tmp_path):
+    """... and the demo's B0 = 16, lr0 = 1e-4 under the sqrt rule for the tiny preset (issue 16's literal command:
+    ``rlbatch train --model tiny -P 512 -G 8 --samples 8192 --max-concurrent-sequences 256``): lr = 1e-4 x
+    sqrt(4096 / 16) = 1.6e-3, said on stderr."""
+    import rlbatch.train.trainer as trainer
+
+    seen = {}
+
+    def fake_train(cfg, out, **kw):
+        seen["lr"] = cfg.resolved_lr()
+        raise SystemExit(0)
+
+    monkeypatch.setattr(trainer, "train", fake_train)
+    code, err = run_cli(monkeypatch, capsys, "train", "--out", str(tmp_path / "run"), "--model", "tiny", "-P", "512",
+                        "-G", "8", "--samples", "8192", "--max-concurrent-sequences", "256")
+    assert code == 0 and seen["lr"] == pytest.approx(1.6e-3)
+    assert "B0=16, lr0=0.0001" in err
 
 
 def test_smollm2_missing_package_names_install_command(monkeypatch, tmp_path):

@@ -123,7 +123,8 @@ def train_cmd(
     group_size: int = typer.Option(8, "--group-size", "-G", help="G: responses per prompt."),
     lr: Optional[float] = typer.Option(None, "--lr", help="Learning rate (else from --base-batch/--base-lr/--rule)."),
     base_batch: Optional[int] = typer.Option(None, "--base-batch", help="B0 of the LR rule."),
-    base_lr: Optional[float] = typer.Option(None, "--base-lr", help="lr0 of the LR rule."),
+    base_lr: Optional[float] = typer.Option(None, "--base-lr", help="lr0 of the LR rule (with neither --lr nor a "
+                                            "base: the preset's demo calibration, tiny: B0 16, lr0 1e-4)."),
     rule: str = typer.Option("sqrt", "--rule", help="LR rule when --lr is not given: sqrt, linear, none."),
     samples: int = typer.Option(4096, "--samples", help="Retained-sample budget."),
     out: Path = typer.Option(..., "--out", help="Run directory to write."),
@@ -190,6 +191,14 @@ def train_cmd(
     from rlbatch.train.tasks import default_max_new_tokens
     from rlbatch.train.trainer import make_config, train
 
+    if lr is None and base_batch is None and base_lr is None and algo == "grpo":
+        from rlbatch.sweep.demo import DEMOS
+
+        d = DEMOS.get(model)
+        if d is not None and d["task"] == task:  # the preset's calibrated base: its demo study's B0 and lr0
+            base_batch, base_lr = d["base_batch"], d["base_lr"]
+            typer.echo(f"lr: the {rule} rule from the {model} demo's base B0={base_batch}, lr0={base_lr:g} (give "
+                       "--lr, or --base-batch and --base-lr, to choose)", err=True)
     cfg = make_config(model=model, task=task, prompts_per_step=prompts_per_step, group_size=group_size, lr=lr,
                       lr_rule=rule if lr is None else None, base_batch=base_batch, base_lr=base_lr, samples=samples,
                       seed=seed, micro_batch_size=micro_batch_size,
