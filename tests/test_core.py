@@ -109,6 +109,13 @@ def test_cpu_clock_on_a_shared_cpu():
     assert rows["b"]["relative_throughput"] == pytest.approx(2.0)     # same CPU seconds per step, twice the samples
     rows = {r["run"]: r for r in account_runs([a, b], 0.3, clock="wall", n_boot=0)["rows"]}
     assert rows["b"]["relative_throughput"] == pytest.approx(3.0)
+    # an asynchronous run (generation in its own process, time/overlap_s logged) among them: wall-clock, where the
+    # overlap shows (its CPU time adds the generation process's seconds), as the report's async section measures
+    c = linear_run("c", 128, hardware=hw, cpu=0.9, step_s=1.0)
+    c.metrics["time/overlap_s"] = 0.4
+    assert clock_basis([a, c]) == "wall" and clock_basis([a, c], "cpu") == "cpu"
+    rows = {r["run"]: r for r in account_runs([a, c], 0.3, n_boot=0)["rows"]}
+    assert rows["c"]["relative_throughput"] == pytest.approx(3.0)
 
 
 def test_throughput_model_passes_through_the_measured_interval_and_counts_filtering():

@@ -35,7 +35,10 @@ def clock_basis(runs: Sequence[Any], requested: str = "auto") -> str:
     ``auto``: ``cpu`` when every run logs ``time/cpu_s`` and ran on a CPU device (``hardware.device == "cpu"``):
     there the process CPU time is the work of the step, untouched by other processes (other trials of the sweep,
     other users) that share the cores and stretch the wall-clock — the fixed-LR control and the square-root run at
-    the same B then measure the same throughput; else ``wall``. ``wall`` / ``cpu`` force one (``cpu`` raises
+    the same B then measure the same throughput; else ``wall``. With an asynchronous run among them
+    (``time/overlap_s`` logged: generation in its own process) ``auto`` is ``wall``: CPU time adds up both
+    processes' work, so it cannot show what overlapping them saves, and the accounting would contradict the report's
+    synchronous-vs-asynchronous comparison (wall-clock). ``wall`` / ``cpu`` force one (``cpu`` raises
     :class:`UserError` when a run lacks ``time/cpu_s``)."""
     runs = list(runs)
     if requested not in ("auto",) + CLOCKS:
@@ -54,6 +57,12 @@ def clock_basis(runs: Sequence[Any], requested: str = "auto") -> str:
         hw = r.meta.hardware
         return isinstance(hw, dict) and str(hw.get("device", "")).startswith("cpu")
 
+    def asynchronous(r: Any) -> bool:
+        m = r.metrics
+        return isinstance(m, pd.DataFrame) and "time/overlap_s" in m.columns and m["time/overlap_s"].notna().any()
+
+    if any(asynchronous(r) for r in runs):
+        return "wall"
     return "cpu" if runs and all(has_cpu) and all(on_cpu(r) for r in runs) else "wall"
 
 
