@@ -18,19 +18,21 @@ from rlbatch.errors import UserError
 #: 1e-3 collapses the policy). Grad clipping at 1.0 is on (norms are ~2-5, so it clips most steps; with Adam this
 #: rescales the gradient and barely changes the update).
 #:
-#: The tiny ladder reaches past the critical batch: B = 16 ... 2048 on the square-root rule. An exploratory sweep
+#: The tiny ladder reaches past the critical batch: B = 16 ... 4096 on the square-root rule. An exploratory sweep
 #: (2 seeds, 2026-12-01) gave rN 1.37 / 1.72 / 1.55 / 1.97 at B = 128 / 256 / 512 / 1024 against B = 16 while the
 #: throughput gain on 2 CPU cores levels off at ~1.7-1.9x from B = 128 on, so the family ends early and only a batch
-#: whose rN clearly exceeds ~1.9 is slower beyond noise: B = 2048. Every trial has the same retained-sample budget
-#: (49,152, room for rN ~ 5 at B0's ~10k samples-to-target) and stops at its first evaluation at or above the
+#: whose rN clearly exceeds ~1.9 is slower beyond noise: B = 2048. Issue 16's faster update (prompt sharing) raised
+#: the throughput gain of the large batches to ~2.4x, and B = 2048 (rN 2.82) became within noise (1.16, 0.88-1.54),
+#: so the ladder now goes to B = 4096 (rN ~4 predicted). Every trial has the same retained-sample budget
+#: (65,536, room for rN ~ 6.8 at B0's ~9.6k samples-to-target) and stops at its first evaluation at or above the
 #: target (``stop_at_target``, hold 1): samples-to-target is that first crossing either way, and the small batches,
 #: the expensive ones per sample, no longer run past it. 512 held-out items per evaluation (binomial sd ~0.02
 #: near the target, below the spread across seeds) halve the evaluation cost of the large batches, which evaluate
 #: every step or two.
 DEMOS: dict[str, dict[str, Any]] = {
     "tiny": dict(model="tiny", task="arithmetic", base_batch=16, base_lr=1e-4,
-                 batches=[16, 32, 64, 128, 256, 512, 1024, 2048], rule="sqrt", fixed_lr_control=128,
-                 group_sizes=[8], seeds=3, samples=49152, target=0.45,
+                 batches=[16, 32, 64, 128, 256, 512, 1024, 2048, 4096], rule="sqrt", fixed_lr_control=128,
+                 group_sizes=[8], seeds=3, samples=65536, target=0.45,
                  options=dict(eval_every=1024, eval_size=512, eval_batch_size=512, max_new_tokens=5,
                               micro_batch_size=8, max_grad_norm=1.0, checkpoint_every=50, stop_at_target=0.45,
                               stop_hold=1)),
