@@ -113,6 +113,19 @@ def _quiet_transformers() -> None:
     warnings.filterwarnings("ignore", category=UserWarning, module="torch")
 
 
+# Options shared by `train` and `sweep` (one definition, the same help in both)
+GAMMA = typer.Option(1.0, "--gamma", help="PPO: GAE discount.")
+LAM = typer.Option(1.0, "--lam", help="PPO: GAE lambda.")
+VALUE_CLIP = typer.Option(0.2, "--value-clip", help="PPO: value-loss clip range (0: off).")
+CRITIC_WARMUP_STEPS = typer.Option(0, "--critic-warmup-steps", help="PPO: critic-only steps first.")
+ASYNC_ROLLOUTS = typer.Option(0, "--async-rollouts", help="K: generation runs in its own process up to K policy "
+                              "versions ahead of the update (0: synchronous). GRPO.")
+PARTIAL_ROLLOUT_TOKENS = typer.Option(None, "--partial-rollout-tokens", help="T: each round decodes at most T new "
+                                      "tokens per response; unfinished ones continue under the next version.")
+ROLLOUT_THREADS = typer.Option(1, "--rollout-threads", help="Torch threads of the generation process (with "
+                               "--async-rollouts / --partial-rollout-tokens).")
+
+
 @app.command("train")
 def train_cmd(
     model: str = typer.Option("tiny", "--model", help="Preset (tiny, tiny-random, smollm2-135m) or a local Hugging "
@@ -173,17 +186,13 @@ def train_cmd(
     critic_lr: Optional[float] = typer.Option(None, "--critic-lr", help="PPO: critic learning rate (else from "
                                               "--critic-base-lr under --rule, else the actor's lr)."),
     critic_base_lr: Optional[float] = typer.Option(None, "--critic-base-lr", help="PPO: critic lr0 at --base-batch."),
-    gamma: float = typer.Option(1.0, "--gamma", help="PPO: GAE discount."),
-    lam: float = typer.Option(1.0, "--lam", help="PPO: GAE lambda."),
-    value_clip: float = typer.Option(0.2, "--value-clip", help="PPO: value-loss clip range (0: off)."),
-    critic_warmup_steps: int = typer.Option(0, "--critic-warmup-steps", help="PPO: critic-only steps first."),
-    async_rollouts: int = typer.Option(0, "--async-rollouts", help="K: generation runs in its own process up to K "
-                                       "policy versions ahead of the update (0: synchronous). GRPO."),
-    partial_rollout_tokens: Optional[int] = typer.Option(None, "--partial-rollout-tokens", help="T: each round "
-                                                         "decodes at most T new tokens per response; unfinished "
-                                                         "ones continue under the next version."),
-    rollout_threads: int = typer.Option(1, "--rollout-threads", help="Torch threads of the generation process "
-                                        "(with --async-rollouts / --partial-rollout-tokens)."),
+    gamma: float = GAMMA,
+    lam: float = LAM,
+    value_clip: float = VALUE_CLIP,
+    critic_warmup_steps: int = CRITIC_WARMUP_STEPS,
+    async_rollouts: int = ASYNC_ROLLOUTS,
+    partial_rollout_tokens: Optional[int] = PARTIAL_ROLLOUT_TOKENS,
+    rollout_threads: int = ROLLOUT_THREADS,
 ) -> None:
     """Train with GRPO (or PPO with --algo ppo): one optimizer step per P x G rollout batch, metrics in
     DIR/metrics.jsonl (canonical names), greedy evaluations in DIR/eval.jsonl, checkpoints for --resume."""
@@ -312,17 +321,13 @@ def sweep_cmd(
     critic_model: Optional[str] = typer.Option(None, "--critic-model", help="PPO: separate critic model."),
     critic_base_lr: Optional[float] = typer.Option(None, "--critic-base-lr", help="PPO: critic lr0 at B0 (scaled "
                                                    "by --rule like the actor's; default: the actor's lr)."),
-    gamma: float = typer.Option(1.0, "--gamma", help="PPO: GAE discount."),
-    lam: float = typer.Option(1.0, "--lam", help="PPO: GAE lambda."),
-    value_clip: float = typer.Option(0.2, "--value-clip", help="PPO: value-loss clip range (0: off)."),
-    critic_warmup_steps: int = typer.Option(0, "--critic-warmup-steps", help="PPO: critic-only steps first."),
-    async_rollouts: int = typer.Option(0, "--async-rollouts", help="K: generation runs in its own process up to K "
-                                       "policy versions ahead of the update (0: synchronous). GRPO."),
-    partial_rollout_tokens: Optional[int] = typer.Option(None, "--partial-rollout-tokens", help="T: each round "
-                                                         "decodes at most T new tokens per response; unfinished "
-                                                         "ones continue under the next version."),
-    rollout_threads: int = typer.Option(1, "--rollout-threads", help="Torch threads of the generation process "
-                                        "(with --async-rollouts / --partial-rollout-tokens)."),
+    gamma: float = GAMMA,
+    lam: float = LAM,
+    value_clip: float = VALUE_CLIP,
+    critic_warmup_steps: int = CRITIC_WARMUP_STEPS,
+    async_rollouts: int = ASYNC_ROLLOUTS,
+    partial_rollout_tokens: Optional[int] = PARTIAL_ROLLOUT_TOKENS,
+    rollout_threads: int = ROLLOUT_THREADS,
 ) -> None:
     """Batch-size sweep: every B under the LR rule (+ a fixed-LR control) to the same sample budget, resumable
     (finished trials are skipped; local and ray share sweep.json), then the report (report.html, report.md,

@@ -68,12 +68,11 @@ def hf_model_dir(model: str) -> Path:
 def build_dataset(task, cfg, steps: int):
     """``datasets.Dataset`` with the prompts of steps 1..``steps`` in order (P per step, as our trainer draws
     them) and their index ``item`` into the returned item list. Returns ``(dataset, items)``."""
-    import numpy as np
     from datasets import Dataset
 
     items = []
     for s in range(1, steps + 1):
-        items += task.sample(np.random.default_rng([cfg.seed, s]), cfg.prompts_per_step)
+        items += task.step_prompts(cfg.seed, s, cfg.prompts_per_step)
     return Dataset.from_dict({"prompt": [it.prompt for it in items], "item": list(range(len(items)))}), items
 
 

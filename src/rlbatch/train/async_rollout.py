@@ -288,21 +288,17 @@ def prepare_batch(model, o: dict, b: int, st: dict) -> dict:
     every micro-batch pass's trim bounds and packing plan (:func:`rlbatch.train.grpo.prepare_passes`, numpy
     arrays): work that needs no weights, taken off the trainer's critical path. The trainer computes the same
     functions of the same data when this is missing, so results do not depend on it."""
-    import torch
-
-    from rlbatch.train.grpo import group_advantages, prepare_passes, token_budget_micro
+    from rlbatch.train.grpo import prepare_passes, retained_rows, token_budget_micro
+    from rlbatch.train.rollout import score
 
     task, G = o["task"], o["G"]
-    items = [it for it in task.sample(np.random.default_rng([o["seed"], b]), o["P"]) for _ in range(G)]
+    items = [it for it in task.step_prompts(o["seed"], b, o["P"]) for _ in range(G)]
     texts = o["tok"].batch_decode(st["resp"], skip_special_tokens=True)
-    rewards = [float(task.score(it, tx)) for it, tx in zip(items, texts)]
-    out: dict[str, Any] = {"texts": texts, "rewards": rewards, "passes": None}
+    rewards = score(task, items, texts)
+    out: dict[str, Any] = {"texts": texts, "rewards": rewards.tolist(), "passes": None}
     if not o["single"]:
         return out
-    _, keep = group_advantages(torch.tensor(rewards, dtype=torch.float32).view(-1, G))
-    if not o["filter"]:
-        keep = torch.ones_like(keep)
-    rows = torch.nonzero(keep.repeat_interleave(G), as_tuple=False).squeeze(1)
+    _, _, rows = retained_rows(rewards, G, o["filter"])
     out["rows"] = [int(x) for x in rows]
     if not len(rows):
         return out
@@ -442,7 +438,7 @@ class AsyncRollouts:
 
     def _items(self, b: int, per_prompt: bool = False):
         # the prompts of step b, drawn exactly as the synchronous loop draws them (trainer.rollout_step)
-        prompts = self.task.sample(np.random.default_rng([self.cfg.seed, b]), self.cfg.prompts_per_step)
+        prompts = self.task.step_prompts(self.cfg.seed, b, self.cfg.prompts_per_step)
         return prompts if per_prompt else [it for it in prompts for _ in range(self.cfg.group_size)]
 
     def _busy(self) -> tuple[float, float]:
@@ -500,27 +496,31 @@ class AsyncRollouts:
         self._mark1 = self._busy()
         return self._items(step), ro, blp.to(dev)
 
-    def prepared_update(self, rows=None) -> tuple[Any, list | None]:
-        """What the generator computed ahead for the batch :meth:`get` returned last: ``(rewards [B] or None,
-        the update's passes (:class:`rlbatch.train.grpo.PreparedPass`, on the run's device) or None)``; the passes
-        only when their retained rows are ``rows`` (the trainer's own filtering of the same rewards)."""
+    def prepared_rewards(self):
+        """The rewards [B] the generator computed for the batch :meth:`get` returned last (None: not prepared)."""
+        import torch
+
+        p = self.prepared
+        return None if p is None else torch.tensor(p["rewards"], dtype=torch.float32)
+
+    def prepared_passes(self, rows) -> list | None:
+        """The update's passes (:class:`rlbatch.train.grpo.PreparedPass`, on the run's device) the generator laid
+        out for that batch, when its retained rows are ``rows`` (the trainer's own filtering of the same rewards);
+        else None."""
         import torch
 
         from rlbatch.train.grpo import PackingPlan, PreparedPass
 
         p = self.prepared
-        if p is None:
-            return None, None
-        rewards = torch.tensor(p["rewards"], dtype=torch.float32)
-        if rows is None or p.get("passes") is None or p.get("rows") != [int(x) for x in rows]:
-            return rewards, None
+        if p is None or p.get("passes") is None or p.get("rows") != [int(x) for x in rows]:
+            return None
         dev = self.cfg.device
         out = []
         for lo, hi, plan, n in p["passes"]:
             if plan is not None:
                 plan = PackingPlan(keep=plan["keep"], **{k: torch.from_numpy(plan[k]).to(dev) for k in PLAN_ARRAYS})
             out.append(PreparedPass(lo, hi, plan, n))
-        return rewards, out
+        return out
 
     def publish(self, step: int, model, snapshot: bool = False) -> None:
         """After update ``step``: hand version ``step`` to the generator (after it has taken version step-1 into

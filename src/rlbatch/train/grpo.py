@@ -42,6 +42,18 @@ def group_advantages(rewards: torch.Tensor, eps: float = 1e-6) -> tuple[torch.Te
     return adv, keep
 
 
+def retained_rows(rewards: torch.Tensor, group_size: int, filter_groups: bool = True):
+    """The retained responses of a step: ``rewards`` [P x G] (rows grouped by prompt) give
+    ``(adv [P, G], keep [P] bool, rows [B_ret] long)`` with :func:`group_advantages`; ``keep`` all True when not
+    ``filter_groups`` (every response trained, zero advantage for all-equal groups, as TRL); ``rows`` the indices of
+    the kept groups' responses. The one definition of which responses a GRPO step trains on (the trainer, the
+    asynchronous generator preparing the update)."""
+    adv, keep = group_advantages(rewards.view(-1, group_size))
+    if not filter_groups:
+        keep = torch.ones_like(keep)
+    return adv, keep, torch.nonzero(keep.repeat_interleave(group_size), as_tuple=False).squeeze(1)
+
+
 def micro_batches(n: int, micro_batch_size: int) -> list[np.ndarray]:
     """Split ``n`` retained responses into ``ceil(n / micro_batch_size)`` contiguous micro-batches of near-equal
     size (sizes differ by at most 1; none exceeds ``micro_batch_size``).

@@ -58,6 +58,12 @@ class Task:
         idx = rng.integers(0, len(self.train), size=n)
         return [self.train[i] for i in idx]
 
+    def step_prompts(self, seed: int, step: int, n: int) -> list[Item]:
+        """The ``n`` prompts of training step ``step`` of a run seeded ``seed``: :meth:`sample` with
+        ``numpy.random.default_rng([seed, step])`` (the synchronous loop, the asynchronous generator and the TRL
+        entry point draw the same prompts this way)."""
+        return self.sample(np.random.default_rng([seed, step]), n)
+
     def score(self, item: Item, completion: str) -> float:
         """Reward in [0, 1] for ``completion`` (decoded response text, without the prompt)."""
         return float(self.scorer(item, completion))

@@ -349,8 +349,7 @@ def rollout_step(model, tok, task, cfg: TrainConfig, step: int, stats=None):
 
     from rlbatch.train.rollout import generate, render_prompt
 
-    rng = np.random.default_rng([cfg.seed, step])
-    prompts = task.sample(rng, cfg.prompts_per_step)
+    prompts = task.step_prompts(cfg.seed, step, cfg.prompts_per_step)
     items = [it for it in prompts for _ in range(cfg.group_size)]
     ids = [render_prompt(it, tok) for it in prompts]  # tokenised and prefilled once per prompt
     gen = torch.Generator(device=cfg.device).manual_seed(int(cfg.seed) * 1_000_003 + step)
@@ -482,7 +481,7 @@ def _train(cfg: TrainConfig, out: Path, lr: float, micro: int, resume: bool, pro
     import torch
 
     from rlbatch import faults
-    from rlbatch.train.grpo import NonFiniteError, group_advantages, make_adamw
+    from rlbatch.train.grpo import NonFiniteError, make_adamw, retained_rows
     from rlbatch.train.models import load_model
     from rlbatch.train.rollout import GenStats, evaluate, fitted_concurrency, score
 
@@ -613,10 +612,8 @@ def _train(cfg: TrainConfig, out: Path, lr: float, micro: int, resume: bool, pro
             else:
                 items, ro = rollout_step(model, tok, task, cfg, step, gen_stats)
             t1 = time.perf_counter()
-            ahead = None  # async hook: rewards and the update's layout computed by the generation process
-            if pipe is not None:
-                rewards, _ = pipe.prepared_update()  # the rewards; the passes once the rows are known
-            if pipe is None or rewards is None:
+            rewards = pipe.prepared_rewards() if pipe is not None else None  # async hook: scored ahead
+            if rewards is None:
                 rewards = score(task, items, ro.texts)
             t2 = time.perf_counter()
             rec: dict[str, Any] = {}
@@ -628,15 +625,11 @@ def _train(cfg: TrainConfig, out: Path, lr: float, micro: int, resume: bool, pro
                 except NonFiniteError as err:
                     raise _diverged(out, step, err, saved["step"]) from None
             else:
-                adv, keep = group_advantages(rewards.view(-1, G))
-                if not cfg.filter_groups:  # train every response (zero advantage for all-equal groups), as TRL
-                    keep = torch.ones_like(keep)
-                rows = torch.nonzero(keep.repeat_interleave(G), as_tuple=False).squeeze(1)
+                adv, keep, rows = retained_rows(rewards, G, cfg.filter_groups)
                 b_ret = int(rows.numel())
             if ppo is None and b_ret > 0:
                 try:
-                    if pipe is not None:
-                        _, ahead = pipe.prepared_update(rows.tolist())
+                    ahead = pipe.prepared_passes(rows.tolist()) if pipe is not None else None  # async hook
                     rec, n_tok = grpo_update(model, optimizer, lr, ro.select(rows), adv.view(-1)[rows], cfg, micro,
                                              ref_model, old_logp=None if behaviour_logp is None  # async hook
                                              else behaviour_logp[rows], prepared=ahead)
