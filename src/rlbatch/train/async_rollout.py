@@ -378,7 +378,7 @@ class AsyncRollouts:
     already taken (0, or the step of the checkpoint resumed from, whose generation state is ``saved``)."""
 
     def __init__(self, cfg, model, tok, task, start_step: int = 0, saved: dict | None = None,
-                 micro: int | None = None, prepare: bool = True):
+                 micro: int | None = None):
         import torch.multiprocessing as tmp
 
         self.cfg, self.tok, self.task = cfg, tok, task
@@ -418,7 +418,7 @@ class AsyncRollouts:
                 "group_size": G,
                 "version": s, "eos": tok.eos_token_id, "pad": tok.pad_token_id, "temperature": cfg.temperature,
                 "seed": cfg.seed, "parent_pid": os.getpid(),
-                "prep": _prep_options(cfg, task, tok, micro) if prepare else None}
+                "prep": _prep_options(cfg, task, tok, micro)}
 
 
         self.proc = ctx.Process(target=_child, args=(self.snap, opts, self.cmd_q, self.res_q, self.shared,
@@ -472,15 +472,13 @@ class AsyncRollouts:
         """Block until batch ``step`` is decoded. Returns ``(items [B], rollout [B], behaviour_logp [B, T])``: the
         rollout as :func:`rlbatch.train.trainer.rollout_step` gives it (rows grouped by prompt) and the recorded
         log-probabilities of its response tokens (0 past a response's end)."""
-        from rlbatch.train.rollout import Rollout
-
         self._mark0 = self._busy()
         while step not in self.pending:
             self._recv()
         st = self.pending.pop(step)
         self.prepared = self.prepared_of.pop(step, None)
-        ro, blp = batch_rollout(st, self.tok.pad_token_id, "cpu", self.prepared["texts"] if self.prepared else None,
-                                self.tok)
+        ro, blp = batch_rollout(st, self.tok.pad_token_id, self.cfg.device,
+                                self.prepared["texts"] if self.prepared else None, self.tok)
         first = [v[0] if v else step - 1 for v in st["ver"]]
         tok_stale = [(step - 1) - x for v in st["ver"] for x in v]
         self._info = {"rollout/staleness_mean": float(np.mean([(step - 1) - f for f in first])),
@@ -489,12 +487,8 @@ class AsyncRollouts:
                       "rollout/partial_frac": float(np.mean([len(set(v)) > 1 for v in st["ver"]])),
                       "rollout/version_span_max": int(max((v[-1] - v[0]) if v else 0 for v in st["ver"])),
                       "rollout/policy_version_min": int(min(first))}
-        dev = self.cfg.device
-        if dev != "cpu":
-            ro = Rollout(ro.prompt_ids.to(dev), ro.prompt_mask.to(dev), ro.response_ids.to(dev),
-                         ro.response_mask.to(dev), ro.texts)
         self._mark1 = self._busy()
-        return self._items(step), ro, blp.to(dev)
+        return self._items(step), ro, blp
 
     def prepared_rewards(self):
         """The rewards [B] the generator computed for the batch :meth:`get` returned last (None: not prepared)."""
