@@ -45,3 +45,51 @@ def test_ladder_and_table():
     rows = lr_table(1024, 1e-6, [2048, 8192, 16384], "sqrt")
     assert [r["batch_size"] for r in rows] == [2048, 8192, 16384]
     assert [round(r["lr"] * 1e6, 3) for r in rows] == [1.414, 2.828, 4.0]
+
+
+# ----------------------------------------------------------------------------------------- detect_lr_rule (issue 24)
+from rlbatch.scaling import detect_lr_rule  # noqa: E402
+
+
+def test_detect_fixed_lr_ladder():
+    # four update batches at one lr: the paper's fixed-LR control
+    r = detect_lr_rule([(256, 1e-6), (512, 1e-6), (1024, 1e-6), (2048, 1e-6)])
+    assert r.rule == "none" and r.label == "fixed LR (not retuned)"
+    assert (r.base_batch, r.base_lr) == (256, 1e-6)
+    assert r.exponent == pytest.approx(0.0, abs=1e-12)
+    assert "control" in r.sentence() and "not the batch" in r.sentence()
+
+
+def test_detect_sqrt_ladder_rounded_as_users_write_it():
+    # the paper's ladder as written in configs: 1e-6, 1.4e-6 (sqrt 2 = 1.414: 1.0% off), 2e-6, 2.8e-6 (2.828: 1.0%)
+    r = detect_lr_rule([(1024, 1e-6), (2048, 1.4e-6), (4096, 2e-6), (8192, 2.8e-6)])
+    assert r.rule == "sqrt" and r.label == "square-root rule" and not r.ambiguous
+    assert r.deviation["sqrt"] == pytest.approx(1 - 1.4 / math.sqrt(2), rel=1e-9)  # 0.0101, the largest
+    assert r.deviation["none"] == pytest.approx(1.8)  # 2.8e-6 vs 1e-6
+    # slope of log lr on log B: hand-computed from the four points, close to 0.5
+    xs = [0, math.log(2), math.log(4), math.log(8)]
+    ys = [0, math.log(1.4), math.log(2), math.log(2.8)]
+    mx, my = sum(xs) / 4, sum(ys) / 4
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+    assert r.exponent == pytest.approx(slope) and 0.48 < r.exponent < 0.5
+
+
+def test_detect_linear_and_unknown_and_too_few():
+    assert detect_lr_rule([(64, 1e-5), (128, 2e-5), (256, 4e-5)]).rule == "linear"
+    # lr grows like B^0.25: 1, 1.19, 1.41 -- neither fixed (41% off), sqrt (29%) nor linear
+    other = detect_lr_rule([(64, 1e-5), (128, 1.19e-5), (256, 1.41e-5)])
+    assert other.rule == "other" and other.label == "not by a known rule"
+    assert other.exponent == pytest.approx(0.248, abs=0.01)
+    # seeds repeat a point; an lr missing for a run is ignored
+    one = detect_lr_rule([(64, 1e-5), (64, 1e-5), (128, None)])
+    assert one.rule is None and "one batch size" in one.label
+    assert detect_lr_rule([]).rule is None
+    # two learning rates at one batch (an LR sweep): no rule
+    assert detect_lr_rule([(64, 1e-5), (64, 3e-5), (128, 1e-5)]).rule == "other"
+
+
+def test_detect_tolerance_boundary():
+    # 2048 at 1.5e-6 against 1024 at 1e-6: 6.1% above sqrt's 1.414e-6 -> no rule at 5%, sqrt at 10%
+    pts = [(1024, 1e-6), (2048, 1.5e-6)]
+    assert detect_lr_rule(pts).rule == "other"
+    assert detect_lr_rule(pts, tolerance=0.1).rule == "sqrt"

@@ -31,6 +31,7 @@ relative time lies wholly below / above 1, else ``within noise``.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 import zlib
@@ -42,6 +43,7 @@ import pandas as pd
 
 from rlbatch.errors import UserError
 from rlbatch.runstore import Run
+from rlbatch.scaling import LRRetuning, detect_lr_rule
 
 #: Keys of one accounting row in JSON output (``rlbatch account --format json``).
 JSON_KEYS = ("run", "batch_size", "samples_to_target", "rN", "relative_throughput", "relative_time",
@@ -407,8 +409,31 @@ def account_runs(runs: Sequence[Run], target: float, metric: str = "eval/score",
         rows.append(row)
     ref_ok = ref is not None and ests[ref]["reached"] and bool(ests[ref]["samples_to_target"])
     text, best, tied = recommendation(rows, ref if ref_ok else None, metric, target, runs)
+    retune = lr_retuning(rows, ref)
+    if retune.rule is not None:
+        text = f"{text} {retune.sentence()}"
     return {"rows": rows, "reference": ref, "recommendation": text, "best": best, "within_noise": tied,
-            "clock": basis, "estimates": ests}
+            "clock": basis, "estimates": ests, "lr_retuning": retuning_json(retune)}
+
+
+def lr_retuning(rows: Sequence[dict[str, Any]], ref: str | None = None) -> LRRetuning:
+    """How the compared configurations set the learning rate across batch sizes (:func:`rlbatch.scaling.
+    detect_lr_rule` on each row's ``batch_size``, the update batch B of the LR rule, and peak ``lr``). Rows that
+    declare an LR rule (``lr_rule``: runs of an rlbatch sweep, whose fixed-LR control sits beside its ladder) are
+    judged within the reference's declared rule; rows from logs declare none and are judged together."""
+    declared = [r.get("lr_rule") for r in rows]
+    by = {r["run"]: r for r in rows}
+    key = by[ref].get("lr_rule") if ref in by else max(set(declared), key=declared.count, default=None)
+    return detect_lr_rule([(r["batch_size"], r["lr"]) for r in rows if r.get("lr_rule") == key])
+
+
+def retuning_json(r: LRRetuning) -> dict[str, Any]:
+    """:class:`rlbatch.scaling.LRRetuning` as the JSON of ``rlbatch analyze`` (``lr_retuning``): its fields, the
+    points as ``[[B, lr], ...]`` and ``sentence`` (:meth:`LRRetuning.sentence`)."""
+    d = dataclasses.asdict(r)
+    d["points"] = [list(p) for p in r.points]
+    d["sentence"] = r.sentence()
+    return d
 
 
 #: Keys of one accounting row (``rlbatch analyze --format json`` ``accounting``; ``rlbatch plan`` candidates carry
@@ -523,7 +548,8 @@ def accounting_summary(runs: Sequence[Run], target: float, metric: str = "eval/s
         acc = account_runs(runs, target, metric, reference, ema=ema, sustained=sustained, clock=clock,
                            n_boot=n_boot)
         return {"accounting": acc["rows"], "reference": acc["reference"], "recommendation": acc["recommendation"],
-                "within_noise": acc["within_noise"], "clock": acc["clock"], "aggregation": AGGREGATION}
+                "within_noise": acc["within_noise"], "clock": acc["clock"], "aggregation": AGGREGATION,
+                "lr_retuning": acc["lr_retuning"]}
     from rlbatch.analysis.curves import group_seeds
 
     rows, comps, texts, clocks = [], [], [], set()
@@ -548,7 +574,8 @@ def accounting_summary(runs: Sequence[Run], target: float, metric: str = "eval/s
             clocks.add(acc["clock"])
         rows += [{**r, "comparison": label} for r in acc["rows"]]
         comps.append({"model": model, "task": task, "algorithm": alg, "runs": [r.run_id for r in rs],
-                      "reference": acc["reference"], "recommendation": acc["recommendation"]})
+                      "reference": acc["reference"], "recommendation": acc["recommendation"],
+                      "lr_retuning": acc.get("lr_retuning")})
         texts.append(f"**{label}** — {acc['recommendation']}")
     head = (f"These runs are of {len(groups)} different model / task / algorithm combinations, so they are not "
             "compared with each other (a batch-size comparison holds only within one): each is accounted "

@@ -13,6 +13,8 @@
 | ``prime-rl``, ``nemo-rl``, ``slime``, ``wandb-summary`` | console outputs, :mod:`.consoles`            |
 | ``wandb-csv`` | W&B history or chart-panel CSV export, :mod:`.tabular`                                 |
 | ``csv``, ``jsonl`` | generic tables, names mapped by :mod:`.names` plus ``mapping`` (``--map``)        |
+| ``wandb``     | local W&B run directories (``wandb/run-*/``, one or many), :mod:`.wandb_dir` (extra ``wandb``) |
+| ``mlflow``    | MLflow tracking data (``mlruns/`` file store, ``mlflow.db``), :mod:`.mlflow_store` (extra ``mlflow``) |
 
 The foreign -> canonical name table is :mod:`rlbatch.readers.names`.
 """
@@ -29,7 +31,7 @@ from rlbatch.readers.common import (ReadWarning, apply_overrides, clean_store_ru
 from rlbatch.runstore import Run, is_run_dir, iter_run_dirs, read_run
 
 FORMATS = ("rlbatch", "verl", "verl-jsonl", "tensorboard", "trl", "trl-console", "prime-rl", "nemo-rl", "slime",
-           "wandb-summary", "wandb-csv", "csv", "jsonl")
+           "wandb-summary", "wandb-csv", "csv", "jsonl", "wandb", "mlflow")
 
 __all__ = ["FORMATS", "ReadWarning", "load", "detect_format", "apply_overrides", "parse_mapping"]
 
@@ -60,12 +62,18 @@ def detect_format(path: str | Path) -> str:
             return "rlbatch"
         if trl.find_state(path) is not None:
             return "trl"
+        tracker = _tracker_format(path)
+        if tracker:
+            return tracker
         if any(path.rglob("events.out.tfevents*")):
             return "tensorboard"
         raise UserError("no run store (run.json), trainer_state.json or TensorBoard events in this directory",
                         path=str(path))
     if "tfevents" in path.name:
         return "tensorboard"
+    tracker = _tracker_format(path)
+    if tracker:
+        return tracker
     head = _head(path)
     stripped = head.lstrip()
     if not stripped:
@@ -134,6 +142,8 @@ def parse_mapping(items: list[str] | dict[str, str] | None) -> dict[str, str]:
 def _read_one(path: Path, fmt: str, mapping: dict[str, str]) -> list[Run]:
     from rlbatch.readers import jsonl, tabular, tensorboard, trl, verl_console
 
+    if fmt in ("wandb", "mlflow"):
+        return _read_tracker(path, fmt, mapping)
     if fmt == "rlbatch":
         runs = []
         for d in iter_run_dirs(path):
@@ -172,6 +182,28 @@ def _read_one(path: Path, fmt: str, mapping: dict[str, str]) -> list[Run]:
     if fmt in ("wandb-csv", "csv"):
         return tabular.read(path, fmt=fmt, user_map=mapping)
     raise UserError(f"unknown --log-format {fmt!r}; one of {', '.join(FORMATS)}", field="log-format")
+
+
+# ---- experiment trackers (issue 24): W&B run directories and MLflow tracking data, read by their own packages ----
+def _tracker_format(path: Path) -> str | None:
+    """``wandb`` for W&B run directories (or a ``.wandb`` file) at ``path``, ``mlflow`` for MLflow tracking data,
+    else None."""
+    from rlbatch.readers import mlflow_store, wandb_dir
+
+    if wandb_dir.run_dirs(path):
+        return "wandb"
+    if mlflow_store.is_store(path):
+        return "mlflow"
+    return None
+
+
+def _read_tracker(path: Path, fmt: str, mapping: dict[str, str]) -> list[Run]:
+    from rlbatch.readers import mlflow_store, wandb_dir
+
+    if fmt == "wandb":  # a run without a .wandb history: its files/output.log through the console readers
+        return wandb_dir.read_all(path, user_map=mapping, console=lambda p: load(p, mapping=mapping)[0])
+    return mlflow_store.read_all(path, user_map=mapping)
+# ---- end of the experiment trackers ----
 
 
 def load(path: str | Path, fmt: str | None = None, *, prompts_per_step: int | None = None,

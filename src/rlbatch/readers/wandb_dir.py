@@ -1,0 +1,271 @@
+"""Local W&B run directories (``wandb/run-*/``, ``wandb/offline-run-*/``) as users keep them, read-only.
+
+A run directory holds the binary transaction log ``run-<id>.wandb`` (every record the run logged: config, the full
+history, summary updates, console output, exit code) and, for runs that were online, ``files/config.yaml``,
+``files/wandb-summary.json`` and ``files/output.log``. The history is read from the ``.wandb`` file by the wandb
+package's own reader (``wandb leet inspect --json``, wandb >= 0.31: the records as JSON lines), never by a
+reimplementation of its format; config and summary come from ``files/`` when present, else from the log's records.
+A directory holding several run directories (a ``wandb/`` folder, or the folder above it) reads as several runs.
+
+Optional dependency: ``pip install 'rlbatch[wandb]'`` (without it: one error naming the extra, exit 2).
+Nothing is written into the user's directory: the reader runs in a temporary working directory.
+
+Mapping: history rows keep W&B's names (``_step`` is the step unless the run logged its own counter; nested
+dicts are joined with ``.`` by W&B), mapped by :mod:`rlbatch.readers.names`; media (histograms, tables, images)
+and text are skipped. P, G, the update batch and lr come from the config (:func:`rlbatch.readers.trackers.config_fields`).
+Without a per-step timer, wall-clock is W&B's ``_runtime`` (seconds since the run started, which includes
+evaluation; noted). When the history has no evaluation, a final evaluation in the summary is used (at the last step).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Callable
+
+import yaml
+
+from rlbatch.errors import UserError
+from rlbatch.readers import names as N
+from rlbatch.readers.common import apply_overrides, build_run, finalize, meta_from, read_text, warn
+from rlbatch.readers.trackers import clock_only_on_training, config_fields, flatten_dotted, wall_from_runtime
+from rlbatch.runstore import Run
+
+#: the install hint of the optional dependency
+EXTRA = "pip install 'rlbatch[wandb]'"
+#: seconds the wandb reader may take for one run's log
+READ_TIMEOUT_S = 300
+
+
+def is_run_dir(path: Path) -> bool:
+    """Whether ``path`` is one W&B run directory: a ``*.wandb`` transaction log in it, or ``files/`` with
+    ``wandb-metadata.json`` or ``config.yaml`` + ``wandb-summary.json``."""
+    path = Path(path)
+    if not path.is_dir():
+        return False
+    if any(p.is_file() for p in path.glob("*.wandb")):
+        return True
+    files = path / "files"
+    return (files / "wandb-metadata.json").is_file() or (
+        (files / "config.yaml").is_file() and (files / "wandb-summary.json").is_file())
+
+
+def run_dirs(path: Path) -> list[Path]:
+    """The W&B run directories at ``path``: itself (a run directory, or the directory of a ``.wandb`` file), else
+    every ``run-*`` / ``offline-run-*`` run directory below it (a ``wandb/`` folder, a project folder holding one,
+    a folder of several projects; ``latest-run`` links counted once), sorted by path."""
+    path = Path(path)
+    if path.is_file():
+        return [path.parent] if path.suffix == ".wandb" else []
+    if is_run_dir(path):
+        return [path]
+    if not path.is_dir():
+        return []
+    found: dict[Path, Path] = {}
+    marks = [p.parent for p in path.rglob("*.wandb")] + [p.parent.parent for p in path.rglob("wandb-summary.json")]
+    for d in sorted(marks):
+        if d.name.startswith(("run-", "offline-run-")) and is_run_dir(d):
+            found.setdefault(d.resolve(), d)
+    return sorted(found.values())
+
+
+def _require_wandb(where: Path) -> None:
+    if importlib.util.find_spec("wandb") is None:
+        raise UserError(f"reading W&B run directories needs the optional wandb package: {EXTRA}", path=str(where))
+
+
+def records(wandb_file: Path) -> list[dict[str, Any]]:
+    """The records of a ``.wandb`` transaction log as dicts (``{"num", "type", <type>: {...}}``), read by the wandb
+    package (``wandb leet inspect --json``) in a temporary working directory.
+
+    Raises :class:`UserError` naming the file when wandb is missing, too old to have the reader, or fails on the
+    file (corrupt or truncated beyond its last complete record)."""
+    _require_wandb(wandb_file)
+    env = {**os.environ, "WANDB_SILENT": "true", "WANDB_MODE": "offline", "NO_COLOR": "1"}
+    with tempfile.TemporaryDirectory(prefix="rlbatch-wandb-") as tmp:
+        try:
+            proc = subprocess.run([sys.executable, "-m", "wandb", "leet", "inspect", "--json",
+                                   str(Path(wandb_file).resolve())], cwd=tmp, env=env, capture_output=True,
+                                  text=True, timeout=READ_TIMEOUT_S, stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            raise UserError(f"the wandb reader took over {READ_TIMEOUT_S} s", path=str(wandb_file)) from None
+    out = []
+    for line in proc.stdout.splitlines():
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(rec, dict):
+            out.append(rec)
+    if proc.returncode != 0 and not out:
+        err = (proc.stderr or proc.stdout).strip().splitlines()
+        why = err[-1] if err else f"exit code {proc.returncode}"
+        if "No such command" in proc.stderr or "leet" in why and "no such" in why.lower():
+            raise UserError(f"this wandb has no transaction-log reader (wandb leet inspect); {EXTRA} (wandb >= 0.31)",
+                            path=str(wandb_file))
+        raise UserError(f"the wandb reader could not read this transaction log: {why}", path=str(wandb_file))
+    if proc.returncode != 0:
+        warn(f"the wandb reader stopped early (exit code {proc.returncode}); {len(out)} record(s) read",
+             wandb_file)
+    return out
+
+
+def _scalar_items(item: dict[str, Any]) -> dict[str, float]:
+    """Numeric values of one history/summary item; media (a ``<name>._type`` key), text, lists and bools out."""
+    media = {k[: -len("._type")] for k in item if k.endswith("._type")}
+    out = {}
+    for k, v in item.items():
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            continue
+        if media and any(k == m or k.startswith(m + ".") for m in media):
+            continue
+        out[k] = float(v)
+    return out
+
+
+def _unwrap_config_yaml(cfg: dict[str, Any]) -> dict[str, Any]:
+    """W&B's ``config.yaml`` stores each key as ``{value: ..., desc: ...}``: the values."""
+    out = {}
+    for k, v in cfg.items():
+        if isinstance(v, dict) and "value" in v and set(v) <= {"value", "desc"}:
+            out[k] = v["value"]
+        else:
+            out[k] = v
+    return out
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        obj = json.loads(read_text(path))
+    except (ValueError, RecursionError) as err:
+        warn(f"not read ({err})", path)
+        return None
+    return obj if isinstance(obj, dict) else None
+
+
+def _read_yaml(path: Path) -> dict[str, Any] | None:
+    try:
+        obj = yaml.safe_load(read_text(path))
+    except yaml.YAMLError as err:
+        warn(f"not read ({str(err).splitlines()[0]})", path)
+        return None
+    return obj if isinstance(obj, dict) else None
+
+
+def read(run_dir: str | Path, *, user_map: dict[str, str] | None = None,
+         console: Callable[[Path], Run] | None = None) -> Run:
+    """Read one W&B run directory into a :class:`Run` (history from the ``.wandb`` log, config and summary from
+    ``files/`` or the log). The run id is the run's display name when it has one, else its W&B id. ``console``:
+    the reader of ``files/output.log`` used when there is no history (the dispatcher's, for console formats).
+
+    Raises :class:`UserError` naming the directory when the wandb package is missing, or there is neither a
+    transaction log with history nor a ``files/output.log`` another reader understands."""
+    run_dir = Path(run_dir)
+    files = run_dir / "files"
+    logs = sorted(p for p in run_dir.glob("*.wandb") if p.is_file())
+    notes: list[str] = []
+    config: dict[str, Any] = {}
+    summary: dict[str, Any] = {}
+    rows: list[dict[str, Any]] = []
+    info: dict[str, Any] = {}
+    status = None
+    for log in logs:
+        for rec in records(log):
+            kind = rec.get("type")
+            body = rec.get(kind) if isinstance(kind, str) else None
+            if not isinstance(body, dict):
+                continue
+            if kind == "run":
+                info.update({k: body[k] for k in ("display_name", "run_id", "project", "start_time") if k in body})
+                config.update((body.get("config") or {}).get("update") or {})
+            elif kind == "config":
+                config.update(body.get("update") or {})
+            elif kind == "summary":
+                summary.update(body.get("update") or {})
+            elif kind == "history" and isinstance(body.get("item"), dict):
+                row = _scalar_items(body["item"])
+                num = (body.get("step") or {}).get("num")
+                if "_step" not in row and num is not None:
+                    row["_step"] = float(num)
+                rows.append(row)
+            elif kind == "environment":
+                if body.get("gpu"):
+                    info["hardware"] = f"{body.get('gpu_count') or 1} x {body['gpu']}"
+            elif kind == "exit":
+                status = "finished" if not body.get("exit_code") else "failed"
+    source = "the .wandb log's config records"
+    if (files / "config.yaml").is_file():
+        y = _read_yaml(files / "config.yaml")
+        if y is not None:
+            config.update(_unwrap_config_yaml(y))
+            source = "W&B files/config.yaml"
+    if (files / "wandb-summary.json").is_file():
+        j = _read_json(files / "wandb-summary.json")
+        if j is not None:
+            summary = j
+    config.pop("_wandb", None)
+    cfg = config_fields(config, source)
+    notes += cfg.notes
+    run_id = info.get("display_name") or info.get("run_id") or run_dir.name
+    extra = {"tracker": "wandb", "tracker_run_id": info.get("run_id"), "hardware": info.get("hardware"),
+             "tracker_config": {k: v for k, v in flatten_dotted(config).items()
+                                if isinstance(v, (int, float, str, bool)) or v is None},
+             "tracker_summary": _scalar_items(flatten_dotted(summary)), "status": status}
+    fields = meta_from(str(run_id), **cfg.fields, **extra)
+    if not rows:
+        out_log = files / "output.log"
+        if out_log.is_file() and console is not None:
+            run = console(out_log)
+            run = apply_overrides(run, {k: v for k, v in fields.items() if k not in ("run_id",)})
+            run.meta.run_id = str(run_id)
+            run.notes += notes + [f"no history in a .wandb log ({'none here' if not logs else 'no history records'}):"
+                                  " read from files/output.log"]
+            return run
+        raise UserError("W&B run directory without history (no .wandb transaction log with history records and no "
+                        "files/output.log)", path=str(run_dir))
+    final: dict[str, float] = {}
+    if not any(N.is_eval_name(k, user_map) for row in rows for k in row):
+        final = {k: v for k, v in _scalar_items(flatten_dotted(summary)).items() if N.is_eval_name(k, user_map)}
+        if final:
+            notes.append("evaluation: the summary's final value, at the last step (no evaluation in the history)")
+    clock_only_on_training(rows, ("_runtime", "_timestamp"), user_map)
+    run = build_run(rows, path=run_dir, source_format="wandb", meta_fields=fields, notes=notes, user_map=user_map,
+                    extra_evals=[(None, final)] if final else ())
+    m = run.metrics
+    if "time/wall_s" not in m.columns and "raw/_runtime" in m.columns and len(m) > 1:
+        m["time/wall_s"] = wall_from_runtime(m["step"].to_numpy(float), m["raw/_runtime"].to_numpy(float))
+        run.notes.append("time/wall_s from W&B's _runtime (includes evaluation; start-up before the first step "
+                         "replaced by one median step)")
+        finalize(run)
+    return run
+
+
+def read_all(path: str | Path, *, user_map: dict[str, str] | None = None,
+             console: Callable[[Path], Run] | None = None) -> list[Run]:
+    """Every W&B run directory at ``path`` (:func:`run_dirs`) read with :func:`read`; with several, a run that
+    cannot be read is skipped with a warning. Raises :class:`UserError` when there is none or none is readable."""
+    dirs = run_dirs(Path(path))
+    if not dirs:
+        raise UserError("no W&B run directory (run-*/ with a .wandb log or files/) here", path=str(path))
+    runs = []
+    for d in dirs:
+        try:
+            runs.append(read(d, user_map=user_map, console=console))
+        except UserError as err:
+            if len(dirs) == 1:
+                raise
+            warn(f"skipped: {err}")
+    if not runs:
+        raise UserError("no readable W&B run among the run directories here", path=str(path))
+    return runs
+
+
+__all__ = ["EXTRA", "is_run_dir", "run_dirs", "records", "read", "read_all"]
