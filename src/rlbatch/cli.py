@@ -519,7 +519,8 @@ def analyze_cmd(
     mapping: Optional[list[str]] = typer.Option(None, "--map", help="Map a foreign metric name: foreign=canonical "
                                                 "(e.g. acc=eval/score). Repeatable."),
     log_format: Optional[str] = typer.Option(None, "--log-format", help="Input format instead of detecting it: "
-                                             "verl, verl-jsonl, tensorboard, trl, wandb-csv, csv, jsonl, rlbatch."),
+                                             "verl, verl-jsonl, tensorboard, trl, wandb-csv, csv, jsonl, rlbatch, wandb (W&B "
+                                             "run directories), mlflow (mlruns/ or mlflow.db)."),
     out: Optional[Path] = typer.Option(None, "--out", help="Write report.html, report.md (+PNG) and report.json "
                                        "here."),
     ema: Optional[float] = typer.Option(None, "--ema", help="Smooth the metric with an EMA of this weight in [0, 1) "
