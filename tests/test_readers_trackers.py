@@ -165,6 +165,60 @@ def test_wandb_sqrt_ladder_analyzed_as_aligned(wandb_runs):
     assert "square-root rule" in out["recommendation"]
 
 
+def test_wandb_ladder_report_states_the_rule(wandb_runs, tmp_path):
+    from rlbatch.analyze import analyze
+
+    res = analyze([wandb_runs / "sqrt" / "wandb"], target=0.5, out=tmp_path / "report")
+    rep = json.loads((tmp_path / "report" / "report.json").read_text())
+    assert rep["lr_retuning"]["rule"] == "sqrt" and res["lr_retuning"]["label"] == "square-root rule"
+    assert "retuned by the square-root rule" in (tmp_path / "report" / "report.md").read_text()
+
+
+def test_wandb_both_readers_agree(wandb_runs):
+    # wandb <= 0.29 ships a Python transaction-log reader, >= 0.31 `wandb leet inspect --json` (0.29 has both):
+    # where both exist they must give the same history, config and summary
+    import importlib.util
+
+    if importlib.util.find_spec("wandb.sdk.internal.datastore") is None:
+        pytest.skip("optional dependency wandb <= 0.29 (its Python log reader) not installed")
+    log = next((wandb_runs / "single").rglob("*.wandb"))
+    py = wandb_dir._records_datastore(log)
+    env = dict(os.environ, WANDB_SILENT="true")
+    r = subprocess.run([sys.executable, "-m", "wandb", "leet", "inspect", "--json", str(log)], capture_output=True,
+                       text=True, env=env, timeout=120)
+    if r.returncode != 0:
+        pytest.skip("optional dependency wandb >= 0.29 (wandb leet inspect --json) not installed")
+    cli = [json.loads(x) for x in r.stdout.splitlines() if x.startswith("{")]
+
+    def pick(recs, kind):
+        return [x[kind] for x in recs if x.get("type") == kind]
+    hist = [(h["item"]["train/reward"], h["step"]["num"]) for h in pick(py, "history")]
+    assert hist == [(h["item"]["train/reward"], int(h["step"]["num"])) for h in pick(cli, "history")]
+    assert pick(py, "run")[0]["config"]["update"]["optim"] == {"lr": 1e-5}
+    assert pick(cli, "run")[0]["config"]["update"]["optim"] == {"lr": 1e-5}
+
+
+def test_wandb_real_config_yaml_and_summary():
+    # files a real run wrote (wandb 0.18.5; tests/data/wandb_real/README.md), read by hand: batch_size 32,
+    # learning_rate 0.001, model DenseNet121; summary _step 9, val_accuracy 0.8669354915618896, a graph media entry
+    from rlbatch.readers.trackers import config_fields
+
+    run = REPO / "tests" / "data" / "wandb_real" / "trash-classification"
+    assert wandb_dir.is_run_dir(run) and wandb_dir.run_dirs(run.parent) == []  # not named run-*: only given directly
+    cfg, summ = wandb_dir.files_config_summary(run)
+    assert {k: cfg[k] for k in ("batch_size", "epochs", "image_size", "learning_rate", "model")} == {
+        "batch_size": 32, "epochs": 10, "image_size": [224, 224], "learning_rate": 0.001, "model": "DenseNet121"}
+    assert cfg["_wandb"]["cli_version"] == "0.18.5"
+    got = config_fields({k: v for k, v in cfg.items() if k != "_wandb"}, "W&B files/config.yaml")
+    assert got.fields == {"lr": 0.001, "model": "DenseNet121"}  # no P or G in an image classifier's config
+    scal = wandb_dir.summary_scalars(summ)
+    assert scal["val_accuracy"] == 0.8669354915618896 and scal["_step"] == 9 and scal["_wandb.runtime"] == 7063
+    assert not any(k.startswith("graph") for k in scal)  # the media entry
+    # no .wandb log and no output.log: one error naming the directory
+    with pytest.raises(UserError, match="without history"):
+        wandb_dir.read(run)
+
+
 def test_wandb_missing_package_names_the_extra(wandb_runs, monkeypatch):
     real = wandb_dir.importlib.util.find_spec
     monkeypatch.setattr(wandb_dir.importlib.util, "find_spec", lambda n, *a: None if n == "wandb" else real(n, *a))

@@ -2,13 +2,13 @@
 
 A run directory holds the binary transaction log ``run-<id>.wandb`` (every record the run logged: config, the full
 history, summary updates, console output, exit code) and, for runs that were online, ``files/config.yaml``,
-``files/wandb-summary.json`` and ``files/output.log``. The history is read from the ``.wandb`` file by the wandb
-package's own reader (``wandb leet inspect --json``, wandb >= 0.31: the records as JSON lines), never by a
-reimplementation of its format; config and summary come from ``files/`` when present, else from the log's records.
+``files/wandb-summary.json`` and ``files/output.log``. The history is read from the ``.wandb`` file by the installed
+wandb package's own reader (its Python log reader ``wandb.sdk.internal.datastore`` where it ships one, up to wandb
+0.30; ``wandb leet inspect --json`` from 0.31), never by a reimplementation of its format; config and summary come from ``files/`` when present, else from the log's records.
 A directory holding several run directories (a ``wandb/`` folder, or the folder above it) reads as several runs.
 
 Optional dependency: ``pip install 'rlbatch[wandb]'`` (without it: one error naming the extra, exit 2).
-Nothing is written into the user's directory: the reader runs in a temporary working directory.
+Nothing is written into the user's directory (``wandb leet`` runs in a temporary working directory).
 
 Mapping: history rows keep W&B's names (``_step`` is the step unless the run logged its own counter; nested
 dicts are joined with ``.`` by W&B), mapped by :mod:`rlbatch.readers.names`; media (histograms, tables, images)
@@ -80,12 +80,16 @@ def _require_wandb(where: Path) -> None:
 
 
 def records(wandb_file: Path) -> list[dict[str, Any]]:
-    """The records of a ``.wandb`` transaction log as dicts (``{"num", "type", <type>: {...}}``), read by the wandb
-    package (``wandb leet inspect --json``) in a temporary working directory.
+    """The records of a ``.wandb`` transaction log as dicts (``{"num", "type", <type>: {...}}``, the shape of
+    ``wandb leet inspect --json``), read by the installed wandb package's own reader: its Python log reader
+    (``wandb.sdk.internal.datastore`` with the ``Record`` protobuf, wandb <= 0.30) where it ships one, else
+    ``wandb leet inspect --json`` (wandb >= 0.31) in a temporary working directory.
 
-    Raises :class:`UserError` naming the file when wandb is missing, too old to have the reader, or fails on the
-    file (corrupt or truncated beyond its last complete record)."""
+    Raises :class:`UserError` naming the file when wandb is missing, has neither reader, or fails on the file
+    (corrupt, or not a W&B log); a log cut short (a crashed run) is read to its last complete record."""
     _require_wandb(wandb_file)
+    if importlib.util.find_spec("wandb.sdk.internal.datastore") is not None:
+        return _records_datastore(wandb_file)
     env = {**os.environ, "WANDB_SILENT": "true", "WANDB_MODE": "offline", "NO_COLOR": "1"}
     with tempfile.TemporaryDirectory(prefix="rlbatch-wandb-") as tmp:
         try:
@@ -108,13 +112,74 @@ def records(wandb_file: Path) -> list[dict[str, Any]]:
     if proc.returncode != 0 and not out:
         err = (proc.stderr or proc.stdout).strip().splitlines()
         why = err[-1] if err else f"exit code {proc.returncode}"
-        if "No such command" in proc.stderr or "leet" in why and "no such" in why.lower():
-            raise UserError(f"this wandb has no transaction-log reader (wandb leet inspect); {EXTRA} (wandb >= 0.31)",
-                            path=str(wandb_file))
+        if "No such command" in proc.stderr or "No such option" in proc.stderr:  # wandb 0.30: inspect without --json
+            raise UserError("this wandb has no machine-readable transaction-log reader (neither "
+                            "wandb.sdk.internal.datastore nor `wandb leet inspect --json`: wandb 0.30); install wandb "
+                            f"<= 0.29 or >= 0.31: {EXTRA}", path=str(wandb_file))
         raise UserError(f"the wandb reader could not read this transaction log: {why}", path=str(wandb_file))
     if proc.returncode != 0:
         warn(f"the wandb reader stopped early (exit code {proc.returncode}); {len(out)} record(s) read",
              wandb_file)
+    return out
+
+
+def _items(items: Any) -> dict[str, Any]:
+    """Protobuf ``HistoryItem`` / ``SummaryItem`` / ``ConfigItem`` lists -> ``{key: value}`` (``nested_key`` joined
+    with ``.`` as W&B names them; ``value_json`` parsed as JSON, nothing evaluated)."""
+    out = {}
+    for it in items:
+        key = it.key or ".".join(it.nested_key)
+        try:
+            out[key] = json.loads(it.value_json)
+        except ValueError:
+            continue
+    return out
+
+
+def _records_datastore(wandb_file: Path) -> list[dict[str, Any]]:
+    """:func:`records` through wandb's Python transaction-log reader (``DataStore.scan_data`` + ``Record``)."""
+    from wandb.proto import wandb_internal_pb2
+    from wandb.sdk.internal import datastore
+
+    ds = datastore.DataStore()
+    out: list[dict[str, Any]] = []
+    try:
+        ds.open_for_scan(str(wandb_file))
+    except Exception as err:  # the reader raises AssertionError / struct.error on a file that is not a W&B log
+        raise UserError(f"the wandb reader could not read this transaction log ({type(err).__name__}: {err})",
+                        path=str(wandb_file)) from None
+    try:
+        while True:
+            try:
+                data = ds.scan_data()
+            except Exception as err:  # a corrupt or cut block: keep what was read
+                warn(f"the wandb reader stopped at a damaged record ({type(err).__name__}); {len(out)} record(s) "
+                     "read", wandb_file)
+                break
+            if data is None:
+                break
+            pb = wandb_internal_pb2.Record()
+            try:
+                pb.ParseFromString(data)
+            except Exception:
+                continue
+            kind = pb.WhichOneof("record_type")
+            if kind == "history":
+                body = {"item": _items(pb.history.item), "step": {"num": pb.history.step.num}}
+            elif kind == "summary":
+                body = {"update": _items(pb.summary.update)}
+            elif kind == "config":
+                body = {"update": _items(pb.config.update)}
+            elif kind == "run":
+                body = {"config": {"update": _items(pb.run.config.update)}, "display_name": pb.run.display_name,
+                        "run_id": pb.run.run_id, "project": pb.run.project}
+            elif kind == "exit":
+                body = {"exit_code": pb.exit.exit_code}
+            else:
+                continue
+            out.append({"num": len(out) + 1, "type": kind, kind: body})
+    finally:
+        ds.close()
     return out
 
 
@@ -160,6 +225,22 @@ def _read_yaml(path: Path) -> dict[str, Any] | None:
     return obj if isinstance(obj, dict) else None
 
 
+def files_config_summary(run_dir: Path) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """``(config, summary)`` from a run directory's ``files/config.yaml`` (values unwrapped from W&B's
+    ``{value: ...}``) and ``files/wandb-summary.json``; None for a file that is absent or not a mapping (a warning
+    names a file that cannot be parsed). YAML is read with ``yaml.safe_load`` (no Python objects built)."""
+    files = Path(run_dir) / "files"
+    cfg = _read_yaml(files / "config.yaml") if (files / "config.yaml").is_file() else None
+    summ = _read_json(files / "wandb-summary.json") if (files / "wandb-summary.json").is_file() else None
+    return (_unwrap_config_yaml(cfg) if cfg is not None else None), summ
+
+
+def summary_scalars(summary: dict[str, Any]) -> dict[str, float]:
+    """A W&B summary's numeric values, nested keys joined with ``.`` (``_wandb.runtime``), media entries (a
+    ``_type`` key) and text left out."""
+    return _scalar_items(flatten_dotted(summary))
+
+
 def read(run_dir: str | Path, *, user_map: dict[str, str] | None = None,
          console: Callable[[Path], Run] | None = None) -> Run:
     """Read one W&B run directory into a :class:`Run` (history from the ``.wandb`` log, config and summary from
@@ -202,15 +283,12 @@ def read(run_dir: str | Path, *, user_map: dict[str, str] | None = None,
             elif kind == "exit":
                 status = "finished" if not body.get("exit_code") else "failed"
     source = "the .wandb log's config records"
-    if (files / "config.yaml").is_file():
-        y = _read_yaml(files / "config.yaml")
-        if y is not None:
-            config.update(_unwrap_config_yaml(y))
-            source = "W&B files/config.yaml"
-    if (files / "wandb-summary.json").is_file():
-        j = _read_json(files / "wandb-summary.json")
-        if j is not None:
-            summary = j
+    y, j = files_config_summary(run_dir)
+    if y is not None:
+        config.update(y)
+        source = "W&B files/config.yaml"
+    if j is not None:
+        summary = j
     config.pop("_wandb", None)
     cfg = config_fields(config, source)
     notes += cfg.notes
@@ -218,7 +296,7 @@ def read(run_dir: str | Path, *, user_map: dict[str, str] | None = None,
     extra = {"tracker": "wandb", "tracker_run_id": info.get("run_id"), "hardware": info.get("hardware"),
              "tracker_config": {k: v for k, v in flatten_dotted(config).items()
                                 if isinstance(v, (int, float, str, bool)) or v is None},
-             "tracker_summary": _scalar_items(flatten_dotted(summary)), "status": status}
+             "tracker_summary": summary_scalars(summary), "status": status}
     fields = meta_from(str(run_id), **cfg.fields, **extra)
     if not rows:
         out_log = files / "output.log"
@@ -233,7 +311,7 @@ def read(run_dir: str | Path, *, user_map: dict[str, str] | None = None,
                         "files/output.log)", path=str(run_dir))
     final: dict[str, float] = {}
     if not any(N.is_eval_name(k, user_map) for row in rows for k in row):
-        final = {k: v for k, v in _scalar_items(flatten_dotted(summary)).items() if N.is_eval_name(k, user_map)}
+        final = {k: v for k, v in summary_scalars(summary).items() if N.is_eval_name(k, user_map)}
         if final:
             notes.append("evaluation: the summary's final value, at the last step (no evaluation in the history)")
     clock_only_on_training(rows, ("_runtime", "_timestamp"), user_map)

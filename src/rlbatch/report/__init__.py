@@ -221,6 +221,8 @@ def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None,
         result.update({k: acc[k] for k in ("accounting", "reference", "clock", "aggregation", "within_noise")})
         if "comparisons" in acc:
             result["comparisons"] = acc["comparisons"]
+        if "lr_retuning" in acc:  # how the LR was set across the batches (also stated in the recommendation)
+            result["lr_retuning"] = acc["lr_retuning"]
         cols = accounting_columns(combined=True)
         if "comparisons" in acc:
             cols = [("comparison", "model / task / algorithm", None)] + cols
