@@ -93,3 +93,19 @@ def test_detect_tolerance_boundary():
     pts = [(1024, 1e-6), (2048, 1.5e-6)]
     assert detect_lr_rule(pts).rule == "other"
     assert detect_lr_rule(pts, tolerance=0.1).rule == "sqrt"
+
+
+def test_accounting_judges_a_sweep_ladder_without_its_fixed_lr_control():
+    # an rlbatch sweep: B 16/32/64 on the sqrt rule plus the fixed-LR control at B 64 (declared lr_rule "none");
+    # judged within the reference's declared rule, the control's second lr at B 64 does not make it "other"
+    from rlbatch.analysis.accounting import lr_retuning, retuning_json
+
+    rows = [{"run": f"B{b}", "batch_size": b, "lr": 1e-5 * math.sqrt(b / 16), "lr_rule": "sqrt"} for b in (16, 32, 64)]
+    rows.append({"run": "B64-fixed", "batch_size": 64, "lr": 1e-5, "lr_rule": "none"})
+    r = lr_retuning(rows, "B16")
+    assert r.rule == "sqrt" and [b for b, _ in r.points] == [16, 32, 64]
+    # logs declare no rule: all rows together; two lrs at B 64 -> no known rule
+    plain = [{**row, "lr_rule": None} for row in rows]
+    assert lr_retuning(plain, "B16").rule == "other"
+    js = retuning_json(r)
+    assert js["label"] == "square-root rule" and js["points"][0] == [16, 1e-5] and js["sentence"] == r.sentence()
