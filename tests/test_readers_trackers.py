@@ -157,7 +157,9 @@ def test_wandb_fixed_lr_ladder_analyzed_as_the_control(wandb_runs):
 
 
 def test_wandb_sqrt_ladder_analyzed_as_aligned(wandb_runs):
-    out = _analyze(wandb_runs / "sqrt", 0.5)
+    from rlbatch.analyze import analyze
+
+    out = analyze([wandb_runs / "sqrt"], target=0.5)  # in-process (the CLI's JSON path is tested above)
     assert len(out["accounting"]) == 4
     lr = out["lr_retuning"]
     assert lr["rule"] == "sqrt" and lr["label"] == "square-root rule"
@@ -294,7 +296,9 @@ def test_mlflow_store_history_params_summary(mlflow_stores, store):
 
 
 def test_mlflow_runs_differing_in_p_compare_with_the_rule_stated(mlflow_stores):
-    out = _analyze(mlflow_stores / "mlflow.db", 0.45)
+    from rlbatch.analyze import analyze
+
+    out = analyze([mlflow_stores / "mlflow.db"], target=0.45)
     rows = {r["run"]: r for r in out["accounting"]}
     assert {k: r["batch_size"] for k, r in rows.items()} == {"P8": 32, "P16": 64}
     # by hand: P8 reaches 0.45 between steps 4 (0.4) and 6 (0.6): step 4.5 x 32 = 144 samples; P16 between
