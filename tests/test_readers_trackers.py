@@ -64,7 +64,7 @@ for name, folder, cfg, upd, score_at in spec:
         if s % 2 == 0:
             row["eval/score"] = round(score_at * s, 6)
         wandb.log(row, step=s)
-        print(f"step {{s}} reward {{row['train/reward']}}")
+        print(f"step:{{s}} - critic/score/mean:{{row['train/reward']}} - timing_s/step:{{upd}}")  # verl's console
     run.summary["best_eval"] = round(score_at * {n}, 6)
     run.finish()
 """
@@ -120,6 +120,22 @@ def test_wandb_run_dir_history_config_summary(wandb_runs):
         assert meta.tracker_summary["_step"] == 8
         assert any("update batch B = 16" in n for n in run.notes)
     assert _snapshot(folder) == before  # read-only: no file added, changed or touched
+
+
+def test_wandb_run_without_its_log_reads_output_log(wandb_runs, tmp_path):
+    # a run directory copied without its .wandb log: the console W&B captured (files/output.log, verl-style lines
+    # printed by the writer) is read by the console readers; the run keeps its directory's name
+    import shutil
+
+    src = wandb_dir.run_dirs(wandb_runs / "single")[0]
+    dst = tmp_path / src.name
+    shutil.copytree(src, dst, ignore=shutil.ignore_patterns("*.wandb"))
+    [run] = load(dst)
+    assert run.run_id == src.name and run.meta.tracker == "wandb"
+    assert run.metrics["step"].tolist() == list(STEPS)
+    assert run.metrics["reward/mean"].tolist() == [reward(s) for s in STEPS]
+    assert run.metrics["time/step_s"].tolist() == [2.0] * 8
+    assert any("read from files/output.log" in n for n in run.notes)
 
 
 def test_wandb_folder_of_runs_reads_as_several(wandb_runs):

@@ -32,9 +32,9 @@ import yaml
 
 from rlbatch.errors import UserError
 from rlbatch.readers import names as N
-from rlbatch.readers.common import apply_overrides, build_run, finalize, meta_from, read_text, warn
+from rlbatch.readers.common import build_run, finalize, meta_from, read_text, warn
 from rlbatch.readers.trackers import clock_only_on_training, config_fields, flatten_dotted, wall_from_runtime
-from rlbatch.runstore import Run
+from rlbatch.runstore import Run, make_meta
 
 #: the install hint of the optional dependency
 EXTRA = "pip install 'rlbatch[wandb]'"
@@ -44,15 +44,19 @@ READ_TIMEOUT_S = 300
 
 def is_run_dir(path: Path) -> bool:
     """Whether ``path`` is one W&B run directory: a ``*.wandb`` transaction log in it, or ``files/`` with
-    ``wandb-metadata.json`` or ``config.yaml`` + ``wandb-summary.json``."""
+    ``wandb-metadata.json`` or ``config.yaml`` + ``wandb-summary.json``, or beside W&B's own
+    ``logs/debug-internal.log``."""
     path = Path(path)
     if not path.is_dir():
         return False
     if any(p.is_file() for p in path.glob("*.wandb")):
         return True
     files = path / "files"
+    if not files.is_dir():
+        return False
     return (files / "wandb-metadata.json").is_file() or (
-        (files / "config.yaml").is_file() and (files / "wandb-summary.json").is_file())
+        (files / "config.yaml").is_file() and (files / "wandb-summary.json").is_file()) or (
+        (path / "logs" / "debug-internal.log").is_file())
 
 
 def run_dirs(path: Path) -> list[Path]:
@@ -67,10 +71,11 @@ def run_dirs(path: Path) -> list[Path]:
     if not path.is_dir():
         return []
     found: dict[Path, Path] = {}
-    marks = [p.parent for p in path.rglob("*.wandb")] + [p.parent.parent for p in path.rglob("wandb-summary.json")]
-    for d in sorted(marks):
-        if d.name.startswith(("run-", "offline-run-")) and is_run_dir(d):
-            found.setdefault(d.resolve(), d)
+    for top, dirs, _ in os.walk(path):  # one walk; links not followed (latest-run)
+        runs = {n for n in dirs if n.startswith(("run-", "offline-run-")) and is_run_dir(Path(top) / n)}
+        for name in sorted(runs):
+            found.setdefault((Path(top) / name).resolve(), Path(top) / name)
+        dirs[:] = [n for n in dirs if n not in runs]  # nothing to find inside a run
     return sorted(found.values())
 
 
@@ -302,11 +307,16 @@ def read(run_dir: str | Path, *, user_map: dict[str, str] | None = None,
         out_log = files / "output.log"
         if out_log.is_file() and console is not None:
             run = console(out_log)
-            run = apply_overrides(run, {k: v for k, v in fields.items() if k not in ("run_id",)})
-            run.meta.run_id = str(run_id)
+            data = run.meta.model_dump()
+            batch = ("prompts_per_step", "group_size", "batch_size", "rollout_batch_size")
+            if all(data.get(k) is None for k in batch):  # the console said nothing of the batch: the config's
+                data.update({k: fields[k] for k in batch if k in fields})
+            data.update({k: v for k, v in fields.items() if k not in batch and data.get(k) is None})
+            data["run_id"] = str(run_id)
+            run.meta = make_meta(out_log, **data)
             run.notes += notes + [f"no history in a .wandb log ({'none here' if not logs else 'no history records'}):"
                                   " read from files/output.log"]
-            return run
+            return finalize(run)
         raise UserError("W&B run directory without history (no .wandb transaction log with history records and no "
                         "files/output.log)", path=str(run_dir))
     final: dict[str, float] = {}
