@@ -307,6 +307,12 @@ def test_mlflow_store_history_params_summary(mlflow_stores, store):
         assert meta.tracker_summary == {"train/reward": pytest.approx(0.8), "train/learning_rate": pytest.approx(lr),
                                         "eval/accuracy": pytest.approx(per * 8)}
         assert meta.tracker_config["num_generations"] == "4"  # params as MLflow keeps them: text
+    if store == "mlruns":  # one experiment's folder, one run's folder
+        exp = next(d for d in path.iterdir() if d.is_dir() and (d / "meta.yaml").is_file() and d.name != "0")
+        assert sorted(r.run_id for r in load(exp)) == ["P16", "P8"]
+        one = next(d for d in exp.iterdir() if d.is_dir() and (d / "meta.yaml").is_file())
+        [run] = load(one)
+        assert run.meta.tracker_run_id == one.name
     # read-only: the database and the file store untouched (no .trash, no migration, same bytes and mtimes)
     assert _snapshot(mlflow_stores) == before
 
