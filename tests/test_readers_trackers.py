@@ -370,3 +370,28 @@ def test_config_fields_by_hand():
     assert half.fields == {} and any("only G" in n for n in half.notes) and any("not a positive" in n
                                                                                 for n in half.notes)
     assert math.isclose(config_fields({"learning_rate": 3e-6}, "x").fields["lr"], 3e-6)
+
+
+def test_config_fields_of_trl_grpo_config():
+    # TRL's own GRPOConfig as W&B / MLflow keep it (args.to_dict()): 8 per device x 1 process x 4 accumulation
+    # steps = generation_batch_size 32 completions of num_generations 8 -> P = 4, one update per generation
+    pytest.importorskip("trl", reason="optional dependency trl (pip install 'rlbatch[trl]') not installed")
+    import warnings
+
+    from trl import GRPOConfig
+
+    from rlbatch.readers.trackers import config_fields
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        one = GRPOConfig(output_dir="unused", per_device_train_batch_size=8, gradient_accumulation_steps=4,
+                         num_generations=8, learning_rate=1e-6, report_to=[], use_cpu=True, bf16=False)
+        two = GRPOConfig(output_dir="unused", per_device_train_batch_size=8, gradient_accumulation_steps=4,
+                         steps_per_generation=8, num_generations=8, report_to=[], use_cpu=True, bf16=False)
+    got = config_fields(one.to_dict(), "W&B config")
+    assert one.to_dict()["generation_batch_size"] == 32
+    assert got.fields == {"prompts_per_step": 4, "group_size": 8, "lr": 1e-6}
+    # a generation of 64 feeding two optimizer steps: a logged step is not a rollout -> P and G left to --set
+    got = config_fields(two.to_dict(), "W&B config")
+    assert "prompts_per_step" not in got.fields and any("not one rollout" in n for n in got.notes)
+    assert not any("only G" in n for n in got.notes)

@@ -11,7 +11,7 @@ params as text). Nothing is evaluated.
 
 | field | keys (first present wins) |
 |---|---|
-| P | ``data.train_batch_size`` (verl), ``prompts_per_step``, ``num_prompts``, ``n_prompts``, ``prompts_per_rollout``, ``P``; OpenRLHF's ``rollout_batch_size`` when ``n_samples_per_prompt`` is there |
+| P | ``data.train_batch_size`` (verl), ``prompts_per_step``, ``num_prompts``, ``n_prompts``, ``prompts_per_rollout``, ``P``; OpenRLHF's ``rollout_batch_size`` when ``n_samples_per_prompt`` is there; TRL's ``generation_batch_size`` / ``num_generations`` (one update per generation) |
 | G | ``actor_rollout_ref.rollout.n`` (verl), ``group_size``, ``n_samples_per_prompt`` (OpenRLHF), ``num_generations`` (TRL), ``responses_per_prompt``, ``num_samples_per_prompt``, ``G`` |
 | update batch | ``actor_rollout_ref.actor.ppo_mini_batch_size`` x G (verl: in prompts), OpenRLHF's ``train_batch_size`` (responses), ``responses_per_update``, ``update_batch_size``, ``mini_batch_size``, ``batch_size`` (responses; used only when it divides P x G, and for the last two not equal to P) |
 | lr | ``actor_rollout_ref.actor.optim.lr`` (verl), ``lr``, ``learning_rate``, ``actor_learning_rate``, ``actor_lr`` (not a critic's) |
@@ -41,7 +41,7 @@ AMBIGUOUS_UNIT = ("mini_batch_size", "batch_size")
 LR_EXACT = ("actor_rollout_ref.actor.optim.lr",)
 LR_LEAF = ("lr", "learning_rate", "actor_learning_rate", "actor_lr")
 MODEL_EXACT = ("actor_rollout_ref.model.path",)
-MODEL_LEAF = ("model_name_or_path", "model_name", "model", "pretrain", "base_model")
+MODEL_LEAF = ("model_name_or_path", "model_name", "model", "pretrain", "base_model", "_name_or_path")
 
 
 @dataclass
@@ -81,6 +81,29 @@ def _find(flat: dict[str, Any], exact: tuple[str, ...], leaf: tuple[str, ...],
     return None
 
 
+def _trl_prompts(flat: dict[str, Any], g_key: tuple[str, Any], notes: list[str], source: str) -> int | None:
+    """P of a TRL GRPO run (its TrainingArguments as W&B / MLflow keep them): ``generation_batch_size`` (global
+    completions per generation, TRL >= 0.18) / ``num_generations``, when each generation feeds one optimizer step
+    (``steps_per_generation`` = ``gradient_accumulation_steps``, TRL's default, and ``num_iterations`` 1): then a
+    logged step is one rollout of P x G. Otherwise None with a note (the logged step is an optimizer step over
+    part of a generation, so steps x P x G would overcount the samples)."""
+    gen = _find(flat, (), ("generation_batch_size",))
+    if gen is None or g_key[0].split(".")[-1] != "num_generations":
+        return None
+    total, g = to_count(gen[1]), to_count(g_key[1])
+    spg = to_count((_find(flat, (), ("steps_per_generation",)) or (None, None))[1])
+    acc = to_count((_find(flat, (), ("gradient_accumulation_steps",)) or (None, 1))[1])
+    iters = to_count((_find(flat, (), ("num_iterations",)) or (None, 1))[1])
+    if not total or not g or total % g:
+        return None
+    if spg is not None and (spg != acc or iters != 1):
+        notes.append(f"{source}: TRL generates {total} completions every {spg} micro-steps and updates every {acc} "
+                     f"({iters} iteration(s) per generation): a logged step is not one rollout; P and G left unknown "
+                     "(--set RUN:prompts_per_step=... --set RUN:group_size=... with --set RUN:batch_size=...)")
+        return None
+    return total // g
+
+
 def config_fields(config: dict[str, Any], source: str) -> ConfigFields:
     """P, G, the update batch, lr and model from a run's configuration ``config`` (nested or flat; keys in the
     module table), with one note per field naming the key and ``source`` (e.g. ``"W&B config.yaml"``).
@@ -107,6 +130,11 @@ def config_fields(config: dict[str, Any], source: str) -> ConfigFields:
     p_key = _find(flat, P_EXACT, P_LEAF + (("rollout_batch_size",) if openrlhf else ()))
     g_key = _find(flat, G_EXACT, G_LEAF)
     p, g = count(p_key, "P"), count(g_key, "G")
+    n_notes = len(out.notes)
+    trl = _trl_prompts(flat, g_key, out.notes, source) if p_key is None and g else None
+    trl_explained = len(out.notes) > n_notes
+    if trl is not None:
+        p, p_key = trl, ("generation_batch_size / num_generations", None)
     if p and g:
         out.fields.update(prompts_per_step=p, group_size=g)
         out.notes.append(f"P = {p} and G = {g} from {source} ({p_key[0]!r}, {g_key[0]!r})")
@@ -131,7 +159,7 @@ def config_fields(config: dict[str, Any], source: str) -> ConfigFields:
             elif b != p * g:
                 out.notes.append(f"{source} {upd[2]} = {b} is not a divisor of P x G = {p * g} (not responses per "
                                  "update, or another unit): update batch taken as P x G")
-    elif p_key or g_key:
+    elif (p_key or g_key) and not trl_explained:
         out.notes.append(f"{source} gives only {'P' if p else 'G'} ({(p_key or g_key)[0]!r}); P x G unknown (give "
                          "the other with --set RUN:prompts_per_step=... / --set RUN:group_size=...)")
     lr_key = _find(flat, LR_EXACT, LR_LEAF, skip=("critic", "value", "reward_model", "ref"))
