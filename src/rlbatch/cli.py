@@ -419,7 +419,9 @@ def _print_sweep_report(rep: dict, fmt: Format, out: Path) -> None:
 @app.command("demo")
 def demo_cmd(
     out: Path = typer.Option(Path("runs/demo"), "--out", help="Output directory (resumable)."),
-    preset: str = typer.Option("tiny", "--preset", help="tiny (minutes on 2 CPU cores) or smollm2-135m (GPU)."),
+    preset: str = typer.Option("tiny", "--preset", help="tiny (minutes on 2 CPU cores), smollm2-135m "
+                                "(GPU), gpu-small (one GPU, ~5 min on an H200) or gpu-small-toy (its CPU "
+                                "rehearsal)."),
     seeds: Optional[int] = typer.Option(None, "--seeds", help="Seeds per configuration (default: the preset's)."),
     samples: Optional[int] = typer.Option(None, "--samples", help="Retained-response budget per trial (default: "
                                           "the preset's; tiny trials stop at the target before it)."),
