@@ -110,6 +110,13 @@ def test_training_steps_on_the_toy_preset_in_each_precision(toy_cache, monkeypat
     assert any(not torch.equal(p, q) for p, q in zip(model.parameters(), before))
 
 
+def test_cli_rejects_an_unknown_precision(tmp_path):
+    res = subprocess.run([sys.executable, "-m", "rlbatch.cli", "train", "--model", "tiny-random", "-P", "2", "-G",
+                          "2", "--max-steps", "1", "--precision", "fp16", "--out", str(tmp_path / "r")],
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 2 and "precision" in res.stderr and "Traceback" not in res.stderr
+
+
 def test_micro_batch_size_is_a_cap_above_the_batch():
     cfg = make_config(prompts_per_step=2, group_size=8, micro_batch_size=2048)
     assert cfg.resolved_micro() == 16
