@@ -457,8 +457,8 @@ def demo_cmd(
 # --------------------------------------------------------------------------------------------------- profile
 @app.command("profile")
 def profile_cmd(
-    model: str = typer.Option(..., "--model", help="Model preset (tiny, smollm2-135m) or a local Hugging Face "
-                              "model directory."),
+    model: str = typer.Option(..., "--model", help="Model preset (tiny, smollm2-135m, gpu-small, "
+                              "gpu-small-toy) or a local Hugging Face model directory."),
     batches: str = typer.Option("1,2,4,8,16", "--batches", help="Comma-separated batch sizes (sequences)."),
     new_tokens: Optional[int] = typer.Option(None, "--new-tokens", help="Tokens decoded per sequence (exactly; no "
                                              "early stop). Default 64, fewer when the model's context is shorter "
