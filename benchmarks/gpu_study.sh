@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The study on one GPU, in one prepared script that ends within 9 minutes on an H200 (each phase time-boxed, so a
 # slow phase costs only its own box):
-#   0. setup    the machine (torch, CUDA, GPU) and its measured ceilings (copy bandwidth, bf16 matmul) -> machine.json
+#   0. setup    missing wheels; the machine (torch, CUDA, GPU), its ceilings (copy bandwidth, bf16 matmul) -> machine.json
 #   1. warm     the gpu-small preset's warm start on the GPU (rlbatch.train.gpu_model; cached for the later phases)
 #   2. profile  rlbatch profile: prefill / decode / update time per B = 1..16384 against the roofline at the H200's
 #               datasheet 4.8 TB/s and 990 TFLOP/s bf16 dense                                        -> profile.json
@@ -14,8 +14,10 @@
 # and the whole log -> gpu_study.log. At most 8 files, none over 16 MiB (what the device tool brings back).
 #
 #   bash benchmarks/gpu_study.sh                 # on the GPU machine; writes to $OUT (default runs/gpu_study)
-#   bash benchmarks/gpu_study.sh --tiny          # CPU rehearsal of every phase at toy sizes (~1-2 min on 2 cores)
+#   bash benchmarks/gpu_study.sh --tiny          # CPU rehearsal of every phase at toy sizes (~80 CPU-s)
 #   bash benchmarks/gpu_study.sh --out DIR       # another output folder
+# Environment: PY (default python3), GPU_STUDY_WORK (scratch: run stores, checkpoints, model cache; default a temp
+# folder, removed at the end), GPU_STUDY_END (seconds after the start when the study phase must end), RLBATCH_CACHE.
 #
 # Bare machine (the device image: Python 3.12, torch 2.11 + CUDA, transformers 5, numpy, pandas, scipy, rich, typer,
 # matplotlib; no pydantic, no internet): rlbatch runs from src/ (PYTHONPATH, no install), and its one missing
@@ -30,7 +32,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --tiny) TINY=1 ;;
     --out) OUT_DIR=$2; shift ;;
-    -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "gpu_study.sh: unknown argument $1 (try --help)" >&2; exit 2 ;;
   esac
   shift
@@ -65,16 +67,21 @@ STUDY_END=${GPU_STUDY_END:-$STUDY_END}
 T0=$SECONDS
 failed=0
 note() { echo "[gpu_study $((SECONDS - T0))s] $*" | tee -a "$LOG"; }
-phase() {  # phase NAME LIMIT_S CMD...: run CMD under `timeout`, its output into the log; never stops the script
+phase() {  # phase NAME LIMIT_S CMD...: run CMD under `timeout`, its output into the log (and its tail on the screen
+  # when it fails); never stops the script
   local name=$1 limit=$2; shift 2
   local t0=$SECONDS
   note "== $name (box ${limit}s): $*"
-  timeout --kill-after=5 "$limit" "$@" >> "$LOG" 2>&1
+  timeout --kill-after=5 "$limit" "$@" > "$WORK/phase.out" 2>&1
   local rc=$?
+  cat "$WORK/phase.out" >> "$LOG"
   local why=""
   [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ] && why=" (ran out of its ${limit}s box)"
   note "== $name: exit $rc after $((SECONDS - t0)) s$why"
-  [ "$rc" -eq 0 ] || failed=$((failed + 1))
+  if [ "$rc" -ne 0 ]; then
+    failed=$((failed + 1))
+    tail -15 "$WORK/phase.out"
+  fi
   return "$rc"
 }
 note "out $OUT_DIR, scratch $WORK, device $DEV, model $MODEL"
@@ -169,6 +176,8 @@ phase async "$T_ASYNC" "$PY" benchmarks/async_vs_sync.py --model "$MODEL" --devi
 # ---------------------------------------------------------------- 7. the results page, filled from these files
 phase fill "$T_FILL" "$PY" benchmarks/gpu_study_report.py "$OUT_DIR" --out "$OUT_DIR/gpu_h200.md"
 
+[ -f "$OUT_DIR/gpu_h200.md" ] && head -c 9000 "$OUT_DIR/gpu_h200.md"  # the results, also on the screen
+echo
 note "done in $((SECONDS - T0)) s, $failed phase(s) failed; wrote:"
 ls -la "$OUT_DIR" | tee -a "$LOG"
 [ -z "${GPU_STUDY_WORK:-}" ] && [ "${GPU_STUDY_KEEP:-0}" != 1 ] && rm -rf "$WORK"
