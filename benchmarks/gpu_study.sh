@@ -61,7 +61,7 @@ else  # one H200: the box of every phase, in seconds. The study runs until STUDY
   DEV=cuda MODEL=gpu-small BATCHES=1,2,4,8,16,32,64,128,256,512,1024,2048,4096,8192,16384
   ROOF=(--bandwidth-gbs 4800 --peak-tflops 990) PROFILE_REPEATS=3  # the H200's datasheet ceilings (bf16 dense)
   ASYNC=(--batch 1024 --group 8 --steps 12 --rounds 3 --micro-batch-size 2048 --precision bf16 --configs k1)
-  T_SETUP=45 T_WARM=60 T_PROFILE=70 STUDY_END=375 T_REPORT=50 T_ASYNC=75 T_FILL=30
+  T_SETUP=45 T_WARM=60 T_PROFILE=70 STUDY_END=340 T_REPORT=85 T_ASYNC=75 T_FILL=30
 fi
 STUDY_END=${GPU_STUDY_END:-$STUDY_END}
 T0=$SECONDS
