@@ -5,6 +5,11 @@ synchronous runs just before and after it, so machine load that drifts over minu
 
     python benchmarks/async_vs_sync.py                 # B = 64 (P 8 x G 8), 12 steps, 3 rounds
     python benchmarks/async_vs_sync.py --steps 20 --rounds 5 --batch 64
+    python benchmarks/async_vs_sync.py --model gpu-small --device cuda --precision bf16 --batch 1024 \
+        --micro-batch-size 2048 --configs k1 --json async.json      # on one GPU (benchmarks/gpu_study.sh)
+
+On a GPU the generation process shares the GPU with the trainer (its weights arrive through CUDA IPC), so the
+overlap is of two processes' kernels on one device, not of two CPU cores.
 
 Prints one line per configuration and ``async_speedup=X.XX`` (K = 1 against the synchronous loop with one torch
 thread: the generation process adds a second thread on the second core, which is the point of the overlap) plus
@@ -29,12 +34,14 @@ from pathlib import Path
 def run_once(name: str, opts: dict, args, model_tok, task, tmp: Path, rnd: int, tag: str = "") -> float:
     import copy
 
+    from rlbatch.scaling import scaled_lr
     from rlbatch.train.trainer import make_config, train
 
-    cfg = make_config(model="tiny", task="arithmetic", prompts_per_step=args.batch // args.group, group_size=args.group,
-                      lr=1e-4 * (args.batch / 16) ** 0.5, samples=10**9, max_steps=args.steps, seed=rnd,
-                      max_new_tokens=args.max_new_tokens, eval_every=10**9, eval_size=64,
-                      checkpoint_every=10**6, **opts)
+    cfg = make_config(model=args.model, task="arithmetic", prompts_per_step=args.batch // args.group,
+                      group_size=args.group, lr=scaled_lr(args.batch, args.base_batch, args.base_lr, "sqrt"),
+                      samples=10**9, max_steps=args.steps, seed=rnd, max_new_tokens=args.max_new_tokens,
+                      eval_every=10**9, eval_size=64, checkpoint_every=10**6, device=args.device,
+                      precision=args.precision, micro_batch_size=args.micro_batch_size, **opts)
     out = train(cfg, tmp / f"{name}-{rnd}{tag}", model_tok=(copy.deepcopy(model_tok[0]), model_tok[1]), task=task)
     rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines() if x.strip()]
     rows = rows[1:]  # step 1: pipeline warm-up
@@ -51,17 +58,33 @@ def main() -> None:
     ap.add_argument("--max-new-tokens", type=int, default=5, help="response cap (the tiny preset's answers: 3-4)")
     ap.add_argument("--partial-tokens", type=int, default=2, help="T of the partial-rollout configuration")
     ap.add_argument("--with-sync2", action="store_true", help="also the synchronous loop with two torch threads")
+    ap.add_argument("--model", default="tiny", help="model preset (tiny, gpu-small, gpu-small-toy) or directory")
+    ap.add_argument("--device", default="cpu", help="cpu or cuda")
+    ap.add_argument("--precision", default="fp32", choices=("fp32", "bf16"), help="the trainer's precision")
+    ap.add_argument("--micro-batch-size", type=int, default=None, help="responses per micro-batch (a cap)")
+    ap.add_argument("--configs", default="k1,k2,partial",
+                    help="asynchronous configurations to compare with the synchronous loop: k1, k2, partial")
+    ap.add_argument("--json", default=None, help="also write the throughputs and ratios here (JSON)")
     args = ap.parse_args()
+    from rlbatch.sweep.demo import DEMOS
+
+    # the lr of the model's demo study at this B under the sqrt rule (tiny: lr0 1e-4 at B0 16)
+    base = DEMOS.get(args.model, DEMOS["tiny"])
+    args.base_batch, args.base_lr = base["base_batch"], base["base_lr"]
 
     import torch
 
     from rlbatch.train.models import load_model
     from rlbatch.train.tasks import get_task
 
-    model_tok = load_model("tiny")
+    model_tok = load_model(args.model, args.device)
     task = get_task("arithmetic", seed=0, eval_size=64)
-    configs = {"k1": {"async_rollouts": 1}, "k2": {"async_rollouts": 2},
-               "partial": {"async_rollouts": 1, "partial_rollout_tokens": args.partial_tokens}}
+    known = {"k1": {"async_rollouts": 1}, "k2": {"async_rollouts": 2},
+             "partial": {"async_rollouts": 1, "partial_rollout_tokens": args.partial_tokens}}
+    names = [c for c in args.configs.split(",") if c]
+    if not names or any(c not in known for c in names):
+        ap.error(f"--configs: choose among {', '.join(known)}")
+    configs = {c: known[c] for c in names}
     if args.with_sync2:
         configs["sync2"] = {"threads": 2}
     # every configuration runs between two synchronous runs and is compared with their mean: load that drifts
@@ -89,11 +112,18 @@ def main() -> None:
         rs = ratios[a]
         return statistics.median(rs), min(rs), max(rs)
 
+    summary = {"model": args.model, "device": args.device, "precision": args.precision, "batch": args.batch,
+               "group": args.group, "steps": args.steps, "rounds": args.rounds,
+               "throughput_median": {k: statistics.median(v) for k, v in res.items()}, "throughput": res,
+               "ratios": ratios}
     for label, a in (("async_speedup", "k1"), ("async_speedup_k2", "k2"), ("async_speedup_partial", "partial"),
                      ("async_speedup_vs_sync2", "sync2")):
         if a in ratios:
             med, lo, hi = ratio(a)
             print(f"{label}={med:.2f}  (rounds: {lo:.2f}-{hi:.2f})")
+            summary[label] = {"median": med, "min": lo, "max": hi}
+    if args.json:
+        Path(args.json).write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":

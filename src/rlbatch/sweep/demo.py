@@ -1,8 +1,9 @@
 """``rlbatch demo``: a real batch-size study end to end — a sweep under the square-root LR rule plus a fixed-LR
 control, several seeds, then the report (accounting, curves, grad norm vs B, time split, recommendation).
 
-Presets: ``tiny`` (the default; minutes on 2 CPU cores) and ``smollm2-135m`` (the real pretrained model on
-reasoning-gym ``chain_sum``; meant for a GPU, very slow on CPU).
+Presets: ``tiny`` (the default; minutes on 2 CPU cores), ``smollm2-135m`` (the real pretrained model on
+reasoning-gym ``chain_sum``; meant for a GPU, very slow on CPU) and ``gpu-small`` / ``gpu-small-toy`` (one GPU, and
+its CPU rehearsal: :mod:`rlbatch.sweep.gpu_preset`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from rlbatch.errors import UserError
+from rlbatch.sweep.gpu_preset import GPU_DEMOS
 
 #: The demo studies. ``lr0`` for tiny was chosen by a small scan at B0=16 (1e-4 learns fastest; 4e-4 degrades,
 #: 1e-3 collapses the policy). Grad clipping at 1.0 is on (norms are ~2-5, so it clips most steps; with Adam this
@@ -43,6 +45,8 @@ DEMOS: dict[str, dict[str, Any]] = {
                          options=dict(eval_every=1024, eval_size=128, eval_batch_size=64, max_new_tokens=64,
                                       micro_batch_size=8, max_grad_norm=1.0, checkpoint_every=5)),
 }
+
+DEMOS.update(GPU_DEMOS)  # gpu-small (one GPU) and its CPU rehearsal gpu-small-toy: rlbatch.sweep.gpu_preset
 
 #: PPO studies (``rlbatch demo --algo ppo``): key ``<preset>-ppo``. A P ladder with G = 1 (B = P responses per
 #: update), a value model copied from the policy, GAE with gamma = lambda = 1, the sqrt rule applied to the actor
@@ -87,6 +91,7 @@ def run_demo(out: Path | str = "runs/demo", *, preset: str = "tiny", seeds: int 
     specs = plan_trials(base_batch=d["base_batch"], base_lr=d["base_lr"], batches=d["batches"], rule=d["rule"],
                         group_sizes=d["group_sizes"], seeds=d["seeds"], fixed_lr_control=d["fixed_lr_control"],
                         samples=d["samples"], model=d["model"], task=d["task"], options=opts)
+    specs.sort(key=lambda s: s.seed)  # seed-major (stable): a study cut short still spans the whole ladder
     settings = {k: v for k, v in d.items() if k != "options"} | {"options": opts, "preset": preset,
                                                                  "workers": workers, "algo": algo}
     run_sweep(specs, out, workers=workers, threads=1, settings=settings | {"backend": backend}, progress=progress,

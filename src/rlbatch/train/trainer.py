@@ -92,6 +92,10 @@ class TrainConfig(BaseModel):
     max_time_s: float | None = Field(None, gt=0)
     max_empty_steps: int = Field(200, ge=1, description="stop after this many consecutive all-filtered steps")
     device: str = "cpu"
+    precision: Literal["fp32", "bf16"] = Field("fp32", description="bf16: generation, evaluation and the update's "
+                                               "forward passes under bfloat16 autocast (weights, gradients and Adam "
+                                               "state stay float32, so small updates are not rounded away; the KV "
+                                               "cache is bfloat16); fp32: everything in float32")
     threads: int | None = Field(None, ge=1, description="torch threads of the trainer; None = torch's default (all "
                                 "cores), less the generation process's with asynchronous rollouts")
     # PPO (algo="ppo"; rlbatch.train.ppo): value model, GAE, critic optimizer
@@ -156,14 +160,17 @@ class TrainConfig(BaseModel):
         return self.resolved_lr()
 
     def resolved_micro(self) -> int:
-        """Responses per micro-batch m: ``micro_batch_size``, or gcd(B, 8) by default; :class:`UserError` (field
-        ``micro_batch_size``) unless m divides B = P x G. GRPO lays the retained batch out by prompt with it
+        """Responses per micro-batch m: ``micro_batch_size`` (B when it is B or more, so one setting serves a whole
+        ladder of B), or gcd(B, 8) by default; :class:`UserError` (field ``micro_batch_size``) unless m divides
+        B = P x G. GRPO lays the retained batch out by prompt with it
         (:func:`rlbatch.train.grpo.prompt_layout`): m < G splits each group into ceil(G / m) near-equal parts,
         m >= G packs floor(m / G) whole groups per micro-batch, so an m that neither divides nor is a multiple of G
         is used as is (no pass exceeds m responses)."""
         b = self.batch_size
         if self.micro_batch_size is None:
             return math.gcd(b, 8)
+        if self.micro_batch_size >= b:  # a cap above the batch: the whole batch in one pass (a ladder's one setting)
+            return b
         if b % self.micro_batch_size:
             raise UserError(f"batch B = P x G = {self.prompts_per_step} x {self.group_size} = {b} is not divisible "
                             f"into micro-batches of {self.micro_batch_size}", field="micro_batch_size")
@@ -470,7 +477,8 @@ def train(cfg: TrainConfig, out_dir: Path | str, *, resume: bool = False, progre
     check_writable(out)
     lock = lock_run_dir(out)
     try:
-        return _train(cfg, out, lr, micro, resume, progress, model_tok, task)
+        with precision_context(cfg.precision, cfg.device):
+            return _train(cfg, out, lr, micro, resume, progress, model_tok, task)
     finally:
         if lock is not None:
             lock.close()
@@ -552,7 +560,8 @@ def _train(cfg: TrainConfig, out: Path, lr: float, micro: int, resume: bool, pro
     if cfg.max_concurrent_sequences is None:  # fitted to memory: prompt of the task's longest item + response
         cfg = cfg.model_copy(update={"max_concurrent_sequences": fitted_concurrency(
             model, _context_of(model, tok, task, cfg))})
-    if cfg.device.startswith("cuda"):
+    cuda = cfg.device.startswith("cuda")
+    if cuda:
         torch.cuda.reset_peak_memory_stats()
     # async hook: the generation process (rlbatch.train.async_rollout), None for the synchronous loop
     from rlbatch.train import async_rollout
@@ -640,6 +649,8 @@ def _train(cfg: TrainConfig, out: Path, lr: float, micro: int, resume: bool, pro
             faults.fault("optim")
             if pipe is not None:  # async hook: hand the new version to the generator
                 pipe.publish(step, model, snapshot=step % cfg.checkpoint_every == 0)
+            if cuda:  # the optimizer step's kernels run asynchronously: count them in this step's update time
+                torch.cuda.synchronize()
             t3, c3 = time.perf_counter(), time.process_time()
             gen_tok = int(ro.response_mask.sum())
             state["step"] = step
@@ -696,6 +707,25 @@ def _train(cfg: TrainConfig, out: Path, lr: float, micro: int, resume: bool, pro
         if bar:
             bar.close()
     return out
+
+
+def precision_context(precision: str, device: str):
+    """The context the trainer's forward passes run in: ``torch.autocast(device type, torch.bfloat16)`` for
+    ``precision="bf16"`` (matmuls and attention in bfloat16, softmax / log-softmax / norms in float32, parameters
+    untouched: mixed precision as in Micikevicius et al. 2018, without a loss scale, which bfloat16's float32
+    exponent range makes unnecessary; the weights are cast afresh in every forward), a no-op context for ``"fp32"``. Raises :class:`UserError` for another value.
+    The asynchronous generation process enters the same context (:mod:`rlbatch.train.async_rollout`)."""
+    import contextlib
+
+    import torch
+
+    if precision == "fp32":
+        return contextlib.nullcontext()
+    if precision != "bf16":
+        raise UserError(f"--precision must be fp32 or bf16, got {precision!r}", field="precision")
+    # cache_enabled=False: the loop runs in one autocast region, and autocast's cache of bfloat16 weight copies lives
+    # until the region exits, so it would keep serving the weights of before the first optimizer step
+    return torch.autocast(device_type=torch.device(device).type, dtype=torch.bfloat16, cache_enabled=False)
 
 
 def _context_of(model, tok, task, cfg: TrainConfig) -> int:
