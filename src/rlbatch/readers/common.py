@@ -9,6 +9,8 @@ number. :func:`build_run` maps names through :mod:`rlbatch.readers.names`, separ
 
 from __future__ import annotations
 
+import contextlib
+import io
 import math
 import re
 import warnings
@@ -60,9 +62,39 @@ def sniff_encoding(head: bytes) -> str:
     return "utf-8"
 
 
+#: texts standing in for files while a part of a file is read (one run of several, a notebook's outputs):
+#: str(path) -> text; set only through :func:`virtual_text`
+_VIRTUAL: dict[str, str] = {}
+
+
+@contextlib.contextmanager
+def virtual_text(path: str | Path, text: str):
+    """While inside, :func:`read_text` and :func:`open_text` of ``path`` give ``text`` instead of the file's
+    contents, so a format reader reads one run of a file that holds several, or the text unpacked from a container
+    (a notebook's outputs), with messages still naming the file."""
+    key = str(Path(path))
+    prev = _VIRTUAL.get(key)
+    _VIRTUAL[key] = text
+    try:
+        yield
+    finally:
+        if prev is None:
+            _VIRTUAL.pop(key, None)
+        else:
+            _VIRTUAL[key] = prev
+
+
+def virtual(path: str | Path) -> str | None:
+    """The text standing in for ``path`` (:func:`virtual_text`), or None."""
+    return _VIRTUAL.get(str(Path(path))) if _VIRTUAL else None
+
+
 def open_text(path: str | Path):
     """Open a log for reading as text in its sniffed encoding (:func:`sniff_encoding`), undecodable bytes
     replaced, line ends kept as written. Raises :class:`UserError` naming the file when it cannot be opened."""
+    v = virtual(path)
+    if v is not None:
+        return io.StringIO(v, newline="")
     try:
         with open(path, "rb") as fh:
             enc = sniff_encoding(fh.read(4096))

@@ -1,0 +1,109 @@
+"""The general reader: any log whose format no adapter recognises, read through :mod:`rlbatch.readers.extract`.
+
+Records are found wherever they are (JSON lines, Python dicts, ``key: value`` runs, tables, notebook outputs),
+organised into training steps and evaluation points, and the run-level config (P, G, update batch, lr) is read
+from config records, config cells, flags or trainer banners, each with its source in the run's notes. What could
+not be found is listed with the ``--set`` that supplies it (:func:`missing_fields`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rlbatch.errors import UserError
+from rlbatch.readers import extract as X
+from rlbatch.readers.common import build_run, finalize, meta_from, read_text, to_count
+from rlbatch.runstore import Run
+
+#: run fields the analysis needs, and the ``--set`` that supplies each when a log lacks it
+NEEDED = {
+    "prompts_per_step": "--set RUN:prompts_per_step=P",
+    "group_size": "--set RUN:group_size=G",
+    "lr": "--set RUN:lr=LR",
+}
+
+
+def read(path: str | Path, *, run_id: str | None = None, user_map: dict[str, str] | None = None,
+         source_format: str = "generic") -> Run:
+    """Read ``path`` (any text; a Jupyter notebook is unpacked first) into one :class:`Run`.
+
+    Raises :class:`UserError` naming the file when no record with a step and a training metric is found.
+    """
+    path = Path(path)
+    raw = read_text(path)
+    code: list[str] = []
+    tables: list[list[X.Record]] = []
+    notes: list[str] = []
+    if X.is_notebook(raw[:4096] + raw[-4096:]):
+        try:
+            nb = X.notebook_text(raw)
+        except (ValueError, RecursionError):
+            raise UserError("not a readable Jupyter notebook (invalid JSON)", path=str(path)) from None
+        text, code, tables = nb.text, nb.code, nb.tables
+        source_format = "notebook"
+        notes.append("Jupyter notebook: read its stream outputs, HTML tables and config cell")
+    else:
+        text = raw
+    text = X.clean(text)
+    lines = text.split("\n")
+    records = X.scan(lines)
+    for t in tables:
+        records.extend(t)
+    org = X.organize(records, user_map)
+    if not org.rows:
+        raise UserError("no records with a step and training metrics found (JSON lines, Python dicts, key: value "
+                        "runs, tables); give --log-format if this is a known format", path=str(path))
+    cfg = X.find_config(text, code=code, mapping=org.config)
+    notes += org.notes
+    fields: dict[str, Any] = dict(cfg.fields())
+    for f, src in cfg.sources.items():
+        if f in fields or (f in ("prompts_per_step", "group_size") and "prompts_per_step" in fields):
+            notes.append(f"{f}: {src}")
+    rows = org.rows
+    fin = org.closing_step()
+    if fin:
+        rows = rows + [{"step": fin, "train_runtime": org.summary.get("train_runtime")}]
+        notes.append(f"the final summary closes the run at step {fin}")
+    meta = meta_from(run_id or path.stem, step_source=org.step_counter, rollout_counter=org.rollout_counter,
+                     config_sources=dict(cfg.sources) or None, **fields)
+    run = build_run(rows, path=path, source_format=source_format, meta_fields=meta, notes=notes,
+                    lines=org.lines + [0] * (len(rows) - len(org.lines)), user_map=user_map)
+    return run
+
+
+def fill_config(run: Run, text: str, *, code: list[str] | None = None) -> Run:
+    """Fill P, G and lr a format reader left unknown from what :func:`rlbatch.readers.extract.find_config` finds
+    in ``text`` (the same file), noting the source of each; fields the reader set are kept."""
+    meta = run.meta
+    cfg = X.find_config(text, code=code or [])
+    changed = False
+    if meta.prompts_per_step is None and meta.group_size is None and cfg.prompts_per_step and cfg.group_size:
+        if meta.batch_size is None or meta.batch_size == cfg.prompts_per_step * cfg.group_size:
+            meta.prompts_per_step, meta.group_size = cfg.prompts_per_step, cfg.group_size
+            meta.batch_size = cfg.prompts_per_step * cfg.group_size
+            run.notes.append(f"prompts_per_step: {cfg.sources['prompts_per_step']}")
+            run.notes.append(f"group_size: {cfg.sources['group_size']}")
+            changed = True
+    if meta.lr is None and cfg.lr:
+        meta.lr = cfg.lr
+        run.notes.append(f"lr: {cfg.sources['lr']}")
+        changed = True
+    if changed:
+        srcs = dict(getattr(meta, "config_sources", None) or {})
+        srcs.update(cfg.sources)
+        meta.config_sources = srcs
+        finalize(run)
+    return run
+
+
+def missing_fields(run: Run) -> dict[str, str]:
+    """Fields the analysis needs that ``run`` lacks -> the ``--set`` that supplies each (run id filled in)."""
+    out = {}
+    for f, hint in NEEDED.items():
+        if getattr(run.meta, f, None) is None:
+            out[f] = hint.replace("RUN", run.run_id)
+    return out
+
+
+__all__ = ["read", "fill_config", "missing_fields", "NEEDED"]
