@@ -525,6 +525,13 @@ class Organized:
     notes: list[str]
     summary: dict[str, Any] = field(default_factory=dict)
     last_train_step: float | None = None
+    renamed: dict[str, str] = field(default_factory=dict)
+
+    def restore_sources(self, run) -> None:
+        """Name the log's own names in ``run.meta.metric_sources`` where :func:`organize` renamed them."""
+        ms = getattr(run.meta, "metric_sources", None)
+        if ms:
+            run.meta.metric_sources = {k: self.renamed.get(v, v) for k, v in ms.items()}
 
     def closing_step(self) -> int | None:
         """The final summary's step when it is past the last training record (the run ran to it), else None."""
@@ -658,7 +665,8 @@ def organize(records: list[Record], user_map: dict[str, str] | None = None) -> O
         lines.append(r.line)
         last_step_keys[s] = keys
     return Organized(rows=rows, lines=lines, config=config, step_counter=step_name or lab_opt or lab_roll,
-                     rollout_counter=roll, notes=notes, summary=summary, last_train_step=last_train)
+                     rollout_counter=roll, notes=notes, summary=summary, last_train_step=last_train,
+                     renamed={v: k for k, v in rename.items()})
 
 
 def _has_training(vals: dict[str, Any]) -> bool:
@@ -835,7 +843,7 @@ def find_config(text: str, *, code: Iterable[str] = (), mapping: dict[str, Any] 
 #: lines that start a new run: a launch command, a trainer banner, a printed config dict
 RUN_START = re.compile(r"^\s*(?:\+\s+)?(?:python3?|torchrun|accelerate|deepspeed|swift|bash)\b.*"
                        r"(?:verl\.trainer|train|grpo|ppo|rlhf|sft)|==\(\(====\)\)==\s+Unsloth - |"
-                       r"\*\*\*\*\* Running training \*\*\*\*\*")
+                       r"\*\*\*\*\* Running training \*\*\*\*\*|Unsloth: We now expect `per_device_train_batch_size`")
 
 
 def split_runs(lines: list[str]) -> list[tuple[int, int]]:

@@ -69,6 +69,7 @@ def read(path: str | Path, *, run_id: str | None = None, user_map: dict[str, str
                      config_sources=dict(cfg.sources) or None, **fields)
     run = build_run(rows, path=path, source_format=source_format, meta_fields=meta, notes=notes,
                     lines=org.lines + [0] * (len(rows) - len(org.lines)), user_map=user_map)
+    org.restore_sources(run)
     return run
 
 
@@ -77,21 +78,23 @@ def fill_config(run: Run, text: str, *, code: list[str] | None = None) -> Run:
     in ``text`` (the same file), noting the source of each; fields the reader set are kept."""
     meta = run.meta
     cfg = X.find_config(text, code=code or [])
-    changed = False
+    used: dict[str, str] = {}
     if meta.prompts_per_step is None and meta.group_size is None and cfg.prompts_per_step and cfg.group_size:
         if meta.batch_size is None or meta.batch_size == cfg.prompts_per_step * cfg.group_size:
             meta.prompts_per_step, meta.group_size = cfg.prompts_per_step, cfg.group_size
             meta.batch_size = cfg.prompts_per_step * cfg.group_size
-            run.notes.append(f"prompts_per_step: {cfg.sources['prompts_per_step']}")
-            run.notes.append(f"group_size: {cfg.sources['group_size']}")
-            changed = True
-    if meta.lr is None and cfg.lr:
-        meta.lr = cfg.lr
-        run.notes.append(f"lr: {cfg.sources['lr']}")
-        changed = True
-    if changed:
+            used["prompts_per_step"] = cfg.sources["prompts_per_step"]
+            used["group_size"] = cfg.sources["group_size"]
+            used["batch_size"] = f"P x G = {cfg.prompts_per_step} x {cfg.group_size}"
+    lr_logged = meta.lr is not None and (getattr(meta, "lr_schedule", None) or {}).get("peak") == meta.lr
+    if cfg.lr and (meta.lr is None or (lr_logged and abs(cfg.lr - meta.lr) <= 0.02 * cfg.lr)):
+        meta.lr = cfg.lr  # the configured value where the log states one (the logged peak is its rounding)
+        used["lr"] = cfg.sources["lr"]
+    if used:
+        for f, src in used.items():
+            run.notes.append(f"{f}: {src}")
         srcs = dict(getattr(meta, "config_sources", None) or {})
-        srcs.update(cfg.sources)
+        srcs.update(used)
         meta.config_sources = srcs
         finalize(run)
     return run

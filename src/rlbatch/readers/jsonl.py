@@ -93,6 +93,7 @@ def read(path: str | Path, *, fmt: str = "jsonl", run_id: str | None = None,
         lines.append(i)
     notes: list[str] = []
     extra = dict(meta or {})
+    org = None
     if records:  # generic JSONL: record kinds, config records, counters and evaluation names (extract.organize)
         org = X.organize(records, user_map)
         rows, lines = org.rows, org.lines
@@ -128,8 +129,11 @@ def read(path: str | Path, *, fmt: str = "jsonl", run_id: str | None = None,
                 fields["group_size_source"] = "verl default"
                 notes.append("group_size: rollout.n not in the log; verl's default n = 1 (PPO) assumed, flagged as a "
                              "default (--set RUN:group_size=... if the run set it)")
-    return build_run(rows, path=path, source_format=fmt, meta_fields=fields, lines=lines, user_map=user_map,
-                     notes=notes)
+    run = build_run(rows, path=path, source_format=fmt, meta_fields=fields, lines=lines, user_map=user_map,
+                    notes=notes)
+    if org is not None:
+        org.restore_sources(run)
+    return run
 
 
 CONFIG_NAMES = ("{stem}_config.json", "{stem}.config.json", "{base}_config.json", "{base}config.json",
