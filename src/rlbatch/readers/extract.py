@@ -585,19 +585,43 @@ def organize(records: list[Record], user_map: dict[str, str] | None = None) -> O
     else:
         lab_opt = lab_roll = None
     step_name = opt or roll
+    per_rollout: dict[float, set[float]] = {}
     if opt and roll:
+        for r in data:
+            if opt in r.values and roll in r.values:
+                per_rollout.setdefault(to_float(r.values[roll]), set()).add(to_float(r.values[opt]))
+    k_upd = max((len(v) for v in per_rollout.values()), default=1)
+    if opt and roll and k_upd > 1:
+        step_name = roll
+        data = _aggregate_updates(data, opt, roll)
+        notes.append(f"two step counters: {roll!r} counts rollouts and {opt!r} optimizer updates, up to {k_upd} "
+                     f"updates per rollout: one row per rollout step (as verl counts steps), the updates' values "
+                     f"averaged (times summed); the last {opt!r} of each rollout kept as raw/{opt}_last and the "
+                     "updates as raw/updates")
+    elif opt and roll:
         notes.append(f"two step counters: {opt!r} counts optimizer updates (the run's step) and {roll!r} rollouts "
-                     f"(kept as raw/{roll})")
+                     f"(one update per rollout; kept as raw/{roll})")
     elif roll and not opt:
         notes.append(f"steps from the rollout counter {roll!r} (no optimizer-update counter in the log: one update "
                      "per rollout assumed)")
-    # step of each record
+    # step of each record; a record carrying only the other counter gets its step through the records that carry
+    # both (a rollout record at rollout_step k, where one update per rollout makes optimizer_step j = f(k))
+    second = roll if step_name == opt else opt
+    via: dict[float, float] = {}
+    if step_name and second:
+        for r in data:
+            if step_name in r.values and second in r.values:
+                a, b = to_float(r.values[second]), to_float(r.values[step_name])
+                if a is not None and b is not None:
+                    via.setdefault(a, b)
     steps: list[float | None] = []
     for r in data:
         s = None
         other = next((c for c in OPTIMIZER_COUNTERS if c in r.values), None) if opt else None
         if step_name and step_name in r.values:
             s = to_float(r.values[step_name])
+        elif second and second in r.values and to_float(r.values[second]) in via:
+            s = via[to_float(r.values[second])]
         elif other is not None:  # a record that names the update counter differently (a final state dump)
             s = to_float(r.values[other])
         elif r.label is not None:
@@ -639,6 +663,7 @@ def organize(records: list[Record], user_map: dict[str, str] | None = None) -> O
         if s is None:
             continue
         vals = {rename.get(k, k): v for k, v in r.values.items() if k != step_name and k not in OPTIMIZER_COUNTERS}
+        counter_vals = {k: vals.pop(k) for k in [k for k in vals if k in ROLLOUT_COUNTERS]}
         is_eval = r.kind == "eval" or (bool(vals) and any(N.is_validation_side(k, user_map) for k in vals) and
                                        not _has_training({k: v for k, v in vals.items()
                                                           if not N.is_validation_side(k, user_map)}))
@@ -658,15 +683,54 @@ def organize(records: list[Record], user_map: dict[str, str] | None = None) -> O
         keys = set(vals)
         if rows and rows[-1].get("step") == s and not (keys & last_step_keys.get(s, set())):
             rows[-1].update(vals)  # another kind of record of the same step (rollout / train / eval lines)
+            for k, v in counter_vals.items():
+                rows[-1].setdefault(k, v)
             last_step_keys[s] |= keys
             continue
-        row = {"step": s, **vals}
+        row = {"step": s, **vals, **counter_vals}
         rows.append(row)
         lines.append(r.line)
         last_step_keys[s] = keys
     return Organized(rows=rows, lines=lines, config=config, step_counter=step_name or lab_opt or lab_roll,
                      rollout_counter=roll, notes=notes, summary=summary, last_train_step=last_train,
                      renamed={v: k for k, v in rename.items()})
+
+
+_TIME_NAME = re.compile(r"(?i)time|seconds|duration|(?<![a-z])_?s$|_sec$")
+
+
+def _aggregate_updates(data: list[Record], opt: str, roll: str) -> list[Record]:
+    """Training records of one rollout (several optimizer updates) -> one record at the rollout's first training
+    record: numbers averaged, timings summed, ``{opt}_last`` and ``updates`` added; other records unchanged."""
+    groups: dict[float, list[Record]] = {}
+    out: list[Record | float] = []
+    for r in data:
+        rv = to_float(r.values.get(roll)) if roll in r.values else None
+        if r.kind != "eval" and opt in r.values and rv is not None and _has_training(r.values):
+            if rv not in groups:
+                groups[rv] = []
+                out.append(rv)
+            groups[rv].append(r)
+        else:
+            out.append(r)
+    merged: list[Record] = []
+    for item in out:
+        if isinstance(item, Record):
+            merged.append(item)
+            continue
+        rs = groups[item]
+        vals: dict[str, Any] = {}
+        names = [k for k in dict.fromkeys(k for r in rs for k in r.values) if k not in (opt, roll)]
+        for k in names:
+            xs = [to_float(r.values[k]) for r in rs if k in r.values and to_float(r.values[k]) is not None]
+            xs = [x for x in xs if math.isfinite(x)]
+            if xs:
+                vals[k] = sum(xs) if _TIME_NAME.search(k) else sum(xs) / len(xs)
+        vals[roll] = item
+        vals[f"{opt}_last"] = max(to_float(r.values[opt]) for r in rs)
+        vals["updates"] = len({to_float(r.values[opt]) for r in rs})
+        merged.append(Record(rs[0].line, vals, rs[0].form, rs[0].kind, rs[0].label, rs[0].label_counter))
+    return merged
 
 
 def _has_training(vals: dict[str, Any]) -> bool:
@@ -688,7 +752,8 @@ CONFIG_KEYS: dict[str, tuple[str, ...]] = {
     "group_size": ("num_generations", "n_samples_per_prompt", "samples_per_prompt", "completions_per_prompt",
                    "num_samples_per_prompt", "responses_per_prompt", "rollout/n", "actor_rollout_ref/rollout/n",
                    "n_generations", "group_size"),
-    "update_batch": ("responses_per_update", "update_batch_size", "train_batch_size_responses"),
+    "update_batch": ("responses_per_update", "update_batch_size", "train_batch_size_responses", "mini_batch_size",
+                     "train_mini_batch_size", "minibatch_size"),
     "lr": ("learning_rate", "actor_lr", "actor_learning_rate", "lr", "optim/lr", "actor/optim/lr",
            "actor_rollout_ref/actor/optim/lr", "policy_lr"),
     "batch_size": ("batch_size", "train_batch_size", "global_batch_size"),
@@ -706,16 +771,34 @@ class ConfigFound:
     group_size: int | None = None
     batch_size: int | None = None
     lr: float | None = None
+    update_batch: int | None = None
     sources: dict[str, str] = field(default_factory=dict)
 
     def fields(self) -> dict[str, Any]:
+        """Run-metadata fields: P and G (and, when a mini-batch splits the rollout of P x G responses into several
+        updates, ``batch_size`` = the mini-batch and ``rollout_batch_size`` = P x G); else the batch alone; lr."""
         out: dict[str, Any] = {}
-        if self.prompts_per_step and self.group_size:
-            out["prompts_per_step"], out["group_size"] = self.prompts_per_step, self.group_size
-        elif self.batch_size:
-            out["batch_size"] = self.batch_size
+        p, g = self.prompts_per_step, self.group_size
+        if p and g:
+            out["prompts_per_step"], out["group_size"] = p, g
+            u = self.update_batch
+            if u and u < p * g and (p * g) % u == 0:
+                out["batch_size"], out["rollout_batch_size"] = u, p * g
+        elif self.update_batch or self.batch_size:
+            out["batch_size"] = self.update_batch or self.batch_size
         if self.lr:
             out["lr"] = self.lr
+        return out
+
+    def field_sources(self) -> dict[str, str]:
+        """The source of each of :meth:`fields`."""
+        f = self.fields()
+        out = {k: self.sources[k] for k in ("prompts_per_step", "group_size", "lr") if k in f and k in self.sources}
+        if "rollout_batch_size" in f:
+            out["batch_size"] = self.sources.get("update_batch", "")
+            out["rollout_batch_size"] = f"P x G = {f['prompts_per_step']} x {f['group_size']}"
+        elif "batch_size" in f:
+            out["batch_size"] = self.sources.get("update_batch") or self.sources.get("batch_size", "")
         return out
 
 
@@ -751,7 +834,7 @@ def config_from_mapping(cfg: dict[str, Any], where: str) -> ConfigFound:
         if not c:
             continue
         if f == "update_batch":
-            out.batch_size, out.sources["batch_size"] = c, f"{k} = {v} ({where})"
+            out.update_batch, out.sources["update_batch"] = c, f"{k} = {v} responses per update ({where})"
         elif f == "batch_size":
             if out.batch_size is None:
                 out.batch_size, out.sources["batch_size"] = c, f"{k} = {v} ({where})"
@@ -792,7 +875,7 @@ def find_config(text: str, *, code: Iterable[str] = (), mapping: dict[str, Any] 
     found = ConfigFound()
 
     def merge(c: ConfigFound) -> None:
-        for f in ("prompts_per_step", "group_size", "batch_size", "lr"):
+        for f in ("prompts_per_step", "group_size", "batch_size", "lr", "update_batch"):
             if getattr(found, f) is None and getattr(c, f) is not None:
                 setattr(found, f, getattr(c, f))
                 found.sources[f] = c.sources[f]
@@ -878,5 +961,5 @@ def _has_records(lines: list[str]) -> bool:
     return any(_TRAIN_HINT.search(ln) for ln in lines)
 
 
-__all__ = ["Record", "json_record", "scan", "organize", "clean", "notebook_text", "html_tables", "find_config", "ConfigFound",
-           "config_from_mapping", "split_runs", "eval_score_name", "counters_in", "flatten", "parse_pydict"]
+__all__ = ["Record", "json_record", "scan", "organize", "clean", "notebook_text", "html_tables", "find_config",
+           "ConfigFound", "config_from_mapping", "split_runs", "eval_score_name", "counters_in", "flatten", "parse_pydict"]

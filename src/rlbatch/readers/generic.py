@@ -57,16 +57,15 @@ def read(path: str | Path, *, run_id: str | None = None, user_map: dict[str, str
     cfg = X.find_config(text, code=code, mapping=org.config)
     notes += org.notes
     fields: dict[str, Any] = dict(cfg.fields())
-    for f, src in cfg.sources.items():
-        if f in fields or (f in ("prompts_per_step", "group_size") and "prompts_per_step" in fields):
-            notes.append(f"{f}: {src}")
+    srcs = cfg.field_sources()
+    notes += [f"{f}: {src}" for f, src in srcs.items()]
     rows = org.rows
     fin = org.closing_step()
     if fin:
         rows = rows + [{"step": fin, "train_runtime": org.summary.get("train_runtime")}]
         notes.append(f"the final summary closes the run at step {fin}")
     meta = meta_from(run_id or path.stem, step_source=org.step_counter, rollout_counter=org.rollout_counter,
-                     config_sources=dict(cfg.sources) or None, **fields)
+                     config_sources=srcs or None, **fields)
     run = build_run(rows, path=path, source_format=source_format, meta_fields=meta, notes=notes,
                     lines=org.lines + [0] * (len(rows) - len(org.lines)), user_map=user_map)
     org.restore_sources(run)

@@ -107,8 +107,10 @@ def read(path: str | Path, *, fmt: str = "jsonl", run_id: str | None = None,
             cfg = X.find_config("", mapping=org.config)
             for k, v in cfg.fields().items():
                 extra.setdefault(k, v)
-            notes += [f"{f}: {src}" for f, src in cfg.sources.items() if f in cfg.fields()
-                      or f in ("prompts_per_step", "group_size") and "prompts_per_step" in cfg.fields()]
+            srcs = cfg.field_sources()
+            notes += [f"{f}: {src}" for f, src in srcs.items()]
+            if srcs:
+                extra.setdefault("config_sources", srcs)
         if org.step_counter:
             extra.setdefault("step_source", org.step_counter)
     if not rows:

@@ -36,17 +36,20 @@ FOREIGN_NAMES: dict[str, tuple[str, ...]] = {
     "time/gen_s": ("time/gen_s", "timing_s/get_batch_rollout_with_filtering", "timing_s/gen", "timing/gen",
                    "train/generate_time", "timing/generate", "time/sample_s", "timing/train/exposed_generation",
                    "exposed_generation", "timing/train/generation", "generation", "perf/rollout_time",
-                   "generation_time", "gen_time", "rollout_time", "time/rollout_s", "time/generation_s",
-                   "time/generation", "time/rollout", "timing/rollout", "sampling_time", "time/gen"),
+                   # by meaning (issue 24)
+                   "gen_time_s", "generation_time_s", "rollout_time_s", "generation_time", "gen_time",
+                   "rollout_time", "time/rollout_s", "time/generation_s", "time/generation", "time/rollout",
+                   "timing/rollout", "sampling_time", "time/gen"),
     "time/reward_s": ("time/reward_s", "timing_s/reward", "timing/reward", "train/reward_time", "time/score_s",
-                      "timing/train/reward_calculation", "reward_calculation"),
+                      "timing/train/reward_calculation", "reward_calculation", "reward_time_s", "score_time_s"),
     "time/train_s": ("time/train_s", "train/train_time", "timing/train/policy_training", "policy_training",
                      "perf/train_time", "perf/actor_train_time",  # slime: perf/...
-                     "train_time", "update_time", "time/update_s", "time/update", "training_time", "time/train"),
+                     "update_time_s", "train_time_s", "train_time", "update_time", "time/update_s", "time/update",
+                     "training_time", "time/train"),
     "time/step_s": ("time/step_s", "timing_s/step", "timing/step", "perf/time_per_step", "time_per_step",
                     "step_time", "train/step_time", "timing/train/total_step_time", "total_step_time",
-                    "perf/step_time", "time/step", "iteration_time", "iter_time", "time_per_iter", "step_duration_s",
-                    "time/total_s", "timing/step_s"),
+                    "perf/step_time", "step_time_s", "iteration_time_s", "time/step", "iteration_time", "iter_time",
+                    "time_per_iter", "step_duration_s", "time/total_s", "timing/step_s"),
     "time/wall_s": ("time/wall_s",),
     "time/cpu_s": ("time/cpu_s",),
     "reward/mean": ("reward/mean", "critic/score/mean", "reward", "train/reward", "train/rewards", "rewards/mean",
@@ -106,7 +109,11 @@ TIME_ALTERNATES: dict[str, tuple[tuple[str, str], ...]] = {
 PER_STEP_TO_CUMULATIVE: dict[str, tuple[str, ...]] = {
     "tokens/trained": ("perf/total_num_tokens", "total_num_tokens"),  # verl: prompt + response tokens this step
     # Tinker-style loops: training datums (responses of groups not skipped for equal rewards) in this step
-    "samples/retained": ("n_datums",),
+    "samples/retained": ("n_datums", "n_retained", "num_retained", "retained_samples",
+                         "num_retained_samples", "rollout/n_retained"),
+    # responses generated in this step, before filtering
+    "samples/generated": ("n_generated", "num_generated", "num_generated_samples", "n_responses",
+                          "rollout/n_generated"),
 }
 
 #: per-step update timings summed into ``time/train_s`` (verl: actor and critic updates).
