@@ -54,7 +54,7 @@ _NONFINITE = re.compile(r"(?<![\w'\"])(nan|inf|-inf)(?![\w'\"])")
 #: a Python dict repr starting: ``{'name':`` or ``{"name":``
 PYDICT_START = re.compile(r"\{\s*['\"][^'\"\n]{1,200}['\"]\s*:")
 #: a label naming a step in front of a record: ``step 3:``, ``Iter 3:``, ``[eval] step 200:``, ``rollout 4:``
-LABEL = re.compile(r"(?i)(?:^|[\s\[(|,;-])(?P<word>global[_ ]step|train[_ ]step|step|iter(?:ation)?|update|rollout|"
+LABEL = re.compile(r"(?i)(?<![A-Za-z0-9_])(?P<word>global[_ ]step|train[_ ]step|step|iter(?:ation)?|update|rollout|"
                    r"epoch|episode)[\s#:=]*(?P<n>\d{1,12})(?:\s*/\s*\d{1,12})?\s*(?:\]|\))?\s*[:|,-]?\s*$")
 LEAD_LABEL = re.compile(r"(?i)^\W{0,8}(?P<pre>[\w\[\]. -]{0,40}?)\b(?P<word>global[_ ]step|train[_ ]step|step|"
                         r"iter(?:ation)?|update|rollout|epoch|episode)\s*[#:=]?\s*(?P<n>\d{1,12})"
@@ -69,6 +69,8 @@ MD_SEP = re.compile(r"^\s*\|?\s*:?-{2,}:?\s*(\|\s*:?-{2,}:?\s*)*\|?\s*$")
 HEADING = re.compile(r"^\s*(?:#{1,6}\s*|={2,}\s*)(?P<text>.*?)\s*$")
 PLUSMINUS = re.compile(r"^\s*(" + NUM + r")\s*(?:±|\+/-|\+-)")
 
+#: names of a per-step rate in iterations per second (mlx-lm's ``It/sec``): the step's time is its inverse
+RATE_NAMES = ("it/sec", "it/s", "iter/s", "iters/s", "iter/sec", "steps/s", "steps/sec", "iterations_per_second")
 KIND_FIELDS = ("type", "kind", "split", "mode", "phase", "event", "record", "tag", "stage_type")
 KINDS = {
     "train": "train", "training": "train", "step": "train", "update": "train", "optim": "train", "optimizer": "train",
@@ -436,7 +438,8 @@ def scan(lines: Iterable[str], first_line: int = 1, *, max_wrap: int = 200) -> l
                 if kind is None and sum(_kind_of_words(k.split()[0]) == "eval" for k in names) > len(names) / 2:
                     kind = "eval"
                     pairs = {re.sub(r"(?i)^(val|eval|test)[ _]", "", k): v for k, v in pairs.items()}
-                out.append(Record(ln, pairs, "kv", kind=kind, label=int(lm.group("n")),
+                out.append(Record(ln, {_name(k): v for k, v in pairs.items()}, "kv", kind=kind,
+                                  label=int(lm.group("n")),
                                   label_counter=LABEL_COUNTER.get(word, word.replace(" ", "_"))))
                 continue
         if "=" in s:
@@ -632,14 +635,17 @@ def organize(records: list[Record], user_map: dict[str, str] | None = None) -> O
     # evaluation names: records with no training metric that carry names never seen with training metrics
     train_names: set[str] = set()
     evalish: set[str] = set()
-    for r in data:
+    train_steps = {s for r, s in zip(data, steps) if r.kind != "eval" and _has_training(r.values)}
+    for r, s in zip(data, steps):
         names = set(r.values) - {step_name, roll, *OTHER_COUNTERS}
         if r.kind == "eval":
             evalish |= names
         elif _has_training({k: r.values[k] for k in names}):
             train_names |= names
+        elif s not in train_steps or any(_looks_eval(n) for n in names):
+            evalish |= names  # logged where no training happened (a baseline before training, an eval-only step)
         else:
-            evalish |= names
+            train_names |= names  # another table of a training step (statistics, per-stage values)
     eval_only = {n for n in evalish if n not in train_names or _looks_eval(n)}
     # names seen in an eval-only record and also in training records (a baseline point at step 0 logging the same
     # held-out metrics as every training record): evaluation names too, when they are not training metrics
@@ -680,6 +686,13 @@ def organize(records: list[Record], user_map: dict[str, str] | None = None) -> O
             vals = {(k if N.is_validation_side(k, user_map) else "val-aux/" + k): v for k, v in vals.items()}
         else:
             last_train = s if last_train is None else max(last_train, s)
+            rate = next((k for k in RATE_NAMES if k in vals), None)
+            if rate is not None and not any((N.canonical_for(k, user_map) or ("",))[0] == "time/step_s" for k in vals):
+                x = to_float(vals[rate])
+                if x is not None and math.isfinite(x) and x > 0:
+                    vals["time/step_s"] = 1.0 / x
+                    if not any(n.startswith("time/step_s: 1 /") for n in notes):
+                        notes.append(f"time/step_s: 1 / {rate!r} (iterations per second of the step)")
         keys = set(vals)
         if rows and rows[-1].get("step") == s and not (keys & last_step_keys.get(s, set())):
             rows[-1].update(vals)  # another kind of record of the same step (rollout / train / eval lines)
