@@ -199,3 +199,44 @@ def test_find_config_sources():
     # a batch that num_generations does not divide counts prompts (TRL < 0.15): P = 1, G = 8
     assert (old.prompts_per_step, old.group_size) == (1, 8)
     assert math.isclose(X.find_config("", mapping={"args/lr": 2e-5}).lr, 2e-5)
+
+
+def test_step_header_blocks_of_key_value_lines(tmp_path):
+    p = tmp_path / "forge.log"
+    p.write_text(
+        "WandbBackend: Logged 3 metrics at step 1\n=== [global_reduce] - METRICS STEP 1 ===\n"
+        "  grpo_loss/total_loss: 0.5\n  reward/avg_total_reward: 0.25\n  generator_perf/generate_s: 4.0\n"
+        "==============================\n=== [global_reduce] - METRICS STEP 2 ===\n  grpo_loss/total_loss: 0.4\n"
+        "  reward/avg_total_reward: 0.5\n  generator_perf/generate_s: 4.5\n==============================\n")
+    run = _one(p)
+    assert list(run.metrics["step"]) == [1, 2]
+    assert list(run.metrics["raw/reward/avg_total_reward"]) == [0.25, 0.5]
+
+
+def test_notebook_whose_outputs_are_a_trl_console(tmp_path):
+    stream = ["  5%|5 | 1/20 [00:10<03:10, 10.0s/it]{'loss': 0.1, 'grad_norm': 1.0, 'learning_rate': 1e-05, "
+              "'reward': 0.2, 'epoch': 0.05}\n",
+              " 10%|# | 2/20 [00:20<03:00, 10.0s/it]{'loss': 0.1, 'grad_norm': 1.0, 'learning_rate': 9e-06, "
+              "'reward': 0.3, 'epoch': 0.1}\n"]
+    nb = {"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
+        {"cell_type": "code", "outputs": [],
+         "source": "args = GRPOConfig(\n  learning_rate = 1e-5,\n  num_generations = 4,\n"
+                   "  per_device_train_batch_size = 8,\n)"},
+        {"cell_type": "code", "source": "trainer.train()",
+         "outputs": [{"output_type": "stream", "name": "stdout", "text": stream}]}]}
+    p = tmp_path / "t.ipynb"
+    p.write_text(json.dumps(nb))
+    run = _one(p)
+    assert run.meta.source_format == "notebook (trl-console)" and list(run.metrics["step"]) == [1, 2]
+    assert list(run.metrics["time/step_s"]) == [10.0, 10.0]  # the progress bar's elapsed 00:10, 00:20
+    # 8 completions per device (TRL counts completions) / num_generations 4 -> P = 2; lr 1e-5 from the config cell
+    assert (run.meta.prompts_per_step, run.meta.group_size, run.meta.lr) == (2, 4, 1e-5)
+
+
+def test_records_without_any_counter_are_numbered(tmp_path):
+    p = tmp_path / "plain.txt"
+    p.write_text("[train] loss=0.5 reward_mean=0.1\n[train] loss=0.4 reward_mean=0.2\n[eval] accuracy=0.7 n=10\n")
+    run = _one(p)
+    assert list(run.metrics["step"]) == [1, 2]
+    assert list(run.evals["step"]) == [2] and list(run.evals["eval/score"]) == [0.7]
+    assert any("numbered" in n for n in run.notes)

@@ -38,7 +38,7 @@ _CANDIDATES = {
     "eval/score": re.compile(r"(?i)acc|pass|score|success|correct|eval|val"),
     "reward/mean": re.compile(r"(?i)reward|return|score"),
     "time/gen_s": re.compile(r"(?i)gen|rollout|sampl"),
-    "time/step_s": re.compile(r"(?i)step.*time|time.*step|duration|elapsed"),
+    "time/step_s": re.compile(r"(?i)step.*time|time.*step|duration|elapsed|^time(_s|_sec)?$|iter.*time|time_per"),
     "grad_norm/actor": re.compile(r"(?i)grad"),
 }
 

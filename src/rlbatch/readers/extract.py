@@ -59,9 +59,16 @@ LABEL = re.compile(r"(?i)(?<![A-Za-z0-9_])(?P<word>global[_ ]step|train[_ ]step|
 LEAD_LABEL = re.compile(r"(?i)^\W{0,8}(?P<pre>[\w\[\]. -]{0,40}?)\b(?P<word>global[_ ]step|train[_ ]step|step|"
                         r"iter(?:ation)?|update|rollout|epoch|episode)\s*[#:=]?\s*(?P<n>\d{1,12})"
                         r"(?:\s*/\s*(?P<of>\d{1,12}))?\s*[\]):|,-]+\s*")
+#: a header line that only names a step (``=== [global_reduce] - METRICS STEP 2 ===``, ``==== Step 3/10 ====``,
+#: ``Step 5:``, ``## Step 4``): the ``key: value`` lines under it are that step's record
+BLOCK_HEADER = re.compile(r"(?i)^[\W_]*(?:[\w\[\].-]+\s+){0,6}?[-:|]?\s*(?:metrics\s+)?(?P<word>global[_ ]step|step|"
+                          r"iter(?:ation)?|epoch|rollout|update)\s*[#:]?\s*(?P<n>\d{1,12})(?:\s*/\s*\d{1,12})?"
+                          r"[\s=#*:\-\]|)]*$")
 VERL_STEP = re.compile(r"(?:^|\s)step:(\d{1,12}) - ")
 NUM = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
+NUM_ = NUM
 KV_EQ = re.compile(r"(?<![\w./-])([A-Za-z_][\w./@()-]{0,80})=(" + NUM + r")(?![\w.])")
+KV_LINE = re.compile(r"^\s*(?:[-\u2022*]\s+)?([A-Za-z_][\w./@()%-]{0,120}?)\s*[:=]\s*(" + NUM_ + r")\s*(?:s|%|ms)?\s*$")
 KV_SEG = re.compile(r"^\s*([A-Za-z_][\w ./@()%-]{0,80}?)\s*(?::\s*|\s+)(" + NUM + r")\s*(?:%|s|ms|GB|GiB|MB|"
                     r"tokens?(?:/s)?|it/s|s/it)?\s*$")
 MD_ROW = re.compile(r"^\s*\|(.+)\|\s*$")
@@ -368,6 +375,29 @@ def scan(lines: Iterable[str], first_line: int = 1, *, max_wrap: int = 200) -> l
         i += 1
         if not s:
             continue
+        # a header naming a step, with key: value lines under it (TorchForge's METRICS STEP blocks, bullet lists)
+        bh = BLOCK_HEADER.match(s) if len(s) < 160 else None
+        if bh:
+            vals: dict[str, Any] = {}
+            j = i
+            while j < n:
+                nxt = lines[j].rstrip("\n")
+                if not nxt.strip():
+                    if vals:
+                        break
+                    j += 1
+                    continue
+                km = KV_LINE.match(nxt)
+                if not km:
+                    break
+                vals[km.group(1).strip()] = km.group(2)
+                j += 1
+            if len(vals) >= 2:
+                word = bh.group("word").lower()
+                out.append(Record(ln, vals, "block", kind=_kind_of_words(s[: bh.start("word")]), label=int(bh.group("n")),
+                                  label_counter=LABEL_COUNTER.get(word, word.replace(" ", "_"))))
+                i = j
+                continue
         # Markdown heading (labels the tables after it)
         hm = HEADING.match(raw)
         if hm and (raw.lstrip().startswith("#") or raw.lstrip().startswith("==")):
@@ -632,6 +662,15 @@ def organize(records: list[Record], user_map: dict[str, str] | None = None) -> O
         steps.append(s)
     if not step_name and (lab_opt or lab_roll):
         notes.append(f"steps from the label in front of each record ({lab_opt or lab_roll})")
+    if data and all(x is None for x in steps):
+        k = 0
+        for idx, r in enumerate(data):
+            if r.kind != "eval" and _has_training(r.values):
+                k += 1
+            steps[idx] = float(k)
+        if k:
+            notes.append("no step counter in the log: training records numbered 1, 2, ... in file order (an "
+                         "evaluation at the step of the training record before it); steps count logging intervals")
     # evaluation names: records with no training metric that carry names never seen with training metrics
     train_names: set[str] = set()
     evalish: set[str] = set()

@@ -43,6 +43,10 @@ def read(path: str | Path, *, run_id: str | None = None, user_map: dict[str, str
         text, code, tables = nb.text, nb.code, nb.tables
         source_format = "notebook"
         notes.append("Jupyter notebook: read its stream outputs, HTML tables and config cell")
+        if not any(len(t) > 1 for t in tables):  # no table of steps: the outputs may be a known console format
+            run = _notebook_console(path, nb, user_map)
+            if run is not None:
+                return run
     else:
         text = raw
     text = X.clean(text)
@@ -70,6 +74,26 @@ def read(path: str | Path, *, run_id: str | None = None, user_map: dict[str, str
                     lines=org.lines + [0] * (len(rows) - len(org.lines)), user_map=user_map)
     org.restore_sources(run)
     return run
+
+
+def _notebook_console(path: Path, nb: X.Notebook, user_map: dict[str, str] | None) -> Run | None:
+    """A notebook whose outputs are a console log an adapter reads (TRL dicts, verl step lines): read by that
+    adapter, then P, G and lr filled from the outputs and the config cell. None when no adapter recognises it."""
+    from rlbatch.readers import _read_one, detect_format
+    from rlbatch.readers.common import virtual_text
+
+    with virtual_text(path, nb.text):
+        try:
+            fmt = detect_format(path)
+            if fmt in ("notebook", "generic", "csv", "jsonl"):
+                return None
+            runs = _read_one(path, fmt, user_map or {})
+        except UserError:
+            return None
+    run = runs[0]
+    run.meta.source_format = f"notebook ({fmt})"
+    run.notes.insert(0, f"Jupyter notebook: its outputs read as {fmt} console output")
+    return fill_config(run, nb.text, code=nb.code)
 
 
 def fill_config(run: Run, text: str, *, code: list[str] | None = None) -> Run:
