@@ -170,6 +170,7 @@ def _flags(toks: list[str], env: dict[str, str]) -> dict[str, str | None]:
 def _hydra(toks: list[str], env: dict[str, str]) -> dict[str, str]:
     out = {}
     for t in toks:
+        t = t.strip("[],'\"")  # a printed override list: ['data.train_batch_size=256', ...]
         if "=" in t and not t.startswith("-"):
             k, _, v = t.partition("=")
             k = k.lstrip("+~")

@@ -448,7 +448,8 @@ def scan(lines: Iterable[str], first_line: int = 1, *, max_wrap: int = 200) -> l
                 buf += lines[j].rstrip("\n")
                 j += 1
                 end = _balanced_end(buf, start)
-            if end >= 0:
+            nested = re.search(r"['\"]\s*:\s*$", buf[:start]) is not None  # a sub-dict of a printed config
+            if end >= 0 and not nested:
                 d = parse_pydict(buf[start:end + 1])
                 if d is not None:
                     lab, ctr, kind = _label(buf[:start])
@@ -475,7 +476,11 @@ def scan(lines: Iterable[str], first_line: int = 1, *, max_wrap: int = 200) -> l
         if "=" in s:
             pairs = dict(KV_EQ.findall(s))
             if len(pairs) >= 2:
-                out.append(Record(ln, pairs, "kv", kind=_kind_of_words(s[: s.find("=")])))
+                dotted = sum("." in k for k in pairs)
+                if dotted * 2 >= len(pairs):  # Hydra overrides / a config dump (data.train_batch_size=256): settings
+                    out.append(Record(ln, pairs, "kv", kind="config"))
+                else:
+                    out.append(Record(ln, pairs, "kv", kind=_kind_of_words(s[: s.find("=")])))
                 continue
     return out
 
@@ -538,10 +543,19 @@ def eval_score_name(names: Iterable[str], user_map: dict[str, str] | None = None
     return None
 
 
+#: names that mean a training quantity (a loss, a reward, a gradient norm, the lr, a timing)
+TRAINING_WORDS = re.compile(r"(?i)loss|reward|grad|entropy|advantage|(?<![a-z])(kl|kl_div|ppo_kl|lr|learning_rate|"
+                            r"return|returns|pg|policy|actor|critic|score)(?![a-z])|timing|time|duration|throughput")
+#: names that are settings, not measurements (a config dict printed in a log: kl_coef, temperature, max_tokens)
+SETTING_WORDS = re.compile(r"(?i)coef|coeff|temperature|top_[pk]|seed|(?<![a-z])pid(?![a-z])|warmup|_ratio$|"
+                           r"clip_range|(?<![a-z])(max|min)_|_steps$|epochs$|(?<![a-z])n$|_size$|_id$|port$|rank$")
+
+
 def _is_training_name(n: str) -> bool:
     low = n.lower()
-    return bool(re.search(r"loss|grad|lr|learning_rate|reward|kl|entropy|clip|policy|actor|advantage|timing|"
-                          r"time|throughput|tokens|length", low)) and not EVAL_WORDS.search(low)
+    if EVAL_WORDS.search(low) or SETTING_WORDS.search(low.rsplit("/", 1)[-1]):
+        return False
+    return bool(TRAINING_WORDS.search(low))
 
 
 @dataclass
@@ -786,7 +800,9 @@ def _aggregate_updates(data: list[Record], opt: str, roll: str) -> list[Record]:
 
 
 def _has_training(vals: dict[str, Any]) -> bool:
-    return any(_is_training_name(k) or (N.canonical_for(k) is not None and not N.is_validation_side(k))
+    """True when ``vals`` hold a training measurement: a name of the canonical table (not validation-side) or one
+    meaning a loss, reward, gradient norm, lr or timing (:data:`TRAINING_WORDS`), not a setting."""
+    return any((N.canonical_for(k) is not None and not N.is_validation_side(k)) or _is_training_name(k)
                for k, v in vals.items() if to_float(v) is not None and k not in OTHER_COUNTERS
                and k not in OPTIMIZER_COUNTERS and k not in ROLLOUT_COUNTERS)
 
