@@ -240,3 +240,26 @@ def test_records_without_any_counter_are_numbered(tmp_path):
     assert list(run.metrics["step"]) == [1, 2]
     assert list(run.evals["step"]) == [2] and list(run.evals["eval/score"]) == [0.7]
     assert any("numbered" in n for n in run.notes)
+
+
+def test_openrlhf_console_progress_postfix_and_its_launch_command(tmp_path):
+    p = tmp_path / "openrlhf.log"
+    p.write_text(
+        "python3 -m openrlhf.cli.train_ppo_ray --rollout-batch-size 128 --n_samples_per_prompt 8 \\\n"
+        "   --train_batch_size 256 --actor_learning_rate 5e-7\n"
+        "Episode [1/1]:   1%|     | 1/100 [00:30<49:30, policy_loss=0.1, reward=0.5, return=0.4, act_lr=5e-7]\n"
+        "Episode [1/1]:   2%|     | 2/100 [01:00<49:00, policy_loss=0.1, reward=0.6, return=0.4, act_lr=5e-7]\n")
+    run = _one(p)
+    assert list(run.metrics["step"]) == [1, 2] and list(run.metrics["reward/mean"]) == [0.5, 0.6]
+    # OpenRLHF counts the rollout batch in prompts and the train batch in responses: 128 x 8 = 1024 per rollout,
+    # 256 per update (4 updates per rollout)
+    m = run.meta
+    assert (m.prompts_per_step, m.group_size, m.batch_size, m.rollout_batch_size, m.lr) == (128, 8, 256, 1024, 5e-7)
+    assert "openrlhf launch command" in m.config_sources["prompts_per_step"]
+
+
+def test_ms_swift_launch_counts_processes(tmp_path):
+    cfg = X.find_config("NPROC_PER_NODE=8 \\\nswift rlhf --rlhf_type grpo --num_generations 8 "
+                        "--per_device_train_batch_size 8 --gradient_accumulation_steps 2 --learning_rate 1e-6\n")
+    # completions per update 8 per device x 8 processes x 2 accumulation = 128 = 16 prompts x 8
+    assert (cfg.prompts_per_step, cfg.group_size, cfg.update_batch, cfg.lr) == (16, 8, 128, 1e-6)

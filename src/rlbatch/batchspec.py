@@ -223,6 +223,12 @@ def batch_spec(text: str, *, where: str = "command line", framework: str | None 
     flags.update(_flags(toks, env))
     if fw == "openrlhf":
         return _openrlhf(flags, where)
+    if "num_processes" not in flags:
+        for k in ("nproc_per_node", "NPROC_PER_NODE"):
+            v = flags.get(k) or env.get(k)
+            if v:
+                flags["num_processes"] = v
+                break
     return _trl(flags, where)
 
 

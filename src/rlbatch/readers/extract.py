@@ -64,6 +64,7 @@ LEAD_LABEL = re.compile(r"(?i)^\W{0,8}(?P<pre>[\w\[\]. -]{0,40}?)\b(?P<word>glob
 BLOCK_HEADER = re.compile(r"(?i)^[\W_]*(?:[\w\[\].-]+\s+){0,6}?[-:|]?\s*(?:metrics\s+)?(?P<word>global[_ ]step|step|"
                           r"iter(?:ation)?|epoch|rollout|update)\s*[#:]?\s*(?P<n>\d{1,12})(?:\s*/\s*\d{1,12})?"
                           r"[\s=#*:\-\]|)]*$")
+TQDM_COUNTER = re.compile(r"(?<!\d)(\d{1,12})/\d{1,12} \[")
 VERL_STEP = re.compile(r"(?:^|\s)step:(\d{1,12}) - ")
 NUM = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
 NUM_ = NUM
@@ -480,7 +481,10 @@ def scan(lines: Iterable[str], first_line: int = 1, *, max_wrap: int = 200) -> l
                 if dotted * 2 >= len(pairs):  # Hydra overrides / a config dump (data.train_batch_size=256): settings
                     out.append(Record(ln, pairs, "kv", kind="config"))
                 else:
-                    out.append(Record(ln, pairs, "kv", kind=_kind_of_words(s[: s.find("=")])))
+                    bar = list(TQDM_COUNTER.finditer(s[: s.find("=")]))  # a progress bar's postfix: its N/M
+                    out.append(Record(ln, pairs, "kv", kind=_kind_of_words(s[: s.find("=")]),
+                                      label=int(bar[-1].group(1)) if bar else None,
+                                      label_counter="step" if bar else None))
                 continue
     return out
 
@@ -816,7 +820,8 @@ def _looks_eval(name: str) -> bool:
 #: meaning -> config keys (flat, ``/``-joined, last component matched too), most specific first
 CONFIG_KEYS: dict[str, tuple[str, ...]] = {
     "prompts_per_step": ("prompts_per_step", "n_prompts", "num_prompts", "prompts_per_batch", "prompt_batch_size",
-                         "data/train_batch_size", "rollout_batch_size_prompts", "batch_size_prompts"),
+                         "data/train_batch_size", "rollout_batch_size_prompts", "batch_size_prompts",
+                         "rollout_batch_size", "rollout/batch_size", "trainer/train_batch_size"),
     "group_size": ("num_generations", "n_samples_per_prompt", "samples_per_prompt", "completions_per_prompt",
                    "num_samples_per_prompt", "responses_per_prompt", "rollout/n", "actor_rollout_ref/rollout/n",
                    "n_generations", "group_size"),
@@ -957,9 +962,15 @@ def find_config(text: str, *, code: Iterable[str] = (), mapping: dict[str, Any] 
             kw.update(_kwargs(src))
     if kw:
         merge(config_from_mapping(kw, "config cell"))
+    launch = launch_config(text)
+    if launch is not None:
+        merge(launch)
     flags = {k.replace("-", "_"): v for k, v in FLAG.findall(text[:200000])}
     if flags:
         merge(config_from_mapping(flags, "command-line flags"))
+        for k in ("per_device_train_batch_size", "gradient_accumulation_steps"):
+            if k in flags and k not in kw:
+                kw[k] = flags[k]
     g = found.group_size
     ch = UNSLOTH_CHANGE.search(text)
     if ch and not g:
@@ -980,13 +991,68 @@ def find_config(text: str, *, code: Iterable[str] = (), mapping: dict[str, Any] 
                                                  "as TRL < 0.15 did)")
     elif per_dev and g and not found.prompts_per_step and not tot:
         ga = to_count(kw.get("gradient_accumulation_steps")) or 1
-        b = per_dev * ga
-        if b % g == 0:
-            found.prompts_per_step = b // g
-        else:
-            found.prompts_per_step = b
-        found.sources["prompts_per_step"] = f"per_device_train_batch_size x gradient_accumulation_steps = {b} (config)"
+        np_m = NPROC.search(text[:200000])
+        nproc = int(np_m.group(1)) if np_m else 1
+        b = per_dev * ga * nproc
+        found.prompts_per_step = b // g if b % g == 0 else b
+        found.sources["prompts_per_step"] = (
+            f"per_device_train_batch_size x gradient_accumulation_steps x processes = {per_dev} x {ga} x {nproc} = "
+            f"{b} " + (f"completions / num_generations {g} (TRL >= 0.15 counts completions)" if b % g == 0 else
+                       f"prompts (not a multiple of num_generations {g}: counted as prompts, as TRL < 0.15 did)")
+            + ("" if np_m else "; one process assumed (no NPROC_PER_NODE / --nproc_per_node in the log)"))
     return found
+
+
+NPROC = re.compile(r"(?:NPROC_PER_NODE=|--nproc[_-]per[_-]node[= ]|--num[_-]processes[= ])(\d{1,4})")
+#: a launch command in a log: verl / OpenRLHF / TRL entry points (its continuation lines joined)
+LAUNCH = re.compile(r"verl\.trainer\.main_\w+|openrlhf\.cli\.train_\w+|train_ppo_ray|swift\s+rlhf|trl\s+grpo")
+
+
+def launch_config(text: str) -> ConfigFound | None:
+    """P, G, update batch and lr of the launch command printed in a log (verl / OpenRLHF / TRL), through
+    :func:`rlbatch.batchspec.batch_spec` (one reading of each framework's batch); only values the command sets
+    (no framework defaults). None when the log prints no launch command."""
+    from rlbatch.batchspec import batch_spec
+    from rlbatch.errors import UserError
+
+    head = text[:2_000_000]
+    m = LAUNCH.search(head)
+    if not m:
+        return None
+    start = head.rfind("\n", 0, m.start()) + 1
+    end = start
+    while True:  # the command and its backslash continuations
+        nl = head.find("\n", end)
+        if nl < 0:
+            end = len(head)
+            break
+        line = head[end:nl].rstrip()
+        end = nl + 1
+        if not line.endswith("\\"):
+            break
+    cmd = head[start:end]
+    for v, val in re.findall(r"(?m)^\s*(?:export\s+)?([A-Z_][A-Z0-9_]*)=(\S+)", head[:start][-5000:]):
+        cmd = f"{v}={val}\n" + cmd  # shell variables set just before the command
+    try:
+        spec = batch_spec(cmd)
+    except UserError:
+        return None
+    out = ConfigFound()
+    where = f"{spec.framework} launch command"
+
+    def explicit(field: str) -> bool:
+        return field in spec.sources and "not set" not in spec.sources[field]
+
+    if explicit("prompts_per_step") and explicit("responses_per_prompt"):
+        out.prompts_per_step, out.group_size = spec.prompts_per_step, spec.responses_per_prompt
+        out.sources["prompts_per_step"] = f"{spec.sources['prompts_per_step']} ({where})"
+        out.sources["group_size"] = f"{spec.sources['responses_per_prompt']} ({where})"
+        if explicit("responses_per_update") and spec.responses_per_update:
+            out.update_batch = spec.responses_per_update
+            out.sources["update_batch"] = f"{spec.sources['responses_per_update']} ({where})"
+    if explicit("lr") and spec.lr:
+        out.lr, out.sources["lr"] = spec.lr, f"{spec.sources['lr']} ({where})"
+    return out
 
 
 # ---- runs in one file -----------------------------------------------------------------------------------------
