@@ -205,8 +205,11 @@ def _read_file(path: Path, mapping: dict[str, str]) -> list[Run]:
     text = read_text(path)
     if text.lstrip().startswith("{") and "\n" in text.strip() and '"log_history"' in head:
         return _read_one(path, detect_format(path), mapping)
+    starts = extract.run_starts(text)
+    if len(starts) < 2:
+        return _read_part(path, text, mapping, None)
     lines = text.split("\n")
-    spans = extract.split_runs(extract.clean(text).split("\n")) if len(text) < 50_000_000 else [(0, len(lines))]
+    spans = extract.split_runs(lines, starts)
     if len(spans) == 1:
         return _read_part(path, text, mapping, None)
     runs: list[Run] = []
