@@ -263,3 +263,16 @@ def test_ms_swift_launch_counts_processes(tmp_path):
                         "--per_device_train_batch_size 8 --gradient_accumulation_steps 2 --learning_rate 1e-6\n")
     # completions per update 8 per device x 8 processes x 2 accumulation = 128 = 16 prompts x 8
     assert (cfg.prompts_per_step, cfg.group_size, cfg.update_batch, cfg.lr) == (16, 8, 128, 1e-6)
+
+
+def test_a_very_long_number_does_not_stall_the_scan(tmp_path):
+    # found by benchmarks/fuzz_readers.py: a 1 MB number in a 'key: value' run made the number pattern backtrack
+    # quadratically (minutes); now linear (well under a second even on a loaded machine)
+    import time
+
+    p = tmp_path / "long.log"
+    p.write_text("Iter 1: loss 0.5, x: " + "9" * 300_000 + "z, reward 0.1\nIter 2: loss 0.4, reward 0.2\n")
+    t = time.process_time()
+    run = _one(p)
+    assert time.process_time() - t < 20
+    assert list(run.metrics["reward/mean"]) == [0.1, 0.2]

@@ -66,7 +66,7 @@ BLOCK_HEADER = re.compile(r"(?i)^[\W_]*(?:[\w\[\].-]+\s+){0,6}?[-:|]?\s*(?:metri
                           r"[\s=#*:\-\]|)]*$")
 TQDM_COUNTER = re.compile(r"(?<!\d)(\d{1,12})/\d{1,12} \[")
 VERL_STEP = re.compile(r"(?:^|\s)step:(\d{1,12}) - ")
-NUM = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
+NUM = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"  # one way to split digits: no quadratic backtracking
 NUM_ = NUM
 KV_EQ = re.compile(r"(?<![\w./-])([A-Za-z_][\w./@()-]{0,80})=(" + NUM + r")(?![\w.])")
 KV_LINE = re.compile(r"^\s*(?:[-\u2022*]\s+)?([A-Za-z_][\w./@()%-]{0,120}?)\s*[:=]\s*(" + NUM_ + r")\s*(?:s|%|ms)?\s*$")
@@ -355,6 +355,8 @@ def _kv_pairs(body: str) -> dict[str, str]:
         return {k: v for k, v in eq}
     out: dict[str, str] = {}
     for seg in re.split(r",\s+|\s+\|\s+|\s+-\s+|\t+|;\s+", body):
+        if len(seg) > 200:  # a name and a number are short; a longer segment is not one pair
+            continue
         m = KV_SEG.match(seg)
         if m:
             out[m.group(1).strip()] = m.group(2)
