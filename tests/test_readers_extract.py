@@ -276,3 +276,13 @@ def test_a_very_long_number_does_not_stall_the_scan(tmp_path):
     run = _one(p)
     assert time.process_time() - t < 20
     assert list(run.metrics["reward/mean"]) == [0.1, 0.2]
+
+
+def test_config_yaml_beside_the_log(tmp_path):
+    (tmp_path / "metrics.log").write_text("step=1 loss=0.5 reward_mean=0.1\nstep=2 loss=0.4 reward_mean=0.2\n")
+    (tmp_path / "config.yaml").write_text("per_device_train_batch_size: 16\ngradient_accumulation_steps: 2\n"
+                                          "num_generations: 8\nlearning_rate: 2.0e-6\n")
+    run = _one(tmp_path / "metrics.log")
+    # a TRL GRPOConfig: 16 x 2 = 32 completions per update = 4 prompts x 8; lr 2e-6 (read through batchspec)
+    assert (run.meta.prompts_per_step, run.meta.group_size, run.meta.lr) == (4, 8, 2e-6)
+    assert "config.yaml" in run.meta.config_sources["group_size"]

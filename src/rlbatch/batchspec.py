@@ -357,7 +357,8 @@ def _trl(f: dict[str, Any], where: str) -> BatchSpec:
         spec.notes.append(f"the generation batch {gen} is not a multiple of num_generations {g}: TRL refuses it")
     spec.responses_per_prompt, spec.responses_per_rollout = g, gen
     spec.prompts_per_step = gen // g
-    src["prompts_per_step"] = f"generation batch {gen} / num_generations {g}"
+    src["prompts_per_step"] = f"generation batch {gen} / num_generations {g}" + (
+        "; per_device_train_batch_size not set: TRL's default" if "not set" in src["micro_batch_per_device"] else "")
     spec.updates_per_rollout = gen / b * iters
     src["updates_per_rollout"] = f"generation batch {gen} / B {b} x num_iterations {iters}"
     spec.micro_batch_per_device, spec.devices, spec.grad_accumulation = per, nproc, float(ga)

@@ -264,7 +264,7 @@ def _read_part(path: Path, text: str, mapping: dict[str, str], run_id: str | Non
     for r in runs:
         if run_id:
             r.meta.run_id = run_id
-        out.append(generic.fill_config(r, text))
+        out.append(generic.fill_config(r, text, path=path))
     return out
 
 

@@ -1042,8 +1042,13 @@ def launch_config(text: str) -> ConfigFound | None:
         spec = batch_spec(cmd)
     except UserError:
         return None
+    return launch_config_from_spec(spec, f"{spec.framework} launch command")
+
+
+def launch_config_from_spec(spec, where: str) -> ConfigFound:
+    """A :class:`ConfigFound` of the values a :class:`rlbatch.batchspec.BatchSpec` read from its source (not the
+    framework defaults it filled in)."""
     out = ConfigFound()
-    where = f"{spec.framework} launch command"
 
     def explicit(field: str) -> bool:
         return field in spec.sources and "not set" not in spec.sources[field]

@@ -96,11 +96,63 @@ def _notebook_console(path: Path, nb: X.Notebook, user_map: dict[str, str] | Non
     return fill_config(run, nb.text, code=nb.code)
 
 
-def fill_config(run: Run, text: str, *, code: list[str] | None = None) -> Run:
+#: config files read beside a log (``{stem}`` the log's name without suffix), first present wins; Hydra's
+#: ``.hydra/config.yaml`` is what verl writes into its output directory
+CONFIG_BESIDE = ("{stem}_config.yaml", "{stem}_config.yml", "{stem}.yaml", "{stem}.yml", "config.yaml", "config.yml",
+                 ".hydra/config.yaml", "args.json", "hparams.yaml")
+
+
+def config_beside(path: Path) -> tuple[X.ConfigFound, str] | None:
+    """P, G, update batch and lr from a YAML/JSON config next to the log ``path`` (:data:`CONFIG_BESIDE`): a verl /
+    OpenRLHF / TRL config through :func:`rlbatch.batchspec.batch_spec` (values it sets), any other mapping by meaning
+    (:func:`rlbatch.readers.extract.config_from_mapping`). None when there is none or it cannot be read (never
+    anything but YAML/JSON: ``training_args.bin`` is a pickle and is not read)."""
+    import json
+
+    import yaml
+
+    from rlbatch.batchspec import batch_spec, detect_framework
+
+    path = Path(path)
+    for pat in CONFIG_BESIDE:
+        c = path.parent / pat.format(stem=path.stem)
+        if c == path or not c.is_file():
+            continue
+        try:
+            text = read_text(c)
+            data = json.loads(text) if c.suffix == ".json" else yaml.safe_load(text)
+        except (ValueError, yaml.YAMLError, UserError, RecursionError):
+            continue
+        if not isinstance(data, dict):
+            continue
+        where = c.name if c.parent == path.parent else str(c.relative_to(path.parent))
+        found = X.config_from_mapping(X.flatten(data), where)
+        if detect_framework("", data):
+            try:
+                spec = batch_spec("", where=where, mapping=data)
+            except UserError:
+                spec = None
+            if spec is not None:
+                found = X.launch_config_from_spec(spec, where)
+        return found, where
+    return None
+
+
+def fill_config(run: Run, text: str, *, code: list[str] | None = None, path: Path | None = None) -> Run:
     """Fill P, G and lr a format reader left unknown from what :func:`rlbatch.readers.extract.find_config` finds
-    in ``text`` (the same file), noting the source of each; fields the reader set are kept."""
+    in ``text`` (the same file) and, failing that, a config file beside the log (:func:`config_beside`), noting the
+    source of each; fields the reader set are kept."""
     meta = run.meta
     cfg = X.find_config(text, code=code or [])
+    if path is not None and not (cfg.prompts_per_step and cfg.group_size and cfg.lr):
+        side = config_beside(path)
+        if side is not None:
+            found, _ = side
+            for f in ("prompts_per_step", "group_size", "lr", "update_batch", "batch_size"):
+                if getattr(cfg, f) is None and getattr(found, f) is not None:
+                    setattr(cfg, f, getattr(found, f))
+                    if f in found.sources:
+                        cfg.sources[f] = found.sources[f]
     used: dict[str, str] = {}
     if meta.prompts_per_step is None and meta.group_size is None and cfg.prompts_per_step and cfg.group_size:
         if meta.batch_size is None or meta.batch_size == cfg.prompts_per_step * cfg.group_size:
