@@ -286,3 +286,33 @@ def test_config_yaml_beside_the_log(tmp_path):
     # a TRL GRPOConfig: 16 x 2 = 32 completions per update = 4 prompts x 8; lr 2e-6 (read through batchspec)
     assert (run.meta.prompts_per_step, run.meta.group_size, run.meta.lr) == (4, 8, 2e-6)
     assert "config.yaml" in run.meta.config_sources["group_size"]
+
+
+def test_eval_records_whose_names_are_training_names(tmp_path):
+    p = tmp_path / "ev.log"
+    p.write_text("Iter 1: Val loss 0.900, Val reward_mean 0.250\nIter 1: Train loss 0.800, reward_mean 0.100\n"
+                 "[train] step=2 loss=0.4 reward_mean=0.3\n[eval] step=2 reward_mean=0.6\n")
+    run = _one(p)
+    assert list(run.metrics["reward/mean"]) == [0.1, 0.3]  # the training values
+    assert list(run.evals["step"]) == [0, 2] and list(run.evals["eval/score"]) == [0.25, 0.6]
+
+
+def test_verl_step_lines_glued_to_a_progress_bar(tmp_path):
+    p = tmp_path / "sft.log"
+    p.write_text("Epoch 1/2:   0%|   | 0/3 [00:00<?, ?it/s]step:1 - train/loss:1.0 - train/lr(1e-3):0.001\n"
+                 "Epoch 1/2:  33%|#  | 1/3 [00:09<00:18,  9.0s/it]step:2 - train/loss:0.9 - train/lr(1e-3):0.002\n")
+    run = _one(p)
+    assert list(run.metrics["step"]) == [1, 2] and run.meta.lr == pytest.approx(2e-6)  # lr(1e-3): x 1e-3
+
+
+def test_a_final_state_dump_is_a_summary_not_a_step(tmp_path):
+    p = tmp_path / "logging.jsonl"
+    lines = [{"loss": 0.5, "learning_rate": 1e-5, "global_step": 9},
+             {"eval_loss": 0.4, "eval_acc": 0.8, "global_step": 10},
+             {"train_runtime": 30.0, "train_loss": 0.45, "global_step": 10},
+             {"train_time": {"train_runtime": 30.0, "n_train_samples": 80}, "last_model_checkpoint": "ckpt-10",
+              "global_step": 10}]
+    p.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    run = _one(p)
+    s = summarize_run(run)
+    assert s["steps"] == 10 and (s["last_eval_step"], s["last_eval_score"]) == (10, 0.8)

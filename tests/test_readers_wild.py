@@ -14,8 +14,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 WILD = Path(__file__).parent / "data" / "readers_wild"
-#: fully right on the held-out half after issue 24's reader work (benchmarks/results/readers_heldout_after.txt)
-HELDOUT_FLOOR = 7
+#: fully right on the held-out half now: 7 on its first clean run after the reader work (readers_heldout_after.txt),
+#: 9 after three general fixes made once its failures had been seen (readers_heldout_posthoc.txt)
+HELDOUT_FLOOR = 9
 
 
 def scorer():

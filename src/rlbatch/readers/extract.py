@@ -623,8 +623,9 @@ def organize(records: list[Record], user_map: dict[str, str] | None = None) -> O
                 and not _has_training(nums) and any(k in r.values for k in ("args/lr", "args/learning_rate")):
             config.update(r.values)
             continue
-        if any(k in nums for k in SUMMARY_KEYS) and not _has_training({k: v for k, v in nums.items()
-                                                                        if k not in SUMMARY_KEYS}):
+        last = {k.rsplit("/", 1)[-1]: v for k, v in nums.items()}  # a dump nests them: train_time/train_runtime
+        if any(k in SUMMARY_KEYS for k in last) and not _has_training(
+                {k: v for k, v in last.items() if k not in SUMMARY_KEYS}):
             summary.update(nums)
             if r.label is not None:
                 summary.setdefault("step", r.label)
@@ -733,6 +734,17 @@ def organize(records: list[Record], user_map: dict[str, str] | None = None) -> O
                                        not _has_training({k: v for k, v in vals.items()
                                                           if not N.is_validation_side(k, user_map)}))
         if is_eval:
+            own = [k for k in r.values if k != step_name and k not in OPTIMIZER_COUNTERS]
+            if r.kind == "eval" and "eval/score" not in vals and not any(
+                    N.is_eval_name(k, user_map) for k in vals):
+                # an evaluation record whose names are also training names ('[eval] reward_mean=...'): its own score
+                own_score = eval_score_name(own, user_map)
+                if own_score is not None and own_score in r.values:
+                    vals.pop(rename.get(own_score, own_score), None)
+                    vals["eval/score"] = r.values[own_score]
+                    if not any(x.startswith("evaluation records' score") for x in notes):
+                        notes.append(f"evaluation records' score: {own_score!r} (the same name in training records "
+                                     "is the training value)")
             nxt = next((t for rr, t in zip(data[idx + 1:], steps[idx + 1:]) if t is not None and rr.kind != "eval"
                         and _has_training(rr.values)), None)
             prev_train = any(t == s and rr.kind != "eval" and _has_training(rr.values)
