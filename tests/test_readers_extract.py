@@ -316,3 +316,15 @@ def test_a_final_state_dump_is_a_summary_not_a_step(tmp_path):
     run = _one(p)
     s = summarize_run(run)
     assert s["steps"] == 10 and (s["last_eval_step"], s["last_eval_score"]) == (10, 0.8)
+
+
+def test_notebook_whose_cells_come_after_a_large_metadata_block(tmp_path):
+    # Colab notebooks put the widget state in "metadata" before "cells": tens of kB in
+    table = ("<table><thead><tr><th>Step</th><th>Training Loss</th><th>reward</th></tr></thead><tbody>"
+             "<tr><td>1</td><td>0.0</td><td>0.5</td></tr><tr><td>2</td><td>0.0</td><td>0.6</td></tr></tbody></table>")
+    nb = {"nbformat": 4, "nbformat_minor": 0, "metadata": {"widgets": {"state": "x" * 70_000}},
+          "cells": [{"cell_type": "code", "source": "trainer.train()", "outputs": [
+              {"output_type": "display_data", "data": {"text/html": [table]}, "metadata": {}}]}]}
+    p = tmp_path / "colab.ipynb"
+    p.write_text(json.dumps(nb, indent=1))
+    assert list(_one(p).metrics["reward/mean"]) == [0.5, 0.6]

@@ -138,7 +138,8 @@ def clean(text: str) -> str:
 def is_notebook(head: str) -> bool:
     """True for a Jupyter notebook (JSON with ``cells`` and ``nbformat``) judged by its first bytes."""
     h = head.lstrip()
-    return h.startswith("{") and '"cells"' in head[:200000] and '"nbformat' in head
+    # "nbformat" and "nbformat_minor" are notebook-only keys; "cells" may come after a large widget state
+    return h.startswith("{") and '"nbformat"' in head and ('"cells"' in head or '"nbformat_minor"' in head)
 
 
 @dataclass

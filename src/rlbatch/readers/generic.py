@@ -35,7 +35,7 @@ def read(path: str | Path, *, run_id: str | None = None, user_map: dict[str, str
     code: list[str] = []
     tables: list[list[X.Record]] = []
     notes: list[str] = []
-    if X.is_notebook(raw[:4096] + raw[-4096:]):
+    if X.is_notebook(raw):
         try:
             nb = X.notebook_text(raw)
         except (ValueError, RecursionError):
