@@ -13,7 +13,7 @@ from typing import Any
 
 from rlbatch.errors import UserError
 from rlbatch.readers import extract as X
-from rlbatch.readers.common import build_run, finalize, meta_from, read_text, to_count
+from rlbatch.readers.common import build_run, finalize, meta_from, read_text
 from rlbatch.runstore import Run
 
 #: run fields the analysis needs, and the ``--set`` that supplies each when a log lacks it
