@@ -120,10 +120,15 @@ def inspect_path(path: Path, *, log_format: str | None = None, mapping: list[str
     from rlbatch.readers.common import read_text
 
     path = Path(path)
-    if path.is_file() and log_format is None and _is_launch(path, read_text):
-        spec = read_launch(path)
-        return {"path": str(path), "kind": "launch", "batch": spec.to_dict(batches, rule)}
-    runs, msgs = load_all([path], log_format=log_format, mapping=mapping, sets=sets)
+    if path.is_file() and log_format is None and path.suffix.lower() in (".yaml", ".yml"):
+        return {"path": str(path), "kind": "launch", "batch": read_launch(path).to_dict(batches, rule)}
+    try:
+        runs, msgs = load_all([path], log_format=log_format, mapping=mapping, sets=sets)
+    except UserError:
+        # no metrics in it: a launch (a command line, a config) is explained as one; else the reader's error stands
+        if path.is_file() and log_format is None and _is_launch(path, read_text):
+            return {"path": str(path), "kind": "launch", "batch": read_launch(path).to_dict(batches, rule)}
+        raise
     return {"path": str(path), "kind": "log", "runs": [inspect_run(r) for r in runs], "warnings": msgs}
 
 
