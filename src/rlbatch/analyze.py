@@ -47,7 +47,21 @@ def analyze(paths: list[Path], *, target: float | None = None, metric: str = "ev
             result.update(accounting_summary(runs, target, metric, reference, ema=ema, sustained=sustained,
                                              clock=clock))
     result["warnings"] = msgs
+    result["missing"] = missing_by_run(runs)
     return result
+
+
+def missing_by_run(runs: list[Run]) -> list[dict[str, str]]:
+    """Fields the analysis needs that a run's log lacks, each with the ``--set`` that supplies it:
+    ``[{"run", "field", "flag"}]`` (:func:`rlbatch.readers.generic.missing_fields`)."""
+    from rlbatch.readers.generic import missing_fields
+
+    return [{"run": r.run_id, "field": f, "flag": flag} for r in runs for f, flag in missing_fields(r).items()]
+
+
+def _print_missing(result: dict[str, Any]) -> None:
+    for m in result.get("missing", []):
+        print(f"rlbatch: {m['run']}: no {m['field']} in the log; supply it with {m['flag']}", file=sys.stderr)
 
 
 def print_analysis(result: dict[str, Any], fmt: str) -> None:
@@ -57,6 +71,7 @@ def print_analysis(result: dict[str, Any], fmt: str) -> None:
 
     for w in result.get("warnings", []):
         print(f"rlbatch: warning: {w}", file=sys.stderr)
+    _print_missing(result)
     if fmt == "json":
         print_json(result)
         return

@@ -548,6 +548,31 @@ def analyze_cmd(
                      mapping=mapping, sets=sets, ema=ema, sustained=sustained, clock=clock)
     print_analysis(result, fmt.value)
 
+# --------------------------------------------------------------------------------------------------- inspect
+@app.command("inspect")
+def inspect_cmd(
+    path: Path = typer.Argument(..., help="A log (any format, a notebook, a directory of logs) or a launch: a "
+                                "verl / OpenRLHF / TRL command line (a shell script) or config (YAML/JSON)."),
+    batches: Optional[str] = typer.Option(None, "--batch", help="For a launch: comma-separated batch sizes B "
+                                          "(responses per update) to give the rule's learning rate for (default: "
+                                          "half and double the launch's B)."),
+    rule: str = typer.Option("sqrt", "--rule", help="LR rule for --batch: sqrt (the paper's), linear or none."),
+    sets: Optional[list[str]] = typer.Option(None, "--set", help="As in analyze: RUN:field=value."),
+    mapping: Optional[list[str]] = typer.Option(None, "--map", help="As in analyze: foreign=canonical."),
+    log_format: Optional[str] = typer.Option(None, "--log-format", help="Input format instead of detecting it."),
+    fmt: Format = typer.Option(Format.table, "--format", help="Output format (table and markdown print text)."),
+) -> None:
+    """Say what a log holds and where each number came from (format, step counters, which name became which
+    metric, where P, G and lr came from), what is missing and the exact flag that supplies it; for a verl /
+    OpenRLHF / TRL launch, its batch in framework-neutral terms and the learning rate the rule gives for another
+    batch."""
+    from rlbatch.explain import inspect_path, print_inspection
+    from rlbatch.scaling import parse_int_list
+
+    res = inspect_path(path, log_format=log_format, mapping=mapping, sets=sets,
+                       batches=parse_int_list(batches, "batch") if batches else None, rule=rule)
+    print_inspection(res, fmt.value)
+
 # --------------------------------------------------------------------------------------------------- launch
 class LaunchBackend(str, Enum):
     verl = "verl"

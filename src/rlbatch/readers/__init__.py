@@ -15,6 +15,12 @@
 | ``csv``, ``jsonl`` | generic tables, names mapped by :mod:`.names` plus ``mapping`` (``--map``)        |
 | ``wandb``     | local W&B run directories (``wandb/run-*/``, one or many), :mod:`.wandb_dir` (extra ``wandb``) |
 | ``mlflow``    | MLflow tracking data (``mlruns/`` file store, ``mlflow.db``), :mod:`.mlflow_store` (extra ``mlflow``) |
+| ``notebook``, ``generic`` | Jupyter notebooks and any other text: the general extraction layer, :mod:`.generic` |
+
+Under the adapters, :mod:`.extract` is the general extraction layer: a file that holds several runs is split into
+runs (:func:`.extract.split_runs`), a notebook is unpacked, a file no adapter recognises (or in which the detected
+adapter finds nothing) is read by :mod:`.generic`, and P, G and lr a reader left unknown are looked for in the same
+file (:func:`.generic.fill_config`), each with its source in the run's notes.
 
 The foreign -> canonical name table is :mod:`rlbatch.readers.names`.
 """
@@ -27,16 +33,19 @@ from typing import Any
 
 from rlbatch.errors import UserError
 from rlbatch.readers.common import (ReadWarning, apply_overrides, clean_store_run, finalize, read_text,
-                                    sniff_encoding, unique_ids, warn)
+                                    sniff_encoding, unique_ids, virtual, virtual_text, warn)
 from rlbatch.runstore import Run, is_run_dir, iter_run_dirs, read_run
 
 FORMATS = ("rlbatch", "verl", "verl-jsonl", "tensorboard", "trl", "trl-console", "prime-rl", "nemo-rl", "slime",
-           "wandb-summary", "wandb-csv", "csv", "jsonl", "wandb", "mlflow")
+           "wandb-summary", "wandb-csv", "csv", "jsonl", "wandb", "mlflow", "notebook", "generic")
 
 __all__ = ["FORMATS", "ReadWarning", "load", "detect_format", "apply_overrides", "parse_mapping"]
 
 
 def _head(path: Path, n: int = 65536) -> str:
+    v = virtual(path)
+    if v is not None:
+        return v[:n]
     try:
         with open(path, "rb") as fh:
             raw = fh.read(n)
@@ -87,6 +96,9 @@ def detect_format(path: str | Path) -> str:
         if not stripped or printable < 0.8 * min(len(head), 4096):
             raise UserError("binary file of unknown format; give --log-format", path=str(path))
     first = stripped.split("\n", 1)[0].strip()
+    from rlbatch.readers.extract import is_notebook
+    if is_notebook(head):
+        return "notebook"
     if stripped.startswith("{"):
         try:
             obj = json.loads(first)
@@ -181,6 +193,9 @@ def _read_one(path: Path, fmt: str, mapping: dict[str, str]) -> list[Run]:
         return [consoles.read(path, fmt, user_map=mapping)]
     if fmt in ("wandb-csv", "csv"):
         return tabular.read(path, fmt=fmt, user_map=mapping)
+    if fmt in ("notebook", "generic"):
+        from rlbatch.readers import generic
+        return [generic.read(path, user_map=mapping)]
     raise UserError(f"unknown --log-format {fmt!r}; one of {', '.join(FORMATS)}", field="log-format")
 
 
@@ -204,6 +219,84 @@ def _read_tracker(path: Path, fmt: str, mapping: dict[str, str]) -> list[Run]:
         return wandb_dir.read_all(path, user_map=mapping, console=lambda p: load(p, mapping=mapping)[0])
     return mlflow_store.read_all(path, user_map=mapping)
 # ---- end of the experiment trackers ----
+
+# ---- issue 24: a file of unknown shape (kept apart from the dispatch above) ----------------------------------------
+
+def _read_file(path: Path, mapping: dict[str, str]) -> list[Run]:
+    """One log file, format detected: split into runs when it holds several launches; each part read by the
+    adapter its content matches, else (unknown format, or the adapter found nothing) by the general reader; P, G
+    and lr the adapter left unknown filled from the same text. Raises the adapter's :class:`UserError` when neither
+    reads anything."""
+    from rlbatch.readers import extract, generic
+
+    head = _head(path)
+    if "tfevents" in path.name or extract.is_notebook(head) or "\x00" in head:
+        fmt = detect_format(path)
+        return _read_one(path, fmt, mapping)
+    text = read_text(path)
+    if text.lstrip().startswith("{") and "\n" in text.strip() and '"log_history"' in head:
+        return _read_one(path, detect_format(path), mapping)
+    starts = extract.run_starts(text)
+    if len(starts) < 2:
+        return _read_part(path, text, mapping, None)
+    lines = text.split("\n")
+    spans = extract.split_runs(lines, starts)
+    if len(spans) == 1:
+        return _read_part(path, text, mapping, None)
+    runs: list[Run] = []
+    errors: list[str] = []
+    for k, (a, b) in enumerate(spans, 1):
+        part = "\n".join(lines[a:b]) + ("\n" if b < len(lines) else "")
+        with virtual_text(path, part):
+            try:
+                got = _read_part(path, part, mapping, f"{path.stem}-run{k}")
+            except UserError as err:
+                errors.append(f"run {k} (lines {a + 1}-{b}): {err}")
+                continue
+        for r in got:
+            r.notes.insert(0, f"run {k} of {len(spans)} in {path.name} (lines {a + 1}-{b}; each launch of a "
+                              "trainer starts a run)")
+        runs.extend(got)
+    if not runs:
+        raise UserError("no readable run: " + "; ".join(errors), path=str(path))
+    for e in errors:
+        warn(f"skipped {e}", path)
+    return runs
+
+
+def _read_part(path: Path, text: str, mapping: dict[str, str], run_id: str | None) -> list[Run]:
+    from rlbatch.readers import generic
+
+    try:
+        fmt = detect_format(path)
+    except UserError as err:
+        if "unknown log format" not in str(err):
+            raise
+        fmt = None
+    runs: list[Run] | None = None
+    first_err: UserError | None = None
+    if fmt is not None:
+        try:
+            runs = _read_one(path, fmt, mapping)
+        except UserError as err:
+            first_err = err
+    if runs is None:
+        try:
+            runs = [generic.read(path, user_map=mapping)]
+        except UserError:
+            if first_err is not None:
+                raise first_err from None
+            raise UserError(f"unknown log format (first line: {text.lstrip().split(chr(10), 1)[0][:60]!r}) and no "
+                            "records with a step and training metrics in it; give --log-format, one of "
+                            f"{', '.join(FORMATS)}", path=str(path), line=1) from None
+        if first_err is not None:
+            runs[0].notes.insert(0, f"the {fmt} reader found nothing ({first_err}); read by the general layer")
+    out = []
+    for r in runs:
+        if run_id:
+            r.meta.run_id = run_id
+        out.append(generic.fill_config(r, text, path=path))
+    return out
 
 
 def load(path: str | Path, fmt: str | None = None, *, prompts_per_step: int | None = None,
@@ -242,8 +335,7 @@ def load(path: str | Path, fmt: str | None = None, *, prompts_per_step: int | No
             if not runs:
                 raise UserError("no readable log among the files in this directory", path=str(path)) from None
             return unique_ids(runs)
-    fmt = fmt or detect_format(path)
-    runs = _read_one(path, fmt, mapping)
+    runs = _read_one(path, fmt, mapping) if fmt is not None or path.is_dir() else _read_file(path, mapping)
     over: dict[str, Any] = {}
     if prompts_per_step is not None:
         over["prompts_per_step"] = int(prompts_per_step)

@@ -9,6 +9,8 @@ number. :func:`build_run` maps names through :mod:`rlbatch.readers.names`, separ
 
 from __future__ import annotations
 
+import contextlib
+import io
 import math
 import re
 import warnings
@@ -60,9 +62,39 @@ def sniff_encoding(head: bytes) -> str:
     return "utf-8"
 
 
+#: texts standing in for files while a part of a file is read (one run of several, a notebook's outputs):
+#: str(path) -> text; set only through :func:`virtual_text`
+_VIRTUAL: dict[str, str] = {}
+
+
+@contextlib.contextmanager
+def virtual_text(path: str | Path, text: str):
+    """While inside, :func:`read_text` and :func:`open_text` of ``path`` give ``text`` instead of the file's
+    contents, so a format reader reads one run of a file that holds several, or the text unpacked from a container
+    (a notebook's outputs), with messages still naming the file."""
+    key = str(Path(path))
+    prev = _VIRTUAL.get(key)
+    _VIRTUAL[key] = text
+    try:
+        yield
+    finally:
+        if prev is None:
+            _VIRTUAL.pop(key, None)
+        else:
+            _VIRTUAL[key] = prev
+
+
+def virtual(path: str | Path) -> str | None:
+    """The text standing in for ``path`` (:func:`virtual_text`), or None."""
+    return _VIRTUAL.get(str(Path(path))) if _VIRTUAL else None
+
+
 def open_text(path: str | Path):
     """Open a log for reading as text in its sniffed encoding (:func:`sniff_encoding`), undecodable bytes
     replaced, line ends kept as written. Raises :class:`UserError` naming the file when it cannot be opened."""
+    v = virtual(path)
+    if v is not None:
+        return io.StringIO(v, newline="")
     try:
         with open(path, "rb") as fh:
             enc = sniff_encoding(fh.read(4096))
@@ -262,7 +294,8 @@ def build_run(rows: list[dict[str, Any]], *, path: str | Path, source_format: st
     logged = train["__logged"].to_numpy(dtype=float)
     canon_steps = logged + offset
 
-    metrics = _canonical_frame(train, train_cols, canon_steps, user_map, notes)
+    name_map: dict[str, str] = {}
+    metrics = _canonical_frame(train, train_cols, canon_steps, user_map, notes, name_map)
     meta_fields = dict(meta_fields)
     meta_fields.update(_resume_fields(canon_steps, notes))
     meta_fields.setdefault("source_format", source_format)
@@ -289,7 +322,8 @@ def build_run(rows: list[dict[str, Any]], *, path: str | Path, source_format: st
             fv = to_float(v)
             if fv is not None and math.isfinite(fv):
                 d[base] = fv * unit
-    evals = _eval_frame(by_step, user_map)
+    evals = _eval_frame(by_step, user_map, name_map)
+    meta.metric_sources = name_map  # canonical name -> the log's name it was read from (rlbatch inspect)
     run = Run(meta=meta, metrics=metrics, evals=evals, path=None, notes=notes)
     return finalize(run)
 
@@ -355,7 +389,8 @@ def _numeric(col: pd.Series) -> pd.Series:
 
 
 def _canonical_frame(train: pd.DataFrame, cols: list[str], steps: np.ndarray,
-                     user_map: dict[str, str] | None, notes: list[str]) -> pd.DataFrame:
+                     user_map: dict[str, str] | None, notes: list[str],
+                     name_map: dict[str, str] | None = None) -> pd.DataFrame:
     sources: dict[str, list[tuple[int, str]]] = {}
     for c in cols:
         m = N.canonical_for(c, user_map)
@@ -375,6 +410,8 @@ def _canonical_frame(train: pd.DataFrame, cols: list[str], steps: np.ndarray,
                 notes.append(f"{canon}: merged {srcs[0][1]!r} and {c!r} (mixed schemas in one log)")
         out[canon] = col
         used.add(srcs[0][1])
+        if name_map is not None:
+            name_map[canon] = srcs[0][1]
     for canon, alts in N.TIME_ALTERNATES.items():
         for alt, why in alts:
             if alt not in train.columns:
@@ -384,6 +421,8 @@ def _canonical_frame(train: pd.DataFrame, cols: list[str], steps: np.ndarray,
             if cur is None:
                 out[canon] = other.copy()
                 notes.append(f"{canon}: from {alt!r}")
+                if name_map is not None:
+                    name_map[canon] = alt
                 continue
             use = ~np.isnan(other) & (np.isnan(cur) | (cur < 0.1 * other))
             if use.any():
@@ -395,6 +434,8 @@ def _canonical_frame(train: pd.DataFrame, cols: list[str], steps: np.ndarray,
         for p in parts:
             if p in train.columns:
                 out[canon] = np.nancumsum(train[p].to_numpy(dtype=float))
+                if name_map is not None:
+                    name_map[canon] = f"running sum of {p}"
                 break
     for canon, partnames, why in (("time/train_s", N.TRAIN_TIME_PARTS, "sum of actor and critic update timers"),
                                   ("time/step_s", N.STEP_TIME_PARTS, "sum of the per-phase timers (no step timer)")):
@@ -405,6 +446,8 @@ def _canonical_frame(train: pd.DataFrame, cols: list[str], steps: np.ndarray,
         if canon not in out:
             out[canon] = summed
             notes.append(f"{canon}: {why}")
+            if name_map is not None:
+                name_map[canon] = " + ".join(parts)
         else:
             gap = np.isnan(out[canon]) & ~np.isnan(summed)
             out[canon][gap] = summed[gap]
@@ -422,7 +465,8 @@ def _canonical_frame(train: pd.DataFrame, cols: list[str], steps: np.ndarray,
     return frame
 
 
-def _eval_frame(by_step: dict[int, dict[str, float]], user_map: dict[str, str] | None) -> pd.DataFrame:
+def _eval_frame(by_step: dict[int, dict[str, float]], user_map: dict[str, str] | None,
+                name_map: dict[str, str] | None = None) -> pd.DataFrame:
     recs = []
     for step in sorted(by_step):
         vals = by_step[step]
@@ -437,12 +481,17 @@ def _eval_frame(by_step: dict[int, dict[str, float]], user_map: dict[str, str] |
             m = N.canonical_for(n, user_map)
             if m and m[0] == "eval/score" and direct is None:
                 direct = v
+                if name_map is not None:
+                    name_map.setdefault("eval/score", n)
         for ds, v in per_ds.items():
             rec[f"eval/score/{ds}"] = v
         if direct is not None:
             rec["eval/score"] = direct
         elif per_ds:
             rec["eval/score"] = float(np.mean(list(per_ds.values())))
+            if name_map is not None:
+                name_map.setdefault("eval/score", "mean over datasets of " + ", ".join(
+                    n for n in vals if N.eval_dataset(n) is not None))
         if "eval/score" in rec:
             recs.append(rec)
     if not recs:

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from rlbatch.errors import UserError
-from rlbatch.readers.common import (build_run, json_reason, meta_from, read_text, step_of_fraction, to_count,
-                                    to_float, warn)
+from rlbatch.readers import extract as X
+from rlbatch.readers.common import build_run, json_reason, meta_from, read_text, to_count, to_float, warn
 from rlbatch.runstore import Run
 
 
@@ -44,6 +44,7 @@ def read(path: str | Path, *, fmt: str = "jsonl", run_id: str | None = None,
     rows: list[dict[str, Any]] = []
     lines: list[int] = []
     mixed_warned = False
+    records: list[X.Record] = []
     text = read_text(path)
     head = text.lstrip()
     if head.startswith("{") and "\n" in head.strip():
@@ -86,17 +87,34 @@ def read(path: str | Path, *, fmt: str = "jsonl", run_id: str | None = None,
                     mixed_warned = True
                 rec = flatten(obj)
         else:
-            rec = flatten(obj)
-            if "step" not in rec and "global_step/max_steps" in rec:  # ms-swift logging.jsonl: "5/500"
-                st = step_of_fraction(rec.pop("global_step/max_steps"))
-                if st is not None:
-                    rec["step"] = st
+            records.append(X.json_record(obj, i))
+            continue
         rows.append(rec)
         lines.append(i)
-    if not rows:
-        raise UserError("no JSON records found", path=str(path))
     notes: list[str] = []
     extra = dict(meta or {})
+    org = None
+    if records:  # generic JSONL: record kinds, config records, counters and evaluation names (extract.organize)
+        org = X.organize(records, user_map)
+        rows, lines = org.rows, org.lines
+        notes += org.notes
+        fin = org.closing_step()
+        if fin:
+            rows.append({"step": fin, "train_runtime": org.summary.get("train_runtime")})
+            lines.append(0)
+            notes.append(f"the final summary closes the run at step {fin}")
+        if org.config:
+            cfg = X.find_config("", mapping=org.config)
+            for k, v in cfg.fields().items():
+                extra.setdefault(k, v)
+            srcs = cfg.field_sources()
+            notes += [f"{f}: {src}" for f, src in srcs.items()]
+            if srcs:
+                extra.setdefault("config_sources", srcs)
+        if org.step_counter:
+            extra.setdefault("step_source", org.step_counter)
+    if not rows:
+        raise UserError("no JSON records found", path=str(path))
     if fmt == "jsonl":
         for k, v in config_beside(path, rows, notes).items():
             extra.setdefault(k, v)
@@ -113,8 +131,11 @@ def read(path: str | Path, *, fmt: str = "jsonl", run_id: str | None = None,
                 fields["group_size_source"] = "verl default"
                 notes.append("group_size: rollout.n not in the log; verl's default n = 1 (PPO) assumed, flagged as a "
                              "default (--set RUN:group_size=... if the run set it)")
-    return build_run(rows, path=path, source_format=fmt, meta_fields=fields, lines=lines, user_map=user_map,
-                     notes=notes)
+    run = build_run(rows, path=path, source_format=fmt, meta_fields=fields, lines=lines, user_map=user_map,
+                    notes=notes)
+    if org is not None:
+        org.restore_sources(run)
+    return run
 
 
 CONFIG_NAMES = ("{stem}_config.json", "{stem}.config.json", "{base}_config.json", "{base}config.json",

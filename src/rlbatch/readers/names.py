@@ -35,21 +35,34 @@ FOREIGN_NAMES: dict[str, tuple[str, ...]] = {
     # generation time not hidden behind training (exposed_generation, async) before the plain generation timer
     "time/gen_s": ("time/gen_s", "timing_s/get_batch_rollout_with_filtering", "timing_s/gen", "timing/gen",
                    "train/generate_time", "timing/generate", "time/sample_s", "timing/train/exposed_generation",
-                   "exposed_generation", "timing/train/generation", "generation", "perf/rollout_time"),
+                   "exposed_generation", "timing/train/generation", "generation", "perf/rollout_time",
+                   # by meaning (issue 24)
+                   "gen_time_s", "generation_time_s", "rollout_time_s", "generation_time", "gen_time",
+                   "rollout_time", "time/rollout_s", "time/generation_s", "time/generation", "time/rollout",
+                   "timing/rollout", "sampling_time", "time/gen"),
     "time/reward_s": ("time/reward_s", "timing_s/reward", "timing/reward", "train/reward_time", "time/score_s",
-                      "timing/train/reward_calculation", "reward_calculation"),
+                      "timing/train/reward_calculation", "reward_calculation", "reward_time_s", "score_time_s"),
     "time/train_s": ("time/train_s", "train/train_time", "timing/train/policy_training", "policy_training",
-                     "perf/train_time", "perf/actor_train_time"),  # slime: perf/...
+                     "perf/train_time", "perf/actor_train_time",  # slime: perf/...
+                     "update_time_s", "train_time_s", "train_time", "update_time", "time/update_s", "time/update",
+                     "training_time", "time/train"),
     "time/step_s": ("time/step_s", "timing_s/step", "timing/step", "perf/time_per_step", "time_per_step",
                     "step_time", "train/step_time", "timing/train/total_step_time", "total_step_time",
-                    "perf/step_time"),
+                    "perf/step_time", "step_time_s", "iteration_time_s", "time/step", "iteration_time", "iter_time",
+                    "time_per_iter", "step_duration_s", "time/total_s", "timing/step_s"),
     "time/wall_s": ("time/wall_s",),
     "time/cpu_s": ("time/cpu_s",),
     "reward/mean": ("reward/mean", "critic/score/mean", "reward", "train/reward", "train/rewards", "rewards/mean",
-                    "mean_reward", "train/reward_mean", "objective/scores", "rollout/raw_reward"),
-    "reward/std": ("reward/std", "reward_std", "train/reward_std", "critic/score/std"),
+                    "mean_reward", "train/reward_mean", "objective/scores", "rollout/raw_reward",
+                    # by meaning (issue 24): custom loops, SkyRL, mlx-lm, Markdown / HTML tables
+                    "reward_mean", "avg_reward", "average_reward", "rewards_mean", "total_reward_mean",
+                    "total_rewards_mean", "train/avg_reward", "rollout/reward_mean", "reward/avg_raw_reward",
+                    "loss/avg_final_rewards", "env/reward_mean", "train/mean_reward"),
+    "reward/std": ("reward/std", "reward_std", "train/reward_std", "critic/score/std", "total_rewards_std",
+                   "reward_stdev", "rewards_std"),
     "grad_norm/actor": ("grad_norm/actor", "actor/grad_norm", "grad_norm", "train/grad_norm",
-                        "train/actor_grad_norm", "train/policy_grad_norm"),
+                        "train/actor_grad_norm", "train/policy_grad_norm", "policy/grad_norm", "actor_grad_norm",
+                        "policy_grad_norm", "gradient_norm", "grad_norm/policy", "train/gradient_norm"),
     "grad_norm/critic": ("grad_norm/critic", "critic/grad_norm", "train/critic_grad_norm"),
     "noise/grad_sq_small": ("noise/grad_sq_small",),
     "noise/grad_sq_big": ("noise/grad_sq_big",),
@@ -62,7 +75,8 @@ FOREIGN_NAMES: dict[str, tuple[str, ...]] = {
     "noise/group_size": ("noise/group_size",),
     "noise/between_prompt": ("noise/between_prompt",),
     "noise/within_prompt": ("noise/within_prompt",),
-    "lr": ("lr", "actor/lr", "learning_rate", "train/learning_rate", "train/actor_lr", "train/act_lr", "actor_lr"),
+    "lr": ("lr", "actor/lr", "learning_rate", "train/learning_rate", "train/actor_lr", "train/act_lr", "actor_lr",
+           "train/lr", "policy_lr", "optim/lr", "lr/actor", "train/lr-pg_0", "lr-pg_0", "train/lr_0"),
     # asynchronous rollouts (issue 17; rlbatch.train.async_rollout). prime-rl's console "Async Level" (policy
     # versions the step's rollouts lag the trainer: the staleness, read as the step's mean) and "Max. Off-Policy
     # Level" (the most weight updates one in-flight rollout went through); verl fully-async's partial-rollout ratio
@@ -76,7 +90,11 @@ FOREIGN_NAMES: dict[str, tuple[str, ...]] = {
     "time/overlap_s": ("time/overlap_s",),
     "time/gen_busy_s": ("time/gen_busy_s",),
     "eval/score": ("eval/score", "eval_reward", "eval/reward", "eval_accuracy", "eval/accuracy", "eval/pass_at_1",
-                   "eval/pass@1", "eval_pass_at_1"),
+                   "eval/pass@1", "eval_pass_at_1",
+                   # by meaning (issue 24): accuracy and pass rate on a validation / test set
+                   "eval_acc", "eval/acc", "eval_token_acc", "eval/token_acc", "val/accuracy", "val_accuracy",
+                   "val/acc", "val_acc", "val/score", "val_score", "test/accuracy", "test_accuracy", "test_acc",
+                   "eval/success_rate", "eval_success_rate", "eval/mean_reward", "val/reward", "val_reward"),
 }
 
 #: canonical timing -> (foreign name, why): taken instead of the table's value in a row where that value is missing
@@ -91,7 +109,11 @@ TIME_ALTERNATES: dict[str, tuple[tuple[str, str], ...]] = {
 PER_STEP_TO_CUMULATIVE: dict[str, tuple[str, ...]] = {
     "tokens/trained": ("perf/total_num_tokens", "total_num_tokens"),  # verl: prompt + response tokens this step
     # Tinker-style loops: training datums (responses of groups not skipped for equal rewards) in this step
-    "samples/retained": ("n_datums",),
+    "samples/retained": ("n_datums", "n_retained", "num_retained", "retained_samples",
+                         "num_retained_samples", "rollout/n_retained"),
+    # responses generated in this step, before filtering
+    "samples/generated": ("n_generated", "num_generated", "num_generated_samples", "n_responses",
+                          "rollout/n_generated"),
 }
 
 #: per-step update timings summed into ``time/train_s`` (verl: actor and critic updates).

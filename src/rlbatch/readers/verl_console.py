@@ -37,7 +37,7 @@ from rlbatch.runstore import Run
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 RAY_PREFIX = re.compile(r"^\s*\((?:[\w.-]+(?: pid=\d+)?|(?:[\w.-]+ )?pid=\d+)(?:, [\w.]+=[\w.:/-]+)*\)\s?")
-STEP = re.compile(r"(?:^|\s)step:(\d+) - ")
+STEP = re.compile(r"(?:^|[\s\]|])step:(\d+) - ")
 STEP_AT = re.compile(r"step:(\d+) - ")
 NP_SCALAR = re.compile(r"np\.(?:float|int)\d*\(([^()]*)\)")
 SHELL_VAR = re.compile(r"^\s*(?:\+\+?\s*)?(?:export\s+)?([A-Za-z_]\w*)=(\"[^\"]*\"|'[^']*'|[^\s#]+)")
@@ -169,7 +169,7 @@ def read(path: str | Path, *, run_id: str | None = None, user_map: dict[str, str
         idx = raw.find("step:")
         m = None
         while idx >= 0:  # str.find + an anchored match: much faster than a regex search over the line
-            if idx == 0 or raw[idx - 1].isspace():
+            if idx == 0 or raw[idx - 1].isspace() or raw[idx - 1] in "]|":  # also glued to a tqdm bar's "]"
                 m = STEP_AT.match(raw, idx)
                 if m:
                     break

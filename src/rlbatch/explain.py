@@ -1,0 +1,223 @@
+"""``rlbatch inspect``: what a log (or a launch) holds, where each number came from, and what is missing.
+
+For a log: the format, the step counters (optimizer updates and rollouts) and which was chosen, which of the log's
+names became which canonical metric, where P, G, the update batch and the learning rate came from, and what the
+analysis needs but could not find, with the exact ``--set`` / ``--map`` flag that supplies it.
+
+For a launch (a verl / OpenRLHF / TRL command line or config): the batch in framework-neutral terms
+(:mod:`rlbatch.batchspec`) and the learning rate the square-root rule gives for other batches.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+from rlbatch.batchspec import looks_like_launch, read_launch
+from rlbatch.errors import UserError
+from rlbatch.runstore import Run
+
+#: canonical metrics the analysis uses, and what each is for
+WANTED_METRICS = {
+    "eval/score": "the learning curve and samples-to-target",
+    "reward/mean": "the training-reward curve (a target on it with --metric reward/mean)",
+    "time/gen_s": "generation time per step (the throughput decomposition)",
+    "time/step_s": "time per step (throughput, time-to-target)",
+    "grad_norm/actor": "the gradient-norm scaling check",
+}
+_FIELD_NOTE = {
+    "prompts_per_step": ("prompts_per_step", "P = ", "P and G", "batch_size"),
+    "group_size": ("group_size", "G = ", "P and G"),
+    "lr": ("lr", "lr "),
+    "batch_size": ("batch_size", "B = "),
+}
+_CANDIDATES = {
+    "eval/score": re.compile(r"(?i)acc|pass|score|success|correct|eval|val"),
+    "reward/mean": re.compile(r"(?i)reward|return|score"),
+    "time/gen_s": re.compile(r"(?i)gen|rollout|sampl"),
+    "time/step_s": re.compile(r"(?i)step.*time|time.*step|duration|elapsed|^time(_s|_sec)?$|iter.*time|time_per"),
+    "grad_norm/actor": re.compile(r"(?i)grad"),
+}
+
+
+def _source(run: Run, field: str) -> str | None:
+    meta = run.meta
+    srcs = getattr(meta, "config_sources", None) or {}
+    if field in srcs:
+        return srcs[field]
+    if field == "group_size" and getattr(meta, "group_size_source", None):
+        return str(meta.group_size_source)
+    for note in run.notes:
+        low = note.lower()
+        if any(low.startswith(k.lower()) for k in _FIELD_NOTE[field]) or \
+                (field in ("prompts_per_step", "group_size") and re.match(r"(?i)^p = \d+, g = \d+", note)):
+            return note
+        if field == "lr" and low.startswith("lr:"):
+            return note
+    if getattr(meta, field, None) is not None:
+        if field == "lr" and getattr(meta, "lr_schedule", None):
+            return "the peak learning rate logged"
+        return f"read by the {meta.source_format} reader from the log's config or launch command"
+    return None
+
+
+def inspect_run(run: Run) -> dict[str, Any]:
+    """One run: format, counters, metric name map, config with sources, evaluations, what is missing (with the flag
+    that supplies it) and the reader's notes."""
+    from rlbatch.readers.generic import missing_fields
+
+    meta, m, ev = run.meta, run.metrics, run.evals
+    rid = run.run_id
+    config = {}
+    for f in ("prompts_per_step", "group_size", "batch_size", "rollout_batch_size", "lr"):
+        v = getattr(meta, f, None)
+        config[f] = {"value": v, "source": _source(run, f if f in _FIELD_NOTE else "batch_size") if v is not None
+                     else None}
+    sources = dict(getattr(meta, "metric_sources", None) or {})
+    raw = [c[4:] for c in m.columns if str(c).startswith("raw/")]
+    missing: list[dict[str, str]] = []
+    for f, flag in missing_fields(run).items():
+        missing.append({"field": f, "why": "P x G is the batch of the LR rule and the retained-sample axis"
+                        if f != "lr" else "the LR rule's base point", "flag": flag})
+    for c, why in WANTED_METRICS.items():
+        have = (c in m.columns and m[c].notna().any()) or (c == "eval/score" and len(ev) and "eval/score" in ev.columns)
+        if have:
+            continue
+        cands = [n for n in raw if _CANDIDATES[c].search(n)][:3]
+        flag = " or ".join(f"--map {n}={c}" for n in cands) if cands else f"--map NAME={c} (no candidate in the log)"
+        missing.append({"field": c, "why": why, "flag": flag})
+    evs = ev.dropna(subset=["eval/score"]) if len(ev) and "eval/score" in ev.columns else None
+    return {
+        "run": rid,
+        "format": meta.source_format,
+        "steps": int(m["step"].max()) if len(m) else 0,
+        "log_last_step": getattr(meta, "log_last_step", None),
+        "counters": {"step": getattr(meta, "step_source", None), "rollout": getattr(meta, "rollout_counter", None)},
+        "metrics": sources,
+        "unmapped": raw,
+        "config": config,
+        "evaluations": {"points": int(len(evs)) if evs is not None else 0,
+                        "last_step": int(evs["step"].iloc[-1]) if evs is not None and len(evs) else None,
+                        "last_score": float(evs["eval/score"].iloc[-1]) if evs is not None and len(evs) else None},
+        "samples_source": getattr(meta, "samples_source", None),
+        "missing": missing,
+        "notes": list(run.notes),
+    }
+
+
+def inspect_path(path: Path, *, log_format: str | None = None, mapping: list[str] | None = None,
+                 sets: list[str] | None = None, batches: list[int] | None = None, rule: str = "sqrt") -> dict[str, Any]:
+    """What :func:`rlbatch.readers.load` makes of ``path`` (a log, a directory of logs) or, for a launch (command
+    line, verl / OpenRLHF / TRL config), its batch in framework-neutral terms with the LR rule at ``batches``.
+
+    Returns ``{"path", "kind": "log", "runs": [inspect_run...], "warnings"}`` or ``{"path", "kind": "launch",
+    "batch": {...}}``. Raises :class:`UserError` when nothing can be read.
+    """
+    from rlbatch.readers.collect import load_all
+    from rlbatch.readers.common import read_text
+
+    path = Path(path)
+    if path.is_file() and log_format is None and path.suffix.lower() in (".yaml", ".yml"):
+        return {"path": str(path), "kind": "launch", "batch": read_launch(path).to_dict(batches, rule)}
+    try:
+        runs, msgs = load_all([path], log_format=log_format, mapping=mapping, sets=sets)
+    except UserError:
+        # no metrics in it: a launch (a command line, a config) is explained as one; else the reader's error stands
+        if path.is_file() and log_format is None and _is_launch(path, read_text):
+            return {"path": str(path), "kind": "launch", "batch": read_launch(path).to_dict(batches, rule)}
+        raise
+    return {"path": str(path), "kind": "log", "runs": [inspect_run(r) for r in runs], "warnings": msgs}
+
+
+def _is_launch(path: Path, read_text) -> bool:
+    suf = path.suffix.lower()
+    if suf in (".yaml", ".yml"):
+        return True
+    try:
+        text = read_text(path)[:200000]
+    except UserError:
+        return False
+    if suf == ".json":
+        try:
+            obj = json.loads(text)
+        except ValueError:
+            return False
+        return isinstance(obj, dict) and "log_history" not in obj and "cells" not in obj and \
+            looks_like_launch(json.dumps(obj))
+    return looks_like_launch(text)
+
+
+def print_inspection(res: dict[str, Any], fmt: str) -> None:
+    """Print :func:`inspect_path`'s result as text (``table`` / ``markdown``) or JSON."""
+    from rlbatch.output import print_json
+
+    if fmt == "json":
+        print_json(res)
+        return
+    for w in res.get("warnings", []):
+        print(f"rlbatch: warning: {w}", file=sys.stderr)
+    if res["kind"] == "launch":
+        _print_launch(res)
+        return
+    for r in res["runs"]:
+        print(f"run {r['run']}  (format: {r['format']}; {r['steps']} step(s); step counter: "
+              f"{r['counters']['step'] or 'none (records numbered)'}"
+              + (f"; rollout counter: {r['counters']['rollout']}" if r["counters"]["rollout"] else "") + ")")
+        print("  metrics read:")
+        for c, n in sorted(r["metrics"].items()):
+            print(f"    {c:<18} <- {n}")
+        if r["unmapped"]:
+            more = f" (+{len(r['unmapped']) - 12} more)" if len(r["unmapped"]) > 12 else ""
+            print(f"  kept as raw/: {', '.join(r['unmapped'][:12])}{more}")
+        print("  config:")
+        for f, d in r["config"].items():
+            if d["value"] is not None:
+                print(f"    {f:<18} {d['value']!s:<10} from {d['source']}")
+        e = r["evaluations"]
+        print(f"  evaluations: {e['points']}" + (f", last {e['last_score']:.4g} at step {e['last_step']}"
+                                                  if e["points"] else ""))
+        if r["missing"]:
+            print("  missing:")
+            for mm in r["missing"]:
+                print(f"    {mm['field']:<18} ({mm['why']}): {mm['flag']}")
+        if r["notes"]:
+            print("  notes:")
+            for n in r["notes"]:
+                print(f"    - {n}")
+        print()
+
+
+def _print_launch(res: dict[str, Any]) -> None:
+    b = res["batch"]
+    src = b["sources"]
+
+    def line(label: str, key: str, unit: str = "") -> None:
+        v = b.get(key)
+        if v is None:
+            return
+        vs = f"{v:g}" if isinstance(v, float) else str(v)
+        print(f"  {label:<34} {vs + unit:<12} {src.get(key, '')}")
+
+    print(f"{res['path']}: a {b['framework']} launch")
+    line("prompts per rollout step (P)", "prompts_per_step")
+    line("responses per prompt (G)", "responses_per_prompt")
+    line("responses per rollout step", "responses_per_rollout")
+    line("responses per optimizer update (B)", "responses_per_update")
+    line("updates per rollout batch", "updates_per_rollout")
+    line("micro-batch per device", "micro_batch_per_device")
+    line("devices", "devices")
+    line("gradient accumulation", "grad_accumulation")
+    line("learning rate", "lr")
+    rule = b["lr_rule"]
+    if rule["base_lr"] and rule["base_batch"]:
+        print(f"  {rule['rule']} rule from B0 = {rule['base_batch']}, lr0 = {rule['base_lr']:g}:")
+        for bb, lr in rule["lr"].items():
+            print(f"    B = {bb:<8} lr = {lr:.4g}")
+    for n in b["notes"]:
+        print(f"  - {n}")
+
+
+__all__ = ["inspect_path", "inspect_run", "print_inspection", "WANTED_METRICS"]
