@@ -68,7 +68,7 @@ def test_paper_table_recommends_p1024_and_rejects_for_the_papers_reason():
 def test_paper_table_without_target_and_markdown():
     res = rlbatch("plan", PAPER_CSV, "--reference", "P128", "--format", "markdown")
     assert res.returncode == 0, res.stderr
-    assert "**Recommended: P1024 (B=8192)" in res.stdout
+    assert "**Pick: P1024 (B=8192)" in res.stdout
     assert "P2048 (B=16384) is outside the aligned family (rN 1.60 > 1.10)" in res.stdout
 
 

@@ -52,7 +52,7 @@ def test_build_report_contract(tmp_path):
     section = {"title": "Noise scale", "markdown": "B_simple is **1234**.", "figures": {"b simple": fig},
                "json_key": "custom", "json": {"b_simple": 1234}}
     res = build_report(runs3(), tmp_path, target=0.6, sections=[section], extra_json={"extra": 1})
-    for f in ("report.html", "report.md", "report.json", "fig_score_vs_samples.png", "fig_score_vs_wallclock.png",
+    for f in ("report.html", "report.md", "report.json", "fig_score_vs_samples.png", "fig_score_vs_time.png",
               "fig_gradient_noise_and_the_critical_batch_grad_norm_vs_batch.png", "fig_time_per_step.png", "fig_noise_scale_b_simple.png"):
         assert (tmp_path / f).stat().st_size > 0, f
     on_disk = json.loads((tmp_path / "report.json").read_text())
@@ -63,7 +63,12 @@ def test_build_report_contract(tmp_path):
     assert acc["b128"]["samples_to_target"] == pytest.approx(4500) and acc["b128"]["rN"] == pytest.approx(1.2)
     assert acc["b128"]["relative_throughput"] == pytest.approx(1.8)
     assert acc["b128"]["faster_than_reference"] and not acc["b256"]["faster_than_reference"]  # 1.9 < rN 2.0
-    assert res["recommendation"].startswith("**Recommendation: b128 (B=128).**")
+    assert res["recommendation"].startswith("**Pick: b128 (B=128)**")
+    # the headline: three lines (pick, within noise of it, rejected), then bullets; b256 is slower beyond noise
+    h = res["headline"]
+    assert h["pick"] == "b128" and len(h["lines"]) == 3 and h["within_noise"] == []
+    assert h["lines"][2].startswith("Rejected: b256 (B=256), slower than the reference beyond noise")
+    assert h["bullets"][0].startswith("b256 is slower")
     assert res["noise"]["actor"]["slope"] == pytest.approx(-0.5)  # grad ~ B^-1/2 planted in runs3()
     assert res["noise"]["actor"]["knee_batch"] is None
     assert res["throughput"]["model"] is not None

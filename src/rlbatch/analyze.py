@@ -73,7 +73,7 @@ def print_analysis(result: dict[str, Any], fmt: str) -> None:
             print(f"\n**Accounting at {result['metric']} ≥ {target:g}** (reference {result.get('reference')})\n")
             print(markdown_table(result["accounting"], acc_cols, none="not reached"))
         if result.get("recommendation"):
-            print("\n" + result["recommendation"])
+            print("\n**Recommendation**\n\n" + result["recommendation"])
         if result.get("report"):
             print(f"\nReport: {result['report']['html']}")
         return
@@ -92,7 +92,7 @@ def print_analysis(result: dict[str, Any], fmt: str) -> None:
                              title=f"Accounting at {result['metric']} ≥ {target:g} (reference {result.get('reference')}; "
                              "--format markdown or json for every column)"))
     if result.get("recommendation"):
-        con.print(result["recommendation"].replace("**", ""), markup=False)
+        con.print(result["recommendation"].replace("**", "").replace("  \n", "\n"), markup=False)
     if result.get("report"):
         con.print(f"Report: {result['report']['html']}", markup=False)
 

@@ -26,7 +26,7 @@ import pandas as pd
 
 from rlbatch.errors import UserError
 from rlbatch.output import fmt_ci, fmt_value, markdown_table, to_json
-from rlbatch.runstore import Run
+from rlbatch.runstore import Run, run_order
 
 __all__ = ["build_report", "accounting_columns", "summary_columns", "count", "samples_cell"]
 
@@ -75,16 +75,18 @@ def summary_columns(compact: bool = False) -> list[tuple[str, str, Any]]:
     return cols
 
 
-def configurations(runs: list[Run], metric: str = "eval/score") -> tuple[dict[str, list[Run]], bool, list[Run]]:
+def configurations(runs: list[Run], metric: str = "eval/score",
+                   clock: str = "wall") -> tuple[dict[str, list[Run]], bool, list[Run]]:
     """``(groups, seeded, configs)`` for rendering: runs grouped by configuration
     (:func:`rlbatch.analysis.curves.group_seeds`), whether any configuration has several seeds, and the runs to
-    plot: the seed-averaged run per configuration when seeded (curves with seed bands), else the runs themselves.
-    The accounting never uses the averaged runs (:mod:`rlbatch.analysis.accounting`)."""
+    plot: one per configuration (:func:`rlbatch.analysis.curves.aggregate_seeds`: the mean over seeds to the last
+    point any seed has, the seed range, and the time on ``clock`` at each evaluation). The accounting never uses
+    the averaged runs (:mod:`rlbatch.analysis.accounting`)."""
     from rlbatch.analysis.curves import aggregate_seeds, group_seeds
 
     groups = group_seeds(list(runs))
     seeded = any(len(rs) > 1 for rs in groups.values())
-    configs = [aggregate_seeds(rs, name, metric) for name, rs in groups.items()] if seeded else list(runs)
+    configs = [aggregate_seeds(rs, name, metric, clock=clock) for name, rs in groups.items()]
     return groups, seeded, configs
 
 
@@ -96,6 +98,15 @@ def with_ci(v: Any, ci: Any) -> str:
         return f"{v:.2f}"
     hi = "∞" if ci[1] is None or not math.isfinite(ci[1]) else f"{ci[1]:.2f}"
     return f"{v:.2f} ({ci[0]:.2f}–{hi})"
+
+
+def _thr_cell(v: Any, ci: Any) -> str:
+    """A throughput with its interval in one cell: ``746 (705–790)``."""
+    if not isinstance(v, (int, float)) or not math.isfinite(v):
+        return "—"
+    if isinstance(ci, (list, tuple)) and len(ci) == 2 and ci[0] is not None and ci[1] is not None:
+        return f"{v:.3g} ({ci[0]:.3g}–{ci[1]:.3g})"
+    return f"{v:.3g}"
 
 
 def with_ci_cells(rows: list[dict]) -> list[dict]:
@@ -186,52 +197,53 @@ def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None,
     ``rlbatch analyze --out`` both call this function. Raises :class:`UserError` when ``runs`` is
     empty, a section is malformed, or the reference is unknown / never reached the target.
     """
-    from rlbatch.analysis.accounting import (accounting_summary, clock_note, estimate_configuration, run_summaries,
-                                             seed_rows)
-    from rlbatch.analysis.throughput import clock_basis
-    from rlbatch.analysis.curves import summarize_run
+    from rlbatch.analysis.accounting import (WITHIN_NOISE, accounting_summary, clock_note,
+                                             configuration_summaries, headline_markdown, run_summaries, seed_rows)
+    from rlbatch.analysis.curves import CLOCK_X
+    from rlbatch.analysis.throughput import clock_basis, configuration_timings
     from rlbatch.report import figures as F
 
     if not runs:
         raise UserError("no runs to report on")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    runs = list(runs)
+    runs = sorted(runs, key=run_order)
+    basis = clock_basis(runs, clock)
     summaries = run_summaries(runs, clock)
-    # several seeds of one configuration: plot and tabulate the seed-averaged run (bands = seed range); the
-    # accounting averages per-seed samples-to-target (analysis.accounting)
-    groups, seeded, configs = configurations(runs, metric)
+    # one configuration per set of seeds; the figures draw each configuration's mean curve (bands = seed range), the
+    # tables take whole-run means per seed; the accounting averages per-seed samples-to-target (analysis.accounting)
+    groups, seeded, configs = configurations(runs, metric, basis)
     result: dict[str, Any] = {"title": title,
                               "generated_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-                              "metric": metric, "target": target, "reference": reference, "runs": summaries}
-    if seeded:
-        result["configurations"] = [summarize_run(r) for r in configs]
-        basis = clock_basis(runs, clock)
-        for cs in result["configurations"]:  # whole-run throughput of the configuration, as the accounting's
-            e = estimate_configuration(groups[cs["run"]], None, clock=basis, n_boot=300, name=cs["run"])
-            cs.update(throughput_samples_per_s=e["throughput_samples_per_s"], throughput_ci=e["throughput_ci"],
-                      clock=basis)
-    md: list[str] = [f"# {title}", ""]
+                              "metric": metric, "target": target, "reference": reference, "runs": summaries,
+                              "clock": basis}
+    md: list[str] = [f"# {title}", "", f"**Clock.** {clock_note(basis)} Every time on this page (time-to-target, "
+                     "throughput, seconds per step, the time axis of the figures) is on this clock.", ""]
     recommendation = None
     ref = None
     rows: list[dict] = []
+    pick = None
     if target is not None:
         acc = accounting_summary(runs, target, metric, reference, ema=ema, sustained=sustained, clock=clock)
         rows, ref, recommendation = acc["accounting"], acc["reference"], acc["recommendation"]
-        result.update({k: acc[k] for k in ("accounting", "reference", "clock", "aggregation", "within_noise")})
+        result.update({k: acc[k] for k in ("accounting", "reference", "clock", "aggregation", "within_noise",
+                                           "headline")})
+        pick = acc["headline"]["pick"]
         if "comparisons" in acc:
             result["comparisons"] = acc["comparisons"]
         cols = accounting_columns(combined=True)
         if "comparisons" in acc:
             cols = [("comparison", "model / task / algorithm", None)] + cols
-        md += ["## Recommendation", "", recommendation, "",
+        shown = [{**r, "run": f"**{r['run']}** (pick)" if r["run"] == pick else r["run"]} for r in rows]
+        md += ["## Recommendation", "", headline_markdown(acc["headline"]), "", WITHIN_NOISE, "",
                f"### Accounting at {metric} ≥ {target:g}" + (f" (reference {ref})" if ref else ""), "",
-               markdown_table(_md_cell_safe(with_ci_cells(rows)), cols, none=NOT_REACHED), "",
+               markdown_table(_md_cell_safe(with_ci_cells(shown)), cols, none=NOT_REACHED), "",
                "rN = samples-to-target / the reference's; relative time = time-to-target / the reference's = rN / "
-               "relative throughput; a configuration is faster iff its relative throughput exceeds rN (Li et al. "
-               "2026). The verdict follows the 95% interval of the relative time: \"faster\" or \"slower\" only "
-               "when it lies wholly below or above 1, else \"within noise\".", "",
-               f"**How these numbers are computed.** {acc['aggregation']} {clock_note(acc['clock'])}", ""]
+               "relative throughput (throughput up to the target); a configuration is faster iff its relative "
+               "throughput exceeds rN (Li et al. 2026). The verdict compares with the reference: \"faster\" or "
+               "\"slower\" only when the 95% interval of the relative time lies wholly below or above 1, else "
+               "\"within noise\" (of the reference).", "",
+               f"**How these numbers are computed.** {acc['aggregation']}", ""]
         if "comparisons" not in acc:  # one model / task / algorithm: one batch ladder
             from rlbatch.report.family import aligned_family, family_markdown, rejected
 
@@ -242,42 +254,68 @@ def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None,
     else:
         md += ["No target given (`--target`): no accounting or recommendation. Curves and summaries below.", ""]
     result["recommendation"] = recommendation
-    if seeded:
-        srows = seed_rows(groups, rows, metric)
-        result["seeds"] = srows
-        md += [f"## Configurations (mean over seeds; {len(runs)} runs in {len(groups)} configurations)", "",
-               markdown_table(_md_cell_safe([s for s in result["configurations"]]),
-                              filled_columns(result["configurations"], summary_columns())), "",
-               "### Seeds" + (f": samples-to-target per seed (target {target:g})" if target is not None else ""), "",
-               markdown_table(_md_cell_safe(srows), [
-                   ("config", "configuration", None), ("batch_size", "B", None), ("lr", "lr", ".3g"),
-                   ("reached", "seeds reaching target", None),
-                   ("samples_to_target_min", "min samples-to-target", samples_cell),
-                   ("samples_to_target_max", "max samples-to-target", samples_cell),
-                   ("first_score_mean", "first score", ".3f"), ("last_score_mean", "last score", ".3f"),
-                   ("samples_generated", "generated", count), ("samples_retained", "retained", count)],
-                   none=NOT_REACHED), "",
-               "The accounting averages these per-seed samples-to-target; the range across seeds shows how much "
-               "evaluation and sampling noise there is in one seed's value.", ""]
+    result["configurations"] = configuration_summaries(groups, rows, metric, basis)
+    result["seeds"] = seed_rows(groups, rows, metric)
+    secs = "CPU seconds" if basis == "cpu" else "seconds"
+    conf_cols = [("config", "configuration", None), ("batch_size", "B", None), ("lr", "lr", ".3g")]
+    if target is not None:
+        conf_cols += [("reached", "seeds reaching target", None),
+                      ("s2t_range", "samples-to-target per seed (min–max)", None)]
     else:
-        md += ["## Runs", "", markdown_table(_md_cell_safe(summaries), filled_columns(summaries, summary_columns())),
-               ""]
+        conf_cols += [("seeds", "seeds", None)]
+    conf_cols += [("steps", "steps", count), ("samples_retained", "retained samples", count),
+                  ("seconds", f"time ({secs})", _duration),
+                  ("gen_share", "gen. share", lambda v: fmt_value(100.0 * v, ".0f") + "%"
+                   if isinstance(v, (int, float)) and math.isfinite(v) else "—"),
+                  ("throughput_cell", "throughput, whole run (95% CI)", None),
+                  ("grad_norm_actor_mean", "grad norm actor", ".3g"), ("grad_norm_critic_mean", "grad norm critic",
+                                                                       ".3g"),
+                  ("last_score_mean", "last score", ".3f")]
+
+    def s2t_range(c: dict) -> str:
+        lo, hi = c.get("samples_to_target_min"), c.get("samples_to_target_max")
+        if lo is None:
+            return NOT_REACHED
+        return count(lo) if lo == hi else f"{count(lo)}–{count(hi)}"
+
+    crow = [{**c, "throughput_cell": _thr_cell(c["throughput_samples_per_s"], c["throughput_ci"]),
+             "s2t_range": s2t_range(c)} for c in result["configurations"]]
+    md += [f"## Configurations ({len(runs)} runs in {len(groups)} configurations)", "",
+           "Means over each seed's **whole run** (every seed to its own end), times on the clock above; the "
+           "min / max samples-to-target are the seeds' own crossings, which the accounting averages. Throughput "
+           "here is over the whole run (retained samples per second); the accounting's relative throughput is up "
+           "to the target.", "",
+           markdown_table(_md_cell_safe(crow), filled_columns(crow, conf_cols), none=NOT_REACHED), ""]
+    if seeded:
+        md += [f"Per-run values (each seed) are in `report.json` (`runs`).", ""]
 
     figs: list[tuple[str, str, Any]] = []  # (file name, caption, figure)
-    band = " Lines: mean over seeds; shaded: range across seeds." if seeded else ""
+    band = " Lines: mean over the seeds still running at each point (to the last point any seed has); shaded: " \
+        "range across seeds." if seeded else ""
     short, words = metric_words(runs, metric)
-    rule_note = " Solid lines: the square-root LR rule; dashed: a fixed learning rate (the control)."
+    rule_note = " Solid lines and round markers: the square-root LR rule; dashed with squares: a fixed learning " \
+        "rate (the control)."
+    cross = " Markers on the target line: each configuration's samples-to-target from the accounting (mean over " \
+        "seeds) with its 95% interval." if rows else ""
+    by_row = {r["run"]: r for r in rows}
     figs.append(("fig_score_vs_samples.png", f"Held-out score against cumulative retained training samples: curves "
-                 f"that overlay are batch-size invariant (the aligned family).{rule_note}{band}",
+                 f"that overlay are batch-size invariant (the aligned family).{rule_note}{band}{cross}",
                  F.score_vs(configs, "samples/retained", metric, target, xlabel="cumulative retained samples",
-                            ylabel=short)))
-    unit = _time_scale(configs)[1]
-    figs.append(("fig_score_vs_wallclock.png", f"Held-out score against wall-clock {unit} of training (evaluation "
-                 f"time excluded where the log allows): what you wait for.{band}",
-                 F.score_vs(configs, "time/wall_s", metric, target, xscale=_time_scale(configs)[0],
-                            xlabel=f"wall-clock {unit}", ylabel=short)))
-    figs.append(("fig_time_per_step.png", "Mean time per optimizer step, split into generation, scoring (reward), "
-                 "update and other", F.time_per_step(configs)))
+                            ylabel=short, crossings={n: (r["samples_to_target"], r["samples_to_target_ci"])
+                                                     for n, r in by_row.items() if r["reached"]})))
+    scale, unit = _time_scale(configs)
+    clock_words = "process CPU" if basis == "cpu" else "wall-clock"
+    figs.append(("fig_score_vs_time.png", f"Held-out score against {clock_words} {unit} of training (the "
+                 f"accounting's clock; evaluation time excluded where the log allows): what you wait for.{band}"
+                 + (cross.replace("samples-to-target", "time-to-target") if cross else ""),
+                 F.score_vs(configs, CLOCK_X, metric, target, xscale=scale, xlabel=f"{clock_words} {unit}",
+                            ylabel=short, crossings={n: (r["time_to_target_s"], r["time_to_target_ci"])
+                                                     for n, r in by_row.items() if r["reached"]})))
+    timing = configuration_timings(groups, basis)
+    figs.append(("fig_time_per_step.png", f"Mean {secs} per optimizer step of each configuration over its whole "
+                 "run, split into generation, scoring (reward), update and other; the four add up to the step "
+                 "(bar labels: the step and each part's share).",
+                 F.time_per_step(timing, names={g: F._short_label(groups[g][0]) for g in groups}, unit=secs)))
     md += ["## Figures", "", f"**{short}** (`{metric}`): {words}.", ""]
     for name, cap, _ in figs:
         md += [f"![{cap}]({name})", "", f"*{cap}*", ""]
@@ -291,8 +329,12 @@ def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None,
 
     all_runs, runs = runs, synchronous(runs)  # the noise fit, throughput model and plan: synchronous runs only
     on_rule = [r for r in runs if r.meta.lr_rule != "none"]
+    fam = result.get("aligned_family")
     core = [noise_section(on_rule if len({r.meta.batch_size for r in on_rule}) >= 2 else runs, target=target,
-                          metric=metric), throughput_section(runs, clock=clock_basis(runs, clock))]
+                          metric=metric, family=fam["batches"] if fam else None),
+            throughput_section(runs, clock=basis, measured=[c for c in result["configurations"]
+                                                           if any(r in runs for r in groups[c["config"]])],
+                               timing=[t for t in timing if any(r in runs for r in groups[t["config"]])])]
     if target is not None:
         core.append(_plan_section(runs, target, metric, ref or reference, clock))
     core += [s for s in [async_section(all_runs, target, metric)] if s]  # issue 17: sync vs async at each B
@@ -316,6 +358,7 @@ def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None,
         md += [f"- **{run}**: {n}" for run, n in notes]
         md += [""]
 
+    result["figure_problems"] = {name: p for name, _, fig in figs if (p := F.figure_problems(fig))}
     images: dict[str, bytes] = {}
     for name, _, fig in figs:
         data = F.png_bytes(fig)
@@ -334,11 +377,13 @@ def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None,
     return json.loads(to_json(result))
 
 
-def _time_scale(runs: list[Run]) -> tuple[float, str]:
-    """Seconds per unit and unit name for a wall-clock axis: hours for long runs, minutes or seconds for short."""
-    longest = max((float(r.metrics["time/wall_s"].max()) for r in runs
-                   if len(r.metrics) and "time/wall_s" in r.metrics.columns and r.metrics["time/wall_s"].notna().any()),
-                  default=0.0)
+def _time_scale(configs: list[Run]) -> tuple[float, str]:
+    """Seconds per unit and unit name for a time axis (the clock column of the configurations' curves): hours for
+    long runs, minutes or seconds for short."""
+    from rlbatch.analysis.curves import CLOCK_X
+
+    longest = max((float(r.evals[CLOCK_X].max()) for r in configs
+                   if len(r.evals) and CLOCK_X in r.evals.columns and r.evals[CLOCK_X].notna().any()), default=0.0)
     return (3600.0, "hours") if longest >= 7200 else (60.0, "minutes") if longest >= 120 else (1.0, "seconds")
 
 
