@@ -122,7 +122,8 @@ def accounting_columns(combined: bool = False) -> list[tuple[str, str, Any]]:
             ("time_to_target_s", "time-to-target", _duration)]
     if combined:
         return head + [("rN_cell", "rN (95% CI)", None), ("relative_throughput_cell", "rel. throughput (95% CI)", None),
-                       ("relative_time_cell", "rel. time-to-target (95% CI)", None), ("verdict", "verdict", None)]
+                       ("relative_time_cell", "rel. time-to-target (95% CI)", None),
+                       ("verdict", "verdict vs the reference", None)]
     return head + [("rN", "rN", ".2f"), ("rN_ci", "rN 95%", fmt_ci),
                    ("relative_throughput", "rel. throughput", ".2f"),
                    ("relative_throughput_ci", "rel. thr. 95%", fmt_ci), ("relative_time", "rel. time-to-target", ".2f"),

@@ -61,6 +61,8 @@ def plan_section(plan_or_runs: dict[str, Any] | Sequence[Run], **plan_kwargs: An
     batch_axis(a1)
     a1.set_ylim(bottom, top)
     plain_log_axis(a1, "y")
+    ticks = [v for v in (0.1, 0.2, 0.3, 0.5, 0.7, 1, 1.5, 2, 3, 5, 7, 10, 20, 50, 100) if bottom <= v <= top]
+    a1.set_yticks(ticks, [f"{v:g}" for v in ticks])
     a1.set_ylim(bottom, top)
     a1.axhline(1.0, color="black", lw=0.6, alpha=0.5)
     a1.set_xlabel("batch size B (responses per update)")
@@ -99,7 +101,8 @@ def plan_section(plan_or_runs: dict[str, Any] | Sequence[Run], **plan_kwargs: An
     caps = {"plan_rn_throughput_time": "Left: the sample penalty rN (with its interval; measured, fitted or from "
             "the noise model) against the throughput gain, both relative to the reference; a batch is faster iff "
             "its throughput gain exceeds its rN. Right: the predicted time-to-target relative to the reference, "
-            "with its interval (green: recommended, red: rejected).",
+            "with its 95% interval (the pick green, rejected candidates red). Intervals are drawn whole; an arrow marks an "
+            "end that is open (unbounded).",
             "plan_fitted_curves": "Saturating fits R0 + (A - R0) / (1 + (C_mid / C)^b) of the held-out score "
             "against retained samples for the configurations whose rN is fitted (dashed: extrapolated to the "
             "target)."}
