@@ -193,7 +193,7 @@ def test_plan_section_in_report(sweep, tmp_path):
     sec = plan_section(runs, target=TARGET)
     assert set(sec) == {"title", "markdown", "figures", "captions", "json_key", "json"} and sec["json_key"] == "plan"
     # the plan's pick has the smallest point estimate; unrun extrapolations lie within noise of it
-    assert "P256-G8-sqrt-s0 (B=2048) has the smallest point estimate" in sec["markdown"]
+    assert sec["markdown"].startswith("**Pick: P256-G8-sqrt-s0 (B=2048), predicted")
     out = build_report(runs, tmp_path / "rep", target=TARGET, sections=[sec])
     assert out["plan"]["recommended"] == "P256-G8-sqrt-s0"
 

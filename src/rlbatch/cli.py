@@ -700,7 +700,7 @@ def main() -> None:
     except click.ClickException as err:
         print(f"rlbatch: error: {' '.join(err.format_message().split())}", file=sys.stderr)
         sys.exit(err.exit_code)
-    except (KeyboardInterrupt, click.Abort):
+    except (KeyboardInterrupt, typer.Abort):
         print("rlbatch: interrupted", file=sys.stderr)
         sys.exit(130)
     sys.exit(rv if isinstance(rv, int) else 0)

@@ -179,24 +179,34 @@ def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None,
     """Write ``report.html`` (self-contained), ``report.md`` (+ PNG figures beside it) and ``report.json`` into
     ``out_dir``; return the JSON object.
 
-    JSON: ``{"title", "generated_at", "metric", "target", "reference", "runs": [summaries as
-    rlbatch.analysis.curves.summarize_run], "accounting": [rows as rlbatch account --format json] (only when a
-    target is given), "aligned_family": {...} and "rejected": [...] (with a target, one model / task / algorithm;
-    :func:`rlbatch.report.family.aligned_family` and :func:`rlbatch.report.family.rejected`), "recommendation":
-    str | None, "noise": {...} (rlbatch.report.sections.noise_section),
-    "throughput": {...} (rlbatch.report.sections.throughput_section), "figures": [file names],
-    <section json_key>: <section json>, ...extra_json}``. Figures: score vs retained samples, score vs wall-clock,
-    time per step; then the noise section (gradient norm vs B, log-log, with slope, interval and knee; B_simple;
-    fitted over the runs on an LR rule, without a fixed-LR control), the throughput section, with a target the plan
-    (:func:`rlbatch.plan.plan_section`, key ``plan``), and each of ``sections``.
+    JSON: ``{"title", "generated_at", "metric", "target", "reference", "clock" (the one clock of every time on the
+    page, :func:`rlbatch.analysis.throughput.clock_basis`), "runs": [per-run summaries,
+    :func:`rlbatch.analysis.accounting.run_summaries`], "accounting": [rows as rlbatch account --format json] and
+    "headline": {pick, within_noise, lines (at most three), bullets} (:func:`rlbatch.analysis.accounting.headline`;
+    only with a target), "aligned_family": {...} and "rejected": [...] (with a target, one model / task /
+    algorithm; :func:`rlbatch.report.family.aligned_family` and :func:`rlbatch.report.family.rejected`),
+    "recommendation": str | None (the headline as Markdown), "configurations": [means over each seed's whole run,
+    :func:`rlbatch.analysis.accounting.configuration_summaries`], "seeds": [...]
+    (:func:`rlbatch.analysis.accounting.seed_rows`), "noise": {...} (rlbatch.report.sections.noise_section),
+    "throughput": {...} (rlbatch.report.sections.throughput_section), "figures": [file names], "figure_problems":
+    {file name: [problems]} (:func:`rlbatch.report.figures.figure_problems`; empty when no figure clips an interval
+    or stops a curve short of its crossing), <section json_key>: <section json>, ...extra_json}``.
+
+    Page: the clock (once), the headline (three lines, then bullets), the accounting with the pick marked, where the
+    aligned family ends, the configuration table, the figures (score vs retained samples and vs time: each
+    configuration's mean over its seeds to the last point any seed has, the seed range shaded, the accounting's
+    crossing with its 95% interval; time per step split into generation + scoring + update + other = step), then
+    the noise section (slope over the aligned family, knee, B_simple per B; fitted over the runs on an LR rule,
+    without a fixed-LR control), the throughput section, with a target the plan (:func:`rlbatch.plan.plan_section`,
+    key ``plan``), the synchronous-vs-asynchronous comparison where there is one, and each of ``sections``. Every
+    number comes from :mod:`rlbatch.analysis` (nothing is recomputed here).
 
     Seeds: runs that differ only in their seed (:func:`rlbatch.analysis.curves.group_seeds`) form one
-    configuration; when any configuration has several, the accounting, the curves (with the range across seeds
-    shaded) and the time figure use the seed-averaged runs (:func:`rlbatch.analysis.curves.aggregate_seeds`), the
-    JSON adds ``configurations`` (their summaries) and ``seeds`` (:func:`rlbatch.analysis.curves.seed_rows`), and
-    the noise fit and the plan use every seed. The sweep (``rlbatch.sweep.study.report_sweep``) and
-    ``rlbatch analyze --out`` both call this function. Raises :class:`UserError` when ``runs`` is
-    empty, a section is malformed, or the reference is unknown / never reached the target.
+    configuration; the accounting averages per-seed values, the figures draw the seed-averaged curves
+    (:func:`rlbatch.analysis.curves.aggregate_seeds`), the noise fit and the plan use every seed. The sweep
+    (``rlbatch.sweep.study.report_sweep``) and ``rlbatch analyze --out`` both call this function. Raises
+    :class:`UserError` when ``runs`` is empty, a section is malformed, or the reference is unknown / never reached
+    the target.
     """
     from rlbatch.analysis.accounting import (WITHIN_NOISE, accounting_summary, clock_note,
                                              configuration_summaries, headline_markdown, run_summaries, seed_rows)

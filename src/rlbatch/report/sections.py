@@ -100,11 +100,13 @@ def throughput_section(runs: Sequence[Any], predict_batches: Sequence[int] | Non
     new = [p for p in pred if p["batch_size"] not in {r["batch_size"] for r in timing}]
     if new:
         md.append(f"\nPredicted for batch sizes not run ({secs} per step; extrapolated beyond the measured range, "
-                  "so optimistic):\n\n| B | generation | scoring | update | step | predicted throughput |\n"
-                  "|---|---|---|---|---|---|")
+                  "so optimistic; other = the step the model scales to the measured end, less the three "
+                  "phases):\n\n| B | generation | scoring | update | other | step | predicted throughput |\n"
+                  "|---|---|---|---|---|---|---|")
         for p in new:
-            md.append(f"| {p['batch_size']} | {p['gen_s']:.3g} | {p['reward_s']:.3g} | {p['train_s']:.3g} | "
-                      f"{p['step_s']:.3g} | {p['throughput_samples_per_s']:.3g} |")
+            other = p["step_s"] - p["gen_s"] - p["reward_s"] - p["train_s"]
+            md.append(f"| {p['batch_size']} | {p['gen_s']:.3g} | {f3(p['reward_s']) if model.get('reward') else '—'} | "
+                      f"{p['train_s']:.3g} | {other:.3g} | {p['step_s']:.3g} | {p['throughput_samples_per_s']:.3g} |")
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4.4))
     pb = np.array([p["batch_size"] for p in pred], float)
     tb = np.array([r["batch_size"] for r in timing], float)
