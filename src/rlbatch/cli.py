@@ -99,6 +99,7 @@ def account_cmd(
     from rlbatch.analysis.accounting import account, read_accounting_csv
 
     rows = account(read_accounting_csv(table), reference)
+    rows = rows.sort_values("batch_size", kind="stable", na_position="last").reset_index(drop=True)  # by B, as numbers
     _print_accounting(rows, reference, fmt)
 
 

@@ -326,7 +326,7 @@ def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None,
     figs.append(("fig_time_per_step.png", f"Mean {secs} per optimizer step of each configuration over its whole "
                  "run, split into generation, scoring (reward), update and other; the four add up to the step "
                  "(bar labels: the step and each part's share).",
-                 F.time_per_step(timing, names={g: F._short_label(groups[g][0]) for g in groups}, unit=secs)))
+                 F.time_per_step(timing, names=_bar_names(groups), unit=secs)))
     md += ["## Figures", "", f"**{short}** (`{metric}`): {words}.", ""]
     for name, cap, _ in figs:
         md += [f"![{cap}]({name})", "", f"*{cap}*", ""]
@@ -386,6 +386,15 @@ def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None,
     (out_dir / "report.html").write_text(_html(title, md_text, images), encoding="utf-8")
     (out_dir / "report.json").write_text(to_json(result) + "\n", encoding="utf-8")
     return json.loads(to_json(result))
+
+
+def _bar_names(groups: dict[str, list[Run]]) -> dict[str, str]:
+    """Short names of the configurations for a bar chart (``B=128, sqrt rule``), or their own names when two
+    short names would be equal (e.g. two group sizes at one B)."""
+    from rlbatch.report.figures import _short_label
+
+    short = {g: _short_label(rs[0]) for g, rs in groups.items()}
+    return short if len(set(short.values())) == len(short) else {g: g for g in groups}
 
 
 def _time_scale(configs: list[Run]) -> tuple[float, str]:
