@@ -155,3 +155,51 @@ def test_figure_checker_flags_a_clipped_interval_and_a_curve_short_of_its_crossi
     assert any("short of its crossing" in p for p in figure_problems(f))
     f = score_vs([run], "samples/retained", target=0.35, crossings={"B64": (2000.0, [1500.0, None])})
     assert figure_problems(f) == []  # an open interval: an arrow, nothing clipped
+
+
+def test_b_simple_per_batch_pools_steps_and_says_why_when_it_has_no_value():
+    """|G|^2 = 1 and tr(Sigma) = 100 planted in every step (small batch 8, big batch 64: |g_8|^2 = 1 + 100/8,
+    |g_64|^2 = 1 + 100/64): B_simple = 100 exactly, with a zero-width interval; a batch whose |G|^2 estimate is
+    negative on average has no value, and the reason says so."""
+    import pandas as pd
+
+    from rlbatch.analysis.noise import b_simple_by_batch
+    from rlbatch.runstore import Run, make_meta
+
+    def noisy(rid, b, g2, seed):
+        n = 40
+        m = pd.DataFrame({"step": np.arange(1, n + 1), "noise/b_small": 8.0, "noise/b_big": 64.0,
+                          "noise/grad_sq_small": g2 + 100 / 8, "noise/grad_sq_big": g2 + 100 / 64})
+        return Run(meta=make_meta(run_id=rid, batch_size=b, seed=seed), metrics=m)
+
+    rows = b_simple_by_batch([noisy("a0", 64, 1.0, 0), noisy("a1", 64, 1.0, 1), noisy("b0", 128, -0.5, 0)],
+                             n_boot=200)
+    assert [r["batch_size"] for r in rows] == [64, 128]
+    assert rows[0]["b_simple"] == pytest.approx(100.0) and rows[0]["ci"] == pytest.approx([100.0, 100.0])
+    assert rows[0]["n_runs"] == 2 and rows[0]["steps"] == 80
+    assert rows[1]["b_simple"] is None and rows[1]["ci"] is None and "not positive" in rows[1]["reason"]
+
+
+def test_seed_mean_curve_runs_to_the_last_point_any_seed_has():
+    """Two seeds, one stopped at 2000 samples (score 0.2 + 1e-4 x samples) and one run to 4000 (0.1 + 1e-4 x
+    samples), 100 samples per step at 0.5 s per step on the wall clock: the mean is 0.15 + 1e-4 x samples to 2000,
+    then the longer seed alone to 4000; the clock column is each seed's time at those samples."""
+    import pandas as pd
+
+    from rlbatch.analysis.curves import CLOCK_X, aggregate_seeds
+    from rlbatch.runstore import Run, make_meta
+
+    def seed(rid, n_steps, start):
+        s = np.arange(1, n_steps + 1)
+        m = pd.DataFrame({"step": s, "samples/retained": 100.0 * s, "time/wall_s": 0.5 * s})
+        xs = np.arange(0, 100 * n_steps + 1, 500.0)
+        ev = pd.DataFrame({"samples/retained": xs, "eval/score": start + 1e-4 * xs})
+        return Run(meta=make_meta(run_id=rid, batch_size=100), metrics=m, evals=ev)
+
+    agg = aggregate_seeds([seed("c-s0", 20, 0.2), seed("c-s1", 40, 0.1)], "c", clock="wall").evals
+    assert agg["samples/retained"].max() == 4000
+    at = agg.set_index("samples/retained")
+    assert at.loc[1000, "eval/score"] == pytest.approx(0.25) and at.loc[1000, "n_seeds"] == 2
+    assert at.loc[3000, "eval/score"] == pytest.approx(0.4) and at.loc[3000, "n_seeds"] == 1
+    assert at.loc[1000, "eval/score_min"] == pytest.approx(0.2) and at.loc[1000, "eval/score_max"] == pytest.approx(0.3)
+    assert at.loc[3000, CLOCK_X] == pytest.approx(15.0) and at.loc[1000, CLOCK_X] == pytest.approx(5.0)
