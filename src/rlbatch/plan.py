@@ -408,7 +408,11 @@ def plan_runs(runs: Sequence[Run], target: float, *, reference: str | None = Non
     analyze``. Returns the plan dict: ``recommended`` (configuration label, or batch size for a batch without
     runs), ``within_noise`` (candidates whose interval of the predicted relative time overlaps the recommended
     one's), ``reference``, ``target``, ``metric``, ``tolerance``, ``aligned_family`` [B_lo, B_hi], ``b_noise``
-    {value, ci, source}, ``throughput_model``, ``clock``, ``notes`` and ``candidates`` (:data:`CANDIDATE_KEYS`).
+    {value, ci, source}, ``throughput_model``, ``clock``, ``notes``, ``reach`` {best_score, best_run} (the best
+    measured score, for the advice when nothing reaches the target) and ``candidates`` (:data:`CANDIDATE_KEYS`).
+    ``recommended`` is None when no candidate reaches the target, measured or predicted (a candidate whose rN is
+    scaled by a reference that reaches it neither measured nor by its fit is ``not reached``); the headline then
+    says what to run instead.
     Raises :class:`UserError` when runs disagree on model/task/algorithm, lack the metric or a batch size, or there
     is too little to compare (one batch size without noise metrics or candidates, no throughput for any candidate).
     """
@@ -621,10 +625,8 @@ def plan_runs(runs: Sequence[Run], target: float, *, reference: str | None = Non
                 c.update(reaches=False, predicted_relative_time=None, interval=None)
     best_row = max((r for r in rows.values() if r.get("best_score") is not None), key=lambda r: r["best_score"],
                    default=None)
-    asym = [(c["fit"]["A"], c["run"]) for c in cands if c.get("fit") and c["fit"].get("A") is not None]
     reach_info = {"best_score": best_row["best_score"] if best_row else None,
-                  "best_run": best_row["run"] if best_row else None,
-                  "max_asymptote": max(asym)[0] if asym else None, "asymptote_run": max(asym)[1] if asym else None}
+                  "best_run": best_row["run"] if best_row else None}
     return _finish(cands, ref_name, target, tol,
                    {"metric": metric, "input": "runs", "b_noise": _bn_json(bn), "clock": acc["clock"],
                     "throughput_model": {"source": model_src, "gen_exponent": model["gen"]["exponent"]}
