@@ -174,6 +174,9 @@ def _sentence(c: dict[str, Any], ref_label: str, tol: float) -> str:
         fam = "off the square-root LR rule, so outside the aligned family"
     elif c["aligned"]:
         fam = f"inside the aligned family (rN {rn:.2f} <= {1 + tol:.2f})"
+    elif c.get("aligned_rn"):
+        fam = (f"outside the aligned family (rN {rn:.2f} <= {1 + tol:.2f}, but the family, contiguous from the "
+               "reference, ends at a smaller batch)")
     else:
         fam = f"outside the aligned family (rN {rn:.2f} > {1 + tol:.2f})"
     if g is None:
@@ -223,6 +226,17 @@ def _finish(cands: list[dict[str, Any]], ref_label: str, target: float | None, t
 
     tied = [c for c in ok if c is not best and intervals_overlap(
         c["interval"], best["interval"], c["predicted_relative_time"], best["predicted_relative_time"])]
+    # the aligned family: the contiguous range of batch sizes around the reference with rN <= 1 + tol (DESIGN.md);
+    # at several candidates of one B (group sizes) one outside the family decides. A candidate is aligned only
+    # inside that range (an rN within the tolerance beyond its end does not join it).
+    pts: dict[int, bool] = {}
+    for c in cands:
+        if c["on_lr_rule"] and c["rN"] is not None:
+            pts[c["batch_size"]] = pts.get(c["batch_size"], True) and c["aligned"]
+    members = aligned_span(list(pts.items()), ref["batch_size"])
+    for c in cands:
+        c["aligned_rn"] = c["aligned"]
+        c["aligned"] = bool(c["aligned"] and c["batch_size"] in members)
     for c in cands:
         if c is best:
             c["verdict"] = "recommended"
@@ -236,13 +250,6 @@ def _finish(cands: list[dict[str, Any]], ref_label: str, target: float | None, t
             c["verdict"] = verdict_label(c["predicted_relative_time"], c["interval"])
         c["rejected"] = c["verdict"] in ("slower", "never reaches")
         c["sentence"] = _sentence(c, ref_label, tol)
-    # the aligned family: the contiguous range of batch sizes around the reference with rN <= 1 + tol (DESIGN.md);
-    # at several candidates of one B (group sizes) one outside the family decides
-    pts: dict[int, bool] = {}
-    for c in cands:
-        if c["on_lr_rule"] and c["rN"] is not None:
-            pts[c["batch_size"]] = pts.get(c["batch_size"], True) and c["aligned"]
-    members = aligned_span(list(pts.items()), ref["batch_size"])
     fam = [members[0], members[-1]]
     out = {"recommended": None if best is None else best["run"] if best["run"] is not None else best["batch_size"],
            "recommended_batch_size": None if best is None else best["batch_size"],

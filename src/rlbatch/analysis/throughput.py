@@ -199,6 +199,8 @@ def step_timings(runs: Sequence[Any], skip_first: int = 1, clock: str = "wall") 
         row.update({k: v * scale for k, v in phases.items()})
         known = [v for v in (row["gen_s"], row["reward_s"], row["train_s"]) if math.isfinite(v)]
         row["other_s"] = row["step_s"] - sum(known) if known and math.isfinite(row["step_s"]) else float("nan")
+        if abs(row["other_s"]) < 1e-9 * row["step_s"]:  # rounding of a step that is the sum of its phases
+            row["other_s"] = 0.0
         row["samples_per_step"] = tp["samples"] / steps if tp["samples"] is not None else float(b)
         gen = pd.to_numeric(m["samples/generated"], errors="coerce").dropna() if "samples/generated" in m else None
         row["retained_fraction"] = (float(tp["samples"] / gen.iloc[-1]) if gen is not None and len(gen)
@@ -352,8 +354,10 @@ def predict(model: dict[str, Any], batch_sizes: Sequence[int]) -> list[dict[str,
     model (power-law generation, affine update and scoring) scaled to meet the nearest measured end, and f is the
     nearest end's (``extrapolated``: a power law keeps its sublinearity forever, real decoding turns compute bound,
     so treat these as optimistic). Rows:
-    ``batch_size``, ``gen_s``, ``train_s``, ``reward_s`` (from the per-phase fits), ``step_s``,
-    ``retained_fraction``, ``throughput_samples_per_s``, ``gen_throughput`` (= B / gen_s), ``extrapolated``.
+    ``batch_size``, ``gen_s``, ``train_s``, ``reward_s`` (from the per-phase fits), ``step_s``, ``shares`` (each
+    phase's share of the fitted phases, ``{"gen", "reward", "train"}``: the split of ``step_s``, which is anchored
+    to the measured points, into parts that add up to it), ``retained_fraction``, ``throughput_samples_per_s``,
+    ``gen_throughput`` (= B / gen_s), ``extrapolated``.
     """
     lo, hi = model["batch_range"]
     pts = sorted((p for p in model.get("points") or [] if p["step_s"] > 0 and math.isfinite(p["step_s"])),
@@ -374,7 +378,10 @@ def predict(model: dict[str, Any], batch_sizes: Sequence[int]) -> list[dict[str,
                     "batch_size"]
         else:
             step = gen + train + rew
+        parts = gen + train + rew
         out.append({"batch_size": int(b), "gen_s": gen, "train_s": train, "reward_s": rew, "step_s": step,
+                    "shares": {"gen": gen / parts, "reward": rew / parts, "train": train / parts} if parts > 0
+                    else None,
                     "retained_fraction": frac,
                     "throughput_samples_per_s": frac * b / step if step > 0 else float("nan"),
                     "gen_throughput": b / gen if gen > 0 else float("nan"), "extrapolated": not (lo <= b <= hi)})

@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from rlbatch.errors import UserError
-from rlbatch.output import fmt_ci, fmt_value, markdown_table, to_json
+from rlbatch.output import fmt_ci, fmt_rate, fmt_value, markdown_table, to_json
 from rlbatch.runstore import Run, run_order
 
 __all__ = ["build_report", "accounting_columns", "summary_columns", "count", "samples_cell"]
@@ -98,15 +98,6 @@ def with_ci(v: Any, ci: Any) -> str:
         return f"{v:.2f}"
     hi = "∞" if ci[1] is None or not math.isfinite(ci[1]) else f"{ci[1]:.2f}"
     return f"{v:.2f} ({ci[0]:.2f}–{hi})"
-
-
-def _thr_cell(v: Any, ci: Any) -> str:
-    """A throughput with its interval in one cell: ``746 (705–790)``."""
-    if not isinstance(v, (int, float)) or not math.isfinite(v):
-        return "—"
-    if isinstance(ci, (list, tuple)) and len(ci) == 2 and ci[0] is not None and ci[1] is not None:
-        return f"{v:.3g} ({ci[0]:.3g}–{ci[1]:.3g})"
-    return f"{v:.3g}"
 
 
 def with_ci_cells(rows: list[dict]) -> list[dict]:
@@ -289,7 +280,7 @@ def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None,
             return NOT_REACHED
         return count(lo) if lo == hi else f"{count(lo)}–{count(hi)}"
 
-    crow = [{**c, "throughput_cell": _thr_cell(c["throughput_samples_per_s"], c["throughput_ci"]),
+    crow = [{**c, "throughput_cell": fmt_rate(c["throughput_samples_per_s"], c["throughput_ci"]),
              "s2t_range": s2t_range(c)} for c in result["configurations"]]
     md += [f"## Configurations ({len(runs)} runs in {len(groups)} configurations)", "",
            "Means over each seed's **whole run** (every seed to its own end), times on the clock above; the "
@@ -323,9 +314,9 @@ def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None,
                             ylabel=short, crossings={n: (r["time_to_target_s"], r["time_to_target_ci"])
                                                      for n, r in by_row.items() if r["reached"]})))
     timing = configuration_timings(groups, basis)
-    figs.append(("fig_time_per_step.png", f"Mean {secs} per optimizer step of each configuration over its whole "
-                 "run, split into generation, scoring (reward), update and other; the four add up to the step "
-                 "(bar labels: the step and each part's share).",
+    figs.append(("fig_time_per_step.png", f"Where each configuration's optimizer step goes over its whole run: "
+                 "generation, scoring (reward), update and other as shares of the step (they add up to it; the "
+                 f"seconds of each part are in the throughput table), with the mean {secs} per step at the right.",
                  F.time_per_step(timing, names=_bar_names(groups), unit=secs)))
     md += ["## Figures", "", f"**{short}** (`{metric}`): {words}.", ""]
     for name, cap, _ in figs:

@@ -222,12 +222,12 @@ def score_vs(runs: list[Run], x: str, metric: str = "eval/score", target: float 
 
 
 def time_per_step(rows: list[dict[str, Any]], names: dict[str, str] | None = None, unit: str = "seconds") -> Any:
-    """Mean seconds per step per configuration, stacked: generation, scoring, update, other; ``rows`` from
-    :func:`rlbatch.analysis.throughput.configuration_timings` (the four add up to the step on the accounting's
-    clock). Each bar is labelled with its total and the share of each part, so a part too thin to see is still
-    read; ``names`` maps a configuration to its label."""
-    rows = [r for r in rows if math.isfinite(r.get("step_s", float("nan")))]
-    fig = new_figure(7.5, max(2.6, 0.55 * len(rows) + 1.9))
+    """Where each configuration's optimizer step goes: generation, scoring, update and other as shares of the step
+    (each bar is 100%, so a part is visible at every B however long the step), the step's mean seconds over the
+    whole run written beside it; ``rows`` from :func:`rlbatch.analysis.throughput.configuration_timings` (the four
+    add up to the step on the accounting's clock); ``names`` maps a configuration to its label."""
+    rows = [r for r in rows if math.isfinite(r.get("step_s", float("nan"))) and r["step_s"] > 0]
+    fig = new_figure(7.5, max(2.6, 0.5 * len(rows) + 1.9))
     ax = fig.add_subplot()
     if not rows:
         _empty(ax, "no per-step timings in these logs")
@@ -238,19 +238,19 @@ def time_per_step(rows: list[dict[str, Any]], names: dict[str, str] | None = Non
     y = np.arange(len(rows))
     left = np.zeros(len(rows))
     for k, col in parts.items():
-        vals = np.array([max(0.0, r[col]) if math.isfinite(r[col]) else 0.0 for r in rows])
+        vals = np.array([100.0 * max(0.0, r[col]) / r["step_s"] if math.isfinite(r[col]) else 0.0 for r in rows])
         ax.barh(y, vals, left=left, color=colors[k], label=k)
+        for i, v in enumerate(vals):
+            if v >= 7:
+                ax.text(left[i] + v / 2, i, f"{v:.0f}%", ha="center", va="center", fontsize=TICK_FONT - 1,
+                        color="white" if k != "other" else "black")
         left += vals
-    top = max(float(left.max()), max(r["step_s"] for r in rows))
     for i, r in enumerate(rows):
-        share = " · ".join(f"{k[:3] if k != 'scoring' else 'score'} {100 * max(0.0, r[c]) / r['step_s']:.0f}%"
-                           for k, c in parts.items() if math.isfinite(r[c]))
-        ax.text(max(left[i], r["step_s"]) + 0.01 * top, i, f"{r['step_s']:.3g} s  ({share})", va="center",
-                fontsize=TICK_FONT - 1)
-    ax.set_xlim(0, top * 1.75)
+        ax.text(max(100.0, left[i]) + 1.5, i, f"{r['step_s']:.3g} s", va="center", fontsize=TICK_FONT - 0.5)
+    ax.set_xlim(0, 122)
+    ax.set_xticks([0, 25, 50, 75, 100])
     ax.set_yticks(y, [(names or {}).get(r["config"], r["config"]) for r in rows], fontsize=TICK_FONT)
-    ax.set_xlabel(f"mean {unit} per optimizer step (whole run)")
-    ax.grid(alpha=0.3, axis="x")
+    ax.set_xlabel(f"share of the step (%); right: mean {unit} per optimizer step over the whole run")
     ax.tick_params(labelsize=TICK_FONT)
     ax.legend(fontsize=LEGEND_FONT, loc="upper center", bbox_to_anchor=(0.5, -0.16 - 0.02 * (len(rows) < 4)), ncol=4,
               frameon=False)

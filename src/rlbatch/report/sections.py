@@ -8,6 +8,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from rlbatch.errors import UserError
+from rlbatch.output import fmt_rate
 from rlbatch.report.figures import batch_axis, plain_log_axis
 
 
@@ -59,9 +60,7 @@ def throughput_section(runs: Sequence[Any], predict_batches: Sequence[int] | Non
 
     for row in timing:
         m = thr.get(row["config"], {})
-        ci = m.get("throughput_ci")
-        x = m.get("throughput_samples_per_s")
-        cell = f3(x) + (f" ({ci[0]:.3g}–{ci[1]:.3g})" if ci and ci[0] is not None and ci[1] is not None else "")
+        cell = fmt_rate(m.get("throughput_samples_per_s"), m.get("throughput_ci"))
         md.append(f"| {row['config']} | {row['batch_size']} | {f3(row['gen_s'])} | {f3(row['reward_s'])} | "
                   f"{f3(row['train_s'])} | {f3(row['other_s'])} | {f3(row['step_s'])} | {cell} |")
     try:
@@ -100,13 +99,14 @@ def throughput_section(runs: Sequence[Any], predict_batches: Sequence[int] | Non
     new = [p for p in pred if p["batch_size"] not in {r["batch_size"] for r in timing}]
     if new:
         md.append(f"\nPredicted for batch sizes not run ({secs} per step; extrapolated beyond the measured range, "
-                  "so optimistic; other = the step the model scales to the measured end, less the three "
-                  "phases):\n\n| B | generation | scoring | update | other | step | predicted throughput |\n"
-                  "|---|---|---|---|---|---|---|")
+                  "so optimistic; the step is anchored to the measured points and split in the fitted phases' "
+                  "proportions, so the parts add up to it):\n\n| B | generation | scoring | update | step | "
+                  "predicted throughput |\n|---|---|---|---|---|---|")
         for p in new:
-            other = p["step_s"] - p["gen_s"] - p["reward_s"] - p["train_s"]
-            md.append(f"| {p['batch_size']} | {p['gen_s']:.3g} | {f3(p['reward_s']) if model.get('reward') else '—'} | "
-                      f"{p['train_s']:.3g} | {other:.3g} | {p['step_s']:.3g} | {p['throughput_samples_per_s']:.3g} |")
+            sh = p.get("shares") or {"gen": float("nan"), "reward": float("nan"), "train": float("nan")}
+            rew = f3(sh["reward"] * p["step_s"]) if model.get("reward") else "—"
+            md.append(f"| {p['batch_size']} | {f3(sh['gen'] * p['step_s'])} | {rew} | {f3(sh['train'] * p['step_s'])} "
+                      f"| {p['step_s']:.3g} | {fmt_rate(p['throughput_samples_per_s'])} |")
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4.4))
     pb = np.array([p["batch_size"] for p in pred], float)
     tb = np.array([r["batch_size"] for r in timing], float)
@@ -115,7 +115,10 @@ def throughput_section(runs: Sequence[Any], predict_batches: Sequence[int] | Non
         v = np.array([r[key] for r in timing], float)
         if np.isfinite(v).any():
             a1.loglog(tb, v, mk, color=col, label=f"{label} (measured)")
-            a1.loglog(pb, [max(p[key], 1e-12) for p in pred], "-", color=col, label=f"{label} (fit)")
+            # the fit where it is positive (an affine update fit can cross 0 below the measured range)
+            fv = np.array([p[key] for p in pred], float)
+            ok = fv > 0.05 * np.nanmin(v[v > 0]) if (v > 0).any() else fv > 0
+            a1.loglog(pb[ok], fv[ok], "-", color=col, label=f"{label} (fit)")
     st = np.array([r["step_s"] for r in timing], float)
     a1.loglog(tb, st, "D", mfc="none", color="0.2", label="whole step (measured)")
     a1.loglog(pb, [p["step_s"] for p in pred], "--", color="0.2", label="whole step (model)")
@@ -163,13 +166,13 @@ def _fmt_fit(fit: dict[str, Any], family: Sequence[int] | None = None) -> str:
     if fit.get("fit_range") == "given":
         where = (f"over the aligned family as the accounting defines it (B = {fb[0]} to {fb[-1]}: rN within the "
                  "tolerance on the LR rule)")
-    elif knee is not None:
-        where = f"over B = {fb[0]} to {fb[-1]} (up to the knee; no aligned family from an accounting)"
     else:
-        where = f"over B = {fb[0]} to {fb[-1]} (every batch size: no knee, no aligned family from an accounting)"
-    if family is not None and fit.get("fit_range") != "given":
-        where += (f"; the aligned family (B = {family[0]} to {family[-1]}) has gradient norms at fewer than two batch "
-                  "sizes")
+        if family is not None:
+            fam_s = f"B = {family[0]}" + (f" to {family[-1]}" if family[-1] != family[0] else " only")
+            why = f"the aligned family ({fam_s}) has gradient norms at fewer than two batch sizes"
+        else:
+            why = "no aligned family from an accounting"
+        where = f"over B = {fb[0]} to {fb[-1]} ({'up to the knee' if knee is not None else 'every batch size'}; {why})"
     if len(fb) >= 2:
         lines = [f"- `{fit['metric']}`: log-log slope {where} = **{fit['slope']:.3f}**{ci_s} (ideal -0.5); over "
                  f"all batch sizes {fit['slope_all']:.3f}."]
