@@ -78,8 +78,9 @@ def print_analysis(result: dict[str, Any], fmt: str) -> None:
             print(f"\nReport: {result['report']['html']}")
         return
     con = console()
-    con.print(rich_table(result["runs"], summary_columns(compact=True), title="Runs (--format markdown or json for "
-                         "all columns)"))
+    clock = {"cpu": "process CPU", "wall": "wall-clock"}.get((result["runs"] or [{}])[0].get("clock"), "logged")
+    con.print(rich_table(result["runs"], summary_columns(compact=True), title=f"Runs (time and throughput on the "
+                         f"{clock} clock; --format markdown or json for all columns)"))
     if "accounting" in result:
         rows = with_ci_cells(result["accounting"])
         compact = [("run", "configuration", None), ("batch_size", "B", None),

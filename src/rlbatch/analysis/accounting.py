@@ -798,9 +798,10 @@ def accounting_for_runs(runs: Sequence[Run], target: float, metric: str = "eval/
 def run_summaries(runs: Sequence[Run], clock: str = "auto", n_boot: int = 300) -> list[dict[str, Any]]:
     """Per-run summaries (:func:`rlbatch.analysis.curves.summarize_run`) whose throughput is the accounting's:
     whole-run retained samples per second on the accounting's clock (:func:`estimate_configuration`), with
-    ``throughput_ci`` and ``clock``."""
+    ``throughput_ci``, ``clock`` and ``time_s`` (the whole run's seconds on that clock; ``wall_clock_s`` stays the
+    logged wall-clock)."""
     from rlbatch.analysis.curves import summarize_run
-    from rlbatch.analysis.throughput import clock_basis
+    from rlbatch.analysis.throughput import clock_basis, run_throughput
 
     runs = list(runs)
     basis = clock_basis(runs, clock) if runs else "wall"
@@ -809,6 +810,6 @@ def run_summaries(runs: Sequence[Run], clock: str = "auto", n_boot: int = 300) -
         s = summarize_run(r)
         e = estimate_configuration([r], None, clock=basis, n_boot=n_boot, name=r.run_id)
         s.update(throughput_samples_per_s=e["throughput_samples_per_s"], throughput_ci=e["throughput_ci"],
-                 clock=basis)
+                 clock=basis, time_s=run_throughput(r, basis)["seconds"])
         out.append(s)
     return out

@@ -53,8 +53,9 @@ def _duration(v: Any) -> str:
 
 
 def summary_columns(compact: bool = False) -> list[tuple[str, str, Any]]:
-    """Columns of the per-run summary table (shared by the report and ``rlbatch analyze``); ``compact`` keeps the
-    ones that fit a terminal."""
+    """Columns of the per-run summary table (``rlbatch analyze``); ``compact`` keeps the ones that fit a terminal.
+    Time and throughput are on the accounting's clock (:func:`rlbatch.analysis.accounting.run_summaries`), which the
+    table's title names."""
     def hours(v: Any) -> str:
         return _duration(v)
 
@@ -64,12 +65,12 @@ def summary_columns(compact: bool = False) -> list[tuple[str, str, Any]]:
     cols = [("run", "run", None), ("algorithm", "alg.", None), ("prompts_per_step", "P", None),
             ("group_size", "G", None), ("batch_size", "B", None), ("lr", "lr", ".3g"), ("steps", "steps", None),
             ("samples_retained", "samples", count), ("samples_source", "samples from", None),
-            ("wall_clock_s", "wall-clock", hours), ("gen_time_share", "gen share", pct),
+            ("time_s", "time", hours), ("gen_time_share", "gen share", pct),
             ("throughput_samples_per_s", "retained samples/s", ".3g"),
             ("grad_norm_actor_mean", "grad norm actor", ".3g"),
             ("grad_norm_critic_mean", "grad norm critic", ".3g"), ("last_eval_score", "last eval", ".4g")]
     if compact:
-        keep = ("run", "batch_size", "steps", "samples_retained", "wall_clock_s", "throughput_samples_per_s",
+        keep = ("run", "batch_size", "steps", "samples_retained", "time_s", "throughput_samples_per_s",
                 "grad_norm_actor_mean", "last_eval_score")
         cols = [c for c in cols if c[0] in keep]
     return cols
