@@ -21,9 +21,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import pandas as pd
-
 from rlbatch.errors import UserError
 from rlbatch.output import fmt_ci, fmt_rate, fmt_value, markdown_table, to_json
 from rlbatch.runstore import Run, run_order
