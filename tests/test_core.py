@@ -148,7 +148,7 @@ def test_overlapping_intervals_are_called_within_noise():
         runs += [linear_run(f"B{b}-s{i}", b, slope=0.1 / s, seed=i, steps=4000 // b + 40, step_s=b / 64 * 0.6)
                  for i, s in enumerate(s2ts)]
     acc = account_runs(runs, 0.3, clock="wall", n_boot=500)
-    assert "within noise of each other" in acc["recommendation"]
+    assert "Within noise of the pick" in acc["recommendation"]
     assert set(acc["within_noise"]) | {acc["best"]} >= {"B128", "B256"}
 
 

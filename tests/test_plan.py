@@ -68,7 +68,7 @@ def test_paper_table_recommends_p1024_and_rejects_for_the_papers_reason():
 def test_paper_table_without_target_and_markdown():
     res = rlbatch("plan", PAPER_CSV, "--reference", "P128", "--format", "markdown")
     assert res.returncode == 0, res.stderr
-    assert "**Recommended: P1024 (B=8192)" in res.stdout
+    assert "**Pick: P1024 (B=8192)" in res.stdout
     assert "P2048 (B=16384) is outside the aligned family (rN 1.60 > 1.10)" in res.stdout
 
 
@@ -193,7 +193,7 @@ def test_plan_section_in_report(sweep, tmp_path):
     sec = plan_section(runs, target=TARGET)
     assert set(sec) == {"title", "markdown", "figures", "captions", "json_key", "json"} and sec["json_key"] == "plan"
     # the plan's pick has the smallest point estimate; unrun extrapolations lie within noise of it
-    assert "P256-G8-sqrt-s0 (B=2048) has the smallest point estimate" in sec["markdown"]
+    assert sec["markdown"].startswith("**Pick: P256-G8-sqrt-s0 (B=2048), predicted")
     out = build_report(runs, tmp_path / "rep", target=TARGET, sections=[sec])
     assert out["plan"]["recommended"] == "P256-G8-sqrt-s0"
 

@@ -52,7 +52,7 @@ def test_build_report_contract(tmp_path):
     section = {"title": "Noise scale", "markdown": "B_simple is **1234**.", "figures": {"b simple": fig},
                "json_key": "custom", "json": {"b_simple": 1234}}
     res = build_report(runs3(), tmp_path, target=0.6, sections=[section], extra_json={"extra": 1})
-    for f in ("report.html", "report.md", "report.json", "fig_score_vs_samples.png", "fig_score_vs_wallclock.png",
+    for f in ("report.html", "report.md", "report.json", "fig_score_vs_samples.png", "fig_score_vs_time.png",
               "fig_gradient_noise_and_the_critical_batch_grad_norm_vs_batch.png", "fig_time_per_step.png", "fig_noise_scale_b_simple.png"):
         assert (tmp_path / f).stat().st_size > 0, f
     on_disk = json.loads((tmp_path / "report.json").read_text())
@@ -63,7 +63,12 @@ def test_build_report_contract(tmp_path):
     assert acc["b128"]["samples_to_target"] == pytest.approx(4500) and acc["b128"]["rN"] == pytest.approx(1.2)
     assert acc["b128"]["relative_throughput"] == pytest.approx(1.8)
     assert acc["b128"]["faster_than_reference"] and not acc["b256"]["faster_than_reference"]  # 1.9 < rN 2.0
-    assert res["recommendation"].startswith("**Recommendation: b128 (B=128).**")
+    assert res["recommendation"].startswith("**Pick: b128 (B=128)**")
+    # the headline: three lines (pick, within noise of it, rejected), then bullets; b256 is slower beyond noise
+    h = res["headline"]
+    assert h["pick"] == "b128" and len(h["lines"]) == 3 and h["within_noise"] == []
+    assert h["lines"][2].startswith("Rejected: b256 (B=256), slower than the reference beyond noise")
+    assert h["bullets"][0].startswith("b256 is slower")
     assert res["noise"]["actor"]["slope"] == pytest.approx(-0.5)  # grad ~ B^-1/2 planted in runs3()
     assert res["noise"]["actor"]["knee_batch"] is None
     assert res["throughput"]["model"] is not None
@@ -152,3 +157,60 @@ def test_html_renders_in_headless_chromium(tmp_path):
         im = Image.open(io.BytesIO(base64.b64decode(s)))
         assert im.format == "PNG" and im.width > 100 and im.height > 100
         assert len(np.unique(np.asarray(im.convert("L")))) > 10  # not a blank image
+
+
+def _chromium_or_skip() -> str:
+    exe = chromium()
+    if exe is None:
+        if os.environ.get("CI"):
+            pytest.fail("CI must install chromium (.ci/run does, as root) to render the HTML report")
+        pytest.skip("chromium not installed (apt-get install chromium) - cannot render the HTML report")
+    return exe
+
+
+def test_demo_page_in_chromium_has_one_value_per_quantity_and_whole_figures(tmp_path):
+    """Issue 26, on the stored demo sweep rendered by Chromium: every figure decodes; no figure clips an interval or
+    stops a curve short of the crossing the accounting reports (:func:`rlbatch.report.figures.figure_problems`,
+    recorded in report.json as the page is drawn); the tables of the rendered DOM show one value per quantity
+    (tests/_page_check.py); the headline is three lines, then a list. A full-page screenshot is written beside
+    the report (and copied to ``$RLBATCH_SCREENSHOTS`` when set)."""
+    import tarfile
+
+    from _page_check import conflicts, page_values
+    from rlbatch.readers.collect import load_all
+
+    exe = _chromium_or_skip()
+    with tarfile.open(Path(__file__).parent / "data" / "demo_sweep_cpu" / "trials.tar.gz") as tf:
+        tf.extractall(tmp_path, filter="data")
+    runs, _ = load_all([tmp_path / "trials"])
+    out = tmp_path / "report"
+    res = build_report(runs, out, target=0.45)
+    assert res["figure_problems"] == {}, res["figure_problems"]
+    page = out / "check.html"
+    page.write_text((out / "report.html").read_text().replace("</body>", CHECK + "</body>"))
+    with tempfile.TemporaryDirectory() as profile:
+        common = [exe, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                  f"--user-data-dir={profile}", "--hide-scrollbars", "--virtual-time-budget=10000"]
+        proc = subprocess.run(common + ["--window-size=1200,1000", "--dump-dom", page.as_uri()],
+                              capture_output=True, text=True, timeout=180)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        shot = out / "page.png"
+        subprocess.run(common + ["--window-size=1200,9000", f"--screenshot={shot}", (out / "report.html").as_uri()],
+                       capture_output=True, text=True, timeout=180)
+    dom = proc.stdout
+    m = re.search(r'data-imgcheck="(\d+):(\d+)"', dom)
+    assert m and m.group(1) == m.group(2) == str(len(res["figures"])), m.group(0) if m else dom[-500:]
+    t = re.search(r'data-tablecheck="(\d+):(\d+)"', dom)
+    assert t and t.group(2) == "0", t.group(0)  # no table wider than the page
+    found = page_values(dom)
+    assert not conflicts(found), conflicts(found)
+    assert sum(len(v) > 1 for v in found.values()) >= 10  # quantities that do appear in several places
+    head = re.search(r"<h2>Recommendation</h2>\s*<p>(.*?)</p>\s*<ul>", dom, re.S)
+    assert head and head.group(1).count("<br") == 2, head.group(1) if head else dom[:3000]
+    from PIL import Image
+
+    im = Image.open(shot)
+    assert im.size == (1200, 9000) and len(np.unique(np.asarray(im.convert("L")))) > 50
+    if os.environ.get("RLBATCH_SCREENSHOTS"):
+        shutil.copy(shot, Path(os.environ["RLBATCH_SCREENSHOTS"]) / "demo_report_full.png")

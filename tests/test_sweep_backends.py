@@ -81,7 +81,7 @@ def test_sweep_report_is_the_analyze_report(tmp_path):
     assert rep["noise"]["actor"]["slope"] == pytest.approx(ana["noise"]["actor"]["slope"])
     assert rep["plan"]["recommended"] == ana["plan"]["recommended"]
     md = (tmp_path / "report.md").read_text()
-    for head in ("## Recommendation", "### Accounting", "### Seeds", "## Gradient noise", "## Throughput",
+    for head in ("## Recommendation", "### Accounting", "## Configurations", "## Gradient noise", "## Throughput",
                  "## Plan: align, then accelerate", "## How the sweep was run"):
         assert head in md, head
     assert "shaded: range across seeds" in md

@@ -88,13 +88,14 @@ def print_analysis(result: dict[str, Any], fmt: str) -> None:
             print(f"\n**Accounting at {result['metric']} ≥ {target:g}** (reference {result.get('reference')})\n")
             print(markdown_table(result["accounting"], acc_cols, none="not reached"))
         if result.get("recommendation"):
-            print("\n" + result["recommendation"])
+            print("\n**Recommendation**\n\n" + result["recommendation"])
         if result.get("report"):
             print(f"\nReport: {result['report']['html']}")
         return
     con = console()
-    con.print(rich_table(result["runs"], summary_columns(compact=True), title="Runs (--format markdown or json for "
-                         "all columns)"))
+    clock = {"cpu": "process CPU", "wall": "wall-clock"}.get((result["runs"] or [{}])[0].get("clock"), "logged")
+    con.print(rich_table(result["runs"], summary_columns(compact=True), title=f"Runs (time and throughput on the "
+                         f"{clock} clock; --format markdown or json for all columns)"))
     if "accounting" in result:
         rows = with_ci_cells(result["accounting"])
         compact = [("run", "configuration", None), ("batch_size", "B", None),
@@ -107,7 +108,7 @@ def print_analysis(result: dict[str, Any], fmt: str) -> None:
                              title=f"Accounting at {result['metric']} ≥ {target:g} (reference {result.get('reference')}; "
                              "--format markdown or json for every column)"))
     if result.get("recommendation"):
-        con.print(result["recommendation"].replace("**", ""), markup=False)
+        con.print(result["recommendation"].replace("**", "").replace("  \n", "\n"), markup=False)
     if result.get("report"):
         con.print(f"Report: {result['report']['html']}", markup=False)
 

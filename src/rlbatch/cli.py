@@ -99,6 +99,7 @@ def account_cmd(
     from rlbatch.analysis.accounting import account, read_accounting_csv
 
     rows = account(read_accounting_csv(table), reference)
+    rows = rows.sort_values("batch_size", kind="stable", na_position="last").reset_index(drop=True)  # by B, as numbers
     _print_accounting(rows, reference, fmt)
 
 
@@ -697,16 +698,47 @@ def _one_line_help() -> None:
         info.short_help = info.short_help or first
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:  # noqa: ARG001
+    """Warnings as the user sees them: the project's own (``UserWarning``: readers, options) as one line
+    ``rlbatch: warning: ...``; the numerical libraries' (numpy / pandas ``RuntimeWarning``, ``FutureWarning``, ...)
+    never raw: the results they concern already say what is missing (None, "—", "not reached")."""
+    if issubclass(category, UserWarning) and not str(filename).replace("\\", "/").count("/matplotlib/"):
+        print(f"rlbatch: warning: {str(message).splitlines()[0]}", file=sys.stderr)
+
+
 def main() -> None:
-    """Console entry point: runs the Typer app; a :class:`UserError` prints one line and exits with code 2."""
+    """Console entry point: runs the Typer app. A :class:`UserError` prints one line and exits with code 2; so
+    does a usage error (unknown option, missing argument, bad value: click's message and the command's ``--help``
+    on one line); warnings go through :func:`_show_warning`."""
+    import warnings
+
+    try:  # typer >= 0.20 carries its own copy of click
+        from typer._click import exceptions as click
+    except ImportError:  # pragma: no cover - older typer on click
+        from click import exceptions as click
+
+    warnings.showwarning = _show_warning
     try:
-        app()
+        rv = app(standalone_mode=False)
     except UserError as err:
         print(f"rlbatch: error: {err}", file=sys.stderr)
         sys.exit(2)
-    except KeyboardInterrupt:
+    except click.UsageError as err:
+        names, c = [], err.ctx
+        while c is not None and c.parent is not None:  # the subcommands, without how the program was started
+            names.append(c.info_name)
+            c = c.parent
+        cmd = " ".join(["rlbatch"] + names[::-1])
+        msg = " ".join(err.format_message().split())
+        print(f"rlbatch: error: {msg} (see '{cmd} --help')", file=sys.stderr)
+        sys.exit(2)
+    except click.ClickException as err:
+        print(f"rlbatch: error: {' '.join(err.format_message().split())}", file=sys.stderr)
+        sys.exit(err.exit_code)
+    except (KeyboardInterrupt, typer.Abort):
         print("rlbatch: interrupted", file=sys.stderr)
         sys.exit(130)
+    sys.exit(rv if isinstance(rv, int) else 0)
 
 
 _one_line_help()  # after every command is registered

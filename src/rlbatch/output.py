@@ -39,6 +39,20 @@ def fmt_ci(v: Any, dash: str = "–") -> str:
 Column = tuple[str, str, "str | Callable[[Any], str] | None"]  # (key, header, format spec or function)
 
 
+def fmt_rate(v: Any, ci: Any = None) -> str:
+    """A rate (retained samples per second) for a table, with its 95% interval when given: ``746 (721–774)``,
+    ``1,070 (1,010–1,230)``, ``2.35 (2.1–2.6)``; ``—`` when unknown. The one format of throughput on the page."""
+    def one(x: float) -> str:
+        return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.3g}"
+
+    if not isinstance(v, (int, float)) or not math.isfinite(v):
+        return "—"
+    if isinstance(ci, (list, tuple)) and len(ci) == 2 and all(isinstance(c, (int, float)) and math.isfinite(c)
+                                                              for c in ci):
+        return f"{one(v)} ({one(ci[0])}–{one(ci[1])})"
+    return one(v)
+
+
 def _cell(row: dict, col: Column, none: str) -> str:
     key, _, spec = col
     v = row.get(key)

@@ -160,6 +160,9 @@ def _sentence(c: dict[str, Any], ref_label: str, tol: float) -> str:
     if c.get("never_reaches"):
         return (f"{name}{bstr}: predicted never to reach the target ({c['never_reaches']}): rejected "
                 "(not reached, so it cannot be faster).")
+    if not c.get("reaches", True):
+        return (f"{name}{bstr}: not shown to reach the target: the reference reaches it neither measured nor by its "
+                "fit, so there is no samples-to-target to scale its rN by; no decision.")
     if rn is None:
         return f"{name}{bstr}: no rN estimate ({c.get('why') or 'no curve and no noise model'}); no decision."
     rn_ci = _ci_str(c.get("rN_ci"))
@@ -171,6 +174,9 @@ def _sentence(c: dict[str, Any], ref_label: str, tol: float) -> str:
         fam = "off the square-root LR rule, so outside the aligned family"
     elif c["aligned"]:
         fam = f"inside the aligned family (rN {rn:.2f} <= {1 + tol:.2f})"
+    elif c.get("aligned_rn"):
+        fam = (f"outside the aligned family (rN {rn:.2f} <= {1 + tol:.2f}, but the family, contiguous from the "
+               "reference, ends at a smaller batch)")
     else:
         fam = f"outside the aligned family (rN {rn:.2f} > {1 + tol:.2f})"
     if g is None:
@@ -199,7 +205,7 @@ def _finish(cands: list[dict[str, Any]], ref_label: str, target: float | None, t
     for c in cands:
         rn, g = c["rN"], c["relative_throughput"]
         c["aligned"] = aligned(rn, c["on_lr_rule"], tol)
-        if c.get("predicted_relative_time") is None and rn is not None and g:
+        if c.get("predicted_relative_time") is None and rn is not None and g and c.get("reaches", True):
             c["predicted_relative_time"] = rn / g
             c["interval"] = _div_ci(c.get("rN_ci"), [g, g])
         c.setdefault("interval", None)
@@ -209,13 +215,28 @@ def _finish(cands: list[dict[str, Any]], ref_label: str, target: float | None, t
             c["predicted_time_to_target_s"] = t_ref * c["predicted_relative_time"]
     # a candidate off the LR rule is recommended only with rN measured at the target: its fit is extrapolated
     # alone (no family on the rule to share the curve's shape with)
-    ok = [c for c in cands if c["predicted_relative_time"] is not None
+    # never a candidate that does not reach the target (measured, or by a fit of a reference that reaches it)
+    ok = [c for c in cands if c["predicted_relative_time"] is not None and c.get("reaches", True)
           and (c["on_lr_rule"] or c["rN_source"] == "measured")]
-    best = min(ok, key=lambda c: (c["predicted_relative_time"], c["batch_size"] or 0)) if ok else ref
+    if ok:
+        best = min(ok, key=lambda c: (c["predicted_relative_time"], c["batch_size"] or 0))
+    else:
+        best = ref if ref.get("reaches", True) else None
     from rlbatch.analysis.accounting import intervals_overlap
 
     tied = [c for c in ok if c is not best and intervals_overlap(
         c["interval"], best["interval"], c["predicted_relative_time"], best["predicted_relative_time"])]
+    # the aligned family: the contiguous range of batch sizes around the reference with rN <= 1 + tol (DESIGN.md);
+    # at several candidates of one B (group sizes) one outside the family decides. A candidate is aligned only
+    # inside that range (an rN within the tolerance beyond its end does not join it).
+    pts: dict[int, bool] = {}
+    for c in cands:
+        if c["on_lr_rule"] and c["rN"] is not None:
+            pts[c["batch_size"]] = pts.get(c["batch_size"], True) and c["aligned"]
+    members = aligned_span(list(pts.items()), ref["batch_size"])
+    for c in cands:
+        c["aligned_rn"] = c["aligned"]
+        c["aligned"] = bool(c["aligned"] and c["batch_size"] in members)
     for c in cands:
         if c is best:
             c["verdict"] = "recommended"
@@ -223,20 +244,15 @@ def _finish(cands: list[dict[str, Any]], ref_label: str, target: float | None, t
             c["verdict"] = "reference"
         elif c.get("never_reaches"):
             c["verdict"] = "never reaches"
+        elif not c.get("reaches", True):
+            c["verdict"] = "not reached"
         else:
             c["verdict"] = verdict_label(c["predicted_relative_time"], c["interval"])
         c["rejected"] = c["verdict"] in ("slower", "never reaches")
         c["sentence"] = _sentence(c, ref_label, tol)
-    # the aligned family: the contiguous range of batch sizes around the reference with rN <= 1 + tol (DESIGN.md);
-    # at several candidates of one B (group sizes) one outside the family decides
-    pts: dict[int, bool] = {}
-    for c in cands:
-        if c["on_lr_rule"] and c["rN"] is not None:
-            pts[c["batch_size"]] = pts.get(c["batch_size"], True) and c["aligned"]
-    members = aligned_span(list(pts.items()), ref["batch_size"])
     fam = [members[0], members[-1]]
-    out = {"recommended": best["run"] if best["run"] is not None else best["batch_size"],
-           "recommended_batch_size": best["batch_size"],
+    out = {"recommended": None if best is None else best["run"] if best["run"] is not None else best["batch_size"],
+           "recommended_batch_size": None if best is None else best["batch_size"],
            "within_noise": [c["run"] if c["run"] is not None else c["batch_size"] for c in tied],
            "reference": ref_label, "target": target,
            "tolerance": tol, "aligned_family": fam, **extra,
@@ -399,7 +415,11 @@ def plan_runs(runs: Sequence[Run], target: float, *, reference: str | None = Non
     analyze``. Returns the plan dict: ``recommended`` (configuration label, or batch size for a batch without
     runs), ``within_noise`` (candidates whose interval of the predicted relative time overlaps the recommended
     one's), ``reference``, ``target``, ``metric``, ``tolerance``, ``aligned_family`` [B_lo, B_hi], ``b_noise``
-    {value, ci, source}, ``throughput_model``, ``clock``, ``notes`` and ``candidates`` (:data:`CANDIDATE_KEYS`).
+    {value, ci, source}, ``throughput_model``, ``clock``, ``notes``, ``reach`` {best_score, best_run} (the best
+    measured score, for the advice when nothing reaches the target) and ``candidates`` (:data:`CANDIDATE_KEYS`).
+    ``recommended`` is None when no candidate reaches the target, measured or predicted (a candidate whose rN is
+    scaled by a reference that reaches it neither measured nor by its fit is ``not reached``); the headline then
+    says what to run instead.
     Raises :class:`UserError` when runs disagree on model/task/algorithm, lack the metric or a batch size, or there
     is too little to compare (one batch size without noise metrics or candidates, no throughput for any candidate).
     """
@@ -606,10 +626,18 @@ def plan_runs(runs: Sequence[Run], target: float, *, reference: str | None = Non
     if not ref_reached:
         notes.append(f"the reference {ref_name} has not reached {metric} >= {target:g}: its samples-to-target is "
                      "predicted by its fit" + ("" if s_ref is not None else " (which does not reach it either)"))
+    if s_ref is None:  # no samples-to-target to scale: no candidate's rN says it reaches the target
+        for c in cands:
+            if c["rN_source"] != "measured":
+                c.update(reaches=False, predicted_relative_time=None, interval=None)
+    best_row = max((r for r in rows.values() if r.get("best_score") is not None), key=lambda r: r["best_score"],
+                   default=None)
+    reach_info = {"best_score": best_row["best_score"] if best_row else None,
+                  "best_run": best_row["run"] if best_row else None}
     return _finish(cands, ref_name, target, tol,
                    {"metric": metric, "input": "runs", "b_noise": _bn_json(bn), "clock": acc["clock"],
                     "throughput_model": {"source": model_src, "gen_exponent": model["gen"]["exponent"]}
-                    if model is not None else None, "notes": notes})
+                    if model is not None else None, "notes": notes, "reach": reach_info})
 
 
 # --------------------------------------------------------------------------------------------------- entry points
@@ -674,25 +702,32 @@ COLUMNS = [("run", "candidate", None), ("batch_size", "B", None), ("rN", "rN", "
 
 
 def _headline(plan: dict[str, Any]) -> str:
+    from rlbatch.analysis.accounting import batch_list
+
     rec = plan["recommended"]
+    tgt = f"{plan['metric'] or 'score'} >= {plan['target']:g}" if plan.get("target") is not None else "the target"
+    if rec is None:
+        info = plan.get("reach") or {}
+        best = info.get("best_score")
+        seen = f"; the best measured score is {best:.3g} ({info['best_run']})" if best is not None else ""
+        instead = (f"plan at a target the runs reach (e.g. --target {math.floor(best * 100) / 100:g})"
+                   if best is not None else "plan at a lower --target")
+        return (f"No configuration reaches {tgt}, measured or predicted by its fitted curve{seen}: nothing to "
+                f"recommend. Run instead: {instead}, or train the configurations longer and plan again.")
     c = next((c for c in plan["candidates"] if (c["run"] or c["batch_size"]) == rec), None)
     bn = plan.get("b_noise") or {}
-    tgt = f" at {plan['metric'] or 'score'} >= {plan['target']:g}" if plan.get("target") is not None else ""
-    tied = plan.get("within_noise") or []
-    if tied and c is not None:
-        members = [x for x in plan["candidates"] if (x["run"] or x["batch_size"]) in tied + [rec]]
-        bs = sorted({x["batch_size"] for x in members})
-        span = f"B={bs[0]} to {bs[-1]}" if len(bs) > 2 else " and ".join(f"B={b}" for b in bs)
-        s = (f"{span} are within noise of each other (their intervals of the predicted relative time overlap); "
-             f"{rec}" + (f" (B={c['batch_size']})" if c["run"] else "") + " has the smallest point estimate")
-    else:
-        s = f"Recommended: {rec}" + (f" (B={c['batch_size']})" if c and c["run"] else "")
+    s = (f"Pick: {rec} (B={c['batch_size']})" if c and c["run"] else f"Pick: B={c['batch_size'] if c else rec}"
+         + (" (not run yet)" if c else ""))
     if c and c["predicted_relative_time"] is not None:
         iv = c.get("interval")
         lvl = "80%" if c.get("rN_source") == "fit" else "95%"
         ivs = f" ({lvl} interval {_fmt_ci(iv)})" if iv else ""
         s += (f", predicted {c['predicted_relative_time']:.2f}x{ivs} the reference's ({plan['reference']}) "
-              f"time-to-target{tgt}")
+              f"time-to-target at {tgt}")
+    tied = plan.get("within_noise") or []
+    if tied:
+        bs = [x["batch_size"] for x in plan["candidates"] if (x["run"] or x["batch_size"]) in tied]
+        s += f". Within noise of the pick: {batch_list(bs)}"
     if bn.get("source"):
         v = "unbounded (no penalty seen)" if bn.get("unbounded") else f"{bn['value']:.4g}"
         s += f". B_noise {v} retained responses ({bn['source']})"

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import tempfile
 import warnings
 from dataclasses import dataclass, field
@@ -151,6 +152,18 @@ class Run:
     @property
     def run_id(self) -> str:
         return self.meta.run_id
+
+
+def natural_key(text: str) -> tuple:
+    """A sort key that orders the numbers inside a name by value: ``B16 < B128 < B1024``, ``s2 < s10``."""
+    return tuple((0, int(t), "") if t.isdigit() else (1, 0, t) for t in re.findall(r"\d+|\D+", str(text)))
+
+
+def run_order(run: "Run") -> tuple:
+    """The one order of runs everywhere (tables, figures, the plan): by batch size B numerically (unknown B last),
+    then by run id with its numbers compared as numbers (:func:`natural_key`)."""
+    b = run.meta.batch_size
+    return (b is None, b or 0, natural_key(run.run_id))
 
 
 def _validation_message(path: Path | str, err: ValidationError) -> str:

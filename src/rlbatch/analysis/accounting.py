@@ -408,12 +408,13 @@ def account_runs(runs: Sequence[Run], target: float, metric: str = "eval/score",
                                        reached=e["reached"])
         rows.append(row)
     ref_ok = ref is not None and ests[ref]["reached"] and bool(ests[ref]["samples_to_target"])
-    text, best, tied = recommendation(rows, ref if ref_ok else None, metric, target, runs)
+    h = headline(rows, ref if ref_ok else None, metric, target, runs)
     retune = lr_retuning(rows, ref)
     if retune.rule is not None:
-        text = f"{text} {retune.sentence()}"
-    return {"rows": rows, "reference": ref, "recommendation": text, "best": best, "within_noise": tied,
-            "clock": basis, "estimates": ests, "lr_retuning": retuning_json(retune)}
+        h["bullets"].append(retune.sentence())
+    text, best, tied = headline_markdown(h), h["pick"], h["within_noise"]
+    return {"rows": rows, "reference": ref, "recommendation": text, "headline": h, "best": best,
+            "within_noise": tied, "clock": basis, "estimates": ests, "lr_retuning": retuning_json(retune)}
 
 
 def lr_retuning(rows: Sequence[dict[str, Any]], ref: str | None = None) -> LRRetuning:
@@ -461,62 +462,102 @@ def intervals_overlap(a: Sequence[float] | None, b: Sequence[float] | None, pa: 
     return a[0] <= hi_b and b[0] <= hi_a
 
 
-def recommendation(rows: list[dict[str, Any]], ref: str | None, metric: str, target: float,
-                   runs: Sequence[Run] = ()) -> tuple[str, str | None, list[str]]:
-    """The recommendation paragraph (Markdown), the configuration with the smallest relative time-to-target and
-    the configurations within noise of it (their 95% intervals of the relative time overlap the best's). When
-    several are within noise the headline says so instead of naming one winner as certain."""
+#: Verdicts the decision rule rejects (the headline's third line, :func:`rlbatch.report.family.rejected`).
+REJECTED = ("slower", "not reached")
+
+#: The one definition of "within noise" (the headline, the verdict column and the plan use it):
+#: :func:`intervals_overlap` of the 95% intervals of the relative time-to-target.
+WITHIN_NOISE = ("A is \"within noise of\" B when their 95% intervals of the relative time-to-target overlap (the "
+                "reference's is exactly 1, so the verdict column's \"within noise\" means the interval contains 1).")
+
+
+def batch_list(bs: Sequence[Any]) -> str:
+    """Batch sizes as words, each named (never a span that would take in those between): ``B=32``, ``B=32 and
+    B=128``, ``B=32, B=64 and B=512``."""
+    items = [f"B={b}" for b in sorted({b for b in bs if b is not None})]
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1] if items else ""
+
+
+def _name(r: dict[str, Any]) -> str:
+    return f"{r['run']} (B={r['batch_size']})" if r.get("batch_size") else str(r["run"])
+
+
+def headline(rows: list[dict[str, Any]], ref: str | None, metric: str, target: float,
+             runs: Sequence[Run] = ()) -> dict[str, Any]:
+    """The accounting's headline: at most three ``lines`` (the pick with its interval; which others are within
+    noise of it; what was rejected and why) and ``bullets`` (one sentence per other configuration, then notes such
+    as mixed hardware), with ``pick`` (the configuration with the smallest relative time-to-target; None when
+    nothing can be compared) and ``within_noise`` (the others whose 95% interval of the relative time overlaps the
+    pick's, :data:`WITHIN_NOISE`). Callers may append bullets (e.g. how the learning rate was set)."""
+    out: dict[str, Any] = {"pick": None, "within_noise": [], "lines": [], "bullets": []}
     if ref is None:
         reached = [r["run"] for r in rows if r["reached"]]
         if reached:
-            text = (f"Runs {', '.join(reached)} reached {metric} ≥ {target:g}, but none has a measured clock (no "
-                    "per-step timings in the logs) and a target reached after training began, so time-to-target "
-                    "cannot be compared.")
+            out["lines"] = [f"No pick: runs {', '.join(reached)} reached {metric} ≥ {target:g}, but none has a measured "
+                            "clock (no per-step timings in the logs) and a target reached after training began, so "
+                            "time-to-target cannot be compared."]
         else:
             best = max(rows, key=lambda r: r.get("best_score") if r.get("best_score") is not None else -1e300,
                        default=None)
             bv = best.get("best_score") if best else None
-            text = (f"No run reached {metric} ≥ {target:g}" +
-                    (f"; the best was {best['run']} at {bv:.4g}. " if bv is not None else ". ") +
-                    "Train longer, or choose a lower target, before comparing batch sizes.")
-        return text, None, []
+            out["lines"] = [f"No run reached {metric} ≥ {target:g}" +
+                            (f"; the best was {best['run']} at {bv:.4g}. " if bv is not None else ". ") +
+                            "Train longer, or choose a lower target, before comparing batch sizes."]
+        return out
     by = {r["run"]: r for r in rows}
     if len(rows) == 1:
-        return (f"Only one configuration ({ref}, B={rows[0]['batch_size']}): nothing to compare it with.", ref, [])
+        out.update(pick=ref, lines=[f"Only one configuration ({ref}, B={rows[0]['batch_size']}): nothing to compare "
+                                    "it with."])
+        return out
     ok = [r for r in rows if r["relative_time"] is not None]
-    best = min(ok, key=lambda r: (r["relative_time"], r["batch_size"] or 0))
-    tied = [r["run"] for r in ok if r is not best and intervals_overlap(r["relative_time_ci"], best["relative_time_ci"],
-                                                                 r["relative_time"], best["relative_time"])]
-    b = best
-    bref = by[ref]["batch_size"]
-    parts = []
-    if tied:
-        members = sorted([b] + [by[n] for n in tied], key=lambda r: (r["batch_size"] or 0, r["run"]))
-        bs = sorted({m["batch_size"] for m in members if m["batch_size"]})
-        span = (f"B={bs[0]} to {bs[-1]}" if len(bs) > 2 else " and ".join(f"B={x}" for x in bs)) if bs else ""
-        names = ", ".join(m["run"] for m in members)
-        parts.append(f"**{span} are within noise of each other** ({names}: the 95% intervals of their relative "
-                     f"time-to-target overlap). {b['run']} (B={b['batch_size']}) has the smallest point estimate, "
-                     f"{b['relative_time']:.2f}x the reference's time-to-target{_iv(b['relative_time_ci'])}; more "
-                     "seeds or longer timing would separate them.")
-    elif b["run"] == ref:
-        parts.append(f"**Recommendation: keep {ref} (B={bref}).** No other configuration reaches {metric} ≥ "
-                     f"{target:g} sooner: none has a throughput gain that beats its sample penalty rN.")
+    b = min(ok, key=lambda r: (r["relative_time"], r["batch_size"] or 0))
+    tied = [r for r in ok if r is not b and intervals_overlap(r["relative_time_ci"], b["relative_time_ci"],
+                                                              r["relative_time"], b["relative_time"])]
+    out["pick"], out["within_noise"] = b["run"], [r["run"] for r in tied]
+    if b["run"] == ref:
+        first = (f"**Pick: {_name(b)}, the reference.** No other configuration has a smaller relative "
+                 f"time-to-target at {metric} ≥ {target:g}.")
     else:
-        parts.append(f"**Recommendation: {b['run']} (B={b['batch_size']}).** It reaches {metric} ≥ {target:g} in "
-                     f"{b['relative_time']:.2f}x{_iv(b['relative_time_ci'])} the time of the reference {ref} "
-                     f"(B={bref}): its throughput is {b['relative_throughput']:.2f}x"
-                     f"{_iv(b['relative_throughput_ci'])} the reference's while it needs rN = {b['rN']:.2f}"
-                     f"{_iv(b['rN_ci'])} times the samples, and a configuration is faster iff its throughput gain "
-                     "exceeds rN.")
-    others = [verdict(r, ref) for r in rows if r["run"] not in (ref, b["run"])]
-    if others:
-        parts.append("Others: " + " ".join(others))
+        first = (f"**Pick: {_name(b)}**, {b['relative_time']:.2f}x{_iv(b['relative_time_ci'])} the reference "
+                 f"{by[ref]['run']}'s time-to-target at {metric} ≥ {target:g}: throughput "
+                 f"{b['relative_throughput']:.2f}x{_iv(b['relative_throughput_ci'])} against a sample penalty rN = "
+                 f"{b['rN']:.2f}{_iv(b['rN_ci'])}.")
+    if tied:
+        second = (f"Within noise of the pick: {', '.join(_name(r) for r in tied)}; more seeds or longer timing would "
+                  "separate them.")
+    else:
+        second = "No other configuration is within noise of the pick."
+    rej = [r for r in rows if r.get("verdict") in REJECTED]
+    if rej:
+        why = {"slower": "slower than the reference beyond noise", "not reached": "did not reach the target"}
+        third = "Rejected: " + "; ".join(f"{_name(r)}, {why[r['verdict']]}" + (
+            f" ({r['relative_time']:.2f}x{_iv(r['relative_time_ci'])})" if r["verdict"] == "slower" else
+            f" ({r.get('n_reached', 0)}/{r.get('n_seeds', '?')} seeds)") for r in rej) + "."
+    else:
+        third = "Rejected: none (no configuration is slower than the reference beyond noise or missed the target)."
+    out["lines"] = [first, second, third]
+    out["bullets"] = [verdict(r, ref) for r in rows if r["run"] not in (ref, b["run"])]
     hw = {str(r.meta.hardware) for r in runs if r.meta.hardware}
     if len(hw) > 1:
-        parts.append(f"Caution: these runs used different hardware ({'; '.join(sorted(hw))}), so throughput ratios "
-                     "compare hardware as well as batch size.")
-    return " ".join(parts), b["run"], tied
+        out["bullets"].append(f"Caution: these runs used different hardware ({'; '.join(sorted(hw))}), so throughput "
+                              "ratios compare hardware as well as batch size.")
+    return out
+
+
+def headline_markdown(h: dict[str, Any]) -> str:
+    """A :func:`headline` as Markdown: its lines (hard line breaks), then its bullets."""
+    text = "  \n".join(h["lines"])
+    if h["bullets"]:
+        text += "\n\n" + "\n".join(f"- {b}" for b in h["bullets"])
+    return text
+
+
+def recommendation(rows: list[dict[str, Any]], ref: str | None, metric: str, target: float,
+                   runs: Sequence[Run] = ()) -> tuple[str, str | None, list[str]]:
+    """The recommendation (Markdown, :func:`headline_markdown` of :func:`headline`), the pick and the
+    configurations within noise of it."""
+    h = headline(rows, ref, metric, target, runs)
+    return headline_markdown(h), h["pick"], h["within_noise"]
 
 
 AGGREGATION = ("Seeds of one configuration are combined as the mean of their per-seed samples-to-target and "
@@ -548,8 +589,8 @@ def accounting_summary(runs: Sequence[Run], target: float, metric: str = "eval/s
         acc = account_runs(runs, target, metric, reference, ema=ema, sustained=sustained, clock=clock,
                            n_boot=n_boot)
         return {"accounting": acc["rows"], "reference": acc["reference"], "recommendation": acc["recommendation"],
-                "within_noise": acc["within_noise"], "clock": acc["clock"], "aggregation": AGGREGATION,
-                "lr_retuning": acc["lr_retuning"]}
+                "headline": acc["headline"], "within_noise": acc["within_noise"], "clock": acc["clock"],
+                "aggregation": AGGREGATION, "lr_retuning": acc["lr_retuning"]}
     from rlbatch.analysis.curves import group_seeds
 
     rows, comps, texts, clocks = [], [], [], set()
@@ -581,6 +622,7 @@ def accounting_summary(runs: Sequence[Run], target: float, metric: str = "eval/s
             "compared with each other (a batch-size comparison holds only within one): each is accounted "
             "separately. ")
     return {"accounting": rows, "reference": None, "recommendation": head + " ".join(texts), "within_noise": [],
+            "headline": {"pick": None, "within_noise": [], "lines": [head.strip()], "bullets": texts},
             "clock": clocks.pop() if len(clocks) == 1 else "mixed", "aggregation": AGGREGATION, "comparisons": comps}
 
 
@@ -607,6 +649,37 @@ def seed_rows(groups: dict[str, list[Run]], rows: list[dict[str, Any]] | None = 
                     "last_score_mean": float(np.mean([s.iloc[-1] for s in scores])) if scores else None,
                     "samples_retained": mean_last(rs, "samples/retained"),
                     "samples_generated": mean_last(rs, "samples/generated")})
+    return out
+
+
+def configuration_summaries(groups: dict[str, list[Run]], rows: list[dict[str, Any]] | None = None,
+                            metric: str = "eval/score", clock: str = "wall", n_boot: int = 300) -> list[dict[str, Any]]:
+    """Per configuration, the report's configuration table: **means over each seed's whole run** (never cut at the
+    shortest seed), every time on ``clock`` (the accounting's). Keys: those of :func:`seed_rows` (seeds reaching the
+    target, min / max samples-to-target per seed, mean first and last score, mean retained and generated samples),
+    ``steps``, ``seconds``, ``step_s``, ``gen_share`` (:func:`rlbatch.analysis.throughput.configuration_timings`),
+    ``throughput_samples_per_s`` and ``throughput_ci`` (whole run, :func:`estimate_configuration` without a
+    target), ``grad_norm_actor_mean`` / ``grad_norm_critic_mean`` (mean over seeds of each run's mean), ``clock``."""
+    from rlbatch.analysis.curves import summarize_run
+    from rlbatch.analysis.throughput import configuration_timings
+
+    timing = {t["config"]: t for t in configuration_timings(groups, clock)}
+    out = []
+    for srow in seed_rows(groups, rows, metric):
+        name = srow["config"]
+        rs = groups[name]
+        e = estimate_configuration(rs, None, metric, clock=clock, n_boot=n_boot, name=name)
+        t = timing.get(name, {})
+        sums = [summarize_run(r) for r in rs]
+
+        def mean_of(key: str) -> float | None:
+            v = [x[key] for x in sums if isinstance(x.get(key), (int, float)) and math.isfinite(x[key])]
+            return float(np.mean(v)) if v else None
+
+        out.append({**srow, "steps": t.get("steps"), "seconds": t.get("seconds"), "step_s": t.get("step_s"),
+                    "gen_share": t.get("gen_share"), "throughput_samples_per_s": e["throughput_samples_per_s"],
+                    "throughput_ci": e["throughput_ci"], "grad_norm_actor_mean": mean_of("grad_norm_actor_mean"),
+                    "grad_norm_critic_mean": mean_of("grad_norm_critic_mean"), "clock": clock})
     return out
 
 
@@ -751,9 +824,10 @@ def accounting_for_runs(runs: Sequence[Run], target: float, metric: str = "eval/
 def run_summaries(runs: Sequence[Run], clock: str = "auto", n_boot: int = 300) -> list[dict[str, Any]]:
     """Per-run summaries (:func:`rlbatch.analysis.curves.summarize_run`) whose throughput is the accounting's:
     whole-run retained samples per second on the accounting's clock (:func:`estimate_configuration`), with
-    ``throughput_ci`` and ``clock``."""
+    ``throughput_ci``, ``clock`` and ``time_s`` (the whole run's seconds on that clock; ``wall_clock_s`` stays the
+    logged wall-clock)."""
     from rlbatch.analysis.curves import summarize_run
-    from rlbatch.analysis.throughput import clock_basis
+    from rlbatch.analysis.throughput import clock_basis, run_throughput
 
     runs = list(runs)
     basis = clock_basis(runs, clock) if runs else "wall"
@@ -762,6 +836,6 @@ def run_summaries(runs: Sequence[Run], clock: str = "auto", n_boot: int = 300) -
         s = summarize_run(r)
         e = estimate_configuration([r], None, clock=basis, n_boot=n_boot, name=r.run_id)
         s.update(throughput_samples_per_s=e["throughput_samples_per_s"], throughput_ci=e["throughput_ci"],
-                 clock=basis)
+                 clock=basis, time_s=run_throughput(r, basis)["seconds"])
         out.append(s)
     return out

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from rlbatch.analysis.samples import X, policy_offset  # noqa: F401 (re-exported)
-from rlbatch.runstore import Run
+from rlbatch.runstore import Run, run_order
 
 
 def ema_smooth(values: np.ndarray, weight: float) -> np.ndarray:
@@ -219,7 +219,7 @@ def group_seeds(runs: list[Run]) -> dict[str, list[Run]]:
     is the seedless id (made unique with ``@lr...`` if two configurations share it). The one grouping of seeds used
     by the accounting, the plan, the report and the sweeps. A configuration with one run keeps that run's id."""
     by: dict[tuple, list[Run]] = {}
-    for r in sorted(runs, key=lambda r: (r.meta.batch_size or 0, r.run_id)):
+    for r in sorted(runs, key=run_order):
         by.setdefault(config_key(r), []).append(r)
     out: dict[str, list[Run]] = {}
     for key, rs in by.items():
@@ -232,40 +232,57 @@ def group_seeds(runs: list[Run]) -> dict[str, list[Run]]:
     return out
 
 
-def aggregate_seeds(runs: list[Run], name: str, metric: str = "eval/score", x: str = X) -> Run:
-    """One run standing for several seeds of one configuration, named ``name``: **for the figures and the
-    configuration summaries only** (the accounting never crosses this averaged curve: the first crossing of a
-    seed-averaged curve is biased low; it averages per-seed samples-to-target instead,
-    :func:`rlbatch.analysis.accounting.estimate_configuration`).
+#: The time column of :func:`aggregate_seeds`' evaluations: seconds on the accounting's clock
+#: (:func:`rlbatch.analysis.throughput.run_clock`) at each evaluation point, the x-axis of the score-vs-time figure.
+CLOCK_X = "time/clock_s"
 
-    ``metrics``: numeric per-step columns averaged over seeds, on the steps every seed has. ``evals``: ``metric``
-    averaged over seeds on the evaluation grid (``x``, policy samples as :func:`curve`) of the seed that stopped
-    first, each seed linearly interpolated onto it; ``<metric>_min`` / ``<metric>_max`` keep the range across seeds
-    (the bands of the overlay); ``time/wall_s`` is interpolated from the averaged metrics. Metadata: the first
-    run's, with ``seed`` None and ``seeds`` / ``n_seeds`` added. A single run is only renamed."""
+
+def aggregate_seeds(runs: list[Run], name: str, metric: str = "eval/score", x: str = X, clock: str = "wall") -> Run:
+    """One run standing for several seeds of one configuration, named ``name``: **for the figures only** (the
+    accounting never crosses this averaged curve: the first crossing of a seed-averaged curve is biased low; it
+    averages per-seed samples-to-target instead, :func:`rlbatch.analysis.accounting.estimate_configuration`; the
+    configuration table takes whole-run means per seed, :func:`rlbatch.analysis.throughput.configuration_timings`).
+
+    ``evals``: ``metric`` averaged over seeds on the evaluation grid (``x``, policy samples as :func:`curve`) of the
+    seed that ran longest, each seed linearly interpolated onto the grid up to its own last evaluation, so the mean
+    runs to the last point any seed has (after a seed's end, the mean of those still running); ``<metric>_min`` /
+    ``<metric>_max`` keep the range across the seeds at each point (the bands of the overlay), ``n_seeds`` how many
+    seeds a point averages, and :data:`CLOCK_X` the mean over those seeds of their time on ``clock`` at that
+    point's samples (:func:`rlbatch.analysis.throughput.time_at`). ``metrics``: numeric per-step columns averaged
+    over the seeds that have each step. Metadata: the first run's, with ``seed`` None and ``seeds`` / ``n_seeds``
+    added. A single run keeps its own curve (with :data:`CLOCK_X` added)."""
+    from rlbatch.analysis.throughput import run_clock, time_at
     from rlbatch.runstore import make_meta
 
     first = runs[0]
     meta = make_meta(None, **{**first.meta.model_dump(mode="json"), "run_id": name, "seed": None,
                               "seeds": [r.meta.seed for r in runs], "n_seeds": len(runs)})
-    if len(runs) == 1:
-        return Run(meta=meta, metrics=first.metrics.copy(), evals=first.evals.copy(), path=first.path)
-    metrics = pd.concat([r.metrics.select_dtypes("number") for r in runs]).groupby("step", as_index=False).mean()
-    counts = pd.concat([r.metrics[["step"]] for r in runs]).groupby("step").size()
-    metrics = metrics[metrics["step"].map(counts) == len(runs)].reset_index(drop=True)
+    metrics = pd.concat([r.metrics.select_dtypes("number") for r in runs]).groupby("step", as_index=False).mean() \
+        if len(runs) > 1 and all("step" in r.metrics.columns for r in runs) else first.metrics.copy()
     frames = [curve(r, metric, x) for r in runs]
-    frames = [f for f in frames if len(f)]
-    evals = pd.DataFrame()
-    if len(frames) == len(runs):
-        base = min(frames, key=lambda f: float(f[x].max()))
-        grid = base[x].to_numpy(float)
-        ys = np.array([np.interp(grid, f[x].to_numpy(float), f[metric].to_numpy(float)) for f in frames])
-        evals = pd.DataFrame({"step": np.arange(len(grid)), x: grid, metric: ys.mean(0),
-                              f"{metric}_min": ys.min(0), f"{metric}_max": ys.max(0)})
-        if len(metrics) and "time/wall_s" in metrics and x in metrics:
-            evals["time/wall_s"] = np.interp(grid, np.r_[0.0, metrics[x].to_numpy(float)],
-                                             np.r_[0.0, metrics["time/wall_s"].to_numpy(float)])
-    return Run(meta=meta, metrics=metrics, evals=evals, path=None)
+    if not any(len(f) for f in frames):
+        return Run(meta=meta, metrics=metrics, evals=pd.DataFrame(), path=first.path if len(runs) == 1 else None)
+    base = max((f for f in frames if len(f)), key=lambda f: float(f[x].max()))
+    grid = base[x].to_numpy(float)
+    ys = np.full((len(runs), len(grid)), np.nan)
+    ts = np.full((len(runs), len(grid)), np.nan)
+    for i, (r, f) in enumerate(zip(runs, frames)):
+        if not len(f):
+            continue
+        fx = f[x].to_numpy(float)
+        on = grid <= fx.max() + 1e-9
+        ys[i, on] = np.interp(grid[on], fx, f[metric].to_numpy(float))
+        clk = run_clock(r, clock) if x == X else None
+        if clk is not None:
+            ts[i, on] = time_at(clk, grid[on])
+    n = np.isfinite(ys).sum(0)
+    with np.errstate(invalid="ignore"):
+        evals = pd.DataFrame({"step": np.arange(len(grid)), x: grid, metric: np.nanmean(ys, 0),
+                              f"{metric}_min": np.nanmin(ys, 0), f"{metric}_max": np.nanmax(ys, 0), "n_seeds": n})
+    if np.isfinite(ts).any():
+        tn = np.isfinite(ts).sum(0)
+        evals[CLOCK_X] = np.where(tn > 0, np.nansum(ts, 0) / np.maximum(tn, 1), np.nan)
+    return Run(meta=meta, metrics=metrics, evals=evals, path=first.path if len(runs) == 1 else None)
 
 
 def mean_last(runs: list[Run], col: str) -> float | None:

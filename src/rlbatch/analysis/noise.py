@@ -120,6 +120,82 @@ def b_simple_smoothed(metrics: pd.DataFrame, alpha: float = 0.1, x: str = X) -> 
                     "noise/b_big (or noise/b_simple)", field="noise/b_simple")
 
 
+def b_simple_by_batch(runs: Sequence[Any], n_boot: int = 1000, seed: int = 0, block: int = 10,
+                      conf: float = 0.95) -> list[dict[str, Any]]:
+    """B_simple per batch size with its interval, or the reason it has none: the runs at one B pooled (every
+    step's unbiased tr(Sigma) and |G|^2 estimates, :func:`b_simple_smoothed`), B_simple = mean tr(Sigma) / mean
+    |G|^2 (McCandlish et al. 2018, appendix A.1: average the estimates, then divide). Interval: percentile
+    bootstrap (``conf``) resampling the seeds (two or more) and, within each, blocks of ``block`` consecutive steps
+    (the estimates of neighbouring steps are correlated); a replicate whose mean |G|^2 is <= 0 is unbounded above.
+
+    Returns one row per B, ascending: ``batch_size``, ``b_simple`` (responses; None with its ``reason``),
+    ``ci`` [lo, hi] (hi None = unbounded) or None with ``reason``, ``n_runs`` (runs with noise metrics), ``steps``.
+    """
+    by: dict[int, list[pd.DataFrame]] = {}
+    foreign: dict[int, list[float]] = {}
+    for r in runs:
+        if r.meta.batch_size is None:
+            continue
+        try:
+            d = b_simple_smoothed(r.metrics)
+        except UserError:
+            continue
+        if not d["g2"].notna().any():  # a foreign log with only the per-step noise/b_simple
+            foreign.setdefault(int(r.meta.batch_size), []).extend(d["b_simple_step"].dropna().tolist())
+        d = d.dropna(subset=["g2", "trace"])
+        if len(d):
+            by.setdefault(int(r.meta.batch_size), []).append(d)
+    rng = np.random.default_rng(seed)
+    out = []
+    for b in sorted(set(by) | set(foreign)):
+        if b not in by:
+            v = foreign[b]
+            out.append({"batch_size": b, "b_simple": float(np.median(v)) if v else None, "ci": None, "n_runs": None,
+                        "steps": len(v), "reason": "the log has only the per-step noise/b_simple, no |G|^2 and "
+                        "tr(Sigma) estimates to pool: the median over steps, without an interval"})
+            continue
+        ds = by[b]
+        g2 = [d["g2"].to_numpy(float) for d in ds]
+        tr = [d["trace"].to_numpy(float) for d in ds]
+        n_steps = int(sum(len(x) for x in g2))
+        row: dict[str, Any] = {"batch_size": b, "b_simple": None, "ci": None, "n_runs": len(ds), "steps": n_steps,
+                               "reason": None}
+        mg, mt = float(np.mean(np.concatenate(g2))), float(np.mean(np.concatenate(tr)))
+        if not mg > 0:
+            row["reason"] = (f"the mean |G|^2 estimate over {n_steps} steps is not positive (the gradient signal is "
+                             "below the noise at this B): B_simple is larger than these steps can measure")
+            out.append(row)
+            continue
+        row["b_simple"] = mt / mg
+        if n_steps < 2 * block:
+            row["reason"] = f"only {n_steps} steps with noise metrics: too few for an interval"
+            out.append(row)
+            continue
+        reps = np.empty(n_boot)
+        for i in range(n_boot):
+            pick = rng.integers(0, len(ds), len(ds)) if len(ds) >= 2 else [0]
+            sg = st = 0.0
+            cnt = 0
+            for k in pick:
+                n = len(g2[k])
+                bl = max(1, min(block, n))
+                starts = rng.integers(0, n - bl + 1, int(math.ceil(n / bl)))
+                idx = (starts[:, None] + np.arange(bl)[None, :]).ravel()[:n]
+                sg += g2[k][idx].sum()
+                st += tr[k][idx].sum()
+                cnt += n
+            reps[i] = st / sg if sg > 0 else np.inf
+        q = (1 - conf) / 2
+        big = np.finfo(float).max  # an unbounded replicate (mean |G|^2 <= 0): beyond any finite value
+        reps = np.where(np.isfinite(reps), reps, big)
+        lo, hi = (float(np.quantile(reps, v, method="nearest")) for v in (q, 1 - q))
+        row["ci"] = [lo if lo < big else None, hi if hi < big else None]
+        if row["ci"][0] is None:
+            row["ci"], row["reason"] = None, "most resamples have a mean |G|^2 <= 0: no bounded interval"
+        out.append(row)
+    return out
+
+
 def b_simple_overall(metrics: pd.DataFrame, skip_frac: float = 0.0) -> float:
     """One B_simple for a whole run: mean tr(Sigma) estimate / mean |G|^2 estimate over its steps.
 
@@ -320,7 +396,8 @@ def _loglog_fit(b: np.ndarray, v: np.ndarray, conf: float) -> dict[str, Any]:
 
 def fit_grad_norm_scaling(runs_or_frame: Any, metric: str = "grad_norm/actor", *,
                           window: tuple[float, float] | None = None, tol: float = 0.08, conf: float = 0.95,
-                          n_boot: int = 1000, seed: int = 0) -> dict[str, Any]:
+                          n_boot: int = 1000, seed: int = 0,
+                          fit_batches: Sequence[int] | None = None) -> dict[str, Any]:
     """Log-log fit of the (actor or critic) gradient norm against batch size B across runs, and the knee.
 
     ``runs_or_frame``: a list of :class:`rlbatch.runstore.Run` (each reduced to the mean of ``metric`` over the
@@ -336,7 +413,9 @@ def fit_grad_norm_scaling(runs_or_frame: Any, metric: str = "grad_norm/actor", *
 
     Returns a dict: metric, window, points [{batch_size, value, n_runs}], doublings [{b_from, b_to, ratio, expected,
     departure, past_knee}], knee_batch (None if no knee), slope, slope_ci, intercept, r2, n_points, fit_batches,
-    slope_all, slope_all_ci, slope_ci_bootstrap. Raises :class:`UserError` with fewer than two distinct batch sizes.
+    fit_range (``"given"``: over ``fit_batches``, e.g. the aligned family of the accounting, when two or more of
+    them were measured; else ``"below the knee"``), slope_all, slope_all_ci, slope_ci_bootstrap. Raises
+    :class:`UserError` with fewer than two distinct batch sizes.
     """
     if isinstance(runs_or_frame, pd.DataFrame):
         pts = runs_or_frame.copy()
@@ -366,6 +445,9 @@ def fit_grad_norm_scaling(runs_or_frame: Any, metric: str = "grad_norm/actor", *
         if flag and knee is None:
             knee = int(bs[i])
     inside = bs <= knee if knee is not None else np.ones_like(bs, bool)
+    fit_range = "below the knee"
+    if fit_batches is not None and np.isin(bs, list(fit_batches)).sum() >= 2:
+        inside, fit_range = np.isin(bs, list(fit_batches)), "given"
     fit = _loglog_fit(bs[inside], vs[inside], conf)
     fit_all = _loglog_fit(bs, vs, conf)
     out: dict[str, Any] = {
@@ -373,7 +455,7 @@ def fit_grad_norm_scaling(runs_or_frame: Any, metric: str = "grad_norm/actor", *
         "points": [{"batch_size": int(b), "value": float(v), "n_runs": int(n)}
                    for b, v, n in zip(bs, vs, agg["n_runs"])],
         "doublings": doublings, "knee_batch": knee, "tolerance": tol, **fit,
-        "fit_batches": [int(b) for b in bs[inside]],
+        "fit_batches": [int(b) for b in bs[inside]], "fit_range": fit_range,
         "slope_all": fit_all["slope"], "slope_all_ci": fit_all["slope_ci"],
     }
     groups = {int(b): list(np.exp(g["logv"])) for b, g in pts.groupby("batch_size") if int(b) in out["fit_batches"]}

@@ -164,33 +164,43 @@ def _per_step(m: pd.DataFrame, col: str) -> pd.Series | None:
 
 
 def step_timings(runs: Sequence[Any], skip_first: int = 1, clock: str = "wall") -> pd.DataFrame:
-    """Per-run timings and sizes, one row per run.
+    """Per-run timings and sizes, one row per run, every time on ``clock`` (the accounting's).
 
-    Columns: ``run``, ``batch_size`` (B, nominal P x G), ``seed``, ``gen_s``, ``train_s``, ``reward_s`` (median
-    seconds per step of each phase, skipping the first ``skip_first`` steps: warm-up, compilation), ``step_s``
-    (mean seconds per step on ``clock`` over the whole run: total clock / steps, :func:`run_clock`),
-    ``samples_per_step`` (mean retained responses per step: total / steps, not a median, which group filtering
-    quantises), ``retained_fraction`` (retained / generated responses), ``gen_tokens_per_step``,
-    ``train_tokens_per_step`` (from the cumulative ``tokens/*``; NaN if missing), ``samples``, ``seconds`` (whole
-    run), ``steps`` and ``throughput_samples_per_s`` = samples / seconds (:func:`run_throughput`).
+    Columns: ``run``, ``batch_size`` (B, nominal P x G), ``seed``, ``step_s`` (mean seconds per step on ``clock``
+    over the whole run: total clock / steps, :func:`run_clock`), ``gen_s``, ``reward_s``, ``train_s``, ``other_s``
+    (the step split into generation, scoring, update and the rest: the whole-run mean of ``time/gen_s``,
+    ``time/reward_s``, ``time/train_s`` per step, which the trainer measures in wall seconds, times ``step_s`` /
+    the wall seconds per step, so that on the CPU clock each phase keeps its wall-clock share of the step;
+    ``other_s`` = ``step_s`` - the three, so the four add up to ``step_s``; negative only where phases overlap,
+    as with asynchronous rollouts), ``samples_per_step`` (mean retained responses per step: total / steps, not a
+    median, which group filtering quantises), ``retained_fraction`` (retained / generated responses),
+    ``gen_tokens_per_step``, ``train_tokens_per_step`` (from the cumulative ``tokens/*``, skipping the first
+    ``skip_first`` steps; NaN if missing), ``samples``, ``seconds`` (whole run), ``steps`` and
+    ``throughput_samples_per_s`` = samples / seconds (:func:`run_throughput`).
     """
     rows = []
     for r in runs:
         m, b = r.metrics, r.meta.batch_size
         if b is None or not isinstance(m, pd.DataFrame) or not len(m):
             continue
-        part = m.iloc[skip_first:] if len(m) > skip_first else m
 
-        def med(col: str, s: pd.Series | None = None) -> float:
-            s = part[col] if s is None and col in part else s
-            return float(s.astype(float).median()) if s is not None and s.notna().any() else float("nan")
+        def mean(col: str) -> float:
+            s = pd.to_numeric(m[col], errors="coerce") if col in m else None
+            return float(s.mean()) if s is not None and s.notna().any() else float("nan")
 
-        row = {"run": r.run_id, "batch_size": int(b), "seed": r.meta.seed, "gen_s": med("time/gen_s"),
-               "train_s": med("time/train_s"), "reward_s": med("time/reward_s")}
         tp = run_throughput(r, clock)
         steps = len(m)
+        row = {"run": r.run_id, "batch_size": int(b), "seed": r.meta.seed}
         row["samples"], row["seconds"], row["steps"] = tp["samples"], tp["seconds"], steps
         row["step_s"] = tp["seconds"] / steps if tp["seconds"] else float("nan")
+        wall = run_throughput(r, "wall")["seconds"] if clock != "wall" else tp["seconds"]
+        scale = row["step_s"] * steps / wall if wall and math.isfinite(row["step_s"]) else 1.0
+        phases = {"gen_s": mean("time/gen_s"), "reward_s": mean("time/reward_s"), "train_s": mean("time/train_s")}
+        row.update({k: v * scale for k, v in phases.items()})
+        known = [v for v in (row["gen_s"], row["reward_s"], row["train_s"]) if math.isfinite(v)]
+        row["other_s"] = row["step_s"] - sum(known) if known and math.isfinite(row["step_s"]) else float("nan")
+        if abs(row["other_s"]) < 1e-9 * row["step_s"]:  # rounding of a step that is the sum of its phases
+            row["other_s"] = 0.0
         row["samples_per_step"] = tp["samples"] / steps if tp["samples"] is not None else float(b)
         gen = pd.to_numeric(m["samples/generated"], errors="coerce").dropna() if "samples/generated" in m else None
         row["retained_fraction"] = (float(tp["samples"] / gen.iloc[-1]) if gen is not None and len(gen)
@@ -201,10 +211,36 @@ def step_timings(runs: Sequence[Any], skip_first: int = 1, clock: str = "wall") 
         x = tp["throughput_samples_per_s"]
         row["throughput_samples_per_s"] = x if x is not None else float("nan")
         rows.append(row)
-    cols = ["run", "batch_size", "seed", "gen_s", "train_s", "reward_s", "step_s", "samples_per_step",
+    cols = ["run", "batch_size", "seed", "gen_s", "train_s", "reward_s", "other_s", "step_s", "samples_per_step",
             "retained_fraction", "gen_tokens_per_step", "train_tokens_per_step", "samples", "seconds", "steps",
             "throughput_samples_per_s"]
     return pd.DataFrame(rows, columns=cols)
+
+
+def configuration_timings(groups: dict[str, Sequence[Any]], clock: str = "wall") -> list[dict[str, Any]]:
+    """Per configuration (its seeds, :func:`rlbatch.analysis.curves.group_seeds`), the whole-run means the report's
+    configuration table and time-per-step figure show, on ``clock``: ``config``, ``batch_size``, ``n_seeds``,
+    ``steps``, ``samples``, ``seconds`` (means over seeds of each seed's whole run), ``step_s``, ``gen_s``,
+    ``reward_s``, ``train_s``, ``other_s`` (seconds per step pooled over the seeds' steps, :func:`step_timings`;
+    the four phases add up to ``step_s``) and ``gen_share`` (``gen_s`` / ``step_s``). The pooled step time gives
+    the configuration's whole-run throughput, mean samples / mean seconds, the value of
+    :func:`rlbatch.analysis.accounting.estimate_configuration` without a target."""
+    out = []
+    for name, rs in groups.items():
+        t = step_timings(rs, clock=clock)
+        if not len(t):
+            continue
+        steps = float(t["steps"].sum())
+        row: dict[str, Any] = {"config": name, "batch_size": int(t["batch_size"].iloc[0]), "n_seeds": len(t),
+                               "steps": float(t["steps"].mean()), "samples": float(t["samples"].mean()),
+                               "seconds": float(t["seconds"].mean())}
+        for k in ("step_s", "gen_s", "reward_s", "train_s", "other_s"):
+            v = t[k].astype(float)
+            row[k] = float((v * t["steps"]).sum() / steps) if v.notna().all() and steps else float("nan")
+        row["gen_share"] = row["gen_s"] / row["step_s"] if row["step_s"] and math.isfinite(row["step_s"]) \
+            else float("nan")
+        out.append(row)
+    return out
 
 
 def fit_power(x: Sequence[float], t: Sequence[float], conf: float = 0.95) -> dict[str, Any]:
@@ -318,8 +354,10 @@ def predict(model: dict[str, Any], batch_sizes: Sequence[int]) -> list[dict[str,
     model (power-law generation, affine update and scoring) scaled to meet the nearest measured end, and f is the
     nearest end's (``extrapolated``: a power law keeps its sublinearity forever, real decoding turns compute bound,
     so treat these as optimistic). Rows:
-    ``batch_size``, ``gen_s``, ``train_s``, ``reward_s`` (from the per-phase fits), ``step_s``,
-    ``retained_fraction``, ``throughput_samples_per_s``, ``gen_throughput`` (= B / gen_s), ``extrapolated``.
+    ``batch_size``, ``gen_s``, ``train_s``, ``reward_s`` (from the per-phase fits), ``step_s``, ``shares`` (each
+    phase's share of the fitted phases, ``{"gen", "reward", "train"}``: the split of ``step_s``, which is anchored
+    to the measured points, into parts that add up to it), ``retained_fraction``, ``throughput_samples_per_s``,
+    ``gen_throughput`` (= B / gen_s), ``extrapolated``.
     """
     lo, hi = model["batch_range"]
     pts = sorted((p for p in model.get("points") or [] if p["step_s"] > 0 and math.isfinite(p["step_s"])),
@@ -340,7 +378,10 @@ def predict(model: dict[str, Any], batch_sizes: Sequence[int]) -> list[dict[str,
                     "batch_size"]
         else:
             step = gen + train + rew
+        parts = gen + train + rew
         out.append({"batch_size": int(b), "gen_s": gen, "train_s": train, "reward_s": rew, "step_s": step,
+                    "shares": {"gen": gen / parts, "reward": rew / parts, "train": train / parts} if parts > 0
+                    else None,
                     "retained_fraction": frac,
                     "throughput_samples_per_s": frac * b / step if step > 0 else float("nan"),
                     "gen_throughput": b / gen if gen > 0 else float("nan"), "extrapolated": not (lo <= b <= hi)})

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from rlbatch.errors import UserError
-from rlbatch.runstore import Run
+from rlbatch.runstore import Run, run_order
 
 SETTABLE = {"prompts_per_step": int, "group_size": int, "batch_size": int, "lr": float, "algorithm": str,
             "model": str, "task": str}
@@ -84,4 +84,4 @@ def load_all(paths: list[Path], *, log_format: str | None = None, mapping: list[
         else:
             per_run.setdefault(target, {})[key] = val
     runs = [apply_overrides(r, per_run[r.run_id]) if r.run_id in per_run else r for r in runs]
-    return runs, msgs
+    return sorted(runs, key=run_order), msgs

@@ -21,12 +21,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import pandas as pd
-
 from rlbatch.errors import UserError
-from rlbatch.output import fmt_ci, fmt_value, markdown_table, to_json
-from rlbatch.runstore import Run
+from rlbatch.output import fmt_ci, fmt_rate, fmt_value, markdown_table, to_json
+from rlbatch.runstore import Run, run_order
 
 __all__ = ["build_report", "accounting_columns", "summary_columns", "count", "samples_cell"]
 
@@ -53,8 +50,9 @@ def _duration(v: Any) -> str:
 
 
 def summary_columns(compact: bool = False) -> list[tuple[str, str, Any]]:
-    """Columns of the per-run summary table (shared by the report and ``rlbatch analyze``); ``compact`` keeps the
-    ones that fit a terminal."""
+    """Columns of the per-run summary table (``rlbatch analyze``); ``compact`` keeps the ones that fit a terminal.
+    Time and throughput are on the accounting's clock (:func:`rlbatch.analysis.accounting.run_summaries`), which the
+    table's title names."""
     def hours(v: Any) -> str:
         return _duration(v)
 
@@ -64,27 +62,29 @@ def summary_columns(compact: bool = False) -> list[tuple[str, str, Any]]:
     cols = [("run", "run", None), ("algorithm", "alg.", None), ("prompts_per_step", "P", None),
             ("group_size", "G", None), ("batch_size", "B", None), ("lr", "lr", ".3g"), ("steps", "steps", None),
             ("samples_retained", "samples", count), ("samples_source", "samples from", None),
-            ("wall_clock_s", "wall-clock", hours), ("gen_time_share", "gen share", pct),
+            ("time_s", "time", hours), ("gen_time_share", "gen share", pct),
             ("throughput_samples_per_s", "retained samples/s", ".3g"),
             ("grad_norm_actor_mean", "grad norm actor", ".3g"),
             ("grad_norm_critic_mean", "grad norm critic", ".3g"), ("last_eval_score", "last eval", ".4g")]
     if compact:
-        keep = ("run", "batch_size", "steps", "samples_retained", "wall_clock_s", "throughput_samples_per_s",
+        keep = ("run", "batch_size", "steps", "samples_retained", "time_s", "throughput_samples_per_s",
                 "grad_norm_actor_mean", "last_eval_score")
         cols = [c for c in cols if c[0] in keep]
     return cols
 
 
-def configurations(runs: list[Run], metric: str = "eval/score") -> tuple[dict[str, list[Run]], bool, list[Run]]:
+def configurations(runs: list[Run], metric: str = "eval/score",
+                   clock: str = "wall") -> tuple[dict[str, list[Run]], bool, list[Run]]:
     """``(groups, seeded, configs)`` for rendering: runs grouped by configuration
     (:func:`rlbatch.analysis.curves.group_seeds`), whether any configuration has several seeds, and the runs to
-    plot: the seed-averaged run per configuration when seeded (curves with seed bands), else the runs themselves.
-    The accounting never uses the averaged runs (:mod:`rlbatch.analysis.accounting`)."""
+    plot: one per configuration (:func:`rlbatch.analysis.curves.aggregate_seeds`: the mean over seeds to the last
+    point any seed has, the seed range, and the time on ``clock`` at each evaluation). The accounting never uses
+    the averaged runs (:mod:`rlbatch.analysis.accounting`)."""
     from rlbatch.analysis.curves import aggregate_seeds, group_seeds
 
     groups = group_seeds(list(runs))
     seeded = any(len(rs) > 1 for rs in groups.values())
-    configs = [aggregate_seeds(rs, name, metric) for name, rs in groups.items()] if seeded else list(runs)
+    configs = [aggregate_seeds(rs, name, metric, clock=clock) for name, rs in groups.items()]
     return groups, seeded, configs
 
 
@@ -111,7 +111,8 @@ def accounting_columns(combined: bool = False) -> list[tuple[str, str, Any]]:
             ("time_to_target_s", "time-to-target", _duration)]
     if combined:
         return head + [("rN_cell", "rN (95% CI)", None), ("relative_throughput_cell", "rel. throughput (95% CI)", None),
-                       ("relative_time_cell", "rel. time-to-target (95% CI)", None), ("verdict", "verdict", None)]
+                       ("relative_time_cell", "rel. time-to-target (95% CI)", None),
+                       ("verdict", "verdict vs the reference", None)]
     return head + [("rN", "rN", ".2f"), ("rN_ci", "rN 95%", fmt_ci),
                    ("relative_throughput", "rel. throughput", ".2f"),
                    ("relative_throughput_ci", "rel. thr. 95%", fmt_ci), ("relative_time", "rel. time-to-target", ".2f"),
@@ -167,58 +168,67 @@ def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None,
     """Write ``report.html`` (self-contained), ``report.md`` (+ PNG figures beside it) and ``report.json`` into
     ``out_dir``; return the JSON object.
 
-    JSON: ``{"title", "generated_at", "metric", "target", "reference", "runs": [summaries as
-    rlbatch.analysis.curves.summarize_run], "accounting": [rows as rlbatch account --format json] (only when a
-    target is given), "aligned_family": {...} and "rejected": [...] (with a target, one model / task / algorithm;
-    :func:`rlbatch.report.family.aligned_family` and :func:`rlbatch.report.family.rejected`), "recommendation":
-    str | None, "noise": {...} (rlbatch.report.sections.noise_section),
-    "throughput": {...} (rlbatch.report.sections.throughput_section), "figures": [file names],
-    <section json_key>: <section json>, ...extra_json}``. Figures: score vs retained samples, score vs wall-clock,
-    time per step; then the noise section (gradient norm vs B, log-log, with slope, interval and knee; B_simple;
-    fitted over the runs on an LR rule, without a fixed-LR control), the throughput section, with a target the plan
-    (:func:`rlbatch.plan.plan_section`, key ``plan``), and each of ``sections``.
+    JSON: ``{"title", "generated_at", "metric", "target", "reference", "clock" (the one clock of every time on the
+    page, :func:`rlbatch.analysis.throughput.clock_basis`), "runs": [per-run summaries,
+    :func:`rlbatch.analysis.accounting.run_summaries`], "accounting": [rows as rlbatch account --format json] and
+    "headline": {pick, within_noise, lines (at most three), bullets} (:func:`rlbatch.analysis.accounting.headline`;
+    only with a target), "aligned_family": {...} and "rejected": [...] (with a target, one model / task /
+    algorithm; :func:`rlbatch.report.family.aligned_family` and :func:`rlbatch.report.family.rejected`),
+    "recommendation": str | None (the headline as Markdown), "configurations": [means over each seed's whole run,
+    :func:`rlbatch.analysis.accounting.configuration_summaries`], "seeds": [...]
+    (:func:`rlbatch.analysis.accounting.seed_rows`), "noise": {...} (rlbatch.report.sections.noise_section),
+    "throughput": {...} (rlbatch.report.sections.throughput_section), "figures": [file names], "figure_problems":
+    {file name: [problems]} (:func:`rlbatch.report.figures.figure_problems`; empty when no figure clips an interval
+    or stops a curve short of its crossing), <section json_key>: <section json>, ...extra_json}``.
+
+    Page: the clock (once), the headline (three lines, then bullets), the accounting with the pick marked, where the
+    aligned family ends, the configuration table, the figures (score vs retained samples and vs time: each
+    configuration's mean over its seeds to the last point any seed has, the seed range shaded, the accounting's
+    crossing with its 95% interval; time per step split into generation + scoring + update + other = step), then
+    the noise section (slope over the aligned family, knee, B_simple per B; fitted over the runs on an LR rule,
+    without a fixed-LR control), the throughput section, with a target the plan (:func:`rlbatch.plan.plan_section`,
+    key ``plan``), the synchronous-vs-asynchronous comparison where there is one, and each of ``sections``. Every
+    number comes from :mod:`rlbatch.analysis` (nothing is recomputed here).
 
     Seeds: runs that differ only in their seed (:func:`rlbatch.analysis.curves.group_seeds`) form one
-    configuration; when any configuration has several, the accounting, the curves (with the range across seeds
-    shaded) and the time figure use the seed-averaged runs (:func:`rlbatch.analysis.curves.aggregate_seeds`), the
-    JSON adds ``configurations`` (their summaries) and ``seeds`` (:func:`rlbatch.analysis.curves.seed_rows`), and
-    the noise fit and the plan use every seed. The sweep (``rlbatch.sweep.study.report_sweep``) and
-    ``rlbatch analyze --out`` both call this function. Raises :class:`UserError` when ``runs`` is
-    empty, a section is malformed, or the reference is unknown / never reached the target.
+    configuration; the accounting averages per-seed values, the figures draw the seed-averaged curves
+    (:func:`rlbatch.analysis.curves.aggregate_seeds`), the noise fit and the plan use every seed. The sweep
+    (``rlbatch.sweep.study.report_sweep``) and ``rlbatch analyze --out`` both call this function. Raises
+    :class:`UserError` when ``runs`` is empty, a section is malformed, or the reference is unknown / never reached
+    the target.
     """
-    from rlbatch.analysis.accounting import (accounting_summary, clock_note, estimate_configuration, run_summaries,
-                                             seed_rows)
-    from rlbatch.analysis.throughput import clock_basis
-    from rlbatch.analysis.curves import summarize_run
+    from rlbatch.analysis.accounting import (WITHIN_NOISE, accounting_summary, clock_note,
+                                             configuration_summaries, headline_markdown, run_summaries, seed_rows)
+    from rlbatch.analysis.curves import CLOCK_X
+    from rlbatch.analysis.throughput import clock_basis, configuration_timings
     from rlbatch.report import figures as F
 
     if not runs:
         raise UserError("no runs to report on")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    runs = list(runs)
+    runs = sorted(runs, key=run_order)
+    basis = clock_basis(runs, clock)
     summaries = run_summaries(runs, clock)
-    # several seeds of one configuration: plot and tabulate the seed-averaged run (bands = seed range); the
-    # accounting averages per-seed samples-to-target (analysis.accounting)
-    groups, seeded, configs = configurations(runs, metric)
+    # one configuration per set of seeds; the figures draw each configuration's mean curve (bands = seed range), the
+    # tables take whole-run means per seed; the accounting averages per-seed samples-to-target (analysis.accounting)
+    groups, seeded, configs = configurations(runs, metric, basis)
     result: dict[str, Any] = {"title": title,
                               "generated_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-                              "metric": metric, "target": target, "reference": reference, "runs": summaries}
-    if seeded:
-        result["configurations"] = [summarize_run(r) for r in configs]
-        basis = clock_basis(runs, clock)
-        for cs in result["configurations"]:  # whole-run throughput of the configuration, as the accounting's
-            e = estimate_configuration(groups[cs["run"]], None, clock=basis, n_boot=300, name=cs["run"])
-            cs.update(throughput_samples_per_s=e["throughput_samples_per_s"], throughput_ci=e["throughput_ci"],
-                      clock=basis)
-    md: list[str] = [f"# {title}", ""]
+                              "metric": metric, "target": target, "reference": reference, "runs": summaries,
+                              "clock": basis}
+    md: list[str] = [f"# {title}", "", f"**Clock.** {clock_note(basis)} Every time on this page (time-to-target, "
+                     "throughput, seconds per step, the time axis of the figures) is on this clock.", ""]
     recommendation = None
     ref = None
     rows: list[dict] = []
+    pick = None
     if target is not None:
         acc = accounting_summary(runs, target, metric, reference, ema=ema, sustained=sustained, clock=clock)
         rows, ref, recommendation = acc["accounting"], acc["reference"], acc["recommendation"]
-        result.update({k: acc[k] for k in ("accounting", "reference", "clock", "aggregation", "within_noise")})
+        result.update({k: acc[k] for k in ("accounting", "reference", "clock", "aggregation", "within_noise",
+                                           "headline")})
+        pick = acc["headline"]["pick"]
         if "comparisons" in acc:
             result["comparisons"] = acc["comparisons"]
         if "lr_retuning" in acc:  # how the LR was set across the batches (also stated in the recommendation)
@@ -226,14 +236,16 @@ def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None,
         cols = accounting_columns(combined=True)
         if "comparisons" in acc:
             cols = [("comparison", "model / task / algorithm", None)] + cols
-        md += ["## Recommendation", "", recommendation, "",
+        shown = [{**r, "run": f"**{r['run']}** (pick)" if r["run"] == pick else r["run"]} for r in rows]
+        md += ["## Recommendation", "", headline_markdown(acc["headline"]), "", WITHIN_NOISE, "",
                f"### Accounting at {metric} ≥ {target:g}" + (f" (reference {ref})" if ref else ""), "",
-               markdown_table(_md_cell_safe(with_ci_cells(rows)), cols, none=NOT_REACHED), "",
+               markdown_table(_md_cell_safe(with_ci_cells(shown)), cols, none=NOT_REACHED), "",
                "rN = samples-to-target / the reference's; relative time = time-to-target / the reference's = rN / "
-               "relative throughput; a configuration is faster iff its relative throughput exceeds rN (Li et al. "
-               "2026). The verdict follows the 95% interval of the relative time: \"faster\" or \"slower\" only "
-               "when it lies wholly below or above 1, else \"within noise\".", "",
-               f"**How these numbers are computed.** {acc['aggregation']} {clock_note(acc['clock'])}", ""]
+               "relative throughput (throughput up to the target); a configuration is faster iff its relative "
+               "throughput exceeds rN (Li et al. 2026). The verdict compares with the reference: \"faster\" or "
+               "\"slower\" only when the 95% interval of the relative time lies wholly below or above 1, else "
+               "\"within noise\" (of the reference).", "",
+               f"**How these numbers are computed.** {acc['aggregation']}", ""]
         if "comparisons" not in acc:  # one model / task / algorithm: one batch ladder
             from rlbatch.report.family import aligned_family, family_markdown, rejected
 
@@ -244,42 +256,68 @@ def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None,
     else:
         md += ["No target given (`--target`): no accounting or recommendation. Curves and summaries below.", ""]
     result["recommendation"] = recommendation
-    if seeded:
-        srows = seed_rows(groups, rows, metric)
-        result["seeds"] = srows
-        md += [f"## Configurations (mean over seeds; {len(runs)} runs in {len(groups)} configurations)", "",
-               markdown_table(_md_cell_safe([s for s in result["configurations"]]),
-                              filled_columns(result["configurations"], summary_columns())), "",
-               "### Seeds" + (f": samples-to-target per seed (target {target:g})" if target is not None else ""), "",
-               markdown_table(_md_cell_safe(srows), [
-                   ("config", "configuration", None), ("batch_size", "B", None), ("lr", "lr", ".3g"),
-                   ("reached", "seeds reaching target", None),
-                   ("samples_to_target_min", "min samples-to-target", samples_cell),
-                   ("samples_to_target_max", "max samples-to-target", samples_cell),
-                   ("first_score_mean", "first score", ".3f"), ("last_score_mean", "last score", ".3f"),
-                   ("samples_generated", "generated", count), ("samples_retained", "retained", count)],
-                   none=NOT_REACHED), "",
-               "The accounting averages these per-seed samples-to-target; the range across seeds shows how much "
-               "evaluation and sampling noise there is in one seed's value.", ""]
+    result["configurations"] = configuration_summaries(groups, rows, metric, basis)
+    result["seeds"] = seed_rows(groups, rows, metric)
+    secs = "CPU seconds" if basis == "cpu" else "seconds"
+    conf_cols = [("config", "configuration", None), ("batch_size", "B", None), ("lr", "lr", ".3g")]
+    if target is not None:
+        conf_cols += [("reached", "seeds reaching target", None),
+                      ("s2t_range", "samples-to-target per seed (min–max)", None)]
     else:
-        md += ["## Runs", "", markdown_table(_md_cell_safe(summaries), filled_columns(summaries, summary_columns())),
-               ""]
+        conf_cols += [("seeds", "seeds", None)]
+    conf_cols += [("steps", "steps", count), ("samples_retained", "retained samples", count),
+                  ("seconds", f"time ({secs})", _duration),
+                  ("gen_share", "gen. share", lambda v: fmt_value(100.0 * v, ".0f") + "%"
+                   if isinstance(v, (int, float)) and math.isfinite(v) else "—"),
+                  ("throughput_cell", "throughput, whole run (95% CI)", None),
+                  ("grad_norm_actor_mean", "grad norm actor", ".3g"), ("grad_norm_critic_mean", "grad norm critic",
+                                                                       ".3g"),
+                  ("last_score_mean", "last score", ".3f")]
+
+    def s2t_range(c: dict) -> str:
+        lo, hi = c.get("samples_to_target_min"), c.get("samples_to_target_max")
+        if lo is None:
+            return NOT_REACHED
+        return count(lo) if lo == hi else f"{count(lo)}–{count(hi)}"
+
+    crow = [{**c, "throughput_cell": fmt_rate(c["throughput_samples_per_s"], c["throughput_ci"]),
+             "s2t_range": s2t_range(c)} for c in result["configurations"]]
+    md += [f"## Configurations ({len(runs)} runs in {len(groups)} configurations)", "",
+           "Means over each seed's **whole run** (every seed to its own end), times on the clock above; the "
+           "min / max samples-to-target are the seeds' own crossings, which the accounting averages. Throughput "
+           "here is over the whole run (retained samples per second); the accounting's relative throughput is up "
+           "to the target.", "",
+           markdown_table(_md_cell_safe(crow), filled_columns(crow, conf_cols), none=NOT_REACHED), ""]
+    if seeded:
+        md += [f"Per-run values (each seed) are in `report.json` (`runs`).", ""]
 
     figs: list[tuple[str, str, Any]] = []  # (file name, caption, figure)
-    band = " Lines: mean over seeds; shaded: range across seeds." if seeded else ""
+    band = " Lines: mean over the seeds still running at each point (to the last point any seed has); shaded: " \
+        "range across seeds." if seeded else ""
     short, words = metric_words(runs, metric)
-    rule_note = " Solid lines: the square-root LR rule; dashed: a fixed learning rate (the control)."
+    rule_note = " Solid lines and round markers: the square-root LR rule; dashed with squares: a fixed learning " \
+        "rate (the control)."
+    cross = " Markers on the target line: each configuration's samples-to-target from the accounting (mean over " \
+        "seeds) with its 95% interval." if rows else ""
+    by_row = {r["run"]: r for r in rows}
     figs.append(("fig_score_vs_samples.png", f"Held-out score against cumulative retained training samples: curves "
-                 f"that overlay are batch-size invariant (the aligned family).{rule_note}{band}",
+                 f"that overlay are batch-size invariant (the aligned family).{rule_note}{band}{cross}",
                  F.score_vs(configs, "samples/retained", metric, target, xlabel="cumulative retained samples",
-                            ylabel=short)))
-    unit = _time_scale(configs)[1]
-    figs.append(("fig_score_vs_wallclock.png", f"Held-out score against wall-clock {unit} of training (evaluation "
-                 f"time excluded where the log allows): what you wait for.{band}",
-                 F.score_vs(configs, "time/wall_s", metric, target, xscale=_time_scale(configs)[0],
-                            xlabel=f"wall-clock {unit}", ylabel=short)))
-    figs.append(("fig_time_per_step.png", "Mean time per optimizer step, split into generation, scoring (reward), "
-                 "update and other", F.time_per_step(configs)))
+                            ylabel=short, crossings={n: (r["samples_to_target"], r["samples_to_target_ci"])
+                                                     for n, r in by_row.items() if r["reached"]})))
+    scale, unit = _time_scale(configs)
+    clock_words = "process CPU" if basis == "cpu" else "wall-clock"
+    figs.append(("fig_score_vs_time.png", f"Held-out score against {clock_words} {unit} of training (the "
+                 f"accounting's clock; evaluation time excluded where the log allows): what you wait for.{band}"
+                 + (cross.replace("samples-to-target", "time-to-target") if cross else ""),
+                 F.score_vs(configs, CLOCK_X, metric, target, xscale=scale, xlabel=f"{clock_words} {unit}",
+                            ylabel=short, crossings={n: (r["time_to_target_s"], r["time_to_target_ci"])
+                                                     for n, r in by_row.items() if r["reached"]})))
+    timing = configuration_timings(groups, basis)
+    figs.append(("fig_time_per_step.png", f"Where each configuration's optimizer step goes over its whole run: "
+                 "generation, scoring (reward), update and other as shares of the step (they add up to it; the "
+                 f"seconds of each part are in the throughput table), with the mean {secs} per step at the right.",
+                 F.time_per_step(timing, names=_bar_names(groups), unit=secs)))
     md += ["## Figures", "", f"**{short}** (`{metric}`): {words}.", ""]
     for name, cap, _ in figs:
         md += [f"![{cap}]({name})", "", f"*{cap}*", ""]
@@ -293,8 +331,12 @@ def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None,
 
     all_runs, runs = runs, synchronous(runs)  # the noise fit, throughput model and plan: synchronous runs only
     on_rule = [r for r in runs if r.meta.lr_rule != "none"]
+    fam = result.get("aligned_family")
     core = [noise_section(on_rule if len({r.meta.batch_size for r in on_rule}) >= 2 else runs, target=target,
-                          metric=metric), throughput_section(runs, clock=clock_basis(runs, clock))]
+                          metric=metric, family=fam["batches"] if fam else None),
+            throughput_section(runs, clock=basis, measured=[c for c in result["configurations"]
+                                                           if any(r in runs for r in groups[c["config"]])],
+                               timing=[t for t in timing if any(r in runs for r in groups[t["config"]])])]
     if target is not None:
         core.append(_plan_section(runs, target, metric, ref or reference, clock))
     core += [s for s in [async_section(all_runs, target, metric)] if s]  # issue 17: sync vs async at each B
@@ -318,6 +360,7 @@ def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None,
         md += [f"- **{run}**: {n}" for run, n in notes]
         md += [""]
 
+    result["figure_problems"] = {name: p for name, _, fig in figs if (p := F.figure_problems(fig))}
     images: dict[str, bytes] = {}
     for name, _, fig in figs:
         data = F.png_bytes(fig)
@@ -336,11 +379,22 @@ def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None,
     return json.loads(to_json(result))
 
 
-def _time_scale(runs: list[Run]) -> tuple[float, str]:
-    """Seconds per unit and unit name for a wall-clock axis: hours for long runs, minutes or seconds for short."""
-    longest = max((float(r.metrics["time/wall_s"].max()) for r in runs
-                   if len(r.metrics) and "time/wall_s" in r.metrics.columns and r.metrics["time/wall_s"].notna().any()),
-                  default=0.0)
+def _bar_names(groups: dict[str, list[Run]]) -> dict[str, str]:
+    """Short names of the configurations for a bar chart (``B=128, sqrt rule``), or their own names when two
+    short names would be equal (e.g. two group sizes at one B)."""
+    from rlbatch.report.figures import _short_label
+
+    short = {g: _short_label(rs[0]) for g, rs in groups.items()}
+    return short if len(set(short.values())) == len(short) else {g: g for g in groups}
+
+
+def _time_scale(configs: list[Run]) -> tuple[float, str]:
+    """Seconds per unit and unit name for a time axis (the clock column of the configurations' curves): hours for
+    long runs, minutes or seconds for short."""
+    from rlbatch.analysis.curves import CLOCK_X
+
+    longest = max((float(r.evals[CLOCK_X].max()) for r in configs
+                   if len(r.evals) and CLOCK_X in r.evals.columns and r.evals[CLOCK_X].notna().any()), default=0.0)
     return (3600.0, "hours") if longest >= 7200 else (60.0, "minutes") if longest >= 120 else (1.0, "seconds")
 
 

@@ -2,9 +2,9 @@
 runs and returning a :class:`matplotlib.figure.Figure`.
 
 - score vs cumulative retained samples (the paper's overlay: inside the batch-invariant range curves coincide);
-- score vs wall-clock hours (the "accelerate" view: what the user waits for);
-- actor gradient norm vs B, log-log, with the least-squares slope (expected about -1/2 below the critical batch);
-- mean time per step split into generation, reward, update and other.
+- score vs time on the accounting's clock (the "accelerate" view: what the user waits for);
+  both with the accounting's crossing of the target and its 95% interval;
+- mean time per step per configuration split into generation, scoring, update and other.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from rlbatch.analysis.curves import curve, metric_frame
-from rlbatch.runstore import Run
+from rlbatch.runstore import Run, run_order
 
 
 def new_figure(width: float = 7.0, height: float = 4.2):
@@ -56,6 +56,38 @@ def plain_log_axis(ax, axis: str = "y") -> None:
     a.set_minor_formatter(NullFormatter())
 
 
+def figure_problems(fig) -> list[str]:
+    """What a reader of ``fig`` would be misled by, in words (empty when none): an interval (error bar) that ends
+    outside its axes, where the figure would clip it; a legend or tick label smaller than :data:`LEGEND_FONT` - 1.5
+    points (unreadable at 100% zoom); a score curve that stops short of the crossing the accounting reports for it
+    (recorded by :func:`score_vs`). The report checks every figure it draws (``report.json`` ``figure_problems``)."""
+    from matplotlib.container import ErrorbarContainer
+
+    out = []
+    small = LEGEND_FONT - 1.5
+    for ax in fig.get_axes():
+        (x0, x1), (y0, y1) = sorted(ax.get_xlim()), sorted(ax.get_ylim())
+        ex, ey = 1e-6 * (x1 - x0), 1e-6 * (y1 - y0)
+        for c in ax.containers:
+            if not isinstance(c, ErrorbarContainer):
+                continue
+            label = c.get_label() or "an interval"
+            for col in c.lines[2]:
+                for seg in col.get_segments():
+                    for x, y in seg:
+                        if not (x0 - ex <= x <= x1 + ex and y0 - ey <= y <= y1 + ey):
+                            out.append(f"{ax.get_title() or 'axes'}: {label} ends at ({x:.4g}, {y:.4g}), outside the "
+                                       f"axes [{x0:.4g}, {x1:.4g}] x [{y0:.4g}, {y1:.4g}] (clipped)")
+        leg = ax.get_legend()
+        if leg is not None and any(t.get_fontsize() < small for t in leg.get_texts()):
+            out.append(f"{ax.get_title() or 'axes'}: legend text under {small:g} pt")
+        for reach in getattr(ax, "_rlbatch_reach", []):
+            if reach["curve_end"] < reach["crossing"] * (1 - 1e-9):
+                out.append(f"{ax.get_title() or 'axes'}: the curve of {reach['run']} ends at {reach['curve_end']:.4g}, "
+                           f"short of its crossing at {reach['crossing']:.4g}")
+    return out
+
+
 def png_bytes(fig) -> bytes:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=100)
@@ -66,7 +98,7 @@ def _label(run: Run) -> str:
     b = run.meta.batch_size
     n = getattr(run.meta, "n_seeds", None)
     lr = f", lr {run.meta.lr:.2g}" if run.meta.lr else ""
-    seeds = f", mean of {n} seeds" if n and n > 1 else ""
+    seeds = f", {n} seeds" if n and n > 1 else ""
     return f"{run.run_id} (B={b}{lr}{seeds})" if b else run.run_id
 
 
@@ -101,82 +133,126 @@ def _band(run: Run, metric: str, x: str) -> tuple[np.ndarray, np.ndarray, np.nda
     return (d[x].to_numpy(float), d[lo].to_numpy(float), d[hi].to_numpy(float)) if len(d) else None
 
 
+#: Font sizes (points at 100 dpi) of legends and tick labels: readable at 100% zoom.
+LEGEND_FONT = 9.5
+TICK_FONT = 9.5
+
+
+def open_arrow(ax, x: float, y: float, axis: str = "y") -> None:
+    """An arrow at the edge of the axes where an interval is open (unbounded): pointing up (``axis="y"``) at
+    ``(x, y)`` = the top, or right (``"x"``) at ``(x, y)`` = the right edge."""
+    if axis == "y":
+        ax.annotate("", xy=(x, y), xytext=(0, -18), textcoords="offset points", annotation_clip=False,
+                    arrowprops=dict(arrowstyle="-|>", color="0.2", lw=1.2))
+    else:
+        ax.annotate("", xy=(x, y), xytext=(-18, 0), textcoords="offset points", annotation_clip=False,
+                    arrowprops=dict(arrowstyle="-|>", color="0.2", lw=1.2))
+
+
 def score_vs(runs: list[Run], x: str, metric: str = "eval/score", target: float | None = None,
-             xscale: float = 1.0, xlabel: str = "", title: str = "", ylabel: str = "") -> Any:
-    """``metric`` against ``x`` (``samples/retained`` or ``time/wall_s``) for every run, target as a dashed line;
-    ``ylabel`` names the metric in words (default: the metric's name)."""
+             xscale: float = 1.0, xlabel: str = "", title: str = "", ylabel: str = "",
+             crossings: dict[str, tuple[float, Any]] | None = None) -> Any:
+    """``metric`` against ``x`` (``samples/retained`` or the clock column of
+    :func:`rlbatch.analysis.curves.aggregate_seeds`) for every configuration, the range across seeds shaded,
+    target as a dashed line; ``ylabel`` names the metric in words. ``crossings``: per configuration (run id) the
+    accounting's crossing ``(value, [lo, hi] | None)`` on ``x`` (samples-to-target or time-to-target, in ``x``'s
+    unit before ``xscale``), drawn on the target line with its 95% interval (an arrow where the interval is open);
+    the axis always takes in every curve and every interval. Fixed-LR runs (the control): dashed with square
+    markers."""
     fig = new_figure()
     ax = fig.add_subplot()
     drawn = 0
-    for run in sorted(runs, key=lambda r: (r.meta.batch_size or 0, r.run_id)):
+    right = 0.0
+    marks = []
+    reach: list[dict[str, Any]] = []
+    ax._rlbatch_reach = reach  # what figure_problems checks: each curve reaches its crossing
+    for i, run in enumerate(sorted(runs, key=run_order)):
         c = _curve(run, metric, x)
         if c is None:
             continue
-        ls = "--" if run.meta.lr_rule == "none" else "-"
-        (line,) = ax.plot(c[0] / xscale, c[1], ls, marker="o", markersize=2.5, linewidth=1.4, label=_label(run))
+        control = run.meta.lr_rule == "none"
+        (line,) = ax.plot(c[0] / xscale, c[1], "--" if control else "-", marker="s" if control else "o",
+                          markersize=3 if control else 2.5, linewidth=1.4, label=_label(run))
+        right = max(right, float(np.nanmax(c[0])) / xscale)
         band = _band(run, metric, x)
         if band is not None:  # seed-averaged run: shade the range across seeds
             ax.fill_between(band[0] / xscale, band[1], band[2], color=line.get_color(), alpha=0.12, linewidth=0)
+        cr = (crossings or {}).get(run.run_id)
+        if cr is not None and target is not None and cr[0] is not None:
+            marks.append((cr, line.get_color(), control))
+            reach.append({"run": run.run_id, "curve_end": float(np.nanmax(c[0])) / xscale,
+                          "crossing": cr[0] / xscale})
         drawn += 1
     if not drawn:
         _empty(ax, f"no run has both {metric!r} and {x!r}")
     else:
         if target is not None:
             ax.axhline(target, color="0.3", linestyle="--", linewidth=1, label=f"target {target:g}")
+        open_ends = []
+        for (v, ci), color, control in marks:
+            v = v / xscale
+            lo = ci[0] / xscale if ci and ci[0] is not None else v
+            hi = ci[1] / xscale if ci and ci[1] is not None and math.isfinite(ci[1]) else None
+            right = max(right, v, hi if hi is not None else v)
+            ax.errorbar([v], [target], xerr=[[max(0.0, v - lo)], [max(0.0, (hi if hi is not None else v) - v)]],
+                        fmt="D" if control else "o", mfc="white", mec=color, color=color, ms=7, capsize=4,
+                        elinewidth=1.6, zorder=5)
+            if ci and hi is None:
+                open_ends.append((v, color))
+        ax.set_xlim(0 if right > 0 else None, right * 1.04 if right > 0 else None)
+        for v, color in open_ends:
+            ax.annotate("", xy=(right * 1.04, target), xytext=(v, target), annotation_clip=False,
+                        arrowprops=dict(arrowstyle="-|>", color=color, lw=1.4))
+        if marks:
+            ax.plot([], [], "o", mfc="white", mec="0.2", color="0.2", ms=7,
+                    label="crossing (accounting) with its 95% interval")
         ax.set_xlabel(xlabel or x)
         ax.set_ylabel(ylabel or metric)
         ax.grid(alpha=0.3)
-        if drawn > 4:  # many curves: the legend below the axes, where it hides none of them
-            fig.set_size_inches(7.0, 4.2 + 0.17 * ((drawn + 2) // 2))
-            ax.legend(fontsize=7.5, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, frameon=False)
+        ax.tick_params(labelsize=TICK_FONT)
+        n_items = drawn + 1 + bool(marks)
+        if n_items > 4:  # many curves: the legend below the axes, where it hides none of them
+            fig.set_size_inches(8.5, 4.4 + 0.22 * ((n_items + 1) // 2))
+            ax.legend(fontsize=LEGEND_FONT, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, frameon=False)
         else:
-            ax.legend(fontsize=8, loc="best")
+            ax.legend(fontsize=LEGEND_FONT, loc="best")
     head = f"{ylabel or metric} vs {xlabel or x}"
     ax.set_title(title or head[:1].upper() + head[1:])
     return fig
 
 
-def time_per_step(runs: list[Run]) -> Any:
-    """Mean seconds per step per run, stacked: generation, reward, update, other (= step - the three)."""
-    fig = new_figure(7.0, max(2.4, 0.5 * len(runs) + 1.6))
+def time_per_step(rows: list[dict[str, Any]], names: dict[str, str] | None = None, unit: str = "seconds") -> Any:
+    """Where each configuration's optimizer step goes: generation, scoring, update and other as shares of the step
+    (each bar is 100%, so a part is visible at every B however long the step), the step's mean seconds over the
+    whole run written beside it; ``rows`` from :func:`rlbatch.analysis.throughput.configuration_timings` (the four
+    add up to the step on the accounting's clock); ``names`` maps a configuration to its label."""
+    rows = [r for r in rows if math.isfinite(r.get("step_s", float("nan"))) and r["step_s"] > 0]
+    fig = new_figure(7.5, max(2.6, 0.5 * len(rows) + 1.9))
     ax = fig.add_subplot()
-    names, longs, parts = [], [], {"generation": [], "reward": [], "update": [], "other": []}
-    for r in sorted(runs, key=lambda r: (r.meta.batch_size or 0, r.run_id)):
-        m = r.metrics
-
-        def mean(col: str) -> float:
-            if col not in m.columns:
-                return float("nan")
-            v = m[col].dropna()
-            return float(v.mean()) if len(v) else float("nan")
-
-        gen, rew, upd, step = mean("time/gen_s"), mean("time/reward_s"), mean("time/train_s"), mean("time/step_s")
-        if all(math.isnan(v) for v in (gen, rew, upd, step)):
-            continue
-        known = sum(v for v in (gen, rew, upd) if not math.isnan(v))
-        other = step - known if not math.isnan(step) else 0.0
-        names.append(_short_label(r))
-        longs.append(_label(r))
-        for k, v in (("generation", gen), ("reward", rew), ("update", upd), ("other", max(other, 0.0))):
-            parts[k].append(0.0 if math.isnan(v) else v)
-    if not names:
+    if not rows:
         _empty(ax, "no per-step timings in these logs")
         ax.set_title("time per step")
         return fig
-    y = np.arange(len(names))
-    left = np.zeros(len(names))
-    colors = {"generation": "C0", "reward": "C2", "update": "C1", "other": "0.75"}
-    for k, vals in parts.items():
-        vals = np.asarray(vals)
-        if not vals.any():
-            continue
+    parts = {"generation": "gen_s", "scoring": "reward_s", "update": "train_s", "other": "other_s"}
+    colors = {"generation": "C0", "scoring": "C2", "update": "C1", "other": "0.7"}
+    y = np.arange(len(rows))
+    left = np.zeros(len(rows))
+    for k, col in parts.items():
+        vals = np.array([100.0 * max(0.0, r[col]) / r["step_s"] if math.isfinite(r[col]) else 0.0 for r in rows])
         ax.barh(y, vals, left=left, color=colors[k], label=k)
+        for i, v in enumerate(vals):
+            if v >= 7:
+                ax.text(left[i] + v / 2, i, f"{v:.0f}%", ha="center", va="center", fontsize=TICK_FONT - 1,
+                        color="white" if k != "other" else "black")
         left += vals
-    if len(set(names)) < len(names):  # two runs of one configuration (e.g. seeds not averaged): keep them apart
-        names = longs
-    ax.set_yticks(y, names, fontsize=8)
-    ax.set_xlabel("mean seconds per optimizer step")
-    ax.grid(alpha=0.3, axis="x")
-    ax.legend(fontsize=8, loc="lower right")
-    ax.set_title("Time per step: generation, scoring (reward), update")
+    for i, r in enumerate(rows):
+        ax.text(max(100.0, left[i]) + 1.5, i, f"{r['step_s']:.3g} s", va="center", fontsize=TICK_FONT - 0.5)
+    ax.set_xlim(0, 122)
+    ax.set_xticks([0, 25, 50, 75, 100])
+    ax.set_yticks(y, [(names or {}).get(r["config"], r["config"]) for r in rows], fontsize=TICK_FONT)
+    ax.set_xlabel(f"share of the step (%); right: mean {unit} per optimizer step over the whole run")
+    ax.tick_params(labelsize=TICK_FONT)
+    ax.legend(fontsize=LEGEND_FONT, loc="upper center", bbox_to_anchor=(0.5, -0.16 - 0.02 * (len(rows) < 4)), ncol=4,
+              frameon=False)
+    ax.set_title("Time per step: generation, scoring, update, other")
     return fig

@@ -10,17 +10,6 @@ import numpy as np
 from rlbatch.runstore import Run
 
 
-def _hi(ci: Sequence[float | None], v: float) -> float:
-    """The upper end of an interval for drawing; an unbounded one (None) is drawn to 2x the estimate."""
-    return ci[1] if ci[1] is not None else 2.0 * v
-
-
-def _axis_top(values: Sequence[float]) -> float | None:
-    """The upper end of a ratio axis: 1.6x the largest point estimate (at least 1.5, so 1 is always shown)."""
-    v = [x for x in values if x is not None and np.isfinite(x)]
-    return max(1.5, 1.6 * max(v)) if v else None
-
-
 def plan_section(plan_or_runs: dict[str, Any] | Sequence[Run], **plan_kwargs: Any) -> dict[str, Any]:
     """The report section of the plan (report contract: title, markdown, figures, json_key ``plan``, json).
 
@@ -36,58 +25,74 @@ def plan_section(plan_or_runs: dict[str, Any] | Sequence[Run], **plan_kwargs: An
 
     runs = None if isinstance(plan_or_runs, dict) else list(plan_or_runs)
     plan = plan_or_runs if isinstance(plan_or_runs, dict) else plan_runs(runs, **plan_kwargs)
+    from matplotlib.patches import Patch
+
+    from rlbatch.report.figures import LEGEND_FONT, TICK_FONT, batch_axis, open_arrow, plain_log_axis
+
     cs = [c for c in plan["candidates"] if c["batch_size"]]
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4))
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4.6))
+    # axes from the data: every interval end that is finite lies inside; an open (unbounded) end gets an arrow
+    ends = [v for c in cs for v in ([c["rN"]] + list(c["rN_ci"] or [])) + [c["relative_throughput"]]
+            if v is not None and np.isfinite(v) and v > 0]
+    bottom, top = (min(min(ends), 1.0) / 1.15, max(max(ends), 1.0) * 1.25) if ends else (0.5, 2.0)
     for src, mk in (("measured", "o"), ("fit", "s"), ("noise-model", "^")):
-        sel = [c for c in cs if c["rN_source"] == src and c["rN"] is not None]
-        if sel:
-            b = np.array([c["batch_size"] for c in sel], float)
+        for control in (False, True):
+            sel = [c for c in cs if c["rN_source"] == src and c["rN"] is not None and (not c["on_lr_rule"]) == control]
+            if not sel:
+                continue
+            # the fixed-LR control: an open diamond, nudged right so that it never hides the point at its B
+            b = np.array([c["batch_size"] for c in sel], float) * (1.07 if control else 1.0)
             r = np.array([c["rN"] for c in sel])
-            err = np.array([[c["rN"] - c["rN_ci"][0], _hi(c["rN_ci"], c["rN"]) - c["rN"]] if c["rN_ci"] else [0, 0]
-                            for c in sel]).T
-            a1.errorbar(b, r, yerr=np.clip(err, 0, None), fmt=mk, capsize=3, label=f"rN ({src})")
-    th = [c for c in cs if c["relative_throughput"] is not None]
+            lo = np.array([c["rN_ci"][0] if c["rN_ci"] else c["rN"] for c in sel])
+            hi = np.array([c["rN_ci"][1] if c["rN_ci"] and c["rN_ci"][1] is not None else
+                           (top if c["rN_ci"] else c["rN"]) for c in sel])
+            label = f"rN ({src}{', fixed-LR control' if control else ''})"
+            a1.errorbar(b, r, yerr=np.array([np.clip(r - lo, 0, None), np.clip(hi - r, 0, None)]),
+                        fmt="D" if control else mk, mfc="white" if control else None, capsize=3, ms=7 if control else 6,
+                        label=label)
+            for x, c in zip(b, sel):
+                if c["rN_ci"] and c["rN_ci"][1] is None:
+                    open_arrow(a1, x, top, "y")
+    th = [c for c in cs if c["relative_throughput"] is not None and c["on_lr_rule"]]
     if th:
+        th = sorted(th, key=lambda c: c["batch_size"])
         a1.plot([c["batch_size"] for c in th], [c["relative_throughput"] for c in th], "x--", color="gray",
                 label="relative throughput")
-    from rlbatch.report.figures import batch_axis
-
     batch_axis(a1)
-    # ratios on a log axis (plain numbers), its range set by the point estimates, not by one huge (or unbounded)
-    # interval: bars past the top are cut there and marked with an arrow
-    pts = [v for v in [c["rN"] for c in cs] + [c["relative_throughput"] for c in th] if v is not None and v > 0]
-    if pts:
-        from rlbatch.report.figures import plain_log_axis
-
-        top, bottom = 1.6 * max(max(pts), 1.0), min(0.8 * min(pts), 0.8)
-        a1.set_ylim(bottom, top)
-        plain_log_axis(a1, "y")
-        a1.set_ylim(bottom, top)
-        for c in cs:
-            if c["rN"] is not None and c["rN_ci"] and _hi(c["rN_ci"], c["rN"]) > top:
-                a1.annotate("", xy=(c["batch_size"], top), xytext=(c["batch_size"], top / 1.15),
-                            arrowprops=dict(arrowstyle="->", color="0.3"))
+    a1.set_ylim(bottom, top)
+    plain_log_axis(a1, "y")
+    ticks = [v for v in (0.1, 0.2, 0.3, 0.5, 0.7, 1, 1.5, 2, 3, 5, 7, 10, 20, 50, 100) if bottom <= v <= top]
+    a1.set_yticks(ticks, [f"{v:g}" for v in ticks])
+    a1.set_ylim(bottom, top)
     a1.axhline(1.0, color="black", lw=0.6, alpha=0.5)
     a1.set_xlabel("batch size B (responses per update)")
     a1.set_ylabel("ratio to the reference")
     a1.set_title("Sample penalty rN vs throughput gain")
-    a1.legend(fontsize=8)
+    a1.tick_params(labelsize=TICK_FONT)
+    a1.legend(fontsize=LEGEND_FONT)
     pr = [c for c in cs if c["predicted_relative_time"] is not None]
     if pr:
-        names = [str(c["run"] or f"B={c['batch_size']}") for c in pr]
+        names = [str(c["run"] or f"B={c['batch_size']}") + (" (pick)" if c["verdict"] == "recommended" else "")
+                 for c in pr]
         t = np.array([c["predicted_relative_time"] for c in pr])
-        err = np.array([[max(0, v - c["interval"][0]), max(0, _hi(c["interval"], v) - v)] if c["interval"] else [0, 0]
-                        for v, c in zip(t, pr)]).T
+        his = [c["interval"][1] if c["interval"] else v for v, c in zip(t, pr)]
+        right = 1.12 * max([1.0] + list(t) + [h for h in his if h is not None and np.isfinite(h)])
+        err = np.array([[max(0, v - c["interval"][0]), max(0, (h if h is not None else right) - v)]
+                        if c["interval"] else [0, 0] for v, c, h in zip(t, pr, his)]).T
         colors = ["tab:green" if c["verdict"] == "recommended" else "tab:red" if c["rejected"] else "tab:blue"
                   for c in pr]
         a2.barh(range(len(pr)), t, xerr=err, color=colors, capsize=3)
-        a2.set_yticks(range(len(pr)), names, fontsize=8)
+        for i, (c, h) in enumerate(zip(pr, his)):
+            if c["interval"] and h is None:
+                open_arrow(a2, right, i, "x")
+        a2.set_yticks(range(len(pr)), names, fontsize=TICK_FONT)
         a2.axvline(1.0, color="black", lw=0.8)
-        right = _axis_top(list(t))
-        if right is not None:
-            a2.set_xlim(0, right)
-    a2.set_xlabel("predicted time-to-target / reference's")
-    a2.set_title("Predicted time-to-target (green: recommended)")
+        a2.set_xlim(0, right)
+        a2.legend(handles=[Patch(color="tab:green", label="pick"), Patch(color="tab:blue", label="not rejected"),
+                           Patch(color="tab:red", label="rejected")], fontsize=LEGEND_FONT, loc="lower right")
+    a2.set_xlabel("predicted time-to-target / reference's (bar: 95% interval)")
+    a2.set_title("Predicted time-to-target")
+    a2.tick_params(labelsize=TICK_FONT)
     fig.tight_layout()
     figures = {"plan_rn_throughput_time": fig}
     fitted = fit_figure(plan, runs, metric=plan_kwargs.get("metric", "eval/score"))
@@ -96,7 +101,8 @@ def plan_section(plan_or_runs: dict[str, Any] | Sequence[Run], **plan_kwargs: An
     caps = {"plan_rn_throughput_time": "Left: the sample penalty rN (with its interval; measured, fitted or from "
             "the noise model) against the throughput gain, both relative to the reference; a batch is faster iff "
             "its throughput gain exceeds its rN. Right: the predicted time-to-target relative to the reference, "
-            "with its interval (green: recommended, red: rejected).",
+            "with its 95% interval (the pick green, rejected candidates red). Intervals are drawn whole; an arrow marks an "
+            "end that is open (unbounded).",
             "plan_fitted_curves": "Saturating fits R0 + (A - R0) / (1 + (C_mid / C)^b) of the held-out score "
             "against retained samples for the configurations whose rN is fitted (dashed: extrapolated to the "
             "target)."}

@@ -2,45 +2,73 @@
 
 from __future__ import annotations
 
-import warnings
 from typing import Any, Sequence
 
 import numpy as np
 
 from rlbatch.errors import UserError
+from rlbatch.output import fmt_rate
 from rlbatch.report.figures import batch_axis, plain_log_axis
 
 
 def throughput_section(runs: Sequence[Any], predict_batches: Sequence[int] | None = None,
-                       clock: str = "wall") -> dict[str, Any]:
+                       clock: str = "wall", measured: Sequence[dict[str, Any]] | None = None,
+                       timing: Sequence[dict[str, Any]] | None = None) -> dict[str, Any]:
     """The report section on throughput (report contract: title, markdown, figures, json_key, json).
 
-    Measured per-step timings per run (:func:`step_timings`), the fitted time model (:func:`fit_throughput_model`),
-    predictions for a ladder of B (default: doublings from the smallest measured B to 4x the largest), and the
-    sublinear generation window (:func:`sublinear_window`). ``json`` = {"measured": [...], "model": {...} | None,
-    "predicted": [...], "gen_window": {...}, "update_pairs": [...]}.
+    Per configuration, measured over each seed's whole run on ``clock`` (the accounting's): seconds per step split
+    into generation, scoring, update and other, which add up to the step (``timing``:
+    :func:`rlbatch.analysis.throughput.configuration_timings`), and the whole-run throughput with its interval
+    (``measured``: :func:`rlbatch.analysis.accounting.configuration_summaries`; both computed from ``runs`` when
+    not given). Then the fitted time model (:func:`fit_throughput_model`) and its predictions for the batch sizes
+    not run (default: doublings up to 4x the largest measured B), and the sublinear generation window
+    (:func:`sublinear_window`). ``json`` = {"clock", "measured": [per run], "configurations": [timing rows],
+    "model": {...} | None, "predicted": [...], "gen_window": {...}, "update_pairs": [...]}.
     """
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from rlbatch.analysis.throughput import fit_throughput_model, predict, step_timings, sublinear_window, time_ratios
+    from rlbatch.analysis.accounting import configuration_summaries
+    from rlbatch.analysis.curves import group_seeds
+    from rlbatch.analysis.throughput import (configuration_timings, fit_throughput_model, predict, step_timings,
+                                             sublinear_window, time_ratios)
+    from rlbatch.report.figures import LEGEND_FONT, TICK_FONT
 
     t = step_timings(runs, clock=clock)
-    js: dict[str, Any] = {"clock": clock, "measured": t.to_dict(orient="records"), "model": None, "predicted": [],
-                          "gen_window": None, "update_pairs": []}
+    if timing is None or measured is None:
+        groups = group_seeds(list(runs))
+        timing = configuration_timings(groups, clock) if timing is None else timing
+        measured = configuration_summaries(groups, None, clock=clock) if measured is None else measured
+    timing = list(timing)
+    thr = {m["config"]: m for m in measured}
+    js: dict[str, Any] = {"clock": clock, "measured": t.to_dict(orient="records"), "configurations": timing,
+                          "model": None, "predicted": [], "gen_window": None, "update_pairs": []}
     md: list[str] = []
     figs: dict[str, Any] = {}
+    secs = "CPU seconds" if clock == "cpu" else "seconds"
+    md.append(f"Measured per configuration over each seed's whole run, in {secs} per optimizer step on the "
+              "accounting's clock: generation + scoring + update + other = step"
+              + (" (the trainer times the phases in wall seconds; each keeps its wall-clock share of the step)"
+                 if clock == "cpu" else "") + ".")
+    md.append("\n| configuration | B | generation | scoring | update | other | step | throughput, whole run "
+              "(95% CI) |\n|---|---|---|---|---|---|---|---|")
+
+    def f3(v: Any) -> str:
+        return f"{v:.3g}" if isinstance(v, (int, float)) and np.isfinite(v) else "—"
+
+    for row in timing:
+        m = thr.get(row["config"], {})
+        cell = fmt_rate(m.get("throughput_samples_per_s"), m.get("throughput_ci"))
+        md.append(f"| {row['config']} | {row['batch_size']} | {f3(row['gen_s'])} | {f3(row['reward_s'])} | "
+                  f"{f3(row['train_s'])} | {f3(row['other_s'])} | {f3(row['step_s'])} | {cell} |")
     try:
         model = fit_throughput_model(t)
     except UserError as err:
-        md.append(f"Throughput model not fitted: {err}.")
+        md.append(f"\nThroughput model not fitted: {err}.")
         return {"title": "Throughput vs batch size", "markdown": "\n".join(md), "figures": figs,
                 "json_key": "throughput", "json": js}
     js["model"] = model
-    md.append(f"Seconds per step on the {'process CPU' if clock == 'cpu' else 'wall'} clock (the accounting's). "
-              "Predicted throughput = retained fraction x B / seconds per step, through the measured points "
-              "(interpolated between them; the per-phase fits below extrapolate beyond them).")
     lo, hi = model["batch_range"]
     if predict_batches is None:
         predict_batches, b = [], lo
@@ -53,12 +81,13 @@ def throughput_section(runs: Sequence[Any], predict_batches: Sequence[int] | Non
     js["gen_window"] = gw
     js["update_pairs"] = time_ratios(t["batch_size"], t["train_s"])
     k = model["gen"]["exponent"]
-    md.append(f"Generation time per step ~ {model['gen']['a']:.3g} x B^{k:.2f} (per doubling x{2 ** k:.2f}; "
-              f"{'sublinear' if k < 1 else 'not sublinear'}).")
-    if model.get("train"):
-        unit = "trained token" if model["train_x"] == "tokens" else "response"
-        md.append(f"Update time per step ~ {model['train']['intercept']:.3g} s + {model['train']['slope']:.3g} s per "
-                  f"{unit}.")
+    md.append("")
+    md.append(f"Fitted time model (least squares over the runs; the plan uses it for batch sizes not run): "
+              f"generation per step ~ {model['gen']['a']:.3g} x B^{k:.2f} (per doubling x{2 ** k:.2f}; "
+              f"{'sublinear' if k < 1 else 'not sublinear'})"
+              + (f"; update per step ~ {model['train']['intercept']:.3g} + {model['train']['slope']:.3g} per "
+                 f"{'trained token' if model['train_x'] == 'tokens' else 'response'}" if model.get("train") else "")
+              + ".")
     if gw["window"]:
         md.append(f"Sublinear generation window (measured): B = {gw['window'][0]} to {gw['window'][1]}.")
     else:
@@ -66,49 +95,86 @@ def throughput_section(runs: Sequence[Any], predict_batches: Sequence[int] | Non
     for p in gw["pairs"]:
         md.append(f"- gen B {p['b_from']} -> {p['b_to']}: time x{p['time_ratio']:.2f}, generation throughput "
                   f"x{p['throughput_gain']:.2f}")
-    md.append("\n| B | generation s/step | update s/step | total s/step | retained samples/s | from |\n"
-              "|---|---|---|---|---|---|")
-    for p in pred:
-        md.append(f"| {p['batch_size']} | {p['gen_s']:.3g} | {p['train_s']:.3g} | {p['step_s']:.3g} | "
-                  f"{p['throughput_samples_per_s']:.3g} | {'extrapolated' if p['extrapolated'] else 'fitted'} |")
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4))
+    new = [p for p in pred if p["batch_size"] not in {r["batch_size"] for r in timing}]
+    if new:
+        md.append(f"\nPredicted for batch sizes not run ({secs} per step; extrapolated beyond the measured range, "
+                  "so optimistic; the step is anchored to the measured points and split in the fitted phases' "
+                  "proportions, so the parts add up to it):\n\n| B | generation | scoring | update | step | "
+                  "predicted throughput |\n|---|---|---|---|---|---|")
+        for p in new:
+            sh = p.get("shares") or {"gen": float("nan"), "reward": float("nan"), "train": float("nan")}
+            rew = f3(sh["reward"] * p["step_s"]) if model.get("reward") else "—"
+            md.append(f"| {p['batch_size']} | {f3(sh['gen'] * p['step_s'])} | {rew} | {f3(sh['train'] * p['step_s'])} "
+                      f"| {p['step_s']:.3g} | {fmt_rate(p['throughput_samples_per_s'])} |")
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4.4))
     pb = np.array([p["batch_size"] for p in pred], float)
-    a1.loglog(t["batch_size"], t["gen_s"], "o", label="generation (measured)")
-    a1.loglog(pb, [p["gen_s"] for p in pred], "-", color=a1.lines[-1].get_color(), label="generation (fit)")
-    if t["train_s"].notna().any():
-        a1.loglog(t["batch_size"], t["train_s"], "s", label="update (measured)")
-        a1.loglog(pb, [max(p["train_s"], 1e-12) for p in pred], "-", color=a1.lines[-1].get_color(),
-                  label="update (fit)")
-    a1.loglog(pb, pred[0]["gen_s"] * pb / pb[0], ":", color="gray", label="linear in B")
+    tb = np.array([r["batch_size"] for r in timing], float)
+    ctrl = np.array([thr.get(c["config"], {}).get("lr_rule") == "none" for c in timing], bool)
+    for key, label, mk, col in (("gen_s", "generation", "o", "C0"), ("train_s", "update", "s", "C1")):
+        v = np.array([r[key] for r in timing], float)
+        if np.isfinite(v).any():
+            a1.loglog(tb, v, mk, color=col, label=f"{label} (measured)")
+            # the fit where it is positive (an affine update fit can cross 0 below the measured range)
+            fv = np.array([p[key] for p in pred], float)
+            ok = fv > 0.05 * np.nanmin(v[v > 0]) if (v > 0).any() else fv > 0
+            a1.loglog(pb[ok], fv[ok], "-", color=col, label=f"{label} (fit)")
+    st = np.array([r["step_s"] for r in timing], float)
+    a1.loglog(tb, st, "D", mfc="none", color="0.2", label="whole step (measured)")
+    a1.loglog(pb, [p["step_s"] for p in pred], "--", color="0.2", label="whole step (model)")
     batch_axis(a1)
     plain_log_axis(a1, "y")
     a1.set_xlabel("batch size B (responses per update)")
-    a1.set_ylabel("seconds per optimizer step")
+    a1.set_ylabel(f"{secs} per optimizer step")
     a1.set_title("Time per step vs batch size")
-    a1.legend(fontsize=8)
-    a2.semilogx(t["batch_size"], t["throughput_samples_per_s"], "o", label="measured")
-    a2.semilogx(pb, [p["throughput_samples_per_s"] for p in pred], "-", label="predicted")
+    a1.tick_params(labelsize=TICK_FONT)
+    a1.legend(fontsize=LEGEND_FONT - 1)
+    xs = np.array([thr.get(r["config"], {}).get("throughput_samples_per_s") or np.nan for r in timing], float)
+    cis = [thr.get(r["config"], {}).get("throughput_ci") for r in timing]
+    err = np.array([[max(0.0, x - c[0]), max(0.0, c[1] - x)] if c and c[0] is not None and c[1] is not None
+                    else [0.0, 0.0] for x, c in zip(xs, cis)]).T if len(xs) else None
+    rule = ~ctrl if len(ctrl) else np.ones(len(xs), bool)
+    if rule.any():
+        a2.errorbar(tb[rule], xs[rule], yerr=err[:, rule], fmt="o", capsize=3, color="C0",
+                    label="measured (95% CI), LR rule")
+    if (~rule).any():
+        a2.errorbar(tb[~rule] * 1.07, xs[~rule], yerr=err[:, ~rule], fmt="D", mfc="white", capsize=3, color="C3",
+                    label="measured (95% CI), fixed-LR control")
+    a2.plot(pb, [p["throughput_samples_per_s"] for p in pred], "-", color="0.4", label="model")
+    a2.set_xscale("log")
     batch_axis(a2)
     a2.set_xlabel("batch size B (responses per update)")
-    a2.set_ylabel("throughput (retained samples / s)")
+    a2.set_ylabel(f"throughput (retained samples / {'CPU ' if clock == 'cpu' else ''}s)")
     a2.set_title("Throughput vs batch size")
-    a2.legend(fontsize=8)
+    a2.tick_params(labelsize=TICK_FONT)
+    a2.legend(fontsize=LEGEND_FONT - 1)
     fig.tight_layout()
     figs["time_and_throughput_vs_batch"] = fig
-    caps = {"time_and_throughput_vs_batch": "Left: seconds per optimizer step for generation and for the update, "
-            "measured (points) and fitted (lines), against the batch size; the dotted line grows linearly in B. "
-            "Right: throughput in retained training samples per second, measured per run and predicted."}
+    caps = {"time_and_throughput_vs_batch": f"Left: {secs} per optimizer step for generation, the update and the "
+            "whole step, measured per configuration (points) and from the fitted time model (lines), against the "
+            "batch size. Right: whole-run throughput in retained training samples per second, measured per "
+            "configuration with its 95% interval, and the model's prediction."}
     return {"title": "Throughput vs batch size", "markdown": "\n".join(md), "figures": figs, "captions": caps,
             "json_key": "throughput", "json": js}
 
 
-def _fmt_fit(fit: dict[str, Any]) -> str:
+def _fmt_fit(fit: dict[str, Any], family: Sequence[int] | None = None) -> str:
     ci = fit["slope_ci"]
     ci_s = f" (95% CI {ci[0]:.3f} to {ci[1]:.3f})" if all(np.isfinite(ci)) else ""
     knee = fit["knee_batch"]
-    if len(fit["fit_batches"]) >= 2:
-        lines = [f"- `{fit['metric']}`: log-log slope over B in {fit['fit_batches']} = **{fit['slope']:.3f}**{ci_s} "
-                 f"(ideal -0.5); over all batch sizes {fit['slope_all']:.3f}."]
+    fb = fit["fit_batches"]
+    if fit.get("fit_range") == "given":
+        where = (f"over the aligned family as the accounting defines it (B = {fb[0]} to {fb[-1]}: rN within the "
+                 "tolerance on the LR rule)")
+    else:
+        if family is not None:
+            fam_s = f"B = {family[0]}" + (f" to {family[-1]}" if family[-1] != family[0] else " only")
+            why = f"the aligned family ({fam_s}) has gradient norms at fewer than two batch sizes"
+        else:
+            why = "no aligned family from an accounting"
+        where = f"over B = {fb[0]} to {fb[-1]} ({'up to the knee' if knee is not None else 'every batch size'}; {why})"
+    if len(fb) >= 2:
+        lines = [f"- `{fit['metric']}`: log-log slope {where} = **{fit['slope']:.3f}**{ci_s} (ideal -0.5); over "
+                 f"all batch sizes {fit['slope_all']:.3f}."]
     else:
         ca = fit.get("slope_all_ci") or [float("nan")] * 2
         ca_s = f" (95% CI {ca[0]:.3f} to {ca[1]:.3f})" if all(np.isfinite(ca)) else ""
@@ -119,20 +185,25 @@ def _fmt_fit(fit: dict[str, Any]) -> str:
         lines.append(f"  Bootstrap over seeds: {lo:.3f} to {hi:.3f}.")
     for d in fit["doublings"]:
         lines.append(f"  - B {d['b_from']} -> {d['b_to']}: ratio {d['ratio']:.3f} vs {d['expected']:.3f} "
-                     f"({d['departure']:+.0%}){' — past the knee' if d['past_knee'] else ''}")
+                     f"({d['departure']:+.0%}){' — departs from 1/sqrt(2)' if d['past_knee'] else ''}")
     lines.append("")
     lines.append(f"Knee (critical batch): **{knee}** (the lower B of the first doubling whose ratio departs from "
-                 f"1/sqrt(2) by more than {fit.get('tolerance', 0.08):.0%})." if knee is not None else
+                 f"1/sqrt(2) by more than {fit.get('tolerance', 0.08):.0%}; from the gradient norms, while the aligned "
+                 "family is the accounting's, from rN)." if knee is not None else
                  "No knee within the measured batch sizes: all doublings stay within the tolerance of 1/sqrt(2).")
     return "\n".join(lines)
 
 
-def noise_section(runs: Sequence[Any], target: float | None = None, metric: str = "eval/score") -> dict[str, Any]:
+def noise_section(runs: Sequence[Any], target: float | None = None, metric: str = "eval/score",
+                  family: Sequence[int] | None = None) -> dict[str, Any]:
     """The report section on gradient noise (report contract of the lead: title, markdown, figures, json_key, json).
 
     Contents: the grad-norm vs B fit and knee for the actor and, where logged, the critic
     (:func:`fit_grad_norm_scaling`); the smoothed B_simple over training per run (:func:`b_simple_smoothed`) and its
     whole-run value (bootstrap interval over seeds at equal B); the G x P equivalence (:func:`gp_equivalence`).
+    ``family``: the aligned family's batch sizes (the accounting's, :func:`rlbatch.report.family.aligned_family`);
+    the slope is fitted over them when two or more have gradient norms, else up to the knee. B_simple per B with
+    its interval or the reason it has none (:func:`b_simple_by_batch`).
     Parts whose inputs are missing are stated as such. ``json`` = {"actor": fit|None, "critic": fit|None,
     "b_simple": [{run, batch_size, seed, b_simple, b_simple_final}], "b_simple_by_batch": [...], "gp_equivalence":
     [...]}.
@@ -141,8 +212,9 @@ def noise_section(runs: Sequence[Any], target: float | None = None, metric: str 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from rlbatch.analysis.noise import (X, _loglog_fit, b_simple_overall, b_simple_smoothed, bootstrap_ci,
+    from rlbatch.analysis.noise import (_loglog_fit, b_simple_by_batch, b_simple_overall, b_simple_smoothed,
                                         fit_grad_norm_scaling, gp_equivalence)
+    from rlbatch.report.figures import LEGEND_FONT, TICK_FONT
 
     runs = list(runs)
     md: list[str] = []
@@ -151,15 +223,15 @@ def noise_section(runs: Sequence[Any], target: float | None = None, metric: str 
     fits = {}
     for role, m in (("actor", "grad_norm/actor"), ("critic", "grad_norm/critic")):
         try:
-            fits[role] = fit_grad_norm_scaling(runs, m)
+            fits[role] = fit_grad_norm_scaling(runs, m, fit_batches=family)
         except UserError as err:
             if role == "actor":
                 md.append(f"- Grad norm vs B: not fitted ({err}).")
             continue
         js[role] = fits[role]
-        md.append(_fmt_fit(fits[role]))
+        md.append(_fmt_fit(fits[role], family))
     if fits:
-        fig, ax = plt.subplots(figsize=(5.5, 4))
+        fig, ax = plt.subplots(figsize=(6.5, 4.4))
         for role, fit in fits.items():
             b = np.array([p["batch_size"] for p in fit["points"]], float)
             v = np.array([p["value"] for p in fit["points"]])
@@ -170,7 +242,9 @@ def noise_section(runs: Sequence[Any], target: float | None = None, metric: str 
             icpt = fit["intercept"] if key == "slope" else _loglog_fit(b, v, 0.95)["intercept"]
             if np.isfinite(fit[key]):
                 ax.loglog(fb, np.exp(icpt) * fb ** fit[key], "--", color=line.get_color(),
-                          label=f"{role} fit, slope {fit[key]:.2f}" + ("" if key == "slope" else " (all B)"))
+                          label=f"{role} fit, slope {fit[key]:.2f}" + (
+                              " (all B)" if key != "slope" else " (aligned family)" if fit.get("fit_range") == "given"
+                              else ""))
             if fit["knee_batch"] is not None:
                 ax.axvline(fit["knee_batch"], color=line.get_color(), alpha=0.4, ls=":", label="knee")
             ax.loglog(b, v[0] * (b / b[0]) ** -0.5, ":", color="gray", alpha=0.6, label="B^-1/2")
@@ -179,7 +253,8 @@ def noise_section(runs: Sequence[Any], target: float | None = None, metric: str 
         ax.set_xlabel("batch size B (responses per update)")
         ax.set_ylabel("mean gradient norm before clipping")
         ax.set_title("Gradient norm vs batch size (dotted grey: B^-1/2)")
-        ax.legend(fontsize=8)
+        ax.tick_params(labelsize=TICK_FONT)
+        ax.legend(fontsize=LEGEND_FONT)
         fig.tight_layout()
         figs["grad_norm_vs_batch"] = fig
     # B_simple
@@ -197,43 +272,62 @@ def noise_section(runs: Sequence[Any], target: float | None = None, metric: str 
                                "b_simple": overall, "b_simple_final": final})
         curves.append((r, d))
     if curves:
-        by_b: dict[int, list[float]] = {}
-        for row in js["b_simple"]:
-            if row["batch_size"] is not None and np.isfinite(row["b_simple"]):
-                by_b.setdefault(row["batch_size"], []).append(row["b_simple"])
-        md.append("\n**Simple noise scale B_simple = tr(Sigma)/|G|^2** (McCandlish et al. 2018), averaged over each run "
-                  "(responses):")
-        for b in sorted(by_b):
-            vals = by_b[b]
-            lo, hi = bootstrap_ci(vals)
-            ci = f" (bootstrap over {len(vals)} seeds: {lo:.3g} to {hi:.3g})" if len(vals) >= 2 else ""
-            js["b_simple_by_batch"].append({"batch_size": b, "b_simple": float(np.mean(vals)), "n_runs": len(vals),
-                                            "ci": [lo, hi] if len(vals) >= 2 else None})
-            md.append(f"- B = {b}: B_simple ~ {np.mean(vals):.3g}{ci}"
-                      f"{' — the batch is above the noise scale' if np.mean(vals) < b else ''}")
-        fig, ax = plt.subplots(figsize=(5.5, 4))
+        js["b_simple_by_batch"] = b_simple_by_batch(runs)
+        md.append("\n**Simple noise scale B_simple = tr(Sigma)/|G|^2** (McCandlish et al. 2018), per batch size over "
+                  "every step of its runs (mean tr(Sigma) over mean |G|^2, responses), with a 95% interval "
+                  "(bootstrap over seeds and blocks of steps):")
+        for row in js["b_simple_by_batch"]:
+            v, ci = row["b_simple"], row["ci"]
+            if v is None:
+                md.append(f"- B = {row['batch_size']}: no B_simple — {row['reason']}.")
+                continue
+            if ci:
+                hi = "unbounded" if ci[1] is None else f"{ci[1]:.3g}"
+                iv = f" (95% CI {ci[0]:.3g} to {hi})"
+            else:
+                iv = f" (no interval: {row['reason']})"
+            md.append(f"- B = {row['batch_size']}: B_simple ~ {v:.3g}{iv}"
+                      f"{' — the batch is above the noise scale' if v < row['batch_size'] else ''}")
+        fig, ax = plt.subplots(figsize=(6.5, 4.4))
         pts = [(row["batch_size"], row["b_simple"]) for row in js["b_simple"]
                if row["batch_size"] and row["b_simple"] is not None and np.isfinite(row["b_simple"])
                and row["b_simple"] > 0]
         if pts:
             ax.plot([p[0] for p in pts], [p[1] for p in pts], "o", color="0.6", ms=4, alpha=0.7,
                     label="one run (mean over its steps)")
-        summ = [r for r in js["b_simple_by_batch"] if r["b_simple"] > 0]
+        summ = [r for r in js["b_simple_by_batch"] if r["b_simple"] is not None and r["b_simple"] > 0]
         if summ:
             bb = np.array([r["batch_size"] for r in summ], float)
             mm = np.array([r["b_simple"] for r in summ])
-            # an interval reaching 0 or below (the estimator is unbiased, so a run's mean can be negative) is
-            # drawn down to 1/100 of the mean on the log axis
-            err = np.array([[max(0.0, m - max(r["ci"][0], m / 100)), max(0.0, r["ci"][1] - m)] if r["ci"]
-                            else [0.0, 0.0] for m, r in zip(mm, summ)]).T
-            ax.errorbar(bb, mm, yerr=err, fmt="s", color="C0", capsize=3, label="mean per B (95% bootstrap)")
+            los = [r["ci"][0] if r["ci"] else m for m, r in zip(mm, summ)]
+            his = [r["ci"][1] if r["ci"] else m for m, r in zip(mm, summ)]
+            vals = [v for v in list(mm) + [p[1] for p in pts] + [x for x in los + his if x is not None]
+                    if v is not None and v > 0]
+            bottom, top = min(vals) / 1.5, max(vals) * 1.5
+            # a lower end at or below 0 (the estimator is unbiased, so it can be) and an open upper end: arrows
+            lo_d = [l if l is not None and l > 0 else bottom for l in los]
+            hi_d = [h if h is not None else top for h in his]
+            ax.errorbar(bb, mm, yerr=np.array([np.maximum(0, mm - lo_d), np.maximum(0, np.array(hi_d) - mm)]),
+                        fmt="s", color="C0", capsize=3, label="per B, all its steps (95% CI)")
+            for x, l, h in zip(bb, los, his):
+                if h is None:
+                    ax.annotate("", xy=(x, top), xytext=(0, -18), textcoords="offset points",
+                                arrowprops=dict(arrowstyle="-|>", color="C0"))
+                if l is not None and l <= 0:
+                    ax.annotate("", xy=(x, bottom), xytext=(0, 18), textcoords="offset points",
+                                arrowprops=dict(arrowstyle="-|>", color="C0"))
             ax.plot(bb, bb, ":", color="0.3", label="B_simple = B")
+            ax.set_ylim(bottom, top)
         batch_axis(ax)
         plain_log_axis(ax, "y")
+        if summ:
+            ax.set_ylim(bottom, top)
         ax.set_xlabel("batch size B (responses per update)")
         ax.set_ylabel("B_simple (responses)")
         ax.set_title("Simple noise scale per batch size")
-        ax.legend(fontsize=8)
+        ax.tick_params(labelsize=TICK_FONT)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=LEGEND_FONT)
         fig.tight_layout()
         figs["b_simple_by_batch"] = fig
     else:
@@ -248,10 +342,11 @@ def noise_section(runs: Sequence[Any], target: float | None = None, metric: str 
             md.append(f"- B={row['batch_size']}: P={row['prompts_per_step']}, G={row['group_size']} vs "
                       f"P={ref['prompts_per_step']}, G={ref['group_size']}: {dev}{rn}")
     caps = {"grad_norm_vs_batch": "Mean gradient norm (before clipping) against the batch size, log-log, with the "
-            "least-squares slope over the aligned range and the knee (critical batch); inside the aligned range the "
+            "least-squares slope over the range the text names (the aligned family when there is one) and the knee (critical batch); inside the aligned range the "
             "norm falls like B^-1/2 (dotted grey).",
             "b_simple_by_batch": "Simple noise scale B_simple (McCandlish et al. 2018) per batch size: each run's "
-            "mean over its steps (grey) and the mean per B with its 95% bootstrap interval over seeds; where it "
+            "mean over its steps (grey) and the value per B over all its steps with its 95% interval (arrows: an end "
+            "beyond what the steps can bound); where it "
             "lies below the dotted line B_simple = B, the batch is larger than the noise scale."}
     return {"title": "Gradient noise and the critical batch", "markdown": "\n".join(md), "figures": figs,
             "captions": caps, "json_key": "noise", "json": js}

@@ -447,6 +447,12 @@ def train(cfg: TrainConfig, out_dir: Path | str, *, resume: bool = False, progre
     from rlbatch.train.tasks import get_task
 
     out = Path(out_dir)
+    # what the user named first: an unknown --task or --model fails before any other setting is checked
+    task = task or get_task(cfg.task, seed=cfg.split_seed, eval_size=cfg.eval_size)
+    if model_tok is None:
+        from rlbatch.train.models import load_model
+
+        model_tok = load_model(cfg.model, cfg.device)
     cfg.check_updates()
     lr = cfg.resolved_lr()
     micro = cfg.resolved_micro()
@@ -473,15 +479,18 @@ def train(cfg: TrainConfig, out_dir: Path | str, *, resume: bool = False, progre
         if n:
             torch.set_num_threads(n)
 
-    task = task or get_task(cfg.task, seed=cfg.split_seed, eval_size=cfg.eval_size)
+    existed = out.exists()
     check_writable(out)
     lock = lock_run_dir(out)
     try:
         with precision_context(cfg.precision, cfg.device):
             return _train(cfg, out, lr, micro, resume, progress, model_tok, task)
     finally:
-        if lock is not None:
+        if lock is not None:  # no stale lock: removed while still held, then released
+            (out / LOCK).unlink(missing_ok=True)
             lock.close()
+            if not existed and out.is_dir() and not any(out.iterdir()):
+                out.rmdir()  # a run that failed before writing anything leaves no empty directory
 
 
 def _train(cfg: TrainConfig, out: Path, lr: float, micro: int, resume: bool, progress: bool, model_tok,
