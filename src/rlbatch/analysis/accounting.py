@@ -411,7 +411,7 @@ def account_runs(runs: Sequence[Run], target: float, metric: str = "eval/score",
     h = headline(rows, ref if ref_ok else None, metric, target, runs)
     retune = lr_retuning(rows, ref)
     if retune.rule is not None:
-        h["bullets"].append(retune.sentence())
+        h["lr_note"] = retune.sentence()
     text, best, tied = headline_markdown(h), h["pick"], h["within_noise"]
     return {"rows": rows, "reference": ref, "recommendation": text, "headline": h, "best": best,
             "within_noise": tied, "clock": basis, "estimates": ests, "lr_retuning": retuning_json(retune)}
@@ -545,10 +545,12 @@ def headline(rows: list[dict[str, Any]], ref: str | None, metric: str, target: f
 
 
 def headline_markdown(h: dict[str, Any]) -> str:
-    """A :func:`headline` as Markdown: its lines (hard line breaks), then its bullets."""
+    """A :func:`headline` as Markdown: its lines (hard line breaks), then its bullets (one per configuration, then
+    how the learning rate was set across batch sizes, ``lr_note``, when known)."""
     text = "  \n".join(h["lines"])
-    if h["bullets"]:
-        text += "\n\n" + "\n".join(f"- {b}" for b in h["bullets"])
+    bullets = list(h["bullets"]) + ([h["lr_note"]] if h.get("lr_note") else [])
+    if bullets:
+        text += "\n\n" + "\n".join(f"- {b}" for b in bullets)
     return text
 
 
