@@ -6,16 +6,14 @@ import pytest
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED_CANDIDATES = (REPO.parent / "shared", Path("/work/shared"))
-SHARED = next((p for p in SHARED_CANDIDATES if p.is_dir()), SHARED_CANDIDATES[0])
+DATA = REPO / "tests" / "data"
 PAPER_CSV = REPO / "src" / "rlbatch" / "data" / "hunyuan_grpo_accounting.csv"
 
 
 @pytest.fixture
-def shared_dir() -> Path:
-    if not SHARED.is_dir():
-        pytest.skip("shared data not present (looked in ../shared beside the checkout and /work/shared)")
-    return SHARED
+def data_dir() -> Path:
+    """``tests/data``: the fixtures in the repository (real logs under ``logs/``, ``gsm8k/``; SOURCE notes)."""
+    return DATA
 
 
 @pytest.fixture(scope="module")
