@@ -421,6 +421,8 @@ def demo_cmd(
     out: Path = typer.Option(Path("runs/demo"), "--out", help="Output directory (resumable)."),
     preset: str = typer.Option("tiny", "--preset", help="tiny (minutes on 2 CPU cores) or smollm2-135m (GPU)."),
     seeds: Optional[int] = typer.Option(None, "--seeds", help="Seeds per configuration (default: the preset's)."),
+    seed_offset: int = typer.Option(0, "--seed-offset", help="First seed: seeds OFFSET .. OFFSET+seeds-1 (another "
+                                    "offset repeats the whole study on an independent seed set; use another --out)."),
     samples: Optional[int] = typer.Option(None, "--samples", help="Retained-response budget per trial (default: "
                                           "the preset's; tiny trials stop at the target before it)."),
     workers: Optional[int] = typer.Option(None, "--workers", help="Parallel trial processes (default min(2, CPUs))."),
@@ -437,7 +439,7 @@ def demo_cmd(
     from rlbatch.sweep.demo import run_demo
 
     rep = run_demo(out, preset=preset, seeds=seeds, samples=samples, workers=workers, device=device,
-                   progress=fmt is Format.table, algo=algo, backend=backend)
+                   progress=fmt is Format.table, algo=algo, backend=backend, seed_offset=seed_offset)
     _print_sweep_report(rep, fmt, out)
     if fmt is not Format.json:
         c = rep.get("demo_cost") or {}

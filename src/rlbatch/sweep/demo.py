@@ -59,9 +59,11 @@ PPO_DEMOS: dict[str, dict[str, Any]] = {
 
 def run_demo(out: Path | str = "runs/demo", *, preset: str = "tiny", seeds: int | None = None,
              samples: int | None = None, workers: int | None = None, device: str = "cpu",
-             progress: bool = True, algo: str = "grpo", backend: str = "local") -> dict:
+             progress: bool = True, algo: str = "grpo", backend: str = "local", seed_offset: int = 0) -> dict:
     """Run the demo study of ``preset`` into ``out`` (resumable: finished trials are skipped) and write the report.
     ``backend``: ``local`` (our trainer) or ``trl`` (each trial with TRL's GRPOTrainer, GRPO only).
+    ``seed_offset``: the seed set (seeds ``seed_offset`` .. ``seed_offset + seeds - 1``; another offset, another
+    independent repetition of the whole study).
     Returns the report's JSON object plus ``demo_seconds``. Raises :class:`UserError` for an unknown preset or
     backend."""
     from rlbatch.sweep.local import plan_trials, run_sweep
@@ -86,13 +88,16 @@ def run_demo(out: Path | str = "runs/demo", *, preset: str = "tiny", seeds: int 
     t0 = time.perf_counter()
     specs = plan_trials(base_batch=d["base_batch"], base_lr=d["base_lr"], batches=d["batches"], rule=d["rule"],
                         group_sizes=d["group_sizes"], seeds=d["seeds"], fixed_lr_control=d["fixed_lr_control"],
-                        samples=d["samples"], model=d["model"], task=d["task"], options=opts)
+                        samples=d["samples"], model=d["model"], task=d["task"], options=opts,
+                        seed_offset=seed_offset)
     settings = {k: v for k, v in d.items() if k != "options"} | {"options": opts, "preset": preset,
-                                                                 "workers": workers, "algo": algo}
+                                                                 "workers": workers, "algo": algo,
+                                                                 "seed_offset": seed_offset}
     run_sweep(specs, out, workers=workers, threads=1, settings=settings | {"backend": backend}, progress=progress,
               runner=backend)
     rep = report_sweep(out, target=d["target"], title=f"rlbatch demo: {algo.upper()} batch-size study ({preset} preset, "
-                       f"{d['task']}, sqrt LR rule + fixed-LR control, {d['seeds']} seed(s))")
+                       f"{d['task']}, sqrt LR rule + fixed-LR control, {d['seeds']} seed(s)"
+                       + (f" from seed {seed_offset}" if seed_offset else "") + ")")
     rep["demo_seconds"] = time.perf_counter() - t0
     rep["demo_cost"] = demo_cost(out)
     return rep
