@@ -30,7 +30,10 @@ class Format(str, Enum):
     markdown = "markdown"
 
 
+#: The paper's accounting table (Li et al. 2026, Qwen3-8B GRPO: P = 128 ... 2048 at G = 8 and a fixed-LR control),
+#: package data; ``rlbatch account --paper`` reads it, with P128 as the default reference.
 PAPER_TABLE = Path(__file__).parent / "data" / "hunyuan_grpo_accounting.csv"
+PAPER_REFERENCE = "P128"
 
 
 # --------------------------------------------------------------------------------------------------- lr
@@ -89,15 +92,26 @@ def _print_accounting(rows, reference: str, fmt: Format, title: str = "End-to-en
 
 @app.command("account")
 def account_cmd(
-    table: Path = typer.Argument(..., help="CSV with columns run, prompts_per_step, group_size, lr, "
-                                 "samples_to_target and wall_clock_h (or wall_clock_s / throughput_samples_per_s)."),
-    reference: str = typer.Option(..., "--reference", help="Run to compare against (rN = 1 by definition)."),
+    table: Optional[Path] = typer.Argument(None, help="CSV with columns run, prompts_per_step, group_size, lr, "
+                                           "samples_to_target and wall_clock_h (or wall_clock_s / "
+                                           "throughput_samples_per_s). Omit it with --paper."),
+    paper: bool = typer.Option(False, "--paper", help="Use the paper's table (Li et al. 2026, shipped with rlbatch; "
+                               f"reference {PAPER_REFERENCE} unless --reference is given) instead of a CSV."),
+    reference: Optional[str] = typer.Option(None, "--reference", help="Run to compare against (rN = 1 by "
+                                            "definition). Required with a CSV."),
     fmt: Format = typer.Option(Format.table, "--format", help="Output format."),
 ) -> None:
     """End-to-end accounting: rN, relative throughput, relative time-to-target, and whether each run is faster
     than the reference (faster iff relative throughput > rN)."""
     from rlbatch.analysis.accounting import account, read_accounting_csv
 
+    if paper == (table is not None):
+        raise UserError("give either a CSV table or --paper (the paper's table), not both" if paper else
+                        "give a CSV table, or --paper for the paper's table", field="table")
+    if paper:
+        table, reference = PAPER_TABLE, reference or PAPER_REFERENCE
+    elif reference is None:
+        raise UserError("--reference is required with a CSV table (the run to compare against)", field="reference")
     rows = account(read_accounting_csv(table), reference)
     _print_accounting(rows, reference, fmt)
 
