@@ -151,7 +151,7 @@ def train_cmd(
     lr: Optional[float] = typer.Option(None, "--lr", help="Learning rate (else from --base-batch/--base-lr/--rule)."),
     base_batch: Optional[int] = typer.Option(None, "--base-batch", help="B0 of the LR rule."),
     base_lr: Optional[float] = typer.Option(None, "--base-lr", help="lr0 of the LR rule (with neither --lr nor a "
-                                            "base: the preset's demo calibration, tiny: B0 16, lr0 1e-4)."),
+                                            "base: the preset's demo calibration, tiny: B0 16, lr0 5e-5)."),
     rule: str = typer.Option("sqrt", "--rule", help="LR rule when --lr is not given: sqrt, linear, none."),
     samples: int = typer.Option(4096, "--samples", help="Retained-sample budget."),
     out: Path = typer.Option(..., "--out", help="Run directory to write."),
