@@ -447,7 +447,7 @@ def demo_cmd(
                                 "GRPOTrainer; GRPO only; needs rlbatch[trl])."),
 ) -> None:
     """The main job: a real batch-size study on the tiny preset (B = 16 to 2048 on the square-root LR rule, past
-    the critical batch, plus a fixed-LR control at B = 256, 3 seeds, target 0.35), then the report: the accounting,
+    the critical batch, plus a fixed-LR control at B = 256, 3 seeds, target 0.37), then the report: the accounting,
     where the aligned family ends, the rejected larger batches and the recommendation. --seed-offset repeats it on
     another seed set."""
     _quiet_transformers()
