@@ -7,8 +7,9 @@
 
 Reads each directory's report.json (what the report itself computed; nothing is re-estimated here) and checks:
 
-1. overlay: on the square-root rule the first two doublings above the reference (2 B0, 4 B0) have an rN 95% interval
-   that contains 1 (their samples-to-target is the reference's within noise);
+1. overlay: on the square-root rule the first doubling above the reference (2 B0; ``--doublings N`` for the first
+   N) has an rN 95% interval that contains 1 (its samples-to-target is the reference's within noise); the next
+   doubling's rN is shown beside it;
 2. control: the fixed-LR control's rN 95% interval lies wholly above 1 (the sample penalty of not retuning lr);
 3. generation is sublinear in B: the fitted exponent k of generation time per step ~ B^k has its 95% interval
    below 1 (the point estimate when the fit gives no interval);
@@ -34,14 +35,16 @@ def _x(v, fmt=".2f") -> str:
     return "n/a" if v is None else format(v, fmt)
 
 
-def findings(rep: dict) -> dict:
-    """The four findings of one demo report (the report.json object). Returns a dict of strings and booleans."""
+def findings(rep: dict, doublings: int = 1) -> dict:
+    """The four findings of one demo report (the report.json object); finding 1 on the first ``doublings``
+    doublings above the reference. Returns a dict of strings and booleans."""
     rows = rep["accounting"]
     ref = next(r for r in rows if r["run"] == rep["reference"])
     b0 = ref["batch_size"]
     rule = [r for r in rows if r.get("lr_rule") == ref.get("lr_rule")]
     by_b = {r["batch_size"]: r for r in rule}
-    first = [by_b[b] for b in (2 * b0, 4 * b0) if b in by_b]
+    first = [by_b[b0 * 2 ** i] for i in range(1, doublings + 1) if b0 * 2 ** i in by_b]
+    shown = first + ([by_b[b0 * 2 ** (doublings + 1)]] if b0 * 2 ** (doublings + 1) in by_b else [])
     overlay = bool(first) and all(r["rN_ci"] and r["rN_ci"][0] is not None and r["rN_ci"][0] <= 1.0
                                   and (r["rN_ci"][1] is None or r["rN_ci"][1] >= 1.0) for r in first)
     ctrl = next((r for r in rows if r.get("lr_rule") == "none"), None)
@@ -63,7 +66,7 @@ def findings(rep: dict) -> dict:
                      if best else "n/a"),
         "ladder": ", ".join(f"{b}: {_x(by_b[b]['rN'])}{_ci(by_b[b]['rN_ci'])}" for b in sorted(by_b) if b != b0),
         "overlay": overlay,
-        "overlay_text": "; ".join(f"B = {r['batch_size']}: {_x(r['rN'])}{_ci(r['rN_ci'])}" for r in first),
+        "overlay_text": "; ".join(f"B = {r['batch_size']}: {_x(r['rN'])}{_ci(r['rN_ci'])}" for r in shown),
         "control": control,
         "control_text": (f"B = {ctrl['batch_size']}: " + (f"{ctrl['rN']:.2f}{_ci(ctrl['rN_ci'])}" if ctrl["reached"]
                                                           else "not reached") if ctrl else "no control"),
@@ -85,6 +88,7 @@ def yes(v: bool) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("dirs", nargs="+", type=Path, help="demo output directories (each with report.json)")
+    ap.add_argument("--doublings", type=int, default=1, help="finding 1 on the first N doublings above B0")
     args = ap.parse_args(argv)
     cols = []
     for d in args.dirs:
@@ -92,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         settings = {}
         if (d / "sweep.json").is_file():
             settings = json.loads((d / "sweep.json").read_text(encoding="utf-8")).get("settings") or {}
-        f = findings(rep)
+        f = findings(rep, args.doublings)
         off = settings.get("seed_offset", 0)
         f["name"] = f"seeds {off}-{off + settings.get('seeds', 1) - 1}" if settings else d.name
         f["cost"] = (f"{rep['demo_cost']['train_cpu_s']:.0f} CPU-s training + {rep['demo_cost']['eval_s']:.0f} s eval"
@@ -102,7 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     for label, key in (("reference samples-to-target", "reference"), ("headline (fastest)", "headline"),
                        ("rN on the sqrt rule (95% CI)", "ladder"), ("aligned family", "family")):
         lines.append(f"| {label} | " + " | ".join(c[key] for c in cols) + " |")
-    for label, key in (("(1) first doublings overlay (rN CI contains 1)", "overlay"),
+    first = "first doubling" if args.doublings == 1 else f"first {args.doublings} doublings"
+    for label, key in ((f"(1) {first} on the sqrt rule overlay (rN CI contains 1)", "overlay"),
                        ("(2) fixed-LR control pays (rN CI above 1)", "control"),
                        ("(3) generation sublinear in B", "sublinear"),
                        ("(4) past the family's end a larger B is rejected", "rejected")):

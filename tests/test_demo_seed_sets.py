@@ -38,6 +38,9 @@ def test_all_four_findings():
 def test_each_finding_can_fail():
     assert dss.findings(report(control_ci=(0.49, 1.29)))["control"] is False  # the fresh machine's control (issue 23)
     assert dss.findings(report(b32_ci=(1.05, 1.6)))["overlay"] is False
+    assert dss.findings(report())["overlay_text"] == "B = 32: 1.05 (0.70-1.40); B = 64: 0.90 (0.60-1.20)"
+    two = dss.findings(report(), doublings=2)
+    assert two["overlay"] is True and two["overlay_text"].startswith("B = 32")
     assert dss.findings(report(k_ci=(0.8, 1.1)))["sublinear"] is False
     rep = report()
     rep["rejected"] = []
