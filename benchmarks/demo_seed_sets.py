@@ -24,6 +24,8 @@ import json
 import sys
 from pathlib import Path
 
+from rlbatch.sweep.demo import demo_cost
+
 
 def _ci(ci) -> str:
     if not ci or ci[0] is None:
@@ -99,8 +101,9 @@ def main(argv: list[str] | None = None) -> int:
         f = findings(rep, args.doublings)
         off = settings.get("seed_offset", 0)
         f["name"] = f"seeds {off}-{off + settings.get('seeds', 1) - 1}" if settings else d.name
-        f["cost"] = (f"{rep['demo_cost']['train_cpu_s']:.0f} CPU-s training + {rep['demo_cost']['eval_s']:.0f} s eval"
-                     if rep.get("demo_cost") else "")
+        cost = rep.get("demo_cost") or demo_cost(d)
+        f["cost"] = (f"{cost['trials']} trials: {cost['train_cpu_s']:.0f} CPU-s of training steps, {cost['eval_s']:.0f} s "
+                     "of evaluation" if cost.get("trials") else "")
         cols.append(f)
     lines = ["| | " + " | ".join(c["name"] for c in cols) + " |", "|---" * (len(cols) + 1) + "|"]
     for label, key in (("reference samples-to-target", "reference"), ("headline (fastest)", "headline"),
