@@ -1,6 +1,6 @@
 """Reading speed of the verl console reader.
 
-Prints the seconds to read the largest real log in ../shared/logs/verl (target: well under a second) and the
+Prints the seconds to read the largest real log in tests/data/logs/verl (target: well under a second) and the
 rows/second on a synthetic 1,000,000-step verl log (about 20 metrics per line, Ray prefix, validation every 100
 steps). Usage: ``python benchmarks/read_speed.py [--steps 1000000] [--keep]``.
 """
@@ -17,7 +17,7 @@ from pathlib import Path
 from rlbatch.readers import load
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = next((p for p in (REPO.parent / "shared", Path("/work/shared")) if p.is_dir()), None)
+VERL_LOGS = REPO / "tests" / "data" / "logs" / "verl"  # real verl logs (tests/data/logs/SOURCE.md)
 
 METRICS = ["actor/entropy", "actor/pg_loss", "actor/pg_clipfrac", "actor/ppo_kl", "actor/grad_norm", "actor/lr",
            "critic/score/mean", "critic/score/max", "critic/rewards/mean", "critic/advantages/mean",
@@ -50,8 +50,8 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=1_000_000)
     ap.add_argument("--keep", action="store_true", help="keep the synthetic log")
     args = ap.parse_args()
-    if SHARED is not None:
-        logs = sorted((SHARED / "logs" / "verl").glob("*.log"), key=lambda p: p.stat().st_size)
+    if VERL_LOGS.is_dir():
+        logs = sorted(VERL_LOGS.glob("*.log"), key=lambda p: p.stat().st_size)
         if logs:
             sec, rows = timed(logs[-1])
             print(f"largest real log {logs[-1].name} ({logs[-1].stat().st_size / 1e6:.1f} MB): {rows} steps in "

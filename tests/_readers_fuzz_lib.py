@@ -32,9 +32,10 @@ from pathlib import Path
 
 
 REPO = Path(__file__).resolve().parents[1]
-VERL_LOG_DIRS = (REPO.parent / "shared" / "logs" / "verl", Path("/work/shared/logs/verl"))
-REAL_LOG_DIRS = (REPO.parent / "shared" / "logs" / "real", Path("/work/shared/logs/real"))
-#: the real files of ../shared/logs/real and the format each is read as (issue 14)
+#: real logs copied into the repository (tests/data/logs/SOURCE.md)
+VERL_LOG_DIR = REPO / "tests" / "data" / "logs" / "verl"
+REAL_LOG_DIR = REPO / "tests" / "data" / "logs" / "real"
+#: the real files of tests/data/logs/real and the format each is read as (issue 14)
 REAL_FILES = {"trl_grpo_console_dicts_issue_trl3452.log": "trl-console",
               "verl_file_logger_ppo_gsm8k_agentloop.jsonl": "verl-jsonl",
               "primerl_orchestrator_excerpt_pr1318.txt": "prime-rl"}
@@ -49,8 +50,8 @@ ACTORS = ["(main_task pid=123)", "(TaskRunner pid=678203)", "(WorkerDict pid=99,
 
 
 # ------------------------------------------------------------------------------------------------------ seeds
-def verl_log_dir() -> Path | None:
-    return next((p for p in VERL_LOG_DIRS if p.is_dir() and any(p.glob("*.log"))), None)
+def verl_log_dir() -> Path:
+    return VERL_LOG_DIR
 
 
 def _verl_excerpt(text: str, n_steps: int = 4) -> str:
@@ -66,18 +67,14 @@ def _verl_excerpt(text: str, n_steps: int = 4) -> str:
 
 def real_verl_seeds() -> list[tuple[str, dict[str, bytes]]]:
     d = verl_log_dir()
-    if d is None:
-        return []
     return [("verl", {p.name: _verl_excerpt(p.read_text(encoding="utf-8", errors="replace")).encode()})
             for p in sorted(d.glob("*.log"))]
 
 
 def real_other_seeds() -> list[tuple[str, dict[str, bytes]]]:
-    """The real non-verl-console files of ../shared/logs/real (TRL console dicts, verl file logger, prime-rl), and
+    """The real non-verl-console files of tests/data/logs/real (TRL console dicts, verl file logger, prime-rl), and
     the Tinker-style JSONL with its config beside it (a directory case)."""
-    d = next((p for p in REAL_LOG_DIRS if p.is_dir()), None)
-    if d is None:
-        return []
+    d = REAL_LOG_DIR
     out = [(kind, {name: (d / name).read_bytes()}) for name, kind in REAL_FILES.items() if (d / name).is_file()]
     tinker = ("tinker_grpo_qwen3_4b_metrics.jsonl", "tinker_grpo_qwen3_4b_config.json")
     if all((d / n).is_file() for n in tinker):

@@ -27,10 +27,8 @@ def _derive(text: str, p: int) -> str:
     return re.sub(r"critic/grad_norm:([0-9.eE+-]+)", lambda m: f"critic/grad_norm:{20 * f ** -0.05:.6g}", text)
 
 
-def test_analyze_ppo_logs_report_actor_and_critic_fits(shared_dir, tmp_path):
-    src = shared_dir / "logs" / "verl" / "qwen2.5-0.5b_gsm8k_ppo_p256.log"
-    if not src.exists():
-        pytest.skip("verl PPO log not present")
+def test_analyze_ppo_logs_report_actor_and_critic_fits(data_dir, tmp_path):
+    src = data_dir / "logs" / "verl" / "qwen2.5-0.5b_gsm8k_ppo_p256.log"
     text = src.read_text(encoding="utf-8", errors="replace")
     text = text[:text.index("step:150 -")]  # the first 150 steps keep the test fast
     paths = []

@@ -32,6 +32,22 @@ def test_account_table_names_fastest():
     assert "| P2048 | 16384 | 196608 | 1.60 | 1.30 | 1.23 | no |" in md.stdout
 
 
+def test_account_paper_needs_no_path(tmp_path):
+    # the paper's table is package data: --paper reads it from any directory, P128 as the default reference
+    res = subprocess.run([sys.executable, "-m", "rlbatch.cli", "account", "--paper", "--format", "json"],
+                         capture_output=True, text=True, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    by = {r["run"]: r for r in json.loads(res.stdout)}
+    assert by["P128"]["rN"] == 1.0 and round(by["P2048"]["rN"], 2) == 1.60  # 196608 / 122880
+    assert round(by["P1024"]["relative_time"], 2) == 0.71  # 8.42 h / 11.90 h
+    other = rlbatch("account", "--paper", "--reference", "P256", "--format", "json")
+    assert {r["run"]: r["rN"] for r in json.loads(other.stdout)}["P256"] == 1.0
+    for args, words in ((["account"], "--paper"), (["account", PAPER_CSV, "--paper"], "not both"),
+                        (["account", PAPER_CSV], "--reference is required")):
+        r = rlbatch(*args)
+        assert r.returncode == 2 and words in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
 def test_lr_command_sqrt():
     res = rlbatch("lr", "--base-batch", 1024, "--base-lr", "1e-6", "--batches", "2048,8192,16384", "--rule", "sqrt",
                   "--format", "json")

@@ -28,10 +28,9 @@ def verl_log(path, n=6, p=8, g=4, lr="1e-6"):
     return path
 
 
-def test_analyze_real_verl_logs_json(shared_dir):
-    logs = sorted((shared_dir / "logs" / "verl").glob("*.log"))
-    if len(logs) < 3:
-        pytest.skip("verl logs not present")
+def test_analyze_real_verl_logs_json(data_dir):
+    logs = sorted((data_dir / "logs" / "verl").glob("*.log"))
+    assert len(logs) == 3
     r = cli(*logs, "--format", "json")
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)

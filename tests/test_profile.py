@@ -119,9 +119,7 @@ def test_cached_decode_matches_full_forward(tiny_gpt2):
     assert torch.equal(torch.cat(got, 1), seq[:, 5:])
 
 
-def test_profile_tiny_preset_when_models_module_present(tmp_path):
-    """Runs once issue 4's rlbatch.train.models (the `tiny` preset) is merged; skipped on this branch alone."""
-    pytest.importorskip("rlbatch.train.models")
+def test_profile_tiny_preset(tmp_path):
     p = prof.run_profile("tiny", [1, 2], new_tokens=4, prompt_tokens=4, device="cpu", bandwidth_gbs=10.0,
                          peak_tflops=0.1)
     assert [r["batch_size"] for r in p["batches"]] == [1, 2]

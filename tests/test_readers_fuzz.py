@@ -1,5 +1,5 @@
 """Readers under fuzzing: every input ends in parsed runs or one ``UserError`` naming the file, never another
-exception. Seeds: the real verl logs in shared/logs/verl (skipped when absent) and small generated logs of every
+exception. Seeds: the real verl logs in tests/data/logs/verl and small generated logs of every
 format; mutations in tests/_readers_fuzz_lib.py. Below the properties: one regression test per crash the fuzzer
 found, and the CLI's behaviour on bad files. The long run is ``benchmarks/fuzz_readers.py --minutes N``.
 """
@@ -52,8 +52,7 @@ def run(kind, files, ops, which=0, give_format=False):
 # ------------------------------------------------------------------------------------------------- properties
 @pytest.fixture(scope="module")
 def real_seeds():
-    if not REAL:
-        pytest.skip("real verl logs not present (../shared/logs/verl or /work/shared/logs/verl)")
+    assert len(REAL) == 3  # tests/data/logs/verl
     return REAL
 
 

@@ -1,4 +1,4 @@
-"""Issue 14: every file in ../shared/logs/real/ read right, against values read off the files by hand.
+"""Issue 14: every file in tests/data/logs/real/ (copied from the shared logs; SOURCE.md) read right, against values read off the files by hand.
 
 Each assertion says where in the file its value is (line numbers are 1-based lines of the file as stored).
 """
@@ -11,9 +11,7 @@ import pytest
 from rlbatch.analysis.curves import summarize_run
 from rlbatch.readers import detect_format, load
 
-REAL = Path(__file__).resolve().parents[2] / "shared" / "logs" / "real"
-
-pytestmark = pytest.mark.skipif(not REAL.is_dir(), reason="../shared/logs/real not present")
+REAL = Path(__file__).resolve().parent / "data" / "logs" / "real"
 
 
 def _one(name):
@@ -142,7 +140,6 @@ def test_primerl_orchestrator_excerpt():
 VERL = REAL.parent / "verl"
 
 
-@pytest.mark.skipif(not VERL.is_dir(), reason="../shared/logs/verl not present")
 def test_verl_ppo_console_group_size_default_flagged_and_peak_lr():
     run = load(VERL / "qwen2.5-0.5b_gsm8k_ppo_p256.log")[0]
     # line 34: the printed config's 'rollout': {...} has no 'n'; line 217: vLLM kwargs {'n': 1, 'logprobs': 1, ...}:

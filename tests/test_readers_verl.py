@@ -1,4 +1,4 @@
-"""The three real verl console logs in ../shared/logs/verl/: per-log values read off the files by hand.
+"""The three real verl console logs in tests/data/logs/verl/: per-log values read off the files by hand.
 
 Step counts: the issue quoted 1120 / 210 / 434, which are the *last step numbers printed* (``log_last_step``).
 The training steps actually logged are 1119 / 210 / 435:
@@ -45,11 +45,8 @@ LOGS = {
 
 
 @pytest.fixture
-def verl_dir(shared_dir):
-    d = shared_dir / "logs" / "verl"
-    if not d.is_dir():
-        pytest.skip("no logs/verl in the shared directory")
-    return d
+def verl_dir(data_dir):
+    return data_dir / "logs" / "verl"
 
 
 @pytest.mark.parametrize("name", sorted(LOGS))

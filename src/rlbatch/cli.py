@@ -30,7 +30,10 @@ class Format(str, Enum):
     markdown = "markdown"
 
 
+#: The paper's accounting table (Li et al. 2026, Qwen3-8B GRPO: P = 128 ... 2048 at G = 8 and a fixed-LR control),
+#: package data; ``rlbatch account --paper`` reads it, with P128 as the default reference.
 PAPER_TABLE = Path(__file__).parent / "data" / "hunyuan_grpo_accounting.csv"
+PAPER_REFERENCE = "P128"
 
 
 # --------------------------------------------------------------------------------------------------- lr
@@ -89,15 +92,26 @@ def _print_accounting(rows, reference: str, fmt: Format, title: str = "End-to-en
 
 @app.command("account")
 def account_cmd(
-    table: Path = typer.Argument(..., help="CSV with columns run, prompts_per_step, group_size, lr, "
-                                 "samples_to_target and wall_clock_h (or wall_clock_s / throughput_samples_per_s)."),
-    reference: str = typer.Option(..., "--reference", help="Run to compare against (rN = 1 by definition)."),
+    table: Optional[Path] = typer.Argument(None, help="CSV with columns run, prompts_per_step, group_size, lr, "
+                                           "samples_to_target and wall_clock_h (or wall_clock_s / "
+                                           "throughput_samples_per_s). Omit it with --paper."),
+    paper: bool = typer.Option(False, "--paper", help="Use the paper's table (Li et al. 2026, shipped with rlbatch; "
+                               f"reference {PAPER_REFERENCE} unless --reference is given) instead of a CSV."),
+    reference: Optional[str] = typer.Option(None, "--reference", help="Run to compare against (rN = 1 by "
+                                            "definition). Required with a CSV."),
     fmt: Format = typer.Option(Format.table, "--format", help="Output format."),
 ) -> None:
     """End-to-end accounting: rN, relative throughput, relative time-to-target, and whether each run is faster
     than the reference (faster iff relative throughput > rN)."""
     from rlbatch.analysis.accounting import account, read_accounting_csv
 
+    if paper == (table is not None):
+        raise UserError("give either a CSV table or --paper (the paper's table), not both" if paper else
+                        "give a CSV table, or --paper for the paper's table", field="table")
+    if paper:
+        table, reference = PAPER_TABLE, reference or PAPER_REFERENCE
+    elif reference is None:
+        raise UserError("--reference is required with a CSV table (the run to compare against)", field="reference")
     rows = account(read_accounting_csv(table), reference)
     rows = rows.sort_values("batch_size", kind="stable", na_position="last").reset_index(drop=True)  # by B, as numbers
     _print_accounting(rows, reference, fmt)
@@ -140,7 +154,7 @@ def train_cmd(
     lr: Optional[float] = typer.Option(None, "--lr", help="Learning rate (else from --base-batch/--base-lr/--rule)."),
     base_batch: Optional[int] = typer.Option(None, "--base-batch", help="B0 of the LR rule."),
     base_lr: Optional[float] = typer.Option(None, "--base-lr", help="lr0 of the LR rule (with neither --lr nor a "
-                                            "base: the preset's demo calibration, tiny: B0 16, lr0 1e-4)."),
+                                            "base: the preset's demo calibration, tiny: B0 16, lr0 5e-5)."),
     rule: str = typer.Option("sqrt", "--rule", help="LR rule when --lr is not given: sqrt, linear, none."),
     samples: int = typer.Option(4096, "--samples", help="Retained-sample budget."),
     out: Path = typer.Option(..., "--out", help="Run directory to write."),
@@ -430,6 +444,8 @@ def demo_cmd(
                                 "(GPU), gpu-small (one GPU, ~5 min on an H200) or gpu-small-toy (its CPU "
                                 "rehearsal)."),
     seeds: Optional[int] = typer.Option(None, "--seeds", help="Seeds per configuration (default: the preset's)."),
+    seed_offset: int = typer.Option(0, "--seed-offset", help="First seed: seeds OFFSET .. OFFSET+seeds-1 (another "
+                                    "offset repeats the whole study on an independent seed set; use another --out)."),
     samples: Optional[int] = typer.Option(None, "--samples", help="Retained-response budget per trial (default: "
                                           "the preset's; tiny trials stop at the target before it)."),
     workers: Optional[int] = typer.Option(None, "--workers", help="Parallel trial processes (default min(2, CPUs))."),
@@ -439,14 +455,15 @@ def demo_cmd(
     backend: str = typer.Option("local", "--backend", help="local (our trainer) or trl (every trial with TRL's "
                                 "GRPOTrainer; GRPO only; needs rlbatch[trl])."),
 ) -> None:
-    """The main job: a real batch-size study on the tiny preset (B = 16 to 4096 on the square-root LR rule, past
-    the critical batch, plus a fixed-LR control, 3 seeds), then the report: the accounting, where the aligned family
-    ends, the rejected larger batches and the recommendation."""
+    """The main job: a real batch-size study on the tiny preset (B = 16 to 2048 on the square-root LR rule, past
+    the critical batch, plus a fixed-LR control at B = 256, 3 seeds, target 0.37), then the report: the accounting,
+    where the aligned family ends, the rejected larger batches and the recommendation. --seed-offset repeats it on
+    another seed set."""
     _quiet_transformers()
     from rlbatch.sweep.demo import run_demo
 
     rep = run_demo(out, preset=preset, seeds=seeds, samples=samples, workers=workers, device=device,
-                   progress=fmt is Format.table, algo=algo, backend=backend)
+                   progress=fmt is Format.table, algo=algo, backend=backend, seed_offset=seed_offset)
     _print_sweep_report(rep, fmt, out)
     if fmt is not Format.json:
         c = rep.get("demo_cost") or {}

@@ -79,11 +79,11 @@ def config_id(run_id: str) -> str:
 def plan_trials(*, base_batch: int, base_lr: float, batches: list[int], rule: str = "sqrt",
                 group_sizes: list[int] | None = None, seeds: int = 1, fixed_lr_control: int | None = None,
                 samples: int, model: str = "tiny", task: str = "arithmetic",
-                options: dict[str, Any] | None = None) -> list[TrialSpec]:
+                options: dict[str, Any] | None = None, seed_offset: int = 0) -> list[TrialSpec]:
     """The trials of a sweep: for every B in ``batches`` (B0 is added when missing: it is the reference) and every
     G in ``group_sizes`` that divides B, P = B / G and lr = ``scaled_lr(B, B0, lr0, rule)``; plus, if asked, the
     fixed-LR control at B = ``fixed_lr_control`` with lr = lr0 (rule ``none``). Each configuration is repeated for
-    seeds 0..seeds-1. Run ids: ``B{B}-G{G}-{rule}-s{seed}`` and ``B{B}-G{G}-fixed-s{seed}``.
+    seeds ``seed_offset`` .. ``seed_offset + seeds - 1`` (another seed set: another offset). Run ids: ``B{B}-G{G}-{rule}-s{seed}`` and ``B{B}-G{G}-fixed-s{seed}``.
 
     Raises :class:`UserError` for a G that divides no B, non-positive numbers, or an unknown rule.
     """
@@ -92,6 +92,8 @@ def plan_trials(*, base_batch: int, base_lr: float, batches: list[int], rule: st
     group_sizes = group_sizes or [8]
     if seeds < 1:
         raise UserError("--seeds must be >= 1", field="seeds")
+    if seed_offset < 0:
+        raise UserError("--seed-offset must be >= 0", field="seed_offset")
     if samples < 1:
         raise UserError("--samples must be >= 1", field="samples")
     bs = sorted(set([base_batch, *batches]))
@@ -111,7 +113,7 @@ def plan_trials(*, base_batch: int, base_lr: float, batches: list[int], rule: st
     specs = []
     for suffix, opts in sweep_variants(options):  # async hook: the synchronous ladder, then the asynchronous one
         for b, g, r, lr in configs:
-            for s in range(seeds):
+            for s in range(seed_offset, seed_offset + seeds):
                 tag = "fixed" if r == "none" else r
                 specs.append(TrialSpec(run_id=f"B{b}-G{g}-{tag}{suffix}-s{s}", model=model, task=task,
                                        prompts_per_step=b // g, group_size=g, lr=lr, lr_rule=r, base_batch=base_batch,

@@ -1,0 +1,125 @@
+"""The demo's four findings on several seed sets, as one Markdown table (benchmarks/results/demo_seed_sets.md).
+
+    rlbatch demo --out runs/demo-s0   --seed-offset 0
+    rlbatch demo --out runs/demo-s100 --seed-offset 100
+    rlbatch demo --out runs/demo-s200 --seed-offset 200
+    python benchmarks/demo_seed_sets.py runs/demo-s0 runs/demo-s100 runs/demo-s200 > benchmarks/results/demo_seed_sets.md
+
+Reads each directory's report.json (what the report itself computed; nothing is re-estimated here) and checks:
+
+1. overlay: on the square-root rule the first doubling above the reference (2 B0; ``--doublings N`` for the first
+   N) has an rN 95% interval that contains 1 (its samples-to-target is the reference's within noise); the next
+   doubling's rN is shown beside it;
+2. control: the fixed-LR control's rN 95% interval lies wholly above 1 (the sample penalty of not retuning lr);
+3. generation is sublinear in B: the fitted exponent k of generation time per step ~ B^k has its 95% interval
+   below 1 (the point estimate when the fit gives no interval);
+4. rejection: some batch on the rule above the aligned family's end is rejected by the decision rule (verdict
+   "slower": its relative time-to-target interval lies wholly above 1, or "not reached").
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from rlbatch.sweep.demo import demo_cost
+
+
+def _ci(ci) -> str:
+    if not ci or ci[0] is None:
+        return ""
+    return f" ({ci[0]:.2f}-{'inf' if ci[1] is None else f'{ci[1]:.2f}'})"
+
+
+def _x(v, fmt=".2f") -> str:
+    return "n/a" if v is None else format(v, fmt)
+
+
+def findings(rep: dict, doublings: int = 1) -> dict:
+    """The four findings of one demo report (the report.json object); finding 1 on the first ``doublings``
+    doublings above the reference. Returns a dict of strings and booleans."""
+    rows = rep["accounting"]
+    ref = next(r for r in rows if r["run"] == rep["reference"])
+    b0 = ref["batch_size"]
+    rule = [r for r in rows if r.get("lr_rule") == ref.get("lr_rule")]
+    by_b = {r["batch_size"]: r for r in rule}
+    first = [by_b[b0 * 2 ** i] for i in range(1, doublings + 1) if b0 * 2 ** i in by_b]
+    shown = first + ([by_b[b0 * 2 ** (doublings + 1)]] if b0 * 2 ** (doublings + 1) in by_b else [])
+    overlay = bool(first) and all(r["rN_ci"] and r["rN_ci"][0] is not None and r["rN_ci"][0] <= 1.0
+                                  and (r["rN_ci"][1] is None or r["rN_ci"][1] >= 1.0) for r in first)
+    ctrl = next((r for r in rows if r.get("lr_rule") == "none"), None)
+    control = bool(ctrl and (not ctrl["reached"] or (ctrl["rN_ci"] and ctrl["rN_ci"][0] is not None
+                                                        and ctrl["rN_ci"][0] > 1.0)))
+    gen = ((rep.get("throughput") or {}).get("model") or {}).get("gen") or {}
+    k, kci = gen.get("exponent"), gen.get("exponent_ci")
+    sublinear = k is not None and ((kci[1] < 1.0) if kci and kci[1] is not None else k < 1.0)
+    fam = rep.get("aligned_family") or {}
+    upper = fam.get("upper", b0)
+    rej = [r for r in rep.get("rejected", []) if r.get("lr_rule") == ref.get("lr_rule") and r["batch_size"] > upper]
+    reached = [r for r in rows if r["reached"] and r.get("relative_time") is not None]
+    best = min(reached, key=lambda r: r["relative_time"]) if reached else None
+    end, clear = fam.get("end") or {}, fam.get("clear_end") or {}
+    return {
+        "reference": f"{ref['run']}: {ref['samples_to_target']:,.0f} samples" if ref.get("samples_to_target") else ref["run"],
+        "headline": (f"B = {best['batch_size']}{' (fixed lr)' if best.get('lr_rule') == 'none' else ''}: "
+                     f"{best['relative_time']:.2f}x time{_ci(best.get('relative_time_ci'))}, {best['verdict']}"
+                     if best else "n/a"),
+        "ladder": ", ".join(f"{b}: {_x(by_b[b]['rN'])}{_ci(by_b[b]['rN_ci'])}" for b in sorted(by_b) if b != b0),
+        "overlay": overlay,
+        "overlay_text": "; ".join(f"B = {r['batch_size']}: {_x(r['rN'])}{_ci(r['rN_ci'])}" for r in shown),
+        "control": control,
+        "control_text": (f"B = {ctrl['batch_size']}: " + (f"{ctrl['rN']:.2f}{_ci(ctrl['rN_ci'])}" if ctrl["reached"]
+                                                          else "not reached") if ctrl else "no control"),
+        "sublinear": sublinear,
+        "sublinear_text": f"k = {_x(k)}{_ci(kci)}",
+        "family": (f"family B = {fam.get('lower')}-{upper}; end B = {end.get('batch_size', '-')}; certain end "
+                   f"B = {clear.get('batch_size', '-')}"),
+        "rejected": bool(rej),
+        "rejected_text": ", ".join(f"B = {r['batch_size']}: {r['verdict']}"
+                                   + (f" {r['relative_time']:.2f}x{_ci(r.get('relative_time_ci'))}"
+                                      if r.get("relative_time") is not None else "") for r in rej) or "none",
+    }
+
+
+def yes(v: bool) -> str:
+    return "**yes**" if v else "**NO**"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("dirs", nargs="+", type=Path, help="demo output directories (each with report.json)")
+    ap.add_argument("--doublings", type=int, default=1, help="finding 1 on the first N doublings above B0")
+    args = ap.parse_args(argv)
+    cols = []
+    for d in args.dirs:
+        rep = json.loads((d / "report.json").read_text(encoding="utf-8"))
+        settings = {}
+        if (d / "sweep.json").is_file():
+            settings = json.loads((d / "sweep.json").read_text(encoding="utf-8")).get("settings") or {}
+        f = findings(rep, args.doublings)
+        off = settings.get("seed_offset", 0)
+        f["name"] = f"seeds {off}-{off + settings.get('seeds', 1) - 1}" if settings else d.name
+        cost = rep.get("demo_cost") or demo_cost(d)
+        f["cost"] = (f"{cost['trials']} trials: {cost['train_cpu_s']:.0f} CPU-s of training steps, {cost['eval_s']:.0f} s "
+                     "of evaluation" if cost.get("trials") else "")
+        cols.append(f)
+    lines = ["| | " + " | ".join(c["name"] for c in cols) + " |", "|---" * (len(cols) + 1) + "|"]
+    for label, key in (("reference samples-to-target", "reference"), ("headline (fastest)", "headline"),
+                       ("rN on the sqrt rule (95% CI)", "ladder"), ("aligned family", "family")):
+        lines.append(f"| {label} | " + " | ".join(c[key] for c in cols) + " |")
+    first = "first doubling" if args.doublings == 1 else f"first {args.doublings} doublings"
+    for label, key in ((f"(1) {first} on the sqrt rule overlay (rN CI contains 1)", "overlay"),
+                       ("(2) fixed-LR control pays (rN CI above 1)", "control"),
+                       ("(3) generation sublinear in B", "sublinear"),
+                       ("(4) past the family's end a larger B is rejected", "rejected")):
+        lines.append(f"| {label} | " + " | ".join(f"{yes(c[key])}: {c[key + '_text']}" for c in cols) + " |")
+    if any(c["cost"] for c in cols):
+        lines.append("| cost | " + " | ".join(c["cost"] for c in cols) + " |")
+    print("\n".join(lines))
+    return 0 if all(c[k] for c in cols for k in ("overlay", "control", "sublinear", "rejected")) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
