@@ -76,7 +76,7 @@ def wandb_runs(tmp_path_factory):
     update batches 8, 16, 32, 64 of one rollout batch (P 16 x G 4 = 64): ``fixed/`` at lr 1e-5 everywhere,
     ``sqrt/`` at 1e-5 x sqrt(B / 8). Larger update batches: fewer updates per rollout, so each step is faster
     (seconds 8, 6, 5, 4.5) and learning slower (score per step 0.1, 0.09, 0.08, 0.07)."""
-    pytest.importorskip("wandb", reason="optional dependency wandb (pip install 'rlbatch[wandb]') not installed")
+    pytest.importorskip("wandb", reason="optional dependency wandb (pip install 'rlbatch[wandb]') is not installed")
     root = tmp_path_factory.mktemp("wandb")
     spec = [("single-run", str(root / "single"), {"prompts_per_step": 8, "group_size": 4, "update_batch_size": 16,
                                                   "optim": {"lr": 1e-5}, "model": "Qwen/Qwen2.5-0.5B"}, 2.0, 0.1)]
@@ -198,14 +198,14 @@ def test_wandb_both_readers_agree(wandb_runs):
     import importlib.util
 
     if importlib.util.find_spec("wandb.sdk.internal.datastore") is None:
-        pytest.skip("optional dependency wandb <= 0.29 (its Python log reader) not installed")
+        pytest.skip("optional dependency wandb <= 0.29 (its Python log reader) is not installed")
     log = next((wandb_runs / "single").rglob("*.wandb"))
     py = wandb_dir._records_datastore(log)
     env = dict(os.environ, WANDB_SILENT="true")
     r = subprocess.run([sys.executable, "-m", "wandb", "leet", "inspect", "--json", str(log)], capture_output=True,
                        text=True, env=env, timeout=120)
     if r.returncode != 0:
-        pytest.skip("optional dependency wandb >= 0.29 (wandb leet inspect --json) not installed")
+        pytest.skip("optional dependency wandb >= 0.29 (wandb leet inspect --json) is not installed")
     cli = [json.loads(x) for x in r.stdout.splitlines() if x.startswith("{")]
 
     def pick(recs, kind):
@@ -270,8 +270,8 @@ for uri in sys.argv[1:]:
 def mlflow_stores(tmp_path_factory):
     """An ``mlruns/`` file store and an ``mlflow.db`` SQLite store, each with experiment ``grpo`` holding runs P8
     (lr 1e-5) and P16 (lr 1e-5 x sqrt 2) of G 4, 8 steps, eval every 2 steps."""
-    pytest.importorskip("mlflow", reason="optional dependency mlflow (pip install 'rlbatch[mlflow]') not installed")
-    pytest.importorskip("sqlalchemy", reason="optional dependency sqlalchemy (pip install 'rlbatch[mlflow]') not "
+    pytest.importorskip("mlflow", reason="optional dependency mlflow (pip install 'rlbatch[mlflow]') is not installed")
+    pytest.importorskip("sqlalchemy", reason="optional dependency sqlalchemy (pip install 'rlbatch[mlflow]') is not "
                                              "installed")
     root = tmp_path_factory.mktemp("mlflow")
     code = MLFLOW_WRITER.format(n=len(STEPS))
@@ -375,7 +375,7 @@ def test_config_fields_by_hand():
 def test_config_fields_of_trl_grpo_config():
     # TRL's own GRPOConfig as W&B / MLflow keep it (args.to_dict()): 8 per device x 1 process x 4 accumulation
     # steps = generation_batch_size 32 completions of num_generations 8 -> P = 4, one update per generation
-    pytest.importorskip("trl", reason="optional dependency trl (pip install 'rlbatch[trl]') not installed")
+    pytest.importorskip("trl", reason="optional dependency trl (pip install 'rlbatch[trl]') is not installed")
     import warnings
 
     from trl import GRPOConfig

@@ -164,7 +164,7 @@ def _chromium_or_skip() -> str:
     if exe is None:
         if os.environ.get("CI"):
             pytest.fail("CI must install chromium (.ci/run does, as root) to render the HTML report")
-        pytest.skip("chromium not installed (apt-get install chromium) - cannot render the HTML report")
+        pytest.skip("chromium is not installed (apt-get install chromium) - cannot render the HTML report")
     return exe
 
 
