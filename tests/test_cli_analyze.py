@@ -89,3 +89,30 @@ def test_nothing_usable_exits_2_with_one_line(tmp_path):
     assert r.returncode == 2 and "unknown run 'nope'" in r.stderr
     r = cli(verl_log(tmp_path / "x.log"), "--set", "x:group_size=two")
     assert r.returncode == 2 and "not a valid group_size" in r.stderr
+
+
+def _eval_only_run(tmp_path):
+    d = tmp_path / "one"
+    d.mkdir()
+    (d / "metrics.jsonl").write_text('{"step":1,"loss":0.5,"eval/score":0.1}\n{"step":2,"loss":0.4,"eval/score":0.3}\n')
+    return d
+
+
+@pytest.mark.parametrize("target", ["nan", "inf", "-inf"])
+def test_non_finite_target_is_one_line_exit_2(tmp_path, target):
+    r = cli(_eval_only_run(tmp_path), "--target", target)
+    assert r.returncode == 2
+    assert r.stderr.strip().splitlines() == [f"rlbatch: error: --target must be a finite score, got {float(target)!r}"]
+
+
+def test_target_without_batch_size_says_what_is_missing_not_train_longer(tmp_path):
+    # the score 0.3 is above the target 0.2: the run is not short, its log lacks P and G
+    r = cli(_eval_only_run(tmp_path), "--target", "0.2")
+    assert r.returncode == 0, r.stderr
+    assert "Train longer" not in r.stdout
+    assert "supply it with --set RUN:prompts_per_step=P --set RUN:group_size=G" in r.stdout
+    assert "reference none" in r.stdout
+    row = next(line for line in r.stdout.splitlines() if line.startswith("│ metrics") and "not reached" in line)
+    assert row.split("│")[2].strip() == "—"  # the B cell: unknown, not "not reached"
+    out = json.loads(cli(tmp_path / "one", "--target", "0.2", "--format", "json").stdout)
+    assert out["headline"]["pick"] is None and out["accounting"][0]["batch_size"] is None

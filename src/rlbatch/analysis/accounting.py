@@ -467,6 +467,13 @@ REJECTED = ("slower", "not reached")
 
 #: The one definition of "within noise" (the headline, the verdict column and the plan use it):
 #: :func:`intervals_overlap` of the 95% intervals of the relative time-to-target.
+def check_target(target: float | None) -> None:
+    """Refuse a target that no score can be compared with (NaN or infinite): a :class:`UserError` naming
+    ``--target``. None (no target) passes."""
+    if target is not None and not math.isfinite(target):
+        raise UserError(f"--target must be a finite score, got {target!r}", field="target")
+
+
 WITHIN_NOISE = ("A is \"within noise of\" B when their 95% intervals of the relative time-to-target overlap (the "
                 "reference's is exactly 1, so the verdict column's \"within noise\" means the interval contains 1).")
 
@@ -496,6 +503,11 @@ def headline(rows: list[dict[str, Any]], ref: str | None, metric: str, target: f
             out["lines"] = [f"No pick: runs {', '.join(reached)} reached {metric} ≥ {target:g}, but none has a measured "
                             "clock (no per-step timings in the logs) and a target reached after training began, so "
                             "time-to-target cannot be compared."]
+        elif rows and not any(r.get("batch_size") for r in rows):
+            out["lines"] = [f"No samples-to-target: no run's log gives its batch size (P x G), so its {metric} "
+                            "cannot be placed on the retained-sample axis; supply it with --set "
+                            "RUN:prompts_per_step=P --set RUN:group_size=G (rlbatch inspect FILE says what is "
+                            "missing)."]
         else:
             best = max(rows, key=lambda r: r.get("best_score") if r.get("best_score") is not None else -1e300,
                        default=None)
