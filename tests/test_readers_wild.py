@@ -60,7 +60,14 @@ def test_scorer_can_fail(tmp_path):
     assert res["fully_right"] == 0 and "steps: got 500, expected 499" in res["files"][0]["wrong"][0]
 
 
-@pytest.mark.parametrize("half", ["dev", "heldout", "heldout2"])
+def test_third_heldout_set():
+    # heldout3: a resumed verl PPO console (review of issues 24/26), values read by hand before the readers ran
+    res = scorer().score_set(WILD / "heldout3")
+    assert res["tracebacks"] == 0 and res["total"] == 1
+    assert res["fully_right"] == 1, [f"{f['file']}: {f['wrong']}" for f in res["files"] if not f["ok"]]
+
+
+@pytest.mark.parametrize("half", ["dev", "heldout", "heldout2", "heldout3"])
 def test_every_file_has_a_source_and_an_expectation(half):
     import json
 
