@@ -328,3 +328,26 @@ def test_notebook_whose_cells_come_after_a_large_metadata_block(tmp_path):
     p = tmp_path / "colab.ipynb"
     p.write_text(json.dumps(nb, indent=1))
     assert list(_one(p).metrics["reward/mean"]) == [0.5, 0.6]
+
+
+def test_epoch_then_batch_counter_lines_are_steps(tmp_path):
+    # MiniMind's GRPO console (github.com/Coicozoi/minimind-from-scratch @ a1fbaada `logs/grpo.log`, lines 8-9 and
+    # its last line, copied): 'Epoch:[e/E](n/N), Key: value, ...'; with E > 1 the step is (e - 1) x N + n
+    lines = ["`torch_dtype` is deprecated! Use `dtype` instead!",
+             "Epoch:[1/1](1/9751), Reward: -2.3041, KL_ref: -0.0010, Adv Std: 0.9258, Adv Mean: -0.0000, "
+             "Actor Loss: 0.0000, Avg Response Len: 271.38, Learning Rate: 0.00000030",
+             "Epoch:[1/1](2/9751), Reward: -1.7233, KL_ref: 0.0002, Adv Std: 0.9257, Adv Mean: 0.0000, "
+             "Actor Loss: 0.0000, Avg Response Len: 297.00, Learning Rate: 0.00000030",
+             "[DEBUG] gen[3] reward=-1.9516",
+             "Epoch:[1/1](9751/9751), Reward: -1.4338, KL_ref: 0.0000, Adv Std: 0.9254, Adv Mean: -0.0000, "
+             "Actor Loss: 0.0000, Avg Response Len: 268.75, Learning Rate: 0.00000003"]
+    p = tmp_path / "grpo.log"
+    p.write_text("\n".join(lines) + "\n")
+    run = load(p)[0]
+    assert run.metrics["step"].tolist() == [1, 2, 9751]
+    assert run.metrics["reward/mean"].tolist() == [-2.3041, -1.7233, -1.4338]
+    assert run.meta.lr == pytest.approx(3e-07)
+    two = tmp_path / "two_epochs.log"
+    two.write_text("Epoch [1/2] Step [3/4] loss: 0.5, reward: 0.1\nEpoch [1/2] Step [4/4] loss: 0.4, reward: 0.2\n"
+                   "Epoch [2/2] Step [1/4] loss: 0.3, reward: 0.3\n")
+    assert load(two)[0].metrics["step"].tolist() == [3, 4, 5]
