@@ -288,6 +288,26 @@ def test_config_yaml_beside_the_log(tmp_path):
     assert "config.yaml" in run.meta.config_sources["group_size"]
 
 
+def test_config_beside_the_log_with_wrong_types_or_broken_yaml_warns_naming_file_and_key(tmp_path):
+    import warnings
+
+    from rlbatch.readers import ReadWarning
+
+    (tmp_path / "metrics.log").write_text("step=1 loss=0.5 reward_mean=0.1\nstep=2 loss=0.4 reward_mean=0.2\n")
+    cfg = tmp_path / "config.yaml"
+    for text, want in (("prompts_per_step: abc\nnum_generations: 8\nlr: fast\n",
+                        [f"{cfg}: prompts_per_step = 'abc' is not a positive whole number: not used as "
+                         "prompts_per_step", f"{cfg}: lr = 'fast' is not a learning rate in (0, 1): not used as lr"]),
+                       ("a: [1, 2\n", [f"{cfg}: config beside the log not read (while parsing a flow sequence): its "
+                                       "settings are not used"])):
+        cfg.write_text(text)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            run = _one(tmp_path / "metrics.log")
+        assert [str(w.message) for w in caught if issubclass(w.category, ReadWarning)] == want
+        assert run.meta.prompts_per_step is None and run.meta.lr is None
+
+
 def test_eval_records_whose_names_are_training_names(tmp_path):
     p = tmp_path / "ev.log"
     p.write_text("Iter 1: Val loss 0.900, Val reward_mean 0.250\nIter 1: Train loss 0.800, reward_mean 0.100\n"

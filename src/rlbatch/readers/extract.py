@@ -917,6 +917,12 @@ def _get(cfg: dict[str, Any], keys: tuple[str, ...]) -> tuple[str, Any] | None:
     return None
 
 
+def config_key(cfg: dict[str, Any], meaning: str) -> tuple[str, Any] | None:
+    """``(key, value)`` of the first key of a flat config ``cfg`` that means ``meaning`` (:data:`CONFIG_KEYS`:
+    prompts_per_step, group_size, lr, ...), as :func:`config_from_mapping` looks it up, or None."""
+    return _get({str(k).replace("-", "_").lstrip("_"): v for k, v in cfg.items()}, CONFIG_KEYS[meaning])
+
+
 def config_from_mapping(cfg: dict[str, Any], where: str) -> ConfigFound:
     """P, G, update batch and lr from a flat config mapping (a JSON config record, a notebook's ``GRPOConfig(...)``
     keywords, CLI flags). ``group_size`` alone is read as responses per prompt; a ``batch_size`` without P and G is
