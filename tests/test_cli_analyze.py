@@ -116,3 +116,16 @@ def test_target_without_batch_size_says_what_is_missing_not_train_longer(tmp_pat
     assert row.split("│")[2].strip() == "—"  # the B cell: unknown, not "not reached"
     out = json.loads(cli(tmp_path / "one", "--target", "0.2", "--format", "json").stdout)
     assert out["headline"]["pick"] is None and out["accounting"][0]["batch_size"] is None
+
+
+def test_bad_ema_and_unknown_metric_and_plan_tolerance(tmp_path):
+    d = verl_log(tmp_path / "v.log")
+    r = cli(d, "--target", "0.2", "--ema", "2")
+    assert r.returncode == 2 and r.stderr.strip() == "rlbatch: error: --ema must be a smoothing weight in [0, 1), got 2.0"
+    r = cli(d, "--target", "0.2", "--metric", "eval/acc")  # a name no run logs: not "train longer"
+    assert r.returncode == 0, r.stderr
+    assert "No run logs eval/acc: nothing to compare at a target." in r.stdout and "Train longer" not in r.stdout
+    env = dict(os.environ, PYTHONPATH=str(REPO / "src"), OMP_NUM_THREADS="1")
+    r = subprocess.run([sys.executable, "-m", "rlbatch.cli", "plan", str(d), "--target", "0.2", "--tolerance", "-1"],
+                       capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 2 and r.stderr.startswith("rlbatch: error: --tolerance must be a finite rN margin >= 0")

@@ -674,6 +674,9 @@ def make_plan(paths: Sequence[Path | str], *, target: float | None = None, refer
     from rlbatch.analysis.accounting import check_target
 
     check_target(target)
+    if not (math.isfinite(tol) and tol >= 0):
+        raise UserError(f"--tolerance must be a finite rN margin >= 0 (the aligned family is rN <= 1 + tolerance), "
+                        f"got {tol!r}", field="tolerance")
     paths = [Path(p) for p in paths]
     if not paths:
         raise UserError("give runs, a sweep directory or an accounting table")

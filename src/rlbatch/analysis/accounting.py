@@ -508,6 +508,9 @@ def headline(rows: list[dict[str, Any]], ref: str | None, metric: str, target: f
                             "cannot be placed on the retained-sample axis; supply it with --set "
                             "RUN:prompts_per_step=P --set RUN:group_size=G (rlbatch inspect FILE says what is "
                             "missing)."]
+        elif rows and all(r.get("best_score") is None for r in rows):
+            out["lines"] = [f"No run logs {metric}: nothing to compare at a target. Choose the score with --metric "
+                            "(e.g. eval/score, reward/mean; rlbatch inspect FILE lists what each log holds)."]
         else:
             best = max(rows, key=lambda r: r.get("best_score") if r.get("best_score") is not None else -1e300,
                        default=None)
