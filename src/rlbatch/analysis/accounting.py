@@ -412,6 +412,13 @@ def account_runs(runs: Sequence[Run], target: float, metric: str = "eval/score",
     retune = lr_retuning(rows, ref)
     if retune.rule is not None:
         h["lr_note"] = retune.sentence()
+        apart = lr_rule_apart(rows, ref)
+        if apart:
+            words = {"none": "fixed LR", "sqrt": "square-root rule", "linear": "linear rule"}
+            named = ", ".join(f"{r['run']} (B={r['batch_size']}, {words.get(r['lr_rule'], r['lr_rule'])})"
+                              for r in apart)
+            h["lr_note"] += (f" Not on it: {named}, whose rN measures its learning-rate setting as well as the batch"
+                             + (" (the fixed-LR control)." if all(r["lr_rule"] == "none" for r in apart) else "."))
     text, best, tied = headline_markdown(h), h["pick"], h["within_noise"]
     return {"rows": rows, "reference": ref, "recommendation": text, "headline": h, "best": best,
             "within_noise": tied, "clock": basis, "estimates": ests, "lr_retuning": retuning_json(retune)}
@@ -422,10 +429,22 @@ def lr_retuning(rows: Sequence[dict[str, Any]], ref: str | None = None) -> LRRet
     detect_lr_rule` on each row's ``batch_size``, the update batch B of the LR rule, and peak ``lr``). Rows that
     declare an LR rule (``lr_rule``: runs of an rlbatch sweep, whose fixed-LR control sits beside its ladder) are
     judged within the reference's declared rule; rows from logs declare none and are judged together."""
+    key = _declared_rule(rows, ref)
+    return detect_lr_rule([(r["batch_size"], r["lr"]) for r in rows if r.get("lr_rule") == key])
+
+
+def lr_rule_apart(rows: Sequence[dict[str, Any]], ref: str | None = None) -> list[dict[str, Any]]:
+    """The rows that declare another LR rule than the one :func:`lr_retuning` judged (a sweep's fixed-LR control,
+    ``lr_rule`` ``none`` beside a ``sqrt`` ladder); [] for logs, which declare none."""
+    key = _declared_rule(rows, ref)
+    return [r for r in rows if r.get("lr_rule") is not None and r.get("lr_rule") != key]
+
+
+def _declared_rule(rows: Sequence[dict[str, Any]], ref: str | None) -> str | None:
+    """The LR rule the comparison is judged within: the reference's declared ``lr_rule``, else the most common."""
     declared = [r.get("lr_rule") for r in rows]
     by = {r["run"]: r for r in rows}
-    key = by[ref].get("lr_rule") if ref in by else max(set(declared), key=declared.count, default=None)
-    return detect_lr_rule([(r["batch_size"], r["lr"]) for r in rows if r.get("lr_rule") == key])
+    return by[ref].get("lr_rule") if ref in by else max(set(declared), key=declared.count, default=None)
 
 
 def retuning_json(r: LRRetuning) -> dict[str, Any]:
