@@ -88,3 +88,43 @@ def test_nothing_usable_exits_2_with_one_line(tmp_path):
     assert r.returncode == 2 and "unknown run 'nope'" in r.stderr
     r = cli(verl_log(tmp_path / "x.log"), "--set", "x:group_size=two")
     assert r.returncode == 2 and "not a valid group_size" in r.stderr
+
+
+def _eval_only_run(tmp_path):
+    d = tmp_path / "one"
+    d.mkdir()
+    (d / "metrics.jsonl").write_text('{"step":1,"loss":0.5,"eval/score":0.1}\n{"step":2,"loss":0.4,"eval/score":0.3}\n')
+    return d
+
+
+@pytest.mark.parametrize("target", ["nan", "inf", "-inf"])
+def test_non_finite_target_is_one_line_exit_2(tmp_path, target):
+    r = cli(_eval_only_run(tmp_path), "--target", target)
+    assert r.returncode == 2
+    assert r.stderr.strip().splitlines() == [f"rlbatch: error: --target must be a finite score, got {float(target)!r}"]
+
+
+def test_target_without_batch_size_says_what_is_missing_not_train_longer(tmp_path):
+    # the score 0.3 is above the target 0.2: the run is not short, its log lacks P and G
+    r = cli(_eval_only_run(tmp_path), "--target", "0.2")
+    assert r.returncode == 0, r.stderr
+    assert "Train longer" not in r.stdout
+    assert "supply it with --set RUN:prompts_per_step=P --set RUN:group_size=G" in r.stdout
+    assert "reference none" in r.stdout
+    row = next(line for line in r.stdout.splitlines() if line.startswith("│ metrics") and "not reached" in line)
+    assert row.split("│")[2].strip() == "—"  # the B cell: unknown, not "not reached"
+    out = json.loads(cli(tmp_path / "one", "--target", "0.2", "--format", "json").stdout)
+    assert out["headline"]["pick"] is None and out["accounting"][0]["batch_size"] is None
+
+
+def test_bad_ema_and_unknown_metric_and_plan_tolerance(tmp_path):
+    d = verl_log(tmp_path / "v.log")
+    r = cli(d, "--target", "0.2", "--ema", "2")
+    assert r.returncode == 2 and r.stderr.strip() == "rlbatch: error: --ema must be a smoothing weight in [0, 1), got 2.0"
+    r = cli(d, "--target", "0.2", "--metric", "eval/acc")  # a name no run logs: not "train longer"
+    assert r.returncode == 0, r.stderr
+    assert "No run logs eval/acc: nothing to compare at a target." in r.stdout and "Train longer" not in r.stdout
+    env = dict(os.environ, PYTHONPATH=str(REPO / "src"), OMP_NUM_THREADS="1")
+    r = subprocess.run([sys.executable, "-m", "rlbatch.cli", "plan", str(d), "--target", "0.2", "--tolerance", "-1"],
+                       capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 2 and r.stderr.startswith("rlbatch: error: --tolerance must be a finite rN margin >= 0")

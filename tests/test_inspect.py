@@ -232,3 +232,15 @@ def test_launch_without_a_framework_is_one_clear_error(tmp_path):
     p.write_text("foo: 1\n")
     out = cli("inspect", p)
     assert out.returncode == 2 and "c.yaml" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_inspect_resumed_verl_ppo_console_names_its_sources_plainly():
+    # a real verl PPO console (tests/data/readers_wild/heldout3, SOURCES.md): rollout of 256 prompts x n=1, split into
+    # mini-batches of 64; samples are counted per rollout step (256), not per update batch (64)
+    log = Path(__file__).parent / "data" / "readers_wild" / "heldout3" / "dstack_verl_demo.log"
+    r = cli("inspect", log)
+    assert r.returncode == 0, r.stderr
+    assert "from read by" not in r.stdout
+    assert "batch_size         64         from the verl reader (the log's config or launch command)" in r.stdout
+    assert "samples/retained computed as steps x 256 (responses per rollout step)" in r.stdout
+    assert "(B = 256)" not in r.stdout  # B is the update batch (64) everywhere else

@@ -288,6 +288,26 @@ def test_config_yaml_beside_the_log(tmp_path):
     assert "config.yaml" in run.meta.config_sources["group_size"]
 
 
+def test_config_beside_the_log_with_wrong_types_or_broken_yaml_warns_naming_file_and_key(tmp_path):
+    import warnings
+
+    from rlbatch.readers import ReadWarning
+
+    (tmp_path / "metrics.log").write_text("step=1 loss=0.5 reward_mean=0.1\nstep=2 loss=0.4 reward_mean=0.2\n")
+    cfg = tmp_path / "config.yaml"
+    for text, want in (("prompts_per_step: abc\nnum_generations: 8\nlr: fast\n",
+                        [f"{cfg}: prompts_per_step = 'abc' is not a positive whole number: not used as "
+                         "prompts_per_step", f"{cfg}: lr = 'fast' is not a learning rate in (0, 1): not used as lr"]),
+                       ("a: [1, 2\n", [f"{cfg}: config beside the log not read (while parsing a flow sequence): its "
+                                       "settings are not used"])):
+        cfg.write_text(text)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            run = _one(tmp_path / "metrics.log")
+        assert [str(w.message) for w in caught if issubclass(w.category, ReadWarning)] == want
+        assert run.meta.prompts_per_step is None and run.meta.lr is None
+
+
 def test_eval_records_whose_names_are_training_names(tmp_path):
     p = tmp_path / "ev.log"
     p.write_text("Iter 1: Val loss 0.900, Val reward_mean 0.250\nIter 1: Train loss 0.800, reward_mean 0.100\n"
@@ -328,3 +348,26 @@ def test_notebook_whose_cells_come_after_a_large_metadata_block(tmp_path):
     p = tmp_path / "colab.ipynb"
     p.write_text(json.dumps(nb, indent=1))
     assert list(_one(p).metrics["reward/mean"]) == [0.5, 0.6]
+
+
+def test_epoch_then_batch_counter_lines_are_steps(tmp_path):
+    # MiniMind's GRPO console (github.com/Coicozoi/minimind-from-scratch @ a1fbaada `logs/grpo.log`, lines 8-9 and
+    # its last line, copied): 'Epoch:[e/E](n/N), Key: value, ...'; with E > 1 the step is (e - 1) x N + n
+    lines = ["`torch_dtype` is deprecated! Use `dtype` instead!",
+             "Epoch:[1/1](1/9751), Reward: -2.3041, KL_ref: -0.0010, Adv Std: 0.9258, Adv Mean: -0.0000, "
+             "Actor Loss: 0.0000, Avg Response Len: 271.38, Learning Rate: 0.00000030",
+             "Epoch:[1/1](2/9751), Reward: -1.7233, KL_ref: 0.0002, Adv Std: 0.9257, Adv Mean: 0.0000, "
+             "Actor Loss: 0.0000, Avg Response Len: 297.00, Learning Rate: 0.00000030",
+             "[DEBUG] gen[3] reward=-1.9516",
+             "Epoch:[1/1](9751/9751), Reward: -1.4338, KL_ref: 0.0000, Adv Std: 0.9254, Adv Mean: -0.0000, "
+             "Actor Loss: 0.0000, Avg Response Len: 268.75, Learning Rate: 0.00000003"]
+    p = tmp_path / "grpo.log"
+    p.write_text("\n".join(lines) + "\n")
+    run = load(p)[0]
+    assert run.metrics["step"].tolist() == [1, 2, 9751]
+    assert run.metrics["reward/mean"].tolist() == [-2.3041, -1.7233, -1.4338]
+    assert run.meta.lr == pytest.approx(3e-07)
+    two = tmp_path / "two_epochs.log"
+    two.write_text("Epoch [1/2] Step [3/4] loss: 0.5, reward: 0.1\nEpoch [1/2] Step [4/4] loss: 0.4, reward: 0.2\n"
+                   "Epoch [2/2] Step [1/4] loss: 0.3, reward: 0.3\n")
+    assert load(two)[0].metrics["step"].tolist() == [3, 4, 5]

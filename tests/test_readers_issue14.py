@@ -362,3 +362,31 @@ def test_trl_console_progress_counter_that_runs_backwards():
     path = Path(__file__).parent / "data" / "readers_fuzz" / "trl_console_counter_backwards.log"
     (run,) = quiet_load(path, fmt="trl-console")
     assert len(run.metrics) == 3 and run.meta.lr == 4e-06
+
+
+def _buffered_trl_console(tmp_path, reached=True, n_records=6, every=5, total=32, per_epoch=16):
+    # stdout (the dicts) flushed in one chunk after stderr's progress bar, as with `nohup python train.py > log 2>&1`
+    # (tests/data/readers_wild/SOURCES.md: the hotpotqa-agent GRPO log in benchmarks/results/readers_review.md)
+    last = total if reached else total - 10
+    bars = "".join(f" {i}/{total} [00:{i:02d}<00:10, 1.00s/it]" for i in range(1, last + 1))
+    dicts = "\n".join(f"{{'loss': 0.1, 'learning_rate': 1e-06, 'reward': 0.5, 'epoch': {round(every * i / per_epoch, 2)}}}"
+                      for i in range(1, n_records + 1))
+    p = tmp_path / "nohup.out"
+    p.write_text("Starting GRPO training...\n" + bars + "\n" + dicts + "\n")
+    return p
+
+
+def test_dicts_flushed_after_the_bar_take_their_steps_from_the_bar_total(tmp_path):
+    # 32 steps (2 epochs of 16), a record every 5 steps: 6 records at 5..30; epochs printed rounded (0.31, 0.62, ...)
+    run = load(_buffered_trl_console(tmp_path))[0]
+    assert run.meta.step_source == "progress total"
+    assert list(run.metrics["step"]) == [5, 10, 15, 20, 25, 30]
+
+
+def test_rounded_epochs_are_not_a_cadence_and_an_unfinished_bar_gives_no_total(tmp_path):
+    # the bar stopped at 30/40: no total to fit; a record every 2 of 187 steps per epoch, printed rounded: 0.01,
+    # 0.02, ..., 0.07, 0.09, ...: the rounding unit 0.01 is not the cadence (a step of 0.02 shows it), so the records
+    # are counted (before: 'epoch growth' numbered them 1..7, 9, ..., 13 as if one had been lost)
+    run = load(_buffered_trl_console(tmp_path, reached=False, n_records=12, every=2, total=40, per_epoch=187))[0]
+    assert run.meta.step_source == "records counted"
+    assert list(run.metrics["step"]) == list(range(1, 13))

@@ -100,3 +100,44 @@ def test_wall_clock_excludes_testing_and_checkpoint(verl_dir):
     assert m.loc[100, "time/wall_s"] - m.loc[99, "time/wall_s"] == pytest.approx(503.465 - 126.065 - 132.479)
     assert m.loc[100, "time/step_s"] == pytest.approx(503.465)
     assert not math.isnan(m["time/wall_s"].iloc[-1])
+
+
+def _console_with_warning_mid_config(tmp_path, steps=True):
+    # verl pprints its config from the TaskRunner actor; the same actor's DeprecationWarning can land mid-dict
+    # (as in tests/data/readers_wild/heldout3/chrisytz_verl_demo.log); pprint's own lines are indented
+    pre = "\x1b[36m(TaskRunner pid=7)\x1b[0m "
+    lines = [pre + "{'actor_rollout_ref': {'actor': {'optim': {'lr': 3e-06},",
+             pre + "                                 'ppo_mini_batch_size': 16},",
+             pre + "                       'rollout': {'n': 4}},",
+             pre + "DeprecationWarning: `ray.state.available_resources_per_node` is a private attribute",
+             "\x1b[36m(WorkerDict pid=9)\x1b[0m loading weights",
+             pre + " 'data': {'train_batch_size': 64},",
+             pre + " 'trainer': {'logger': ['console'], 'n_gpus_per_node': 1, 'nnodes': 1}}"]
+    if steps:
+        lines += [pre + f"step:{s} - actor/grad_norm:0.5 - timing_s/step:2.0" for s in (1, 2)]
+    p = tmp_path / "run.log"
+    p.write_text("\n".join(lines) + "\n")
+    return p
+
+
+def test_printed_config_survives_a_warning_printed_mid_dict(tmp_path):
+    run = load(_console_with_warning_mid_config(tmp_path))[0]
+    assert (run.meta.prompts_per_step, run.meta.group_size, run.meta.lr) == (64, 4, 3e-06)
+    assert run.meta.batch_size == 16 * 4  # ppo_mini_batch_size (prompts) x n
+
+
+def test_console_logger_without_steps_says_it_stopped_not_wandb(tmp_path):
+    from rlbatch.errors import UserError
+
+    with pytest.raises(UserError, match="includes 'console' \\(it stopped before its first step finished\\?\\)"):
+        load(_console_with_warning_mid_config(tmp_path, steps=False))
+
+
+def test_inspect_a_stepless_verl_console_reads_its_printed_config_not_defaults(tmp_path):
+    from rlbatch.explain import inspect_path
+
+    res = inspect_path(_console_with_warning_mid_config(tmp_path, steps=False))
+    assert res["kind"] == "launch"
+    b = res["batch"]
+    assert (b["prompts_per_step"], b["responses_per_prompt"], b["responses_per_update"], b["lr"]) == (64, 4, 64, 3e-06)
+    assert b["sources"]["prompts_per_step"] == "data.train_batch_size=64 (run.log)"  # not "not set: default 1024"

@@ -60,7 +60,16 @@ def test_scorer_can_fail(tmp_path):
     assert res["fully_right"] == 0 and "steps: got 500, expected 499" in res["files"][0]["wrong"][0]
 
 
-@pytest.mark.parametrize("half", ["dev", "heldout", "heldout2"])
+def test_third_heldout_set():
+    # heldout3 (review of issues 24/26; benchmarks/results/readers_review.md): a resumed verl PPO console, one that
+    # stopped before its first step, one that logged to W&B only, a W&B export with no history rows, and a TRL
+    # console under nohup whose G the script printed in its own words (the one miss: G without P is not kept)
+    res = scorer().score_set(WILD / "heldout3")
+    assert res["tracebacks"] == 0 and res["total"] == 5
+    assert res["fully_right"] >= 4, [f"{f['file']}: {f['wrong']}" for f in res["files"] if not f["ok"]]
+
+
+@pytest.mark.parametrize("half", ["dev", "heldout", "heldout2", "heldout3"])
 def test_every_file_has_a_source_and_an_expectation(half):
     import json
 

@@ -1,4 +1,5 @@
 import math
+from pathlib import Path
 
 import pytest
 
@@ -109,3 +110,25 @@ def test_accounting_judges_a_sweep_ladder_without_its_fixed_lr_control():
     assert lr_retuning(plain, "B16").rule == "other"
     js = retuning_json(r)
     assert js["label"] == "square-root rule" and js["points"][0] == [16, 1e-5] and js["sentence"] == r.sentence()
+    # the control is named beside the rule, not left out silently; logs declare nothing apart
+    from rlbatch.analysis.accounting import lr_rule_apart
+
+    assert [x["run"] for x in lr_rule_apart(rows, "B16")] == ["B64-fixed"] and lr_rule_apart(plain, "B16") == []
+
+
+def test_headline_lr_note_names_the_fixed_lr_control(tmp_path):
+    # the stored demo sweep (tests/data/demo_sweep: B16..B128 on the sqrt rule + the fixed-LR control at B128)
+    import json
+    import tarfile
+
+    from rlbatch.analyze import analyze
+
+    data = Path(__file__).parent / "data" / "demo_sweep"
+    with tarfile.open(data / "trials.tar.gz") as tar:
+        tar.extractall(tmp_path, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
+    out = analyze([tmp_path / "trials"], target=json.loads((data / "settings.json").read_text())["target"])
+    note = out["headline"]["lr_note"]
+    assert note.endswith("Not on it: B128-G8-fixed (B=128, fixed LR), whose rN measures its learning-rate setting "
+                         "as well as the batch (the fixed-LR control).")
+    assert note.startswith("Learning rate: retuned by the square-root rule (lr = 0.0001 x sqrt(B / 16) over B=16 "
+                           "to B=128")

@@ -29,8 +29,9 @@ def analyze(paths: list[Path], *, target: float | None = None, metric: str = "ev
     Returns ``{"runs": [...], "accounting": [...] (with a target), "recommendation": str | None,
     "warnings": [...], "report": {"html", "markdown", "json"} (with ``out``)}``.
     """
-    from rlbatch.analysis.accounting import accounting_summary, run_summaries
+    from rlbatch.analysis.accounting import accounting_summary, check_target, run_summaries
 
+    check_target(target)
     runs, msgs = load_all(paths, log_format=log_format, mapping=mapping, prompts_per_step=prompts_per_step,
                           group_size=group_size, sets=sets)
     if out is not None:
@@ -67,7 +68,7 @@ def _print_missing(result: dict[str, Any]) -> None:
 def print_analysis(result: dict[str, Any], fmt: str) -> None:
     """Print :func:`analyze`'s result as ``table`` (rich), ``markdown`` or ``json``; warnings go to stderr."""
     from rlbatch.output import console, markdown_table, print_json, rich_table
-    from rlbatch.report import with_ci_cells, samples_cell, summary_columns
+    from rlbatch.report import batch_cell, with_ci_cells, samples_cell, summary_columns
 
     for w in result.get("warnings", []):
         print(f"rlbatch: warning: {w}", file=sys.stderr)
@@ -85,7 +86,7 @@ def print_analysis(result: dict[str, Any], fmt: str) -> None:
     if fmt == "markdown":
         print(markdown_table(result["runs"], cols))
         if "accounting" in result:
-            print(f"\n**Accounting at {result['metric']} ≥ {target:g}** (reference {result.get('reference')})\n")
+            print(f"\n**Accounting at {result['metric']} ≥ {target:g}** (reference {result.get('reference') or 'none'})\n")
             print(markdown_table(result["accounting"], acc_cols, none="not reached"))
         if result.get("recommendation"):
             print("\n**Recommendation**\n\n" + result["recommendation"])
@@ -98,14 +99,14 @@ def print_analysis(result: dict[str, Any], fmt: str) -> None:
                          f"{clock} clock; --format markdown or json for all columns)"))
     if "accounting" in result:
         rows = with_ci_cells(result["accounting"])
-        compact = [("run", "configuration", None), ("batch_size", "B", None),
+        compact = [("run", "configuration", None), ("batch_size", "B", batch_cell),
                    ("samples_to_target", "samples-to-target", samples_cell), ("rN_cell", "rN (95%)", None),
                    ("relative_throughput_cell", "rel. throughput (95%)", None),
                    ("relative_time_cell", "rel. time (95%)", None), ("verdict", "verdict", None)]
         if result.get("comparisons"):
             compact = [("comparison", "model / task / alg.", None)] + compact
         con.print(rich_table(rows, compact, none="not reached",
-                             title=f"Accounting at {result['metric']} ≥ {target:g} (reference {result.get('reference')}; "
+                             title=f"Accounting at {result['metric']} ≥ {target:g} (reference {result.get('reference') or 'none'}; "
                              "--format markdown or json for every column)"))
     if result.get("recommendation"):
         con.print(result["recommendation"].replace("**", "").replace("  \n", "\n"), markup=False)

@@ -388,6 +388,12 @@ def read_launch(path: Path) -> BatchSpec:
         if not isinstance(mapping, dict):
             raise UserError("expected a mapping of settings at the top level", path=str(path))
         text = ""
+    elif detect_framework(text) == "verl":
+        from rlbatch.readers.verl_console import printed_config
+
+        printed = printed_config(path)  # a console log of a verl run: the resolved config it printed, not defaults
+        if printed is not None:
+            mapping, text = printed, ""
     try:
         return batch_spec(text, where=path.name, mapping=mapping)
     except UserError as err:

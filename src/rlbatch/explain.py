@@ -60,7 +60,7 @@ def _source(run: Run, field: str) -> str | None:
     if getattr(meta, field, None) is not None:
         if field == "lr" and getattr(meta, "lr_schedule", None):
             return "the peak learning rate logged"
-        return f"read by the {meta.source_format} reader from the log's config or launch command"
+        return f"the {meta.source_format} reader (the log's config or launch command)"
     return None
 
 

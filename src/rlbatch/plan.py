@@ -671,6 +671,12 @@ def make_plan(paths: Sequence[Path | str], *, target: float | None = None, refer
     """The ``rlbatch plan`` entry point: one accounting table (CSV with ``samples_to_target``) -> :func:`plan_table`;
     otherwise run dirs, a sweep dir or any logs :func:`rlbatch.readers.load` reads -> :func:`plan_runs`. Warnings
     from the readers go into ``notes``."""
+    from rlbatch.analysis.accounting import check_target
+
+    check_target(target)
+    if not (math.isfinite(tol) and tol >= 0):
+        raise UserError(f"--tolerance must be a finite rN margin >= 0 (the aligned family is rN <= 1 + tolerance), "
+                        f"got {tol!r}", field="tolerance")
     paths = [Path(p) for p in paths]
     if not paths:
         raise UserError("give runs, a sweep directory or an accounting table")

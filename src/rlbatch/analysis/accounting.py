@@ -412,6 +412,13 @@ def account_runs(runs: Sequence[Run], target: float, metric: str = "eval/score",
     retune = lr_retuning(rows, ref)
     if retune.rule is not None:
         h["lr_note"] = retune.sentence()
+        apart = lr_rule_apart(rows, ref)
+        if apart:
+            words = {"none": "fixed LR", "sqrt": "square-root rule", "linear": "linear rule"}
+            named = ", ".join(f"{r['run']} (B={r['batch_size']}, {words.get(r['lr_rule'], r['lr_rule'])})"
+                              for r in apart)
+            h["lr_note"] += (f" Not on it: {named}, whose rN measures its learning-rate setting as well as the batch"
+                             + (" (the fixed-LR control)." if all(r["lr_rule"] == "none" for r in apart) else "."))
     text, best, tied = headline_markdown(h), h["pick"], h["within_noise"]
     return {"rows": rows, "reference": ref, "recommendation": text, "headline": h, "best": best,
             "within_noise": tied, "clock": basis, "estimates": ests, "lr_retuning": retuning_json(retune)}
@@ -422,10 +429,22 @@ def lr_retuning(rows: Sequence[dict[str, Any]], ref: str | None = None) -> LRRet
     detect_lr_rule` on each row's ``batch_size``, the update batch B of the LR rule, and peak ``lr``). Rows that
     declare an LR rule (``lr_rule``: runs of an rlbatch sweep, whose fixed-LR control sits beside its ladder) are
     judged within the reference's declared rule; rows from logs declare none and are judged together."""
+    key = _declared_rule(rows, ref)
+    return detect_lr_rule([(r["batch_size"], r["lr"]) for r in rows if r.get("lr_rule") == key])
+
+
+def lr_rule_apart(rows: Sequence[dict[str, Any]], ref: str | None = None) -> list[dict[str, Any]]:
+    """The rows that declare another LR rule than the one :func:`lr_retuning` judged (a sweep's fixed-LR control,
+    ``lr_rule`` ``none`` beside a ``sqrt`` ladder); [] for logs, which declare none."""
+    key = _declared_rule(rows, ref)
+    return [r for r in rows if r.get("lr_rule") is not None and r.get("lr_rule") != key]
+
+
+def _declared_rule(rows: Sequence[dict[str, Any]], ref: str | None) -> str | None:
+    """The LR rule the comparison is judged within: the reference's declared ``lr_rule``, else the most common."""
     declared = [r.get("lr_rule") for r in rows]
     by = {r["run"]: r for r in rows}
-    key = by[ref].get("lr_rule") if ref in by else max(set(declared), key=declared.count, default=None)
-    return detect_lr_rule([(r["batch_size"], r["lr"]) for r in rows if r.get("lr_rule") == key])
+    return by[ref].get("lr_rule") if ref in by else max(set(declared), key=declared.count, default=None)
 
 
 def retuning_json(r: LRRetuning) -> dict[str, Any]:
@@ -467,6 +486,13 @@ REJECTED = ("slower", "not reached")
 
 #: The one definition of "within noise" (the headline, the verdict column and the plan use it):
 #: :func:`intervals_overlap` of the 95% intervals of the relative time-to-target.
+def check_target(target: float | None) -> None:
+    """Refuse a target that no score can be compared with (NaN or infinite): a :class:`UserError` naming
+    ``--target``. None (no target) passes."""
+    if target is not None and not math.isfinite(target):
+        raise UserError(f"--target must be a finite score, got {target!r}", field="target")
+
+
 WITHIN_NOISE = ("A is \"within noise of\" B when their 95% intervals of the relative time-to-target overlap (the "
                 "reference's is exactly 1, so the verdict column's \"within noise\" means the interval contains 1).")
 
@@ -496,6 +522,14 @@ def headline(rows: list[dict[str, Any]], ref: str | None, metric: str, target: f
             out["lines"] = [f"No pick: runs {', '.join(reached)} reached {metric} ≥ {target:g}, but none has a measured "
                             "clock (no per-step timings in the logs) and a target reached after training began, so "
                             "time-to-target cannot be compared."]
+        elif rows and not any(r.get("batch_size") for r in rows):
+            out["lines"] = [f"No samples-to-target: no run's log gives its batch size (P x G), so its {metric} "
+                            "cannot be placed on the retained-sample axis; supply it with --set "
+                            "RUN:prompts_per_step=P --set RUN:group_size=G (rlbatch inspect FILE says what is "
+                            "missing)."]
+        elif rows and all(r.get("best_score") is None for r in rows):
+            out["lines"] = [f"No run logs {metric}: nothing to compare at a target. Choose the score with --metric "
+                            "(e.g. eval/score, reward/mean; rlbatch inspect FILE lists what each log holds)."]
         else:
             best = max(rows, key=lambda r: r.get("best_score") if r.get("best_score") is not None else -1e300,
                        default=None)

@@ -14,15 +14,16 @@ import numpy as np
 import pandas as pd
 
 from rlbatch.analysis.samples import X, policy_offset  # noqa: F401 (re-exported)
+from rlbatch.errors import UserError
 from rlbatch.runstore import Run, run_order
 
 
 def ema_smooth(values: np.ndarray, weight: float) -> np.ndarray:
     """Exponential moving average with TensorBoard's smoothing convention: ``s_0 = y_0``,
     ``s_t = weight * s_{t-1} + (1 - weight) * y_t``. ``weight`` in [0, 1) (0 = no smoothing).
-    Raises ``ValueError`` for a weight outside [0, 1)."""
+    Raises :class:`rlbatch.errors.UserError` (a ``ValueError``) naming ``--ema`` for a weight outside [0, 1)."""
     if not (0.0 <= weight < 1.0):
-        raise ValueError(f"ema weight must be in [0, 1), got {weight}")
+        raise UserError(f"--ema must be a smoothing weight in [0, 1), got {weight}", field="ema")
     out = np.empty(len(values), dtype=float)
     s = None
     for i, y in enumerate(values):

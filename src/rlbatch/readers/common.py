@@ -529,7 +529,7 @@ def finalize(run: Run) -> Run:
     elif b is not None and len(m):
         m["samples/retained"] = m["step"].to_numpy(dtype=float) * b
         meta.samples_source = "steps x B"
-        _replace_note(run, _SAMPLE_NOTES, f"samples/retained computed as steps x B (B = {b}): the log has no sample counter")
+        _replace_note(run, _SAMPLE_NOTES, f"samples/retained computed as steps x {b} (responses per rollout step): the log has no sample counter")
     else:
         if "samples/retained" in m.columns and src == "steps x B":
             m.drop(columns=["samples/retained"], inplace=True)

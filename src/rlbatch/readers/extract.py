@@ -64,6 +64,12 @@ LEAD_LABEL = re.compile(r"(?i)^\W{0,8}(?P<pre>[\w\[\]. -]{0,40}?)\b(?P<word>glob
 BLOCK_HEADER = re.compile(r"(?i)^[\W_]*(?:[\w\[\].-]+\s+){0,6}?[-:|]?\s*(?:metrics\s+)?(?P<word>global[_ ]step|step|"
                           r"iter(?:ation)?|epoch|rollout|update)\s*[#:]?\s*(?P<n>\d{1,12})(?:\s*/\s*\d{1,12})?"
                           r"[\s=#*:\-\]|)]*$")
+#: an epoch counter then the batch counter within it, in front of ``key: value`` pairs: ``Epoch:[1/2](10/9751),
+#: loss: ...`` (MiniMind), ``Epoch [1/3] Step [10/100] loss: ...``, ``epoch 2/3 (5/40) | loss ...``; the step is
+#: (epoch - 1) x batches per epoch + batch
+EPOCH_BATCH = re.compile(r"(?i)^\W{0,8}(?P<pre>[\w\[\]. -]{0,40}?)\bepoch\s*[:=#]?\s*[\[(]?\s*(?P<e>\d{1,6})\s*/\s*"
+                         r"\d{1,6}\s*[\])]?\s*[,:|-]?\s*(?:(?:step|batch|iter(?:ation)?)\s*[:=#]?\s*)?[\[(]?\s*"
+                         r"(?P<n>\d{1,12})\s*/\s*(?P<of>\d{1,12})\s*[\])]?\s*[:|,-]*\s*")
 TQDM_COUNTER = re.compile(r"(?<!\d)(\d{1,12})/\d{1,12} \[")
 VERL_STEP = re.compile(r"(?:^|\s)step:(\d{1,12}) - ")
 NUM = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"  # one way to split digits: no quadratic backtracking
@@ -462,6 +468,15 @@ def scan(lines: Iterable[str], first_line: int = 1, *, max_wrap: int = 200) -> l
                         out.append(Record(ln, flat, "dict", kind=kind, label=lab, label_counter=ctr))
                     i = j
                     continue
+        # an epoch counter and the batch within it, then key/value pairs (MiniMind's 'Epoch:[1/1](10/9751), a: x')
+        em = EPOCH_BATCH.match(s)
+        if em:
+            pairs = _kv_pairs(s[em.end():])
+            if pairs:
+                step = (int(em.group("e")) - 1) * int(em.group("of")) + int(em.group("n"))
+                out.append(Record(ln, {_name(k): v for k, v in pairs.items()}, "kv",
+                                  kind=_kind_of_words(em.group("pre") or ""), label=step, label_counter="step"))
+                continue
         # labelled key/value runs and 'Step N | a: x | b: y' tables
         lm = LEAD_LABEL.match(s)
         if lm:
@@ -900,6 +915,12 @@ def _get(cfg: dict[str, Any], keys: tuple[str, ...]) -> tuple[str, Any] | None:
                                   ck.replace(".", "/") == k):
                 return ck, v
     return None
+
+
+def config_key(cfg: dict[str, Any], meaning: str) -> tuple[str, Any] | None:
+    """``(key, value)`` of the first key of a flat config ``cfg`` that means ``meaning`` (:data:`CONFIG_KEYS`:
+    prompts_per_step, group_size, lr, ...), as :func:`config_from_mapping` looks it up, or None."""
+    return _get({str(k).replace("-", "_").lstrip("_"): v for k, v in cfg.items()}, CONFIG_KEYS[meaning])
 
 
 def config_from_mapping(cfg: dict[str, Any], where: str) -> ConfigFound:

@@ -13,7 +13,7 @@ from typing import Any
 
 from rlbatch.errors import UserError
 from rlbatch.readers import extract as X
-from rlbatch.readers.common import build_run, finalize, meta_from, read_text
+from rlbatch.readers.common import build_run, finalize, meta_from, read_text, warn
 from rlbatch.runstore import Run
 
 #: run fields the analysis needs, and the ``--set`` that supplies each when a log lacks it
@@ -121,12 +121,19 @@ def config_beside(path: Path) -> tuple[X.ConfigFound, str] | None:
         try:
             text = read_text(c)
             data = json.loads(text) if c.suffix == ".json" else yaml.safe_load(text)
-        except (ValueError, yaml.YAMLError, UserError, RecursionError):
+        except (ValueError, yaml.YAMLError, UserError, RecursionError) as err:
+            warn(f"config beside the log not read ({str(err).splitlines()[0][:100]}): its settings are not used", c)
             continue
         if not isinstance(data, dict):
             continue
         where = c.name if c.parent == path.parent else str(c.relative_to(path.parent))
-        found = X.config_from_mapping(X.flatten(data), where)
+        flat = X.flatten(data)
+        found = X.config_from_mapping(flat, where)
+        for f in ("prompts_per_step", "group_size", "lr"):  # a key it states whose value is no count / rate
+            hit = X.config_key(flat, f)
+            if hit is not None and getattr(found, f) is None:
+                want = "a learning rate in (0, 1)" if f == "lr" else "a positive whole number"
+                warn(f"{hit[0]} = {hit[1]!r} is not {want}: not used as {f}", c)
         if detect_framework("", data):
             try:
                 spec = batch_spec("", where=where, mapping=data)

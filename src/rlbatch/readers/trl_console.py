@@ -11,9 +11,11 @@ The dicts carry no step number. The step of each training record comes from, in 
    gives ``time/wall_s`` (evaluation included) and ``time/step_s``;
 2. ``logging_steps``: when the output states ``logging_steps=K`` (the printed ``TrainingArguments``), record i is
    step K x i;
-3. ``epoch growth``: the records' ``epoch`` grows by a constant d per record (the logging cadence) and every
+3. ``progress total``: the training bar reached its total T and the n records fit one whole logging interval
+   only (``_cadence_from_total``; for output whose dicts were flushed out of order with the bar);
+4. ``epoch growth``: the records' ``epoch`` grows by a constant d per record (the logging cadence) and every
    epoch / d is a whole number: record i is logging interval epoch_i / d (in units of the logging cadence);
-4. ``records counted``: records numbered 1, 2, ... in file order.
+5. ``records counted``: records numbered 1, 2, ... in file order.
 
 TRL's PPO trainer counts ``episode`` (cumulative episodes, read as ``samples/generated``) instead of steps;
 ``eps`` there is episodes per second, not a count. Evaluation dicts (``eval_*``) are evaluation points at the step
@@ -101,6 +103,29 @@ def _dicts(text: str) -> list[tuple[int, int, dict[str, Any]]]:
     return out
 
 
+def _cadence_from_total(counters: list[tuple[int, int, int, float | None]],
+                        epochs: list[float | None]) -> tuple[int, int] | None:
+    """``(logging interval K, total steps T)`` when the training bar's total T was reached (its last counter is
+    T/T) and the n records fit one whole interval only (n K <= T < (n + 1) K, K = T // n) with their epochs on
+    the line epoch_i = i K / S for one number of steps per epoch S (within 0.006: TRL prints the epoch rounded to
+    2 decimals); else None."""
+    n = len(epochs)
+    if n < 2 or not counters or not all(e is not None and math.isfinite(e) and e > 0 for e in epochs):
+        return None
+    totals = [c[2] for c in counters]
+    total = max(set(totals), key=totals.count)
+    if not any(c[1] == total and c[2] == total for c in counters) or total < n:
+        return None
+    k = total // n
+    if not total < (n + 1) * k:
+        return None
+    xs = [(i + 1) * k for i in range(n)]
+    inv = sum(x * e for x, e in zip(xs, epochs)) / sum(x * x for x in xs)  # 1 / S, least squares through 0
+    if all(abs(x * inv - e) <= 0.006 for x, e in zip(xs, epochs)):
+        return k, total
+    return None
+
+
 def read(path: str | Path, *, run_id: str | None = None, user_map: dict[str, str] | None = None) -> Run:
     """Read TRL console output into a :class:`Run` (see the module docstring for how steps are found).
 
@@ -177,10 +202,18 @@ def read(path: str | Path, *, run_id: str | None = None, user_map: dict[str, str
             source = "logging_steps"
             notes.append(f"steps from logging_steps = {k} stated in the output: record i is step {k} x i "
                          "(records assumed to start at the first logging step)")
+        elif (cad := _cadence_from_total(counters, epochs)) is not None:
+            k, total = cad
+            steps = [k * (i + 1) for i in range(len(train))]
+            source = "progress total"
+            notes.append(f"steps from the progress bar's total ({total} steps, reached) and {len(train)} evenly spaced "
+                         f"records: one every {k} steps, the only whole interval that fits (their epochs agree); "
+                         "the counters printed before the records were not used (output buffered out of order?)")
         elif len(train) >= 2 and all(e is not None and math.isfinite(e) and e > 0 for e in epochs):
             d_e = [b - a for a, b in zip(epochs, epochs[1:])]
             d = sorted(d_e)[len(d_e) // 2]
-            idx = [e / d for e in epochs] if d > 0 else []
+            even = d > 0 and all(abs(x - d) <= 0.2 * d for x in d_e)  # a rounded epoch (0.01, 0.02, ...) is not
+            idx = [e / d for e in epochs] if even else []
             if idx and all(math.isfinite(x) and x < 2**53 for x in idx) and all(abs(x - round(x)) < 0.2 for x in idx) and len({round(x) for x in idx}) == len(idx):
                 steps = [int(round(x)) for x in idx]
                 source = "epoch growth"

@@ -134,6 +134,62 @@ def _val_dict(text: str) -> dict[str, Any] | None:
     return d if isinstance(d, dict) else None
 
 
+class _PrintedConfig:
+    """verl's pprint'ed config dict (the resolved config), collected line by line from a console: the lines of the
+    actor that printed it (other Ray actors' output interleaves), without that actor's own unindented output printed
+    mid-dict (a DeprecationWarning: pprint's continuation lines are always indented). ``config`` once parsed."""
+
+    def __init__(self) -> None:
+        self.config: dict | None = None
+        self.buf: list[str] | None = None
+        self.prefix = ""
+        self.line = 0
+
+    def _try(self) -> None:
+        try:
+            self.config = _literal("\n".join(self.buf))
+            self.buf = None
+        except (ValueError, SyntaxError):
+            pass
+
+    def feed(self, raw: str, lineno: int, path: Path) -> bool:
+        """Take console line ``raw``; True when it belongs to the config (the caller skips it)."""
+        if self.buf is not None:
+            prefix, text = _split_prefix(raw)
+            if prefix != self.prefix:
+                return False
+            if text[:1] not in (" ", "\t"):
+                return True
+            self.buf.append(text.rstrip("\r\n"))
+            if self.buf[-1].rstrip().endswith("}"):
+                self._try()
+            if self.buf is not None and len(self.buf) > 3000:
+                warn("could not parse the printed config dict; using the launch command", path, self.line)
+                self.buf = None
+            return True
+        if self.config is None and "{'" in raw:
+            prefix, line = _split_prefix(raw)
+            if line.startswith("{'") and ("'actor_rollout_ref'" in line or "'algorithm'" in line
+                                          or "'data'" in line or "'trainer'" in line):
+                self.prefix, self.buf, self.line = prefix, [line.rstrip("\r\n")], lineno
+                if self.buf[0].rstrip().endswith("}"):
+                    self._try()
+                return True
+        return False
+
+
+def printed_config(path: str | Path) -> dict | None:
+    """The config dict verl printed into the console log ``path`` (:class:`_PrintedConfig`), or None."""
+    cfg = _PrintedConfig()
+    with open_text(Path(path)) as fh:
+        numbered, _ = unwrap_lines(fh.readlines())
+    for lineno, raw in numbered:
+        cfg.feed(raw.replace("\x00", ""), lineno, Path(path))
+        if cfg.config is not None:
+            break
+    return cfg.config
+
+
 def read(path: str | Path, *, run_id: str | None = None, user_map: dict[str, str] | None = None) -> Run:
     """Read one verl console log into a :class:`Run` (canonical names; see the module docstring).
 
@@ -145,10 +201,7 @@ def read(path: str | Path, *, run_id: str | None = None, user_map: dict[str, str
     lines: list[int] = []
     shell: dict[str, str] = {}
     cmd: dict[str, str] = {}
-    config: dict | None = None
-    cfg_buf: list[str] | None = None
-    cfg_prefix = ""
-    cfg_line = 0
+    cfg = _PrintedConfig()
     val_buf: list[str] | None = None
     val_kind = ""
     extra_evals: list[tuple[int | None, dict]] = []
@@ -197,20 +250,8 @@ def read(path: str | Path, *, run_id: str | None = None, user_map: dict[str, str
                 rows.append(rec)
                 lines.append(lineno)
                 continue
-        if cfg_buf is not None:
-            prefix, text = _split_prefix(raw)
-            if prefix == cfg_prefix:  # other Ray actors' output interleaves with the pprint'ed config
-                cfg_buf.append(text.rstrip("\r\n"))
-                if cfg_buf[-1].rstrip().endswith("}"):
-                    try:
-                        config = _literal("\n".join(cfg_buf))
-                        cfg_buf = None
-                    except (ValueError, SyntaxError):
-                        pass
-                if cfg_buf is not None and len(cfg_buf) > 3000:
-                    warn("could not parse the printed config dict; using the launch command", path, cfg_line)
-                    cfg_buf = None
-                continue
+        if cfg.feed(raw, lineno, path):
+            continue
         if val_buf is not None:
             val_buf.append(_clean(raw).strip())
             if val_buf[-1].endswith(")") or len(val_buf) > 200:
@@ -230,18 +271,6 @@ def read(path: str | Path, *, run_id: str | None = None, user_map: dict[str, str
                     if d:
                         extra_evals.append((0 if kind == "Initial" else None, d))
             continue
-        if config is None and cfg_buf is None and "{'" in raw:
-            cfg_prefix, line = _split_prefix(raw)
-            if line.startswith("{'") and ("'actor_rollout_ref'" in line or "'algorithm'" in line
-                                          or "'data'" in line or "'trainer'" in line):
-                cfg_buf, cfg_line = [line.rstrip("\r\n")], lineno
-                if cfg_buf[0].rstrip().endswith("}"):
-                    try:
-                        config = _literal(cfg_buf[0])
-                        cfg_buf = None
-                    except (ValueError, SyntaxError):
-                        pass
-                continue
         if sampling_n is None and "{'n': " in raw:
             sm = SAMPLING_N.search(raw)
             if sm:
@@ -253,6 +282,7 @@ def read(path: str | Path, *, run_id: str | None = None, user_map: dict[str, str
             for k, v in OVERRIDE.findall(raw):
                 cmd.setdefault(k, v)
 
+    config = cfg.config
     if wrap_width:
         notes_pre = [f"lines wrapped at column {wrap_width} (a terminal or a paste) rejoined: {n_physical} lines "
                      f"read as {len(numbered)}"]
@@ -271,6 +301,10 @@ def read(path: str | Path, *, run_id: str | None = None, user_map: dict[str, str
             run = consoles.read(path, "wandb-summary", run_id=run_id, user_map=user_map)
             run.notes.insert(0, "no verl step lines: verl's trainer.logger had no 'console'; read the W&B Run summary")
             return run
+        loggers = _dig(config, ("trainer", "logger")) if isinstance(config, dict) else None
+        if isinstance(loggers, (list, tuple)) and "console" in loggers:
+            raise UserError("no verl step lines: the run logged no step although its trainer.logger includes "
+                            "'console' (it stopped before its first step finished?)", path=str(path))
         if config is not None or cmd:
             raise UserError("no verl step lines: no step metrics in this log (a verl run whose trainer.logger had "
                             "no 'console': W&B only?); export the run's history from W&B as CSV and analyze that, or "

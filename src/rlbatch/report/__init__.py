@@ -42,6 +42,11 @@ def samples_cell(v: Any) -> str:
     return NOT_REACHED if v is None else count(v)
 
 
+def batch_cell(v: Any) -> str:
+    """A batch size for a table: the count, or ``—`` when the log does not give it (never ``not reached``)."""
+    return "—" if v is None else str(v)
+
+
 def _duration(v: Any) -> str:
     """Seconds as ``42 s``, ``3.5 min`` or ``2.25 h``."""
     if not isinstance(v, (int, float)) or not math.isfinite(v):
@@ -106,7 +111,7 @@ def with_ci_cells(rows: list[dict]) -> list[dict]:
 def accounting_columns(combined: bool = False) -> list[tuple[str, str, Any]]:
     """Columns of the accounting table (the report and ``rlbatch analyze``); ``combined``: each ratio and its
     interval in one cell (the rows need :func:`with_ci_cells`)."""
-    head = [("run", "configuration", None), ("batch_size", "B", None), ("n_seeds", "seeds", None),
+    head = [("run", "configuration", None), ("batch_size", "B", batch_cell), ("n_seeds", "seeds", None),
             ("samples_to_target", "samples-to-target", samples_cell),
             ("time_to_target_s", "time-to-target", _duration)]
     if combined:
