@@ -294,8 +294,11 @@ def sweep_cmd(
     backend: str = typer.Option("local", "--backend", help="local (processes here), ray (Ray tasks), trl (each "
                                 "trial with TRL's GRPOTrainer here; with --dry-run/--submit: launch it), or launch "
                                 "the study on verl or openrlhf."),
-    adaptive: bool = typer.Option(False, "--adaptive", help="Double B from the base, each trial only until the plan "
-                                  "decides; stop once the throughput gain no longer beats rN (local)."),
+    adaptive: bool = typer.Option(False, "--adaptive", help="Decide early, on every backend: re-plan at every new "
+                                  "evaluation and stop a configuration once its predicted time-to-target interval "
+                                  "lies above the best's (or its outcome is decided); every decision with its "
+                                  "reason and evidence in OUT/adaptive.json. verl/openrlhf: the trials are launched "
+                                  "here (or as Ray jobs with --submit) and watched through their logs."),
     address: Optional[str] = typer.Option(None, "--address", help="ray: cluster to join (auto, HOST:6379, "
                                           "ray://HOST:10001); verl/openrlhf/trl --submit: http://HEAD:8265."),
     cpus_per_trial: float = typer.Option(1, "--cpus-per-trial", help="ray: CPUs requested per trial."),
