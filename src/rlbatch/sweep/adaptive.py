@@ -156,6 +156,19 @@ def reached(run, target: float, metric: str) -> bool:
     return run is not None and estimate_configuration([run], target, metric, n_boot=0)["samples_to_target"] is not None
 
 
+def measured(runs: Sequence[Any], target: float, metric: str, n_boot: int = 200) -> list[float] | None:
+    """The configuration's samples-to-target interval once it is measured: every seed reached the target and the
+    accounting's 95% interval (:func:`rlbatch.analysis.accounting.estimate_configuration`: seeds resampled, or one
+    seed's evaluation noise) is closed above, i.e. the crossing is not a noise blip at the last evaluation; else
+    None (keep running: a reference or best measured only just at its crossing would leave every ratio to it open)."""
+    from rlbatch.analysis.accounting import estimate_configuration
+
+    if any(r is None or not reached(r, target, metric) for r in runs):
+        return None
+    ci = estimate_configuration(list(runs), target, metric, n_boot=n_boot)["samples_to_target_ci"]
+    return list(ci) if ci and ci[1] is not None and math.isfinite(ci[1]) else None
+
+
 def _above(a: Sequence[float | None] | None, b: Sequence[float | None] | None) -> bool:
     """Interval ``a`` lies wholly above interval ``b`` (b's open upper end never lies below anything)."""
     if not a or not b or a[0] is None or b[1] is None:
@@ -183,7 +196,7 @@ def _best(plan: dict[str, Any]) -> dict[str, Any] | None:
 
 # --------------------------------------------------------------------------------------------------- the loop
 def decide(executor, trials: Sequence[TrialRef], *, target: float, metric: str = "eval/score", budget: int,
-           chunk: int | None = None, max_active: int | None = None, min_eval_points: int = 4, tol: float = 0.1,
+           chunk: int | None = None, max_active: int | None = None, min_eval_points: int = 6, tol: float = 0.1,
            n_boot: int = 200, unimodal: bool = True, poll_timeout: float = 5.0, clock: str = "auto",
            backend: str = "local", progress: Callable[[str], None] | None = None,
            on_update: Callable[[AdaptiveResult], None] | None = None) -> AdaptiveResult:
@@ -269,10 +282,12 @@ def decide(executor, trials: Sequence[TrialRef], *, target: float, metric: str =
         active = [c for c in order if state[c] == "active"]
         for c in active:  # a measured outcome needs no plan
             rs = [runs.get(t.run_id) for t in configs[c]]
-            if fresh[c] and all(reached(r, target, metric) for r in rs):
-                finish(c, REACHED, "every seed reached the target: samples-to-target measured",
-                       {"samples": [run_samples(r) for r in rs], "eval_points": min(eval_points(r, metric)
-                                                                                    for r in rs)})
+            ci = measured(rs, target, metric) if fresh[c] else None
+            if ci is not None:
+                finish(c, REACHED, f"every seed reached the target: samples-to-target measured (95% interval "
+                                   f"{ci[0]:.0f}-{ci[1]:.0f})",
+                       {"samples": [run_samples(r) for r in rs], "samples_to_target_ci": ci,
+                        "eval_points": min(eval_points(r, metric) for r in rs)})
         active = [c for c in order if state[c] == "active"]
         # re-plan once every running configuration has new data (a round), or when an idle one waits for a decision
         ready = all(fresh[c] or all(executor.idle(t.run_id) for t in configs[c]) for c in active) and \
@@ -287,9 +302,7 @@ def decide(executor, trials: Sequence[TrialRef], *, target: float, metric: str =
             plan = None
             if len({r.meta.batch_size for r in have}) >= 2 or (have and pending_b):
                 try:
-                    ref = next((t.run_id for t in configs[order[0]] if t.run_id in runs), None)
-                    plan = plan_runs(have, target, reference=ref if any(r.run_id == ref for r in have) else None,
-                                     metric=metric, candidates=pending_b or None, tol=tol, n_boot=n_boot,
+                    plan = plan_runs(have, target, metric=metric, candidates=pending_b or None, tol=tol, n_boot=n_boot,
                                      extend=False, clock=clock)
                     last_plan = plan
                 except UserError:
@@ -442,7 +455,7 @@ def ladder_trials(base_spec: Any, max_doublings: int) -> list[TrialRef]:
 
 def adaptive_sweep(run_trial_fn: Callable[[Any, Path], Any], base_spec: Any, sweep_dir: Path | str, *,
                    target: float, metric: str = "eval/score", max_doublings: int = 6, chunk_fraction: float = 0.125,
-                   min_eval_points: int = 4, tol: float = 0.1, n_boot: int = 200, max_active: int | None = 1,
+                   min_eval_points: int = 6, tol: float = 0.1, n_boot: int = 200, max_active: int | None = 1,
                    progress: Callable[[str], None] | None = None, backend: str = "local") -> AdaptiveResult:
     """The doubling sweep from one base spec (:func:`ladder_trials`) with a resumable trial function
     ``run_trial_fn(spec, run_dir)`` (the local trainer :func:`rlbatch.sweep.local.run_trial`, TRL's

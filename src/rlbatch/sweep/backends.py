@@ -158,7 +158,7 @@ def _writer(out: Path):
 def run_adaptive(specs: list, out: Path, *, backend: str = "local", target: float, title: str, samples: int,
                  progress: bool = True, address: str | None = None, cpus_per_trial: float = 1,
                  gpus_per_trial: float = 0, max_retries: int = 2, chunk: int | None = None,
-                 min_eval_points: int = 4, n_boot: int = 200) -> dict[str, Any]:
+                 min_eval_points: int = 6, n_boot: int = 200) -> dict[str, Any]:
     """``--adaptive`` on a trainer backend: every trial of ``specs`` (:func:`rlbatch.sweep.local.plan_trials`,
     the ladder's first configuration is the reference) run by the backend's executor (``local``: the embedded
     trainer, ``trl``: TRL's entry point, both in chunks here; ``ray``: Ray tasks) under
