@@ -176,6 +176,25 @@ def _above(a: Sequence[float | None] | None, b: Sequence[float | None] | None) -
     return float(a[0]) > float(b[1])
 
 
+def stop_verdict(c: dict[str, Any] | None, best: dict[str, Any] | None, n_eval: int,
+                 min_eval_points: int = 6) -> tuple[str, str] | None:
+    """The loop's stopping rule for one plan candidate with runs (``c``, a :func:`rlbatch.plan.plan_runs`
+    candidate) against the best (``best``; None when ``c`` is the best): ``(outcome, reason)`` or None to go on.
+    With at least ``min_eval_points`` evaluations per seed: ``never reaches`` when the fit predicts it never reaches
+    the target; ``cannot win`` when its predicted relative time-to-target interval (rN fitted or measured, never
+    the noise model alone) lies wholly above the best's. Used by :func:`decide` and ``rlbatch watch``."""
+    if c is None or n_eval < min_eval_points:
+        return None
+    if c.get("never_reaches"):
+        return NEVER, f"fit: never reaches the target ({c['never_reaches']})"
+    if best is not None and best is not c and best.get("run") != c.get("run") \
+            and c.get("rN_source") in ("fit", "measured") and _above(c.get("interval"), best.get("interval")):
+        return CANNOT_WIN, (f"its predicted relative time-to-target {c['predicted_relative_time']:.2f} (interval "
+                            f"{_iv(c['interval'])}) lies wholly above the best's, {best['run']} "
+                            f"{best['predicted_relative_time']:.2f} (interval {_iv(best['interval'])})")
+    return None
+
+
 def _evidence(c: dict[str, Any] | None, best: dict[str, Any] | None) -> dict[str, Any]:
     if c is None:
         return {}
@@ -316,15 +335,9 @@ def decide(executor, trials: Sequence[TrialRef], *, target: float, metric: str =
                 ev = _evidence(x, best)
                 npts = min(eval_points(r, metric) for r in rs)
                 ev.update(eval_points=npts, samples=[run_samples(r) for r in rs])
-                if x is not None and npts >= min_eval_points and x.get("never_reaches"):
-                    finish(c, NEVER, f"fit: never reaches the target ({x['never_reaches']})", ev)
-                elif (x is not None and best is not None and c != best_cfg and npts >= min_eval_points
-                      and x.get("rN_source") in ("fit", "measured")
-                      and _above(x.get("interval"), best.get("interval"))):
-                    finish(c, CANNOT_WIN, f"its predicted relative time-to-target {x['predicted_relative_time']:.2f} "
-                                          f"(interval {_iv(x['interval'])}) lies wholly above the best's, "
-                                          f"{best['run']} {best['predicted_relative_time']:.2f} "
-                                          f"(interval {_iv(best['interval'])})", ev)
+                v = stop_verdict(x, best if c != best_cfg else None, npts, min_eval_points)
+                if v is not None:
+                    finish(c, v[0], v[1], ev)
             # the best is decided once nothing else is left to compare with
             active = [c for c in order if state[c] == "active"]
             if len(active) == 1 and not any(state[c] == "pending" for c in order) and active[0] == best_cfg \
