@@ -83,14 +83,9 @@ def _ci(ci) -> list[float | None] | None:
 def snapshot(path: Path | str, *, target: float | None, metric: str = "eval/score", update: int = 0,
              log_format: str | None = None, prompts_per_step: int | None = None, group_size: int | None = None,
              n_boot: int = 100) -> WatchUpdate:
-    """Read ``path`` once and compute the view (module docstring). Raises :class:`UserError` when nothing can be
-    read yet is not an error: the update then carries a ``note`` and no configurations."""
-    from rlbatch.analysis.accounting import estimate_configuration
-    from rlbatch.analysis.curves import group_seeds, metric_frame
-    from rlbatch.analysis.fit import fit_groups, sigmoid
-    from rlbatch.analysis.throughput import clock_basis, run_throughput
+    """Read ``path`` once and compute the view (:func:`predict`). Nothing readable yet is not an error: the update
+    then carries a ``note`` and no configurations."""
     from rlbatch.readers.collect import load_all
-    from rlbatch.sweep.adaptive import eval_points, run_samples, stop_verdict
 
     path = Path(path)
     with warnings.catch_warnings():
@@ -100,6 +95,20 @@ def snapshot(path: Path | str, *, target: float | None, metric: str = "eval/scor
                                group_size=group_size)
         except UserError as err:
             return WatchUpdate(update, str(path), target, metric, "wall", [], note=f"nothing to show yet: {err}")
+    return predict(runs, target=target, metric=metric, update=update, path=str(path), n_boot=n_boot)
+
+
+def predict(runs: list, *, target: float | None, metric: str = "eval/score", update: int = 0, path: str = "",
+            n_boot: int = 100) -> WatchUpdate:
+    """The view of ``runs`` (run-store :class:`rlbatch.runstore.Run` objects; module docstring): per configuration
+    the scores, the fitted curve, samples-to-target and time-to-target with intervals, the throughput so far; for two
+    or more batch sizes the plan's ranking with the adaptive loop's verdict."""
+    from rlbatch.analysis.accounting import estimate_configuration
+    from rlbatch.analysis.curves import group_seeds, metric_frame
+    from rlbatch.analysis.fit import fit_groups, sigmoid
+    from rlbatch.analysis.throughput import clock_basis, run_throughput
+    from rlbatch.sweep.adaptive import eval_points, run_samples, stop_verdict
+
     runs = [r for r in runs if len(r.metrics)]
     if not runs:
         return WatchUpdate(update, str(path), target, metric, "wall", [], note="no training step logged yet")
@@ -168,7 +177,8 @@ def snapshot(path: Path | str, *, target: float | None, metric: str = "eval/scor
                                    "predicted_relative_time": c["predicted_relative_time"],
                                    "interval": c["interval"], "rN": c["rN"], "rN_source": c["rN_source"],
                                    "relative_throughput": c["relative_throughput"],
-                                   "would_stop": verdict is not None, "why": verdict})
+                                   "would_stop": verdict is not None,
+                                   "why": f"{verdict[0]}: {verdict[1]}" if verdict else None})
             up.ranking.sort(key=lambda r: (r["predicted_relative_time"] is None, r["predicted_relative_time"] or 0))
     return up
 
