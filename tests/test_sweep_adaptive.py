@@ -84,28 +84,42 @@ def test_record_format_is_the_same_for_every_backend(replayed, tmp_path):
 
 
 STUB = r'''
-import json, sys, time
-recs, log = json.load(open(sys.argv[1])), sys.argv[2]
-for rec in recs:
-    with open(log, "a") as fh:
-        fh.write(json.dumps(rec) + "\n")
+import importlib.util, json, os, sys, time
+# verl's own file logger (verl/utils/tracking.py, loaded from its file) writes the lines, as in a verl job
+spec = importlib.util.spec_from_file_location("verl_tracking_file", sys.argv[4])
+tracking = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(tracking)
+os.environ["VERL_FILE_LOGGER_PATH"] = sys.argv[2]
+logger = tracking.FileLogger(project_name="rlbatch", experiment_name="trial")
+for rec in json.load(open(sys.argv[1])):
+    logger.log(data=rec["data"], step=rec["step"])
     time.sleep(float(sys.argv[3]))
+logger.finish()
 '''
 
 
 def test_launched_job_is_stopped_with_a_signal_and_resumable(demo, tmp_path):
-    """Two 'verl jobs' (processes writing a stored run's file-logger lines) watched through their logs: the loop
-    stops the losing one with SIGTERM to its process group and records how to resume it."""
+    """Two 'verl jobs' (processes writing a stored run's lines with verl's own FileLogger) watched through their
+    logs: the loop stops the losing one with SIGTERM to its process group and records how to resume it."""
+    import importlib.util
+
+    pytest.importorskip("orjson", reason="orjson (verl's FileLogger writer) is not installed (dev extra)")
+    spec = importlib.util.find_spec("verl")
+    if spec is None:
+        pytest.skip("verl is not installed (pip install --no-deps verl==0.9.1; `make test` does it)")
+    tracking = Path(list(spec.submodule_search_locations)[0]) / "utils" / "tracking.py"
     (tmp_path / "stub.py").write_text(STUB)
     trials = []
-    for rid, sleep in (("B16-G8-sqrt-s0", 0.004), ("B128-G8-sqrt-s0", 0.002)):
+    # B=16 writes its 1,537 lines over ~60 s, B=128 its 193 in ~1 s: the loop decides B=16 long before its end
+    for rid, sleep in (("B16-G8-sqrt-s0", 0.04), ("B128-G8-sqrt-s0", 0.005)):
         r = demo[rid]
         recs = [x[2] for x in verl_records(r, "arithmetic")]
         (tmp_path / f"{rid}.json").write_text(json.dumps(recs))
         log = tmp_path / "logs" / f"{rid}.jsonl"
         log.parent.mkdir(exist_ok=True)
         script = tmp_path / f"{rid}.sh"
-        script.write_text(f"{sys.executable} {tmp_path / 'stub.py'} {tmp_path / (rid + '.json')} {log} {sleep}\n")
+        script.write_text(f"{sys.executable} {tmp_path / 'stub.py'} {tmp_path / (rid + '.json')} {log} {sleep} "
+                          f"{tracking}\n")
         spec = {"log_path": str(log), "log_format": "verl-jsonl", "prompts_per_step": r.meta.prompts_per_step,
                 "group_size": 8, "lr": r.meta.lr, "lr_rule": "sqrt", "seed": 0, "samples": len(recs) * 8 *
                 r.meta.prompts_per_step, "job": ProcessJob(script, grace_s=5)}
@@ -116,12 +130,11 @@ def test_launched_job_is_stopped_with_a_signal_and_resumable(demo, tmp_path):
                  backend="verl", poll_timeout=0.5)
     by = {t.run_id: t for t in res.trials}
     assert by["B128-G8-sqrt-s0"].state == "reached"
-    assert by["B16-G8-sqrt-s0"].state in ("cannot win", "reached")
+    assert by["B16-G8-sqrt-s0"].state == "cannot win"
     for t in trials:  # every job is over: stopped by the loop or finished
         assert not t.spec["job"].running()
-    if by["B16-G8-sqrt-s0"].state == "cannot win":
-        n = len(Path(trials[0].spec["log_path"]).read_text().splitlines())
-        assert n < len(json.loads((tmp_path / "B16-G8-sqrt-s0.json").read_text()))
-        assert trials[0].spec["job"].proc.returncode == -15  # SIGTERM
-        assert by["B16-G8-sqrt-s0"].resume.startswith("bash ")
-    assert time.monotonic() - t0 < 120
+    n = len(Path(trials[0].spec["log_path"]).read_text().splitlines())
+    assert n < len(json.loads((tmp_path / "B16-G8-sqrt-s0.json").read_text()))
+    assert trials[0].spec["job"].proc.returncode == -15  # SIGTERM
+    assert by["B16-G8-sqrt-s0"].resume == f"bash {tmp_path / 'B16-G8-sqrt-s0.sh'} (resumes from the trial's last checkpoint)"
+    assert time.monotonic() - t0 < 180

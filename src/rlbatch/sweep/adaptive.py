@@ -370,8 +370,20 @@ def decide(executor, trials: Sequence[TrialRef], *, target: float, metric: str =
                 n = asked[t.run_id] if got >= budget or asked[t.run_id] >= budget else \
                     executor.start(t, min(budget, asked[t.run_id] + chunk_of[c]))
                 if n <= asked[t.run_id]:  # nothing more to run: its budget (or its job, or its stored log) is spent
-                    finish(c, BUDGET, f"spent its budget of {min(budget, max(n, got)):.0f} samples without "
-                                      "reaching the target", {**_evidence(cand(plan, c), best), "samples": got})
+                    for u in configs[c]:  # the last lines a job wrote before it ended
+                        r = executor.read(u.run_id)
+                        if r is not None:
+                            runs[u.run_id] = r
+                    rs = [runs.get(u.run_id) for u in configs[c]]
+                    ev = {**_evidence(cand(plan, c), best), "samples": [run_samples(r) for r in rs]}
+                    if all(reached(r, target, metric) for r in rs):
+                        ci = measured(rs, target, metric)
+                        finish(c, REACHED, "every seed reached the target by the end of its budget: samples-to-"
+                                           "target measured" + (f" (95% interval {ci[0]:.0f}-{ci[1]:.0f})" if ci
+                                                                else " (its interval still open above)"), ev)
+                    else:
+                        finish(c, BUDGET, f"spent its budget of {min(budget, max(n, got)):.0f} samples without "
+                                          "reaching the target", ev)
                     break
                 asked[t.run_id] = n
                 record("extend", c, f"undecided: extended to {n} samples", evidence=_evidence(cand(plan, c), best))
