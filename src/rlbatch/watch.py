@@ -31,7 +31,7 @@ SPARK = "▁▂▃▄▅▆▇█"
 
 @dataclass
 class ConfigView:
-    """One configuration at one update: ``samples`` (retained, summed over seeds... per seed the largest),
+    """One configuration at one update: ``samples`` (retained samples of its furthest seed),
     ``scores`` [(samples, score)] of its first seed, ``fitted`` [(samples, fitted score)] of the fit up to the
     predicted crossing, ``samples_to_target`` (+ ``_ci``, ``source``: measured | fit | never | open),
     ``throughput_samples_per_s``, ``time_to_target_s`` (+ ``_ci``), ``elapsed_s``."""
