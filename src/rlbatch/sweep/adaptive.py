@@ -12,7 +12,7 @@ retained samples, to report which trials have new data, to read a trial as a run
 The loop (:func:`decide`), per configuration (the seeds of one batch size and LR rule decide together):
 
 1. start: every trial, or the first ``max_active`` in ladder order, with a first chunk of ``chunk`` samples;
-2. at each poll that brought new data, re-plan (:func:`rlbatch.plan.plan_runs` over every run so far, the
+2. once every running trial has new data (a round), re-plan (:func:`rlbatch.plan.plan_runs` over every run so far, the
    not-yet-started batches as candidates) and decide each active configuration:
    - ``reached``: every seed reached the target (samples-to-target measured; nothing more to learn);
    - ``never reaches``: with ``min_eval_points`` evaluations per seed, the fit predicts it never reaches the target;
@@ -308,9 +308,9 @@ def decide(executor, trials: Sequence[TrialRef], *, target: float, metric: str =
                        {"samples": [run_samples(r) for r in rs], "samples_to_target_ci": ci,
                         "eval_points": min(eval_points(r, metric) for r in rs)})
         active = [c for c in order if state[c] == "active"]
-        # re-plan once every running configuration has new data (a round), or when an idle one waits for a decision
-        ready = all(fresh[c] or all(executor.idle(t.run_id) for t in configs[c]) for c in active) and \
-            any(fresh[c] for c in order)
+        # re-plan once every running trial has new data (a round) or is idle (waits for a decision)
+        ready = all(all(t.run_id in fresh[c] or executor.idle(t.run_id) for t in configs[c]) for c in active) \
+            and any(fresh[c] for c in order)
         if ready:
             event += 1
             for c in order:
