@@ -1,102 +1,140 @@
-"""Samples spent by the adaptive sweep (rlbatch.sweep.adaptive) versus the full sweep, and whether both pick the same
-batch.
+"""The adaptive sweep (rlbatch.sweep.adaptive.decide) against the full sweep, on the same ladder and seeds.
 
-1. On the synthetic model of rlbatch.sweep.synthetic (rN(B) = (1 + B/b_noise)/(1 + B0/b_noise), step time
-   gen_s + c*B; best ladder batch known by hand): the full sweep runs every ladder batch B0..B0*2^6 for the budget
-   the largest needs to reach the target; the adaptive sweep doubles from B0 until the plan can decide.
-2. With --sweep DIR (a finished sweep of run directories, one seed, square-root rule): the adaptive sweep is
-   replayed on it (each trial is the stored run cut to the samples the adaptive sweep asks for), against the samples
-   the stored sweep actually spent.
+The full sweep runs every trial to its target (not to the largest budget): its cost is, per trial, the retained
+samples and clock seconds up to its first crossing of the target (its whole run when it never reaches it), summed
+over trials; its best time-to-target is the accounting's (rlbatch analyze) over the full runs. The adaptive sweep
+watches the same trials as live jobs and stops them when the plan decides (rlbatch.sweep.replay: the stored run
+store's lines written in the order of the trials' own clocks, all trials launched together). Reported per ladder:
+the samples and seconds the adaptive sweep let run, as fractions of the full sweep's, and whether its pick's measured
+time-to-target (full runs) is within 10% of the best's.
 
-    PYTHONPATH=src python benchmarks/adaptive_vs_full.py [--sweep runs/demo/sweep --target 0.6] [--seeds 3]
+Ladders: every stored sweep given (default tests/data/demo_sweep and demo_sweep_cpu at target 0.45, demo_sweep_v1cache
+at 0.3: the square-root LR ladder, 3 seeds; the fixed-LR control is a diagnostic, not a candidate), and the synthetic
+model of rlbatch.sweep.synthetic (known answer; the doubling ladder from B = 128).
+
+    PYTHONPATH=src python benchmarks/adaptive_vs_full.py [--sweep DIR:TARGET ...] [--seeds N] [--n-boot 100]
+        [--no-synthetic]
+
+Each ladder ends with ``adaptive_sample_fraction=X adaptive_pick_within_10pct=yes|no``.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
-import shutil
+import sys
 import tempfile
+import time
+import warnings
 from functools import partial
 from pathlib import Path
 
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT = [f"{ROOT}/tests/data/demo_sweep:0.45", f"{ROOT}/tests/data/demo_sweep_cpu:0.45",
+           f"{ROOT}/tests/data/demo_sweep_v1cache:0.3"]
 
-def synthetic(seeds: int, target: float) -> None:
+
+def full_cost(runs, target: float, metric: str, clock: str) -> tuple[float, float]:
+    """(samples, seconds) of the full sweep with every trial run to its target (its whole run if never)."""
+    from rlbatch.analysis.accounting import estimate_configuration
+    from rlbatch.sweep.adaptive import run_samples, run_seconds
+
+    s_tot = t_tot = 0.0
+    for r in runs:
+        e = estimate_configuration([r], target, metric, n_boot=0, clock=clock)
+        if e["samples_to_target"] is not None and e["time_to_target_s"] is not None:
+            s_tot += e["samples_to_target"]
+            t_tot += e["time_to_target_s"]
+        else:
+            s_tot += run_samples(r)
+            t_tot += run_seconds(r, clock)
+    return s_tot, t_tot
+
+
+def compare(name: str, runs, target: float, metric: str, n_boot: int) -> dict:
+    from rlbatch.analysis.accounting import account_runs
+    from rlbatch.analysis.throughput import clock_basis
+    from rlbatch.sweep.replay import ladder_runs, replay_sweep
+
+    runs = ladder_runs(runs)
+    clock = clock_basis(runs)
+    acc = account_runs(runs, target, metric, n_boot=200)
+    times = {r["run"]: r["time_to_target_s"] for r in acc["rows"] if r["time_to_target_s"] is not None}
+    best = min(times, key=times.get)
+    s_full, t_full = full_cost(runs, target, metric, clock)
+    t0 = time.process_time()
+    with tempfile.TemporaryDirectory() as tmp:
+        res = replay_sweep(runs, tmp, target=target, fmt="rlbatch", metric=metric, n_boot=n_boot)
+    cpu = time.process_time() - t0
+    pick = res.recommended
+    # the pick as a configuration of the full accounting (the plan names a configuration, or a run of one)
+    pick_cfg = next((r["run"] for r in acc["rows"] if r["run"] == pick or pick in r["runs"]), pick)
+    t_pick = times.get(pick_cfg)
+    within = t_pick is not None and t_pick <= 1.1 * times[best]
+    frac = res.samples_spent / s_full
+    print(f"## {name}: {len(runs)} trials, target {target:g}, clock {clock}")
+    print(f"full sweep (each trial to its target): {s_full:.0f} samples, {t_full:.1f} s; measured time-to-target "
+          + ", ".join(f"{k} {v:.1f} s" for k, v in sorted(times.items(), key=lambda kv: kv[1])))
+    for c in dict.fromkeys(t.config for t in res.trials):
+        ts = [t for t in res.trials if t.config == c]
+        print(f"  {c}: {ts[0].state} after {sum(t.samples for t in ts):.0f} samples ({ts[0].decided_by})")
+    print(f"adaptive: {res.samples_spent:.0f} samples ({frac:.3f} of full), {res.time_spent_s:.1f} s "
+          f"({res.time_spent_s / t_full:.3f} of full); {res.replans} re-plans, {cpu:.0f} CPU s; picks {pick} "
+          f"(measured {t_pick if t_pick is None else round(t_pick, 1)} s vs best {best} {times[best]:.1f} s)")
+    print(f"ladder={name} adaptive_sample_fraction={frac:.3f} adaptive_time_fraction={res.time_spent_s / t_full:.3f} "
+          f"adaptive_pick_within_10pct={'yes' if within else 'no'}", flush=True)
+    return {"name": name, "fraction": frac, "within": within}
+
+
+def synthetic(n_boot: int, target: float = 0.7) -> dict:
+    """The doubling ladder B = 128 .. 8192 on the synthetic model, all trials launched together (chunks here)."""
     from rlbatch.sweep.adaptive import adaptive_sweep
     from rlbatch.sweep.synthetic import SyntheticModel, synthetic_trial
 
     m = SyntheticModel()
-    b0, ladder = 128, [128 * 2 ** k for k in range(7)]
+    ladder = [128 * 2 ** k for k in range(7)]
     best = min(ladder, key=lambda b: m.time_to_target(b, target))
+    s_full = sum(math.ceil(m.samples_to_target(b, target) / b) * b for b in ladder)
     budget = int(1.15 * m.samples_to_target(ladder[-1], target))
-    full = sum(math.ceil(budget / b) * b for b in ladder)
-    print(f"synthetic model: b_noise={m.b_noise:g}, step time {m.gen_s:g} s + {m.train_s_per_response:g} s x B, "
-          f"target {target:g}; best ladder batch by hand: B={best}")
-    print(f"full sweep: {len(ladder)} trials x {budget} samples = {full} samples")
-    for seed in range(seeds):
-        with tempfile.TemporaryDirectory() as tmp:
-            res = adaptive_sweep(partial(synthetic_trial, model=m),
-                                 {"prompts_per_step": b0 // 8, "group_size": 8, "lr": 1e-6, "samples": budget,
-                                  "seed": seed}, Path(tmp), target=target, max_doublings=len(ladder) - 1)
-        print(f"  seed {seed}: adaptive spent {res['samples_spent']:.0f} samples = "
-              f"{res['samples_spent'] / full:.3f} of the full sweep; trials B={[t['batch_size'] for t in res['trials']]}; "
-              f"recommends B={res['recommended_batch_size']} ({'right' if res['recommended_batch_size'] == best else 'WRONG'})"
-              f"; stopped: {res['stopped_because']}")
-
-
-def replay(sweep: Path, target: float, metric: str) -> None:
-    from rlbatch.analysis.accounting import fastest
-    from rlbatch.plan import truncate_runs
-    from rlbatch.readers import load
-    from rlbatch.analysis.accounting import accounting_for_runs
-    from rlbatch.runstore import write_run
-    from rlbatch.sweep.adaptive import adaptive_sweep
-
-    runs = load(sweep)
-    by_b = {}
-    for r in sorted(runs, key=lambda r: (r.meta.seed or 0)):
-        if r.meta.lr_rule in ("none", "linear"):
-            continue
-        by_b.setdefault(int(r.meta.batch_size), r)
-    ladder = sorted(by_b)
-    full = sum(float(r.metrics["samples/retained"].max()) for r in by_b.values())
-
-    def trial(spec, run_dir):
-        b = int(spec["prompts_per_step"]) * int(spec["group_size"])
-        if b not in by_b:
-            raise SystemExit(f"the stored sweep has no B={b}")
-        r = by_b[b]
-        total = float(r.metrics["samples/retained"].max())
-        cut = truncate_runs([r], min(1.0, spec["samples"] / total))[0]
-        cut.meta = cut.meta.model_copy(update={"run_id": spec["run_id"]})
-        write_run(run_dir, cut)
-
-    b0 = ladder[0]
-    r0 = by_b[b0]
-    base = {"prompts_per_step": r0.meta.prompts_per_step, "group_size": r0.meta.group_size, "lr": r0.meta.lr,
-            "samples": float(r0.metrics["samples/retained"].max())}
-    rows, ref, _ = accounting_for_runs(list(by_b.values()), target, metric, by_b[b0].run_id)
-    import pandas as pd
-
-    best_run = fastest(pd.DataFrame(rows)) if rows else None
     with tempfile.TemporaryDirectory() as tmp:
-        res = adaptive_sweep(trial, base, Path(tmp), target=target, metric=metric,
-                             max_doublings=max(1, int(math.log2(ladder[-1] / b0))))
-    print(f"stored sweep {sweep}: {len(by_b)} batch sizes {ladder}, {full:.0f} samples; fastest measured: {best_run}")
-    print(f"  adaptive replay spent {res['samples_spent']:.0f} samples = {res['samples_spent'] / full:.3f} of it; "
-          f"recommends B={res['recommended_batch_size']}; stopped: {res['stopped_because']}")
+        res = adaptive_sweep(partial(synthetic_trial, model=m),
+                             {"prompts_per_step": 16, "group_size": 8, "lr": 1e-6, "samples": budget, "seed": 0},
+                             Path(tmp), target=target, max_doublings=len(ladder) - 1, max_active=None,
+                             n_boot=n_boot)
+    pick = res.recommended_batch_size
+    within = m.time_to_target(pick, target) <= 1.1 * m.time_to_target(best, target)
+    frac = res.samples_spent / s_full
+    print(f"## synthetic: ladder {ladder}, target {target:g}; best by hand B={best}")
+    for t in res.trials:
+        print(f"  B={t.batch_size}: {t.state} after {t.samples:.0f} samples ({t.decided_by})")
+    print(f"full sweep (each trial to its target, noise-free): {s_full} samples; adaptive {res.samples_spent:.0f}; "
+          f"picks B={pick}")
+    print(f"ladder=synthetic adaptive_sample_fraction={frac:.3f} adaptive_pick_within_10pct={'yes' if within else 'no'}",
+          flush=True)
+    return {"name": "synthetic", "fraction": frac, "within": within}
 
 
 def main() -> None:
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from plan_accuracy import load_sweep
+
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--sweep", type=Path, help="a finished sweep directory to replay")
-    ap.add_argument("--target", type=float, default=0.7)
+    ap.add_argument("--sweep", action="append", help="DIR:TARGET of a finished sweep (repeatable)")
     ap.add_argument("--metric", default="eval/score")
-    ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--n-boot", type=int, default=100)
+    ap.add_argument("--seeds", type=int, default=None, help="use the first N seeds of each stored sweep (default all)")
+    ap.add_argument("--no-synthetic", action="store_true")
     a = ap.parse_args()
-    synthetic(a.seeds, 0.7)
-    if a.sweep:
-        replay(a.sweep, a.target, a.metric)
+    warnings.simplefilter("ignore")
+    out = []
+    for item in a.sweep or DEFAULT:
+        path, _, target = item.rpartition(":")
+        runs = [r for r in load_sweep(Path(path)) if a.seeds is None or (r.meta.seed or 0) < a.seeds]
+        name = Path(path).name + (f"[seeds<{a.seeds}]" if a.seeds is not None else "")
+        out.append(compare(name, runs, float(target), a.metric, a.n_boot))
+    if not a.no_synthetic:
+        out.append(synthetic(a.n_boot))
+    print("summary: " + "; ".join(f"{o['name']} {o['fraction']:.3f} {'yes' if o['within'] else 'no'}" for o in out))
 
 
 if __name__ == "__main__":

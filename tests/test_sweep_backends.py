@@ -37,7 +37,7 @@ def test_sweep_backend_verl_dry_run_and_json(tmp_path):
 @pytest.mark.parametrize("extra, message", [
     (["--backend", "slurm", *RET], "unknown backend 'slurm'"),
     (["--backend", "local", "--dry-run", "--target", "0.5", *RET], "--dry-run applies to --backend verl"),
-    (["--backend", "ray", "--adaptive", "--target", "0.5", *RET], "--adaptive"),
+    (["--backend", "verl", "--adaptive", "--dry-run", "--target", "0.5", *GEN], "--adaptive"),
     (["--backend", "verl", "--group-sizes", "4,8", *GEN], "one group size"),
     (["--backend", "local", *RET], "--target is required"),
     (["--backend", "verl", *RET], "--samples counts retained responses, which verl cannot stop at"),
@@ -88,8 +88,8 @@ def test_sweep_report_is_the_analyze_report(tmp_path):
 
 
 def test_adaptive_wiring_writes_record_and_report(tmp_path, monkeypatch):
-    """--adaptive: adaptive_sweep with the local trial runner (here the synthetic trial), trials in OUT/trials, the
-    record in OUT/adaptive.json and the report with the adaptive section and the plan."""
+    """--adaptive: the decision loop with the local trial runner (here the synthetic trial), trials in OUT/trials,
+    the record in OUT/adaptive.json and the report with the adaptive section and the plan."""
     from rlbatch.sweep import local
     from rlbatch.sweep.backends import run_study
     from rlbatch.sweep.synthetic import synthetic_trial
@@ -97,11 +97,18 @@ def test_adaptive_wiring_writes_record_and_report(tmp_path, monkeypatch):
     monkeypatch.setattr(local, "run_trial", synthetic_trial)
     monkeypatch.setattr(local, "_prepare", lambda model: model)
     monkeypatch.setattr(local, "_init_worker", lambda threads: None)
-    res = run_study(backend="local", adaptive=True, base_batch=128, base_lr=1e-6, batches=[128], rule="sqrt",
-                    group_sizes=[8], seeds=1, samples=400_000, out=tmp_path, target=0.7, progress=False)
+    res = run_study(backend="local", adaptive=True, base_batch=128, base_lr=1e-6, batches=[128, 512, 2048, 8192],
+                    rule="sqrt", group_sizes=[8], seeds=1, samples=400_000, out=tmp_path, target=0.7, progress=False,
+                    adaptive_options={"n_boot": 50})
     rec = res["adaptive"]
-    assert res["kind"] == "adaptive" and rec["trials"][0]["batch_size"] == 128 and len(rec["trials"]) >= 2
+    assert res["kind"] == "adaptive" and rec["backend"] == "local"
+    assert [t["batch_size"] for t in rec["trials"]] == [128, 512, 2048, 8192]
+    # by hand (rlbatch.sweep.synthetic): T(B) ~ (1 + B/2048)(20/B + 0.01): 2048 is the fastest of the ladder
+    assert rec["recommended_batch_size"] == 2048
+    assert rec["samples_spent"] < 4 * 400_000
+    assert {d["action"] for d in rec["decisions"]} >= {"start", "stop"}
     assert json.loads((tmp_path / "adaptive.json").read_text())["recommended"] == rec["recommended"]
-    assert sorted(p.name for p in (tmp_path / "trials").iterdir()) == sorted(t["run_id"] for t in rec["trials"])
+    assert sorted(p.name for p in (tmp_path / "trials").iterdir()) == sorted(t["run_id"] for t in rec["trials"]
+                                                                             if t["state"] != "skipped")
     assert res["report"]["adaptive"]["stopped_because"] == rec["stopped_because"]
     assert "## Adaptive sweep" in (tmp_path / "report.md").read_text()

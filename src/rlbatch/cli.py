@@ -312,8 +312,14 @@ def sweep_cmd(
     backend: str = typer.Option("local", "--backend", help="local (processes here), ray (Ray tasks), trl (each "
                                 "trial with TRL's GRPOTrainer here; with --dry-run/--submit: launch it), or launch "
                                 "the study on verl or openrlhf."),
-    adaptive: bool = typer.Option(False, "--adaptive", help="Double B from the base, each trial only until the plan "
-                                  "decides; stop once the throughput gain no longer beats rN (local)."),
+    adaptive: bool = typer.Option(False, "--adaptive", help="Decide early, on every backend: re-plan at every new "
+                                  "evaluation and stop a configuration once its predicted time-to-target interval "
+                                  "lies above the best's (or its outcome is decided); every decision with its "
+                                  "reason and evidence in OUT/adaptive.json. verl/openrlhf: the trials are launched "
+                                  "here (or as Ray jobs with --submit) and watched through their logs."),
+    chunk_samples: Optional[int] = typer.Option(None, "--chunk-samples", help="--adaptive (local/ray/trl): retained "
+                                                "samples per start or extension of a trial (default --samples / 8); "
+                                                "the plan is re-made after every round of new evaluations."),
     address: Optional[str] = typer.Option(None, "--address", help="ray: cluster to join (auto, HOST:6379, "
                                           "ray://HOST:10001); verl/openrlhf/trl --submit: http://HEAD:8265."),
     cpus_per_trial: float = typer.Option(1, "--cpus-per-trial", help="ray: CPUs requested per trial."),
@@ -376,7 +382,8 @@ def sweep_cmd(
                     out=out, target=target, fixed_lr_control=fixed_lr_control, model=model, task=task, options=opts,
                     workers=workers, adaptive=adaptive, address=address, cpus_per_trial=cpus_per_trial,
                     gpus_per_trial=gpus_per_trial, max_retries=max_retries, verl_config=verl_config,
-                    dry_run=dry_run, submit=submit, progress=fmt is Format.table)
+                    dry_run=dry_run, submit=submit, progress=fmt is Format.table,
+                    adaptive_options={"chunk": chunk_samples} if chunk_samples else None)
     if res["kind"] == "launch":
         _print_launch(res["launch"], backend, out, dry_run, fmt)
         return
@@ -723,6 +730,32 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
         print(f"rlbatch: warning: {str(message).splitlines()[0]}", file=sys.stderr)
 
 
+@app.command("watch")
+def watch_cmd(
+    path: Path = typer.Argument(..., help="A running job or sweep: a run directory, a sweep directory (trials/), "
+                                "or any log rlbatch analyze reads (verl file logger JSONL, TensorBoard events, ...)."),
+    target: Optional[float] = typer.Option(None, "--target", help="Target score: predicted samples-to-target and "
+                                           "time-to-target (with intervals), and for a sweep the plan's ranking."),
+    fmt: str = typer.Option("auto", "--format", help="auto (a live table in a terminal, one line per update when "
+                            "piped), live, lines, or json (one JSON object per update)."),
+    once: bool = typer.Option(False, "--once", help="Print one update and exit."),
+    interval: float = typer.Option(5.0, "--interval", help="Seconds between checks for new lines."),
+    max_updates: Optional[int] = typer.Option(None, "--max-updates", help="Exit after this many updates."),
+    metric: str = typer.Option("eval/score", "--metric", help="Metric the target applies to."),
+    log_format: Optional[str] = typer.Option(None, "--log-format", help="Input log format instead of detecting it."),
+    prompts_per_step: Optional[int] = typer.Option(None, "--prompts-per-step", help="P for logs that lack it."),
+    group_size: Optional[int] = typer.Option(None, "--group-size", help="G for logs that lack it."),
+) -> None:
+    """Live view of one running job or a whole sweep, re-read as it grows: score vs retained samples with the fitted
+    curve, predicted samples-to-target and time-to-target with intervals, throughput so far, and for a sweep the
+    plan's ranking and which trials the adaptive loop would stop. Only reads: nothing is written to PATH."""
+    from rlbatch.watch import watch
+
+    watch(path, target=target, fmt=fmt, once=once, interval=interval, max_updates=max_updates, metric=metric,
+          log_format=log_format, prompts_per_step=prompts_per_step, group_size=group_size)
+
+
+
 def main() -> None:
     """Console entry point: runs the Typer app. A :class:`UserError` prints one line and exits with code 2; so
     does a usage error (unknown option, missing argument, bad value: click's message and the command's ``--help``
@@ -762,3 +795,4 @@ _one_line_help()  # after every command is registered
 
 if __name__ == "__main__":
     main()
+

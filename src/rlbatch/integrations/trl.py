@@ -63,6 +63,7 @@ import os
 import platform
 import threading
 import time
+import warnings
 from pathlib import Path
 from typing import Any, Callable
 
@@ -129,15 +130,32 @@ class RlbatchCallback(TrainerCallback):
     ``meta``: extra ``run.json`` fields (model, task, lr_rule, base_batch, base_lr, ...; P, G, lr and seed come from
     the trainer's arguments). ``eval_fn(model) -> (score, n)``: the held-out evaluation; ``eval_every``: retained
     samples between evaluations (default: none besides start and end). ``max_samples``: retained-sample budget
-    (training stops once it is reached; default: TRL's ``max_steps``)."""
+    (training stops once it is reached; default: TRL's ``max_steps``).
+
+    The live prediction (with ``target``): after every evaluation, this run's predicted samples-to-target and
+    time-to-target with their intervals (:func:`rlbatch.watch.predict`, as ``rlbatch watch`` shows them) are passed
+    to ``log`` (default: print one line). ``compare_with``: run directories, sweeps or logs of the other
+    configurations of the study (re-read at each evaluation); with them the plan ranks this run among them, and with
+    ``stop_when_cannot_win=True`` (opt-in) ``control.should_training_stop`` is set once the adaptive loop's rule
+    (:func:`rlbatch.sweep.adaptive.stop_verdict`) says this run cannot win or never reaches the target (the reason
+    goes to ``run.json``'s ``stop_reason``; the run stays resumable from its checkpoints)."""
 
     def __init__(self, out_dir: Path | str, *, run_id: str | None = None, meta: dict[str, Any] | None = None,
                  eval_fn: Callable[[Any], tuple[float, int]] | None = None, eval_every: int | None = None,
-                 max_samples: int | None = None):
+                 max_samples: int | None = None, target: float | None = None,
+                 compare_with: list[Path | str] | None = None, stop_when_cannot_win: bool = False,
+                 log: Callable[[str], None] | None = None, n_boot: int = 100):
         self.out = Path(out_dir)
         self.run_id = run_id or self.out.name or "run"
         self.meta = dict(meta or {})
         self.eval_fn, self.eval_every, self.max_samples = eval_fn, eval_every, max_samples
+        if stop_when_cannot_win and (target is None or not compare_with):
+            raise UserError("stop_when_cannot_win needs target= and compare_with= (the other configurations' runs: "
+                            "a run cannot lose without something to lose to)", field="stop_when_cannot_win")
+        self.target, self.compare_with = target, [Path(p) for p in compare_with or []]
+        self.stop_when_cannot_win, self.n_boot = stop_when_cannot_win, n_boot
+        self.log = log or (lambda m: print(m, flush=True))
+        self.prediction = None
         self.trainer = None
         self.cur: dict[str, Any] = {}
         self.state: dict[str, Any] = {}
@@ -424,9 +442,35 @@ class RlbatchCallback(TrainerCallback):
             self._write_eval(model)
             while st["next_eval"] <= st["samples/retained"]:
                 st["next_eval"] += self.eval_every
+            if self.target is not None and self.eval_fn is not None:
+                self.check_plan(control)
         if self.max_samples is not None and st["samples/retained"] >= self.max_samples:
             control.should_training_stop = True
             st["stop_reason"] = "retained-sample budget reached"
+
+    def check_plan(self, control) -> Any:
+        """Re-read this run (and ``compare_with``), log the live prediction and, opted in, stop the trainer when the
+        run cannot win (class docstring). Returns the :class:`rlbatch.watch.WatchUpdate`."""
+        from rlbatch.readers.collect import load_all
+        from rlbatch.watch import line, predict
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                runs, _ = load_all([self.out, *self.compare_with])
+            except UserError as err:
+                self.log(f"rlbatch: no prediction yet ({err})")
+                return None
+        up = predict(runs, target=self.target, n_boot=self.n_boot, path=str(self.out))
+        self.prediction = up
+        self.log("rlbatch: " + line(up))
+        mine = next((v for v in up.configs if self.run_id in v.runs), None)
+        verdict = next((r for r in up.ranking if mine is not None and r["config"] == mine.config), None)
+        if self.stop_when_cannot_win and verdict is not None and verdict["would_stop"]:
+            control.should_training_stop = True
+            self.state["stop_reason"] = f"adaptive: {verdict['why']}"
+            self.log(f"rlbatch: stopping {self.run_id}: {verdict['why']}")
+        return up
 
     def on_train_end(self, args, state, control, model=None, **kw):
         from rlbatch.runstore import update_meta

@@ -1,240 +1,501 @@
-"""Adaptive sweep: double the batch from the base, run each new trial only until the plan can decide, and stop
-doubling once the throughput gain no longer beats the sample penalty rN (Li et al. 2026, "align, then accelerate").
+"""Adaptive sweeps: one decision loop for every backend. Trials of a batch-size ladder run (or are fed) while the
+plan re-predicts their time-to-target at every new evaluation; a configuration is stopped as soon as its predicted
+time-to-target interval lies wholly above the best's, or its outcome is decided; the others are extended (Li et al.
+2026, "align, then accelerate": a larger batch is faster iff its throughput gain beats its sample penalty rN).
 
-The trial runner is passed in (``run_trial_fn(spec, run_dir) -> Path``, resumable: calling it again with a larger
-``spec["samples"]`` continues the same run), so the same logic drives the local trainer
-(``rlbatch.sweep.local.run_trial``) and the synthetic trial of the tests (:mod:`rlbatch.sweep.synthetic`).
+Where the trials run is an *executor* (:mod:`rlbatch.sweep.executors`): the local trainer and TRL in chunks
+(:class:`~rlbatch.sweep.executors.ChunkExecutor`), Ray tasks (:class:`~rlbatch.sweep.executors.RayExecutor`),
+launched verl / OpenRLHF jobs whose logs are watched as they are written, or stored logs replayed in timestamp order
+(:class:`~rlbatch.sweep.executors.LogExecutor`). The loop only asks an executor to start or extend a trial to N
+retained samples, to report which trials have new data, to read a trial as a run, and to stop a trial (resumable).
 
-Algorithm (B_k = B_0 x 2^k, learning rate from the square-root rule):
+The loop (:func:`decide`), per configuration (the seeds of one batch size and LR rule decide together):
 
-1. The base trial runs in chunks until it reaches the target (samples-to-target S_ref) or its ``samples`` budget.
-2. Before a doubling (once two batch sizes are measured) the plan predicts the next batch (noise model rN,
-   fitted time model): if even its optimistic time (lower end of the rN interval / predicted throughput gain) is
-   no better than the best so far, stop without running it.
-3. A new trial runs in chunks of ``chunk_fraction x S_ref`` samples until one of
-   - it reaches the target: rN measured;
-   - it has spent ``g x best x S_ref x (1 + margin)`` samples without reaching the target (g its measured
-     throughput gain, ``best`` the best relative time so far): then rN > g x best, so it cannot beat the best;
-   - with at least ``min_eval_points`` evaluations, the predicted rN *at the target* from the saturating fit of its
-     curve (:func:`rlbatch.plan.plan_runs`, rN source ``fit``; :mod:`rlbatch.analysis.fit`) is decided against the
-     throughput gain: its interval over the gain (the relative time's interval) lies wholly above or below the best
-     relative time so far (1 while the reference is the best: rN wholly above or below the gain);
-   - or the fit predicts it never reaches the target (fitted asymptote below it).
-   Each trial records why it stopped (``decided_by``).
-4. If its relative time is no better than the best so far, doubling stops; else it becomes the best and the next
-   doubling follows (up to ``max_doublings``).
+1. start: every trial, or the first ``max_active`` in ladder order, with a first chunk of ``chunk`` samples;
+2. once every running trial has new data (a round), re-plan (:func:`rlbatch.plan.plan_runs` over every run so far, the
+   not-yet-started batches as candidates) and decide each active configuration:
+   - ``reached``: every seed reached the target (samples-to-target measured; nothing more to learn);
+   - ``never reaches``: with ``min_eval_points`` evaluations per seed, the fit predicts it never reaches the target;
+   - ``cannot win``: with ``min_eval_points`` evaluations, the interval of its predicted relative time-to-target
+     (rN / relative throughput; fitted or measured rN only, never the noise model alone) lies wholly above the
+     interval of the best configuration's (the smallest predicted relative time);
+   - ``decided``: it is the best and every other configuration has been decided (nothing left to compare);
+   - ``budget``: a seed spent ``budget`` samples without reaching the target;
+   the rest are extended by another ``chunk`` when their executor finished the previous one;
+3. a configuration not started yet is ``skipped`` when its noise-model interval (plan candidate without runs) lies
+   wholly above the best's, or (``unimodal``) when a smaller batch above the best already lost (time-to-target is
+   unimodal in B on the aligned family: the sample penalty rN grows with B while the throughput gain saturates);
+4. the recommendation is the final plan over every run.
 
-The recommendation is the final :func:`rlbatch.plan.plan_runs` over every trial run.
+Every decision is recorded with its reason and evidence (:class:`Decision`); :meth:`AdaptiveResult.to_json` is the
+``adaptive.json`` of every backend.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from rlbatch.errors import UserError
 
-
-def _spec_dict(spec: Any) -> dict[str, Any]:
-    return spec.model_dump() if hasattr(spec, "model_dump") else dict(spec)
-
-
-def _read(run_dir: Path):
-    from rlbatch.readers import load
-
-    return load(run_dir, "rlbatch")[0]
+VERSION = 1
+REACHED, NEVER, CANNOT_WIN, DECIDED, BUDGET, SKIPPED = ("reached", "never reaches", "cannot win", "decided",
+                                                       "budget", "skipped")
 
 
-def _samples(run) -> float:
-    m = run.metrics
-    return float(m["samples/retained"].max()) if len(m) and "samples/retained" in m else 0.0
+@dataclass
+class TrialRef:
+    """One trial for the loop: its run id, batch size B (responses per update), configuration (seeds of one
+    configuration share it) and the executor's spec (opaque to the loop)."""
+
+    run_id: str
+    batch_size: int
+    config: str
+    spec: Any = None
 
 
-def _throughput(run) -> float | None:
-    """Whole-run throughput on the accounting's clock (:func:`rlbatch.analysis.throughput.run_throughput`)."""
-    from rlbatch.analysis.throughput import clock_basis, run_throughput
+@dataclass
+class Decision:
+    """One decision of the loop. ``action``: start | extend | stop | skip. ``evidence``: the numbers it rests on
+    (samples and evaluation points per seed, predicted relative time and its interval, rN and its source, relative
+    throughput, the best configuration and its interval) at re-plan ``event``."""
 
-    v = run_throughput(run, clock_basis([run]))["throughput_samples_per_s"]
-    return v if v is not None and math.isfinite(v) and v > 0 else None
+    event: int
+    action: str
+    config: str
+    run_ids: list[str]
+    reason: str
+    outcome: str | None = None
+    samples: float | None = None
+    evidence: dict[str, Any] = field(default_factory=dict)
 
 
-def _eval_points(run, metric: str) -> int:
+@dataclass
+class TrialOutcome:
+    """Where a trial ended: ``state`` (one of reached, never reaches, cannot win, decided, budget, skipped),
+    retained ``samples`` and clock seconds ``time_s`` it spent, ``decided_by`` (the reason), and the last plan's
+    ``relative_time`` / ``interval`` / ``rN`` / ``rN_source`` for its configuration."""
+
+    run_id: str
+    config: str
+    batch_size: int
+    state: str
+    samples: float
+    time_s: float
+    decided_by: str
+    relative_time: float | None = None
+    interval: list[float | None] | None = None
+    rN: float | None = None
+    rN_source: str | None = None
+    resume: str | None = None
+
+
+@dataclass
+class AdaptiveResult:
+    """The record of an adaptive sweep (``adaptive.json``): see :meth:`to_json`."""
+
+    backend: str
+    target: float
+    metric: str
+    clock: str
+    reference: str | None
+    recommended: Any
+    recommended_batch_size: int | None
+    within_noise: list[Any]
+    samples_spent: float
+    time_spent_s: float
+    stopped_because: str
+    trials: list[TrialOutcome]
+    decisions: list[Decision]
+    plan: dict[str, Any] | None
+    replans: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"version", "backend", "target", "metric", "clock", "reference", "recommended",
+        "recommended_batch_size", "within_noise", "samples_spent" (retained samples over all trials),
+        "time_spent_s" (clock seconds summed over trials), "stopped_because", "replans", "trials": [TrialOutcome],
+        "decisions": [Decision], "plan"}``: the same keys for every backend."""
+        d = asdict(self)
+        return {"version": VERSION, **d}
+
+
+# --------------------------------------------------------------------------------------------------- run helpers
+def run_samples(run) -> float:
+    """Retained samples a run has trained on so far (its last ``samples/retained``; 0 without)."""
+    m = run.metrics if run is not None else None
+    if m is None or not len(m) or "samples/retained" not in m:
+        return 0.0
+    v = m["samples/retained"].max()
+    return float(v) if v == v else 0.0
+
+
+def run_seconds(run, clock: str) -> float:
+    """Seconds a run has spent on ``clock`` (:func:`rlbatch.analysis.throughput.run_clock`; 0 without)."""
+    from rlbatch.analysis.throughput import run_clock
+
+    c = run_clock(run, clock) if run is not None else None
+    return float(c[1][-1]) if c is not None else 0.0
+
+
+def eval_points(run, metric: str) -> int:
+    """Evaluation points of ``metric`` in a run so far."""
     from rlbatch.analysis.curves import metric_frame
 
+    if run is None:
+        return 0
     df = metric_frame(run, metric)
     return int(df[metric].notna().sum()) if metric in df.columns else 0
 
 
-def adaptive_sweep(run_trial_fn: Callable[[Any, Path], Any], base_spec: Any, sweep_dir: Path | str, *,
-                   target: float, metric: str = "eval/score", max_doublings: int = 6, chunk_fraction: float = 0.25,
-                   margin: float = 0.05, min_eval_points: int = 8, tol: float = 0.1, predict_skip: bool = True,
-                   n_boot: int = 200, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """Run the adaptive doubling sweep (module docstring) and return its record.
+def reached(run, target: float, metric: str) -> bool:
+    """Whether the run's curve crossed the target (the accounting's samples-to-target is not None)."""
+    from rlbatch.analysis.accounting import estimate_configuration
 
-    ``base_spec``: dict or pydantic model (e.g. ``TrialSpec``) with ``prompts_per_step``, ``group_size``, ``lr``,
-    ``samples`` (the base trial's budget of retained samples) and optionally ``lr_rule`` (default ``sqrt``),
-    ``seed``, ``model``, ``task`` and trainer options (passed through). New trials get P doubled, ``lr`` =
-    :func:`rlbatch.scaling.scaled_lr`, ``run_id`` = :func:`rlbatch.sweep.trials.trial_id`, ``base_batch`` and
-    ``base_lr``, and the same type as ``base_spec``. Trials live in ``sweep_dir/<run_id>``.
+    return run is not None and estimate_configuration([run], target, metric, n_boot=0)["samples_to_target"] is not None
 
-    Returns ``{"recommended", "recommended_batch_size", "reference", "target", "samples_spent" (retained samples
-    over all trials), "trials": [{run_id, batch_size, samples, decided_by, relative_time, relative_throughput, rN,
-    faster_than_best}], "stopped_because": str, "plan": the final plan}``. Raises :class:`UserError` when the base
-    trial does not reach the target within its budget, or a parameter is out of range.
-    """
-    from rlbatch.analysis.accounting import account_runs, estimate_configuration
+
+def measured(runs: Sequence[Any], target: float, metric: str, n_boot: int = 200) -> list[float] | None:
+    """The configuration's samples-to-target interval once it is measured: every seed reached the target and the
+    accounting's 95% interval (:func:`rlbatch.analysis.accounting.estimate_configuration`: seeds resampled, or one
+    seed's evaluation noise) is closed above, i.e. the crossing is not a noise blip at the last evaluation; else
+    None (keep running: a reference or best measured only just at its crossing would leave every ratio to it open)."""
+    from rlbatch.analysis.accounting import estimate_configuration
+
+    if any(r is None or not reached(r, target, metric) for r in runs):
+        return None
+    ci = estimate_configuration(list(runs), target, metric, n_boot=n_boot)["samples_to_target_ci"]
+    return list(ci) if ci and ci[1] is not None and math.isfinite(ci[1]) else None
+
+
+def _above(a: Sequence[float | None] | None, b: Sequence[float | None] | None) -> bool:
+    """Interval ``a`` lies wholly above interval ``b`` (b's open upper end never lies below anything)."""
+    if not a or not b or a[0] is None or b[1] is None:
+        return False
+    return float(a[0]) > float(b[1])
+
+
+def stop_verdict(c: dict[str, Any] | None, best: dict[str, Any] | None, n_eval: int,
+                 min_eval_points: int = 6) -> tuple[str, str] | None:
+    """The loop's stopping rule for one plan candidate with runs (``c``, a :func:`rlbatch.plan.plan_runs`
+    candidate) against the best (``best``; None when ``c`` is the best): ``(outcome, reason)`` or None to go on.
+    With at least ``min_eval_points`` evaluations per seed: ``never reaches`` when the fit predicts it never reaches
+    the target; ``cannot win`` when its predicted relative time-to-target interval (rN fitted or measured, never
+    the noise model alone) lies wholly above the best's. Used by :func:`decide` and ``rlbatch watch``."""
+    if c is None or n_eval < min_eval_points:
+        return None
+    if c.get("never_reaches"):
+        return NEVER, f"fit: never reaches the target ({c['never_reaches']})"
+    if best is not None and best is not c and best.get("run") != c.get("run") \
+            and c.get("rN_source") in ("fit", "measured") and _above(c.get("interval"), best.get("interval")):
+        return CANNOT_WIN, (f"its predicted relative time-to-target {c['predicted_relative_time']:.2f} (interval "
+                            f"{_iv(c['interval'])}) lies wholly above the best's, {best['run']} "
+                            f"{best['predicted_relative_time']:.2f} (interval {_iv(best['interval'])})")
+    return None
+
+
+def _evidence(c: dict[str, Any] | None, best: dict[str, Any] | None) -> dict[str, Any]:
+    if c is None:
+        return {}
+    out = {k: c.get(k) for k in ("predicted_relative_time", "interval", "rN", "rN_ci", "rN_source",
+                                 "relative_throughput", "predicted_samples_to_target",
+                                 "predicted_samples_to_target_ci", "predicted_time_to_target_s", "never_reaches")}
+    if best is not None:
+        out.update(best=best["run"] if best.get("run") is not None else best["batch_size"],
+                   best_predicted_relative_time=best.get("predicted_relative_time"), best_interval=best.get("interval"))
+    return out
+
+
+def _best(plan: dict[str, Any]) -> dict[str, Any] | None:
+    rec = plan.get("recommended")
+    return next((c for c in plan["candidates"] if c["run"] == rec or (c["run"] is None and c["batch_size"] == rec)),
+                None)
+
+
+# --------------------------------------------------------------------------------------------------- the loop
+def decide(executor, trials: Sequence[TrialRef], *, target: float, metric: str = "eval/score", budget: int,
+           chunk: int | None = None, max_active: int | None = None, min_eval_points: int = 6, tol: float = 0.1,
+           n_boot: int = 200, unimodal: bool = True, poll_timeout: float = 5.0, clock: str = "auto",
+           backend: str = "local", progress: Callable[[str], None] | None = None,
+           on_update: Callable[[AdaptiveResult], None] | None = None) -> AdaptiveResult:
+    """Run the adaptive decision loop (module docstring) over ``trials`` (ordered by the ladder; the first
+    configuration is the plan's reference) on ``executor`` and return its record.
+
+    ``budget``: the most retained samples a trial may spend; ``chunk``: samples per start / extension (default
+    budget / 8, at least B); ``max_active``: configurations running at once (default all; 1 runs the ladder one
+    configuration after the other, the doubling order); ``min_eval_points``: evaluations every seed of a
+    configuration needs before a fitted prediction may stop it; ``tol``, ``n_boot``, ``clock``: as
+    :func:`rlbatch.plan.plan_runs`. ``on_update`` is called with the record so far after every re-plan (to write
+    ``adaptive.json`` as it goes). Raises :class:`UserError` for an empty ladder or a bad parameter."""
+    from rlbatch.analysis.throughput import clock_basis
     from rlbatch.plan import plan_runs
+
+    trials = list(trials)
+    if not trials:
+        raise UserError("an adaptive sweep needs at least one trial", field="batches")
+    if budget < 1:
+        raise UserError(f"budget must be >= 1 sample, got {budget}", field="samples")
+    if min_eval_points < 3:
+        raise UserError(f"min_eval_points must be >= 3 (a curve fit needs them), got {min_eval_points}",
+                        field="min_eval_points")
+    say = progress or (lambda _m: None)
+    configs: dict[str, list[TrialRef]] = {}
+    for t in trials:
+        configs.setdefault(t.config, []).append(t)
+    order = list(configs)
+    batch = {c: configs[c][0].batch_size for c in order}
+    step = {c: max(1, batch[c]) for c in order}
+    chunk_of = {c: max(step[c], int(math.ceil((chunk or budget / 8) / step[c])) * step[c]) for c in order}
+    state: dict[str, str] = {c: "pending" for c in order}   # pending | active | <outcome>
+    reason: dict[str, str] = {}
+    asked: dict[str, int] = {}  # run_id -> samples asked for so far
+    runs: dict[str, Any] = {}
+    decisions: list[Decision] = []
+    last_plan: dict[str, Any] | None = None
+    event = 0
+    limit = len(order) if not max_active else max(1, int(max_active))
+
+    def cand(plan, c):
+        if plan is None:
+            return None
+        ids = {t.run_id for t in configs[c]}
+        for x in plan["candidates"]:
+            if x.get("runs") and set(x["runs"]) == ids:
+                return x
+            if not x.get("runs") and state[c] == "pending" and x["batch_size"] == batch[c]:
+                return x
+        return None
+
+    def record(action, c, why, outcome=None, evidence=None):
+        s = sum(run_samples(runs.get(t.run_id)) for t in configs[c])
+        decisions.append(Decision(event, action, c, [t.run_id for t in configs[c]], why, outcome, s,
+                                  evidence or {}))
+        if action in ("stop", "skip"):
+            say(f"B={batch[c]} {c}: {outcome} after {s:.0f} samples: {why}")
+
+    def start(c, why):
+        state[c] = "active"
+        for t in configs[c]:
+            asked[t.run_id] = executor.start(t, min(budget, chunk_of[c]))
+        record("start", c, why)
+
+    def finish(c, outcome, why, evidence):
+        state[c], reason[c] = outcome, why
+        if outcome != SKIPPED:
+            for t in configs[c]:
+                executor.stop(t, why)
+        record("skip" if outcome == SKIPPED else "stop", c, why, outcome, evidence)
+
+    for c in order[:limit]:
+        start(c, "probe" if limit > 1 else "first configuration of the ladder")
+    fresh: dict[str, set[str]] = {c: set() for c in order}
+    plan, best, best_cfg = None, None, None
+    while any(state[c] == "active" for c in order):
+        new = executor.poll(poll_timeout)
+        for rid in new:
+            r = executor.read(rid)
+            if r is not None:
+                runs[rid] = r
+                fresh[next(t.config for t in trials if t.run_id == rid)].add(rid)
+        active = [c for c in order if state[c] == "active"]
+        for c in active:  # a measured outcome needs no plan
+            rs = [runs.get(t.run_id) for t in configs[c]]
+            ci = measured(rs, target, metric) if fresh[c] else None
+            if ci is not None:
+                finish(c, REACHED, f"every seed reached the target: samples-to-target measured (95% interval "
+                                   f"{ci[0]:.0f}-{ci[1]:.0f})",
+                       {"samples": [run_samples(r) for r in rs], "samples_to_target_ci": ci,
+                        "eval_points": min(eval_points(r, metric) for r in rs)})
+        active = [c for c in order if state[c] == "active"]
+        # re-plan once every running trial has new data (a round) or is idle (waits for a decision)
+        ready = all(all(t.run_id in fresh[c] or executor.idle(t.run_id) for t in configs[c]) for c in active) \
+            and any(fresh[c] for c in order)
+        if ready:
+            event += 1
+            for c in order:
+                fresh[c] = set()
+            have = [runs[t.run_id] for c in order for t in configs[c] if t.run_id in runs
+                    and eval_points(runs[t.run_id], metric) > 0]
+            pending_b = sorted({batch[c] for c in order if state[c] == "pending"})
+            plan = None
+            if len({r.meta.batch_size for r in have}) >= 2 or (have and pending_b):
+                try:
+                    plan = plan_runs(have, target, metric=metric, candidates=pending_b or None, tol=tol, n_boot=n_boot,
+                                     extend=False, clock=clock)
+                    last_plan = plan
+                except UserError:
+                    plan = None
+            best = _best(plan) if plan else None
+            best_cfg = next((c for c in order if best is not None and best.get("runs")
+                             and set(best["runs"]) == {t.run_id for t in configs[c]}), None)
+            for c in active:
+                rs = [runs.get(t.run_id) for t in configs[c]]
+                x = cand(plan, c)
+                ev = _evidence(x, best)
+                npts = min(eval_points(r, metric) for r in rs)
+                ev.update(eval_points=npts, samples=[run_samples(r) for r in rs])
+                v = stop_verdict(x, best if c != best_cfg else None, npts, min_eval_points)
+                if v is not None:
+                    finish(c, v[0], v[1], ev)
+            # the best is decided once nothing else is left to compare with
+            active = [c for c in order if state[c] == "active"]
+            if len(active) == 1 and not any(state[c] == "pending" for c in order) and active[0] == best_cfg \
+                    and len(order) > 1:
+                c = active[0]
+                finish(c, DECIDED, "every other configuration is decided (stopped, reached or skipped): the best "
+                                   "predicted time-to-target", _evidence(cand(plan, c), best))
+        # configurations not started yet: skip the ones that cannot win, start the next ones
+        lost = [batch[c] for c in order if state[c] in (CANNOT_WIN, NEVER)]
+        for c in order:
+            if state[c] != "pending":
+                continue
+            x = cand(plan, c)
+            if (x is not None and best is not None and x.get("interval") and _above(x["interval"], best["interval"])):
+                finish(c, SKIPPED, f"predicted (noise model, {x.get('rN_source')}): relative time-to-target "
+                                   f"{x['predicted_relative_time']:.2f} (interval {_iv(x['interval'])}) lies wholly "
+                                   f"above the best's {_iv(best['interval'])}", _evidence(x, best))
+            elif unimodal and best is not None and any(best["batch_size"] < b < batch[c] for b in lost):
+                b = min(b for b in lost if best["batch_size"] < b < batch[c])
+                finish(c, SKIPPED, f"a smaller batch above the best, B={b}, already lost to B={best['batch_size']} "
+                                   "(time-to-target is unimodal in B)", _evidence(x, best))
+        while sum(state[c] == "active" for c in order) < limit and any(state[c] == "pending" for c in order):
+            start(next(c for c in order if state[c] == "pending"), "a slot is free")
+        # extend the active ones whose executor is idle
+        for c in [c for c in order if state[c] == "active"]:
+            for t in configs[c]:
+                if not executor.idle(t.run_id):
+                    continue
+                got = run_samples(runs.get(t.run_id))
+                n = asked[t.run_id] if got >= budget or asked[t.run_id] >= budget else \
+                    executor.start(t, min(budget, asked[t.run_id] + chunk_of[c]))
+                if n <= asked[t.run_id]:  # nothing more to run: its budget (or its job, or its stored log) is spent
+                    for u in configs[c]:  # the last lines a job wrote before it ended
+                        r = executor.read(u.run_id)
+                        if r is not None:
+                            runs[u.run_id] = r
+                    rs = [runs.get(u.run_id) for u in configs[c]]
+                    ev = {**_evidence(cand(plan, c), best), "samples": [run_samples(r) for r in rs]}
+                    if all(reached(r, target, metric) for r in rs):
+                        ci = measured(rs, target, metric)
+                        finish(c, REACHED, "every seed reached the target by the end of its budget: samples-to-"
+                                           "target measured" + (f" (95% interval {ci[0]:.0f}-{ci[1]:.0f})" if ci
+                                                                else " (its interval still open above)"), ev)
+                    else:
+                        finish(c, BUDGET, f"spent its budget of {min(budget, max(n, got)):.0f} samples without "
+                                          "reaching the target", ev)
+                    break
+                asked[t.run_id] = n
+                record("extend", c, f"undecided: extended to {n} samples", evidence=_evidence(cand(plan, c), best))
+        if on_update is not None and ready:
+            on_update(_result(executor, configs, order, state, reason, runs, decisions, last_plan, target, metric,
+                              backend, event, batch))
+    # the final plan over every run
+    have = [runs[t.run_id] for c in order for t in configs[c] if t.run_id in runs]
+    final = last_plan
+    if len({r.meta.batch_size for r in have}) >= 2:
+        try:
+            final = plan_runs(have, target, metric=metric, tol=tol, n_boot=n_boot, extend=False, clock=clock)
+        except UserError:
+            pass
+    res = _result(executor, configs, order, state, reason, runs, decisions, final, target, metric, backend, event,
+                  batch, done=True)
+    if clock == "auto" and have:
+        res.clock = clock_basis(have)
+    return res
+
+
+def _iv(ci) -> str:
+    if not ci:
+        return "-"
+    return f"[{ci[0]:.2f}, {ci[1]:.2f}]" if ci[1] is not None else f"[{ci[0]:.2f}, open]"
+
+
+def _result(executor, configs, order, state, reason, runs, decisions, plan, target, metric, backend, event, batch,
+            done: bool = False) -> AdaptiveResult:
+    from rlbatch.analysis.throughput import clock_basis
+
+    have = [r for r in runs.values() if r is not None]
+    clk = clock_basis(have) if have else "wall"
+    outcomes = []
+    for c in order:
+        x = None
+        if plan is not None:
+            ids = {t.run_id for t in configs[c]}
+            x = next((k for k in plan["candidates"] if k.get("runs") and set(k["runs"]) == ids), None)
+        for t in configs[c]:
+            r = runs.get(t.run_id)
+            outcomes.append(TrialOutcome(
+                run_id=t.run_id, config=c, batch_size=batch[c], state=state[c], samples=run_samples(r),
+                time_s=run_seconds(r, clk), decided_by=reason.get(c, state[c]),
+                relative_time=x.get("predicted_relative_time") if x else None, interval=x.get("interval") if x else None,
+                rN=x.get("rN") if x else None, rN_source=x.get("rN_source") if x else None,
+                resume=executor.resume_hint(t) if state[c] not in (SKIPPED, "pending") else None))
+    ended = [d for d in decisions if d.action in ("stop", "skip")]
+    if done:
+        why = ("every configuration was decided: " + "; ".join(f"{d.config} {d.outcome}" for d in ended)) if ended \
+            else "no trial ran"
+    else:
+        why = "running"
+    return AdaptiveResult(backend=backend, target=target, metric=metric, clock=clk,
+                          reference=plan.get("reference") if plan else None,
+                          recommended=plan.get("recommended") if plan else None,
+                          recommended_batch_size=plan.get("recommended_batch_size") if plan else None,
+                          within_noise=list(plan.get("within_noise") or []) if plan else [],
+                          samples_spent=float(sum(o.samples for o in outcomes)),
+                          time_spent_s=float(sum(o.time_s for o in outcomes)), stopped_because=why,
+                          trials=outcomes, decisions=list(decisions), plan=plan, replans=event)
+
+
+# --------------------------------------------------------------------------------------------------- doubling
+def ladder_trials(base_spec: Any, max_doublings: int) -> list[TrialRef]:
+    """The doubling ladder B_k = B_0 x 2^k (k = 0..max_doublings) from a base spec (dict or pydantic model with
+    ``prompts_per_step``, ``group_size``, ``lr``, ``samples`` and optionally ``lr_rule`` (default ``sqrt``),
+    ``seed``, ``run_id`` and trainer options): P doubled, ``lr`` = :func:`rlbatch.scaling.scaled_lr`, ``run_id`` =
+    :func:`rlbatch.sweep.trials.trial_id` (the base keeps its own), ``base_batch`` / ``base_lr``; the spec of each
+    :class:`TrialRef` is a dict. Raises :class:`UserError` when a field is missing."""
     from rlbatch.scaling import scaled_lr
     from rlbatch.sweep.trials import trial_id
 
-    if not (0 < chunk_fraction <= 1):
-        raise UserError(f"chunk_fraction must be in (0, 1], got {chunk_fraction}", field="chunk_fraction")
-    if max_doublings < 1:
-        raise UserError(f"max_doublings must be >= 1, got {max_doublings}", field="max_doublings")
-    say = progress or (lambda _m: None)
-    base = _spec_dict(base_spec)
+    base = base_spec.model_dump() if hasattr(base_spec, "model_dump") else dict(base_spec)
     for k in ("prompts_per_step", "group_size", "lr", "samples"):
         if base.get(k) is None:
             raise UserError(f"base trial spec lacks {k!r}", field=k)
-    sweep_dir = Path(sweep_dir)
+    if max_doublings < 0:
+        raise UserError(f"max_doublings must be >= 0, got {max_doublings}", field="max_doublings")
     p0, g = int(base["prompts_per_step"]), int(base["group_size"])
     b0, lr0 = p0 * g, float(base["lr"])
     rule = base.get("lr_rule") or "sqrt"
     seed = int(base.get("seed") or 0)
-    cap0 = int(base["samples"])
-    make = type(base_spec) if hasattr(base_spec, "model_dump") else dict
-
-    def spec_for(k: int, samples: int) -> dict[str, Any]:
+    out = []
+    for k in range(max_doublings + 1):
         p = p0 * 2 ** k
         b = p * g
+        rid = base.get("run_id") if k == 0 and base.get("run_id") else trial_id(p, g, rule, seed)
         d = {**base, "prompts_per_step": p, "group_size": g, "lr": scaled_lr(b, b0, lr0, rule), "lr_rule": rule,
-             "base_batch": b0, "base_lr": lr0, "seed": seed, "samples": int(samples),
-             "run_id": base.get("run_id") if k == 0 and base.get("run_id") else trial_id(p, g, rule, seed)}
-        if "batch_size" in d:
-            d["batch_size"] = b
-        if "steps" in d:
-            d["steps"] = math.ceil(samples / b)
-        return d
+             "base_batch": b0, "base_lr": lr0, "seed": seed, "run_id": rid}
+        out.append(TrialRef(run_id=rid, batch_size=b, config=rid, spec=d))
+    return out
 
-    def advance(d: dict[str, Any], samples: int):
-        d["samples"] = int(samples)
-        if "steps" in d:
-            d["steps"] = math.ceil(samples / (d["prompts_per_step"] * g))
-        run_dir = sweep_dir / d["run_id"]
-        run_trial_fn(make(**d) if make is not dict else dict(d), run_dir)
-        return _read(run_dir)
 
-    def s2t(run) -> float | None:  # the accounting's samples-to-target (rlbatch.analysis.accounting)
-        return estimate_configuration([run], target, metric, n_boot=0)["samples_to_target"]
+def adaptive_sweep(run_trial_fn: Callable[[Any, Path], Any], base_spec: Any, sweep_dir: Path | str, *,
+                   target: float, metric: str = "eval/score", max_doublings: int = 6, chunk_fraction: float = 0.125,
+                   min_eval_points: int = 6, tol: float = 0.1, n_boot: int = 200, max_active: int | None = 1,
+                   progress: Callable[[str], None] | None = None, backend: str = "local") -> AdaptiveResult:
+    """The doubling sweep from one base spec (:func:`ladder_trials`) with a resumable trial function
+    ``run_trial_fn(spec, run_dir)`` (the local trainer :func:`rlbatch.sweep.local.run_trial`, TRL's
+    :func:`rlbatch.sweep.trl.run_trial_trl`, or :func:`rlbatch.sweep.synthetic.synthetic_trial`) run in chunks of
+    ``chunk_fraction x samples`` by a :class:`rlbatch.sweep.executors.ChunkExecutor`, decided by :func:`decide`
+    with the base spec's ``samples`` as every trial's budget. ``max_active`` 1 (default): one configuration after
+    the other, from the base up (the doubling order; larger ones are skipped once predicted or measured to lose)."""
+    from rlbatch.sweep.executors import ChunkExecutor
 
-    # 1. the base trial, until it reaches the target
-    chunk0 = max(b0, int(chunk_fraction * cap0 / 2))
-    d0 = spec_for(0, chunk0)
-    spent = chunk0
-    while True:
-        ref = advance(d0, spent)
-        s_ref = s2t(ref)
-        if s_ref is not None or spent >= cap0:
-            break
-        spent = min(cap0, spent + chunk0)
-    if s_ref is None:
-        raise UserError(f"the base trial {d0['run_id']} did not reach {metric} >= {target:g} within its budget of "
-                        f"{cap0} samples: raise samples or lower the target", field="samples")
-    x_ref = _throughput(ref)
-    if x_ref is None:
-        raise UserError(f"the base trial {d0['run_id']} logged no step timings: cannot compare throughput",
-                        field="time/step_s")
-    say(f"B={b0}: reached {target:g} after {s_ref:.0f} samples (reference)")
-    runs = [ref]
-    trials = [{"run_id": ref.run_id, "batch_size": b0, "samples": _samples(ref), "decided_by": "reference",
-               "relative_time": 1.0, "relative_throughput": 1.0, "rN": 1.0, "faster_than_best": None}]
-    best_rel, best_b = 1.0, b0
-    stopped = f"reached the largest doubling (max_doublings={max_doublings})"
-    chunk = max(1, int(chunk_fraction * s_ref))
-
-    for k in range(1, max_doublings + 1):
-        b = b0 * 2 ** k
-        # 2. predicted: skip the doubling when even the optimistic prediction loses
-        if predict_skip and len(runs) >= 2:
-            try:
-                pp = plan_runs(runs, target, reference=ref.run_id, metric=metric, candidates=[b], tol=tol,
-                               n_boot=n_boot, extend=False)
-            except UserError:
-                pp = None
-            c = next((c for c in (pp or {}).get("candidates", []) if c["batch_size"] == b and not c["runs"]), None)
-            if c and c["rN"] is not None and c["relative_throughput"]:
-                optimistic = (c["rN_ci"][0] if c["rN_ci"] else c["rN"]) / c["relative_throughput"]
-                if optimistic >= best_rel:
-                    stopped = (f"predicted: at B={b} the throughput gain {c['relative_throughput']:.2f}x does not beat "
-                               f"rN {c['rN']:.2f} by enough to improve on B={best_b} (optimistic relative time "
-                               f"{optimistic:.2f} >= {best_rel:.2f})")
-                    say(stopped)
-                    break
-        # 3. run until decided
-        d = spec_for(k, 0)
-        step_chunk = max(b, int(math.ceil(chunk / b)) * b)
-        spent = step_chunk
-        while True:
-            run = advance(d, spent)
-            x = _throughput(run)
-            gain = x / x_ref if x else None
-            s = s2t(run)
-            got = _samples(run)
-            rec = {"run_id": run.run_id, "batch_size": b, "samples": got, "relative_throughput": gain}
-            if s is not None:  # rN and relative time exactly as rlbatch analyze gives them
-                row = next(r for r in account_runs([ref, run], target, metric, ref.run_id, n_boot=n_boot)["rows"]
-                           if r["runs"] == [run.run_id])
-                rec.update(decided_by="reached the target", rN=row["rN"], rN_source="measured", rN_ci=row["rN_ci"],
-                           relative_time=row["relative_time"],
-                           relative_throughput=row["relative_throughput"])
-                break
-            cap = (gain or 1.0) * best_rel * s_ref * (1 + margin)
-            if got >= cap:
-                rec.update(decided_by=f"sample cap {cap:.0f} (rN > throughput gain x best relative time)",
-                           rN=None, relative_time=None)
-                break
-            if _eval_points(run, metric) >= min_eval_points and gain:
-                try:
-                    pp = plan_runs([ref, run], target, reference=ref.run_id, metric=metric, tol=tol, n_boot=n_boot,
-                                   extend=False)
-                    c = next(c for c in pp["candidates"] if c["batch_size"] == b)
-                except (UserError, StopIteration):
-                    c = None
-                if c and c.get("never_reaches"):
-                    rec.update(decided_by=f"fit: never reaches the target ({c['never_reaches']})", rN=None,
-                               relative_time=None, rN_source="fit")
-                    break
-                if c and c.get("interval") and c["rN_source"] == "fit":
-                    # the predicted rN at the target against the throughput gain: rN / gain vs the best so far
-                    lo, hi = c["interval"]
-                    hi = math.inf if hi is None else hi
-                    if hi < best_rel or lo > best_rel:
-                        side = "below" if hi < best_rel else "above"
-                        rec.update(decided_by=f"fit: predicted rN at the target {c['rN']:.2f} (interval "
-                                              f"{c['rN_ci'][0]:.2f}-{c['rN_ci'][1] if c['rN_ci'][1] is not None else math.inf:.2f}) "
-                                              f"wholly {side} the throughput gain x best relative time "
-                                              f"{(gain or 1.0) * best_rel:.2f}",
-                                   rN=c["rN"], relative_time=c["predicted_relative_time"], rN_source="fit",
-                                   rN_ci=c["rN_ci"])
-                        break
-            nxt = spent + step_chunk
-            spent = min(nxt, int(math.ceil(cap / b)) * b) if nxt > cap else nxt
-        runs.append(run)
-        rel = rec.get("relative_time")
-        better = rel is not None and rel < best_rel
-        rec["faster_than_best"] = better
-        trials.append(rec)
-        say(f"B={b}: {rec['decided_by']} after {got:.0f} samples; relative time "
-            f"{'%.2f' % rel if rel is not None else '> %.2f' % best_rel}")
-        if not better:
-            stopped = (f"measured: at B={b} the throughput gain {gain:.2f}x no longer beats rN by enough to improve on "
-                       f"B={best_b}" if gain else f"measured: B={b} is not faster than B={best_b}")
-            break
-        best_rel, best_b = rel, b
-
-    plan = plan_runs(runs, target, reference=ref.run_id, metric=metric, tol=tol, n_boot=n_boot, extend=False)
-    return {"recommended": plan["recommended"], "recommended_batch_size": plan["recommended_batch_size"],
-            "best_batch_during_sweep": best_b, "reference": ref.run_id, "target": target,
-            "samples_spent": float(sum(t["samples"] for t in trials)), "trials": trials, "stopped_because": stopped,
-            "plan": plan}
+    if not (0 < chunk_fraction <= 1):
+        raise UserError(f"chunk_fraction must be in (0, 1], got {chunk_fraction}", field="chunk_fraction")
+    trials = ladder_trials(base_spec, max_doublings)
+    budget = int(trials[0].spec["samples"])
+    make = type(base_spec) if hasattr(base_spec, "model_dump") else None
+    ex = ChunkExecutor(run_trial_fn, Path(sweep_dir), make=make)
+    return decide(ex, trials, target=target, metric=metric, budget=budget, chunk=int(chunk_fraction * budget),
+                  max_active=max_active, min_eval_points=min_eval_points, tol=tol, n_boot=n_boot,
+                  progress=progress, backend=backend)

@@ -1,0 +1,322 @@
+"""``rlbatch watch RUN_OR_LOG``: a live view of one running job or a whole sweep, re-read as it grows.
+
+Each update reads the path again with the readers (a run store, a sweep tree, or any log format they know) and
+shows, per configuration (the seeds of one batch size and LR rule): the score against retained samples with the
+fitted curve (ScaleRL's saturating form, :func:`rlbatch.analysis.fit.fit_groups`, the plan's fit), the predicted
+samples-to-target with its 80% interval (measured with its 95% interval once every seed reached the target:
+:func:`rlbatch.analysis.accounting.estimate_configuration`), the throughput so far
+(:func:`rlbatch.analysis.throughput.run_throughput` on the accounting's clock) and the predicted time-to-target =
+samples-to-target / throughput (Li et al. 2026; the throughput taken as exact, as the plan does). For a sweep (two or
+more batch sizes) also the plan's ranking (:func:`rlbatch.plan.plan_runs`: predicted relative time-to-target and its
+interval) and which configurations the adaptive loop would stop now (:func:`rlbatch.sweep.adaptive.stop_verdict`).
+
+It only reads: nothing is written into the watched directory.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import time
+import warnings
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from rlbatch.errors import UserError
+
+SPARK = "▁▂▃▄▅▆▇█"
+
+
+@dataclass
+class ConfigView:
+    """One configuration at one update: ``samples`` (retained samples of its furthest seed),
+    ``scores`` [(samples, score)] of its first seed, ``fitted`` [(samples, fitted score)] of the fit up to the
+    predicted crossing, ``samples_to_target`` (+ ``_ci``, ``source``: measured | fit | never | open),
+    ``throughput_samples_per_s``, ``time_to_target_s`` (+ ``_ci``), ``elapsed_s``."""
+
+    config: str
+    runs: list[str]
+    batch_size: int | None
+    samples: float
+    eval_points: int
+    score: float | None
+    scores: list[tuple[float, float]]
+    fitted: list[tuple[float, float]] = field(default_factory=list)
+    samples_to_target: float | None = None
+    samples_to_target_ci: list[float | None] | None = None
+    source: str | None = None
+    throughput_samples_per_s: float | None = None
+    elapsed_s: float | None = None
+    time_to_target_s: float | None = None
+    time_to_target_ci: list[float | None] | None = None
+    why: str | None = None
+
+
+@dataclass
+class WatchUpdate:
+    """One update of ``rlbatch watch`` (``--format json`` prints :meth:`to_json`, one object per line)."""
+
+    update: int
+    path: str
+    target: float | None
+    metric: str
+    clock: str
+    configs: list[ConfigView]
+    recommended: Any = None
+    ranking: list[dict[str, Any]] = field(default_factory=list)
+    note: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _fin(x: Any) -> float | None:
+    return float(x) if x is not None and math.isfinite(float(x)) else None
+
+
+def _ci(ci) -> list[float | None] | None:
+    return [_fin(ci[0]), _fin(ci[1])] if ci else None
+
+
+def snapshot(path: Path | str, *, target: float | None, metric: str = "eval/score", update: int = 0,
+             log_format: str | None = None, prompts_per_step: int | None = None, group_size: int | None = None,
+             n_boot: int = 100) -> WatchUpdate:
+    """Read ``path`` once and compute the view (:func:`predict`). Nothing readable yet is not an error: the update
+    then carries a ``note`` and no configurations."""
+    from rlbatch.readers.collect import load_all
+
+    path = Path(path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            runs, _ = load_all([path], log_format=log_format, prompts_per_step=prompts_per_step,
+                               group_size=group_size)
+        except UserError as err:
+            return WatchUpdate(update, str(path), target, metric, "wall", [], note=f"nothing to show yet: {err}")
+    return predict(runs, target=target, metric=metric, update=update, path=str(path), n_boot=n_boot)
+
+
+def predict(runs: list, *, target: float | None, metric: str = "eval/score", update: int = 0, path: str = "",
+            n_boot: int = 100) -> WatchUpdate:
+    """The view of ``runs`` (run-store :class:`rlbatch.runstore.Run` objects; module docstring): per configuration
+    the scores, the fitted curve, samples-to-target and time-to-target with intervals, the throughput so far; for two
+    or more batch sizes the plan's ranking with the adaptive loop's verdict."""
+    from rlbatch.analysis.accounting import estimate_configuration
+    from rlbatch.analysis.curves import group_seeds, metric_frame
+    from rlbatch.analysis.fit import fit_groups, sigmoid
+    from rlbatch.analysis.throughput import clock_basis, run_throughput
+    from rlbatch.sweep.adaptive import eval_points, run_samples, stop_verdict
+
+    runs = [r for r in runs if len(r.metrics)]
+    if not runs:
+        return WatchUpdate(update, str(path), target, metric, "wall", [], note="no training step logged yet")
+    clock = clock_basis(runs)
+    groups = group_seeds(runs)
+    fits: dict[str, Any] = {}
+    if target is not None:
+        try:
+            fits = fit_groups(groups, target, metric, n_boot=n_boot)
+        except (UserError, ValueError):
+            fits = {}
+    views = []
+    for name, rs in groups.items():
+        df = metric_frame(rs[0], metric)
+        pts = [(float(x), float(y)) for x, y in zip(df.get("samples/retained", []), df.get(metric, []))
+               if y == y and x == x] if metric in df.columns else []
+        xs = [run_throughput(r, clock) for r in rs]
+        thr = [x["throughput_samples_per_s"] for x in xs]
+        throughput = sum(thr) / len(thr) if all(thr) else None
+        secs = [x["seconds"] for x in xs]
+        v = ConfigView(config=name, runs=[r.run_id for r in rs], batch_size=rs[0].meta.batch_size,
+                       samples=max(run_samples(r) for r in rs), eval_points=len(pts),
+                       score=pts[-1][1] if pts else None, scores=pts, throughput_samples_per_s=throughput,
+                       elapsed_s=max(secs) if all(s is not None for s in secs) else None)
+        fr = fits.get(name)
+        if target is not None:
+            est = estimate_configuration(rs, target, metric, n_boot=n_boot, clock=clock)
+            if est["reached"]:
+                v.samples_to_target, v.samples_to_target_ci, v.source = (est["samples_to_target"],
+                                                                         _ci(est["samples_to_target_ci"]), "measured")
+                v.time_to_target_s, v.time_to_target_ci = est["time_to_target_s"], _ci(est["time_to_target_ci"])
+            elif fr is not None:
+                v.samples_to_target = _fin(fr.get("samples_to_target"))
+                v.samples_to_target_ci = _ci(fr.get("samples_to_target_ci"))
+                v.source = "fit" if v.samples_to_target is not None else (
+                    "open" if fr.get("status") == "undetermined" else "never")
+                v.why = fr.get("reason")
+            else:
+                v.why = "too few evaluations past the start to fit the curve"
+            if v.source != "measured" and v.samples_to_target is not None and throughput:
+                # time-to-target = samples-to-target / throughput (the throughput so far, taken as exact)
+                v.time_to_target_s = v.samples_to_target / throughput
+                v.time_to_target_ci = [c / throughput if c is not None else None
+                                       for c in (v.samples_to_target_ci or [None, None])]
+        if fr is not None and fr.get("params"):
+            p = fr["params"]
+            end = max(v.samples, v.samples_to_target or 0.0) * 1.05
+            grid = [end * (i + 1) / 24 for i in range(24)]
+            v.fitted = [(g, float(sigmoid(g, p["R0"], p["A"], p["C_mid"], p["b"]))) for g in grid]
+        views.append(v)
+    up = WatchUpdate(update, str(path), target, metric, clock, views)
+    if target is not None and len({r.meta.batch_size for r in runs}) >= 2:
+        from rlbatch.plan import plan_runs
+
+        try:
+            plan = plan_runs(runs, target, metric=metric, n_boot=n_boot, extend=False)
+        except UserError as err:
+            up.note = f"no plan yet: {err}"
+        else:
+            up.recommended = plan["recommended"]
+            best = next((c for c in plan["candidates"] if c["run"] == plan["recommended"]), None)
+            for c in plan["candidates"]:
+                n = min((eval_points(r, metric) for r in groups.get(c["run"], [])), default=0)
+                verdict = stop_verdict(c, best, n)
+                up.ranking.append({"config": c["run"], "batch_size": c["batch_size"],
+                                   "predicted_relative_time": c["predicted_relative_time"],
+                                   "interval": c["interval"], "rN": c["rN"], "rN_source": c["rN_source"],
+                                   "relative_throughput": c["relative_throughput"],
+                                   "would_stop": verdict is not None,
+                                   "why": f"{verdict[0]}: {verdict[1]}" if verdict else None})
+            up.ranking.sort(key=lambda r: (r["predicted_relative_time"] is None, r["predicted_relative_time"] or 0))
+    return up
+
+
+# --------------------------------------------------------------------------------------------------- rendering
+def _num(x: float | None, spec: str = ".0f") -> str:
+    return "-" if x is None else format(x, spec)
+
+
+def _iv(ci, spec: str = ".0f") -> str:
+    if not ci:
+        return ""
+    return f" [{_num(ci[0], spec)}, {_num(ci[1], spec) if ci[1] is not None else 'open'}]"
+
+
+def spark(values: list[float], lo: float, hi: float) -> str:
+    """A sparkline of ``values`` on the scale [lo, hi]."""
+    if not values:
+        return ""
+    span = (hi - lo) or 1.0
+    return "".join(SPARK[min(len(SPARK) - 1, max(0, int((v - lo) / span * (len(SPARK) - 1) + 0.5)))]
+                   for v in values)
+
+
+def line(up: WatchUpdate) -> str:
+    """One plain line per update (for a pipe or a log file)."""
+    if not up.configs:
+        return f"update {up.update}: {up.note}"
+    parts = []
+    for v in up.configs:
+        s = f"{v.config} S={v.samples:.0f} score={_num(v.score, '.3f')}"
+        if up.target is not None:
+            s += (f" S*={_num(v.samples_to_target)}{_iv(v.samples_to_target_ci)} ({v.source or '-'})"
+                  f" T*={_num(v.time_to_target_s, '.1f')}s{_iv(v.time_to_target_ci, '.1f')}")
+        s += f" X={_num(v.throughput_samples_per_s, '.1f')}/s"
+        parts.append(s)
+    out = f"update {up.update}: " + "; ".join(parts)
+    if up.recommended is not None:
+        stop = [r["config"] for r in up.ranking if r["would_stop"]]
+        out += f" | best {up.recommended}" + (f"; would stop {', '.join(stop)}" if stop else "")
+    return out
+
+
+def render(up: WatchUpdate):
+    """The rich renderable of an update: one table of the configurations (score sparkline, fitted curve
+    sparkline, predictions) and, for a sweep, the ranking."""
+    from rich.console import Group
+    from rich.table import Table
+
+    t = Table(title=f"rlbatch watch {up.path} (update {up.update}, target {up.target}, clock {up.clock})")
+    for col in ("configuration", "B", "samples", "score", "score vs samples (fit)", "samples-to-target",
+                "throughput /s", "time-to-target s"):
+        t.add_column(col)
+    ys = [y for v in up.configs for _, y in v.scores + v.fitted]
+    lo, hi = (min(ys), max(ys + ([up.target] if up.target is not None else []))) if ys else (0.0, 1.0)
+    for v in up.configs:
+        t.add_row(v.config, str(v.batch_size), f"{v.samples:.0f}", _num(v.score, ".3f"),
+                  spark([y for _, y in v.scores[-24:]], lo, hi) + (" | " + spark([y for _, y in v.fitted], lo, hi)
+                                                                   if v.fitted else ""),
+                  f"{_num(v.samples_to_target)}{_iv(v.samples_to_target_ci)} {v.source or ''}",
+                  _num(v.throughput_samples_per_s, ".1f"),
+                  f"{_num(v.time_to_target_s, '.1f')}{_iv(v.time_to_target_ci, '.1f')}")
+    parts: list[Any] = [t]
+    if up.ranking:
+        r = Table(title=f"plan: best {up.recommended}")
+        for col in ("configuration", "relative time", "interval", "rN (source)", "would stop"):
+            r.add_column(col)
+        for x in up.ranking:
+            r.add_row(str(x["config"]), _num(x["predicted_relative_time"], ".2f"), _iv(x["interval"], ".2f"),
+                      f"{_num(x['rN'], '.2f')} ({x['rN_source']})", x["why"] or "")
+        parts.append(r)
+    if up.note:
+        parts.append(up.note)
+    return Group(*parts)
+
+
+def _signature(path: Path) -> tuple:
+    if path.is_file():
+        st = path.stat()
+        return ((st.st_size, st.st_mtime_ns),)
+    return tuple((str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in sorted(path.rglob("*")) if p.is_file())
+
+
+def watch(path: Path | str, *, target: float | None = None, fmt: str = "auto", once: bool = False,
+          interval: float = 5.0, max_updates: int | None = None, metric: str = "eval/score",
+          log_format: str | None = None, prompts_per_step: int | None = None, group_size: int | None = None,
+          n_boot: int = 100, emit: Callable[[WatchUpdate], None] | None = None) -> list[WatchUpdate]:
+    """Watch ``path`` until interrupted, ``max_updates`` updates, or once (``once``). A new update is computed when
+    the files under ``path`` changed (every ``interval`` seconds). ``fmt``: ``live`` (rich Live in a terminal),
+    ``lines`` (one plain line per update), ``json`` (one JSON object per update), ``auto`` (live on a terminal,
+    else lines). ``emit`` replaces the printing (tests). Returns the updates. Raises :class:`UserError` when the
+    path does not exist or an option is out of range."""
+    path = Path(path)
+    if not path.exists():
+        raise UserError("no such file or directory", path=str(path))
+    if interval <= 0:
+        raise UserError(f"--interval must be > 0, got {interval}", field="interval")
+    if max_updates is not None and max_updates < 1:
+        raise UserError(f"--max-updates must be >= 1, got {max_updates}", field="max-updates")
+    if fmt == "auto":
+        fmt = "live" if sys.stdout.isatty() else "lines"
+    if fmt not in ("live", "lines", "json"):
+        raise UserError(f"unknown --format {fmt!r} for watch: live, lines or json", field="format")
+    limit = 1 if once else max_updates
+    updates: list[WatchUpdate] = []
+    live = None
+    if emit is None and fmt == "live":
+        from rich.live import Live
+
+        live = Live(refresh_per_second=2)
+        live.start()
+
+    def show(up: WatchUpdate) -> None:
+        if emit is not None:
+            emit(up)
+        elif live is not None:
+            live.update(render(up))
+        elif fmt == "json":
+            print(json.dumps(up.to_json(), default=str), flush=True)
+        else:
+            print(line(up), flush=True)
+
+    seen = None
+    try:
+        while limit is None or len(updates) < limit:
+            sig = _signature(path)
+            if sig != seen:
+                seen = sig
+                up = snapshot(path, target=target, metric=metric, update=len(updates) + 1, log_format=log_format,
+                              prompts_per_step=prompts_per_step, group_size=group_size, n_boot=n_boot)
+                updates.append(up)
+                show(up)
+                if limit is not None and len(updates) >= limit:
+                    break
+            time.sleep(interval)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        if live is not None:
+            live.stop()
+    return updates

@@ -1,0 +1,140 @@
+"""The one adaptive decision loop (rlbatch.sweep.adaptive.decide) on its executors: a stored sweep replayed as live
+verl jobs (the file logger's JSONL written line by line in timestamp order), the same record format as the local
+chunks, and the launched-job executor stopping a real process with a signal."""
+
+from __future__ import annotations
+
+import json
+import sys
+import tarfile
+import time
+from functools import partial
+from pathlib import Path
+
+import pytest
+
+from rlbatch.readers import detect_format, load
+from rlbatch.sweep.adaptive import TrialRef, decide
+from rlbatch.sweep.executors import ChunkExecutor, LogExecutor, ProcessJob, verl_records
+from rlbatch.sweep.replay import ladder_runs, replay_sweep
+from rlbatch.sweep.synthetic import SyntheticModel, synthetic_trial
+
+DATA = Path(__file__).resolve().parent / "data" / "demo_sweep"
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    root = tmp_path_factory.mktemp("demo")
+    with tarfile.open(DATA / "trials.tar.gz") as tar:
+        tar.extractall(root, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
+    return {r.run_id: r for r in load(root / "trials")}
+
+
+@pytest.fixture(scope="module")
+def replayed(demo, tmp_path_factory):
+    """B = 16 and B = 128 (seed 0) of the stored demo sweep replayed as verl jobs, target 0.45."""
+    runs = ladder_runs([demo["B128-G8-sqrt-s0"], demo["B16-G8-sqrt-s0"]])
+    out = tmp_path_factory.mktemp("replay")
+    return replay_sweep(runs, out, target=0.45, n_boot=30), out, runs
+
+
+def test_replayed_verl_sweep_is_decided_by_the_loop(replayed):
+    res, out, runs = replayed
+    assert [r.run_id for r in runs] == ["B16-G8-sqrt-s0", "B128-G8-sqrt-s0"]  # ladder order: the smaller first
+    by = {t.run_id: t for t in res.trials}
+    # stored: B=128 reaches 0.45 at a quarter of B=16's time (analyze on the full runs: relative time 0.28)
+    assert res.recommended == "B128-G8-sqrt-s0" and by["B128-G8-sqrt-s0"].state == "reached"
+    assert by["B16-G8-sqrt-s0"].state == "cannot win"
+    # what the loop read is verl's file logger, written as the job would (one line per step, in order)
+    log = out / "B16-G8-sqrt-s0.jsonl"
+    assert detect_format(log) == "verl-jsonl"
+    rows = [json.loads(x) for x in log.read_text().splitlines()]
+    assert [r["step"] for r in rows] == list(range(len(rows)))
+    # stopped early: fewer steps written than the stored run has, and fewer samples than it needed for the target
+    # (verl counts every generated response: B = 16 crossed 0.45 at step 1064 = 17,024 samples in the full log)
+    assert len(rows) - 1 < len(runs[0].metrics)
+    assert by["B16-G8-sqrt-s0"].samples == (len(rows) - 1) * 16 < 17024
+    # the stop was decided on the evidence recorded with it
+    stop = next(d for d in res.decisions if d.config == "B16-G8-sqrt" and d.action == "stop")
+    assert stop.outcome == "cannot win" and stop.evidence["interval"][0] > stop.evidence["best_interval"][1]
+    assert stop.evidence["eval_points"] >= 6 and stop.evidence["best"] == "B128-G8-sqrt-s0"
+    # in timestamp order on one clock: B=128 reached (stopped) first, B=16 ran on after it until its own stop
+    t16 = sum(r["data"].get("timing_s/step", 0) for r in rows)
+    t128 = sum(json.loads(x)["data"].get("timing_s/step", 0) for x in (out / "B128-G8-sqrt-s0.jsonl").read_text()
+               .splitlines())
+    assert t128 < t16
+    assert res.decisions.index(stop) > next(i for i, d in enumerate(res.decisions) if d.outcome == "reached")
+
+
+def test_record_format_is_the_same_for_every_backend(replayed, tmp_path):
+    res, _, _ = replayed
+    model = SyntheticModel(eval_every=8192)
+    base = {"prompts_per_step": 128, "group_size": 8, "lr": 1e-6, "seed": 0, "lr_rule": "sqrt", "base_batch": 1024,
+            "base_lr": 1e-6}
+    trials = [TrialRef(f"P{p}-G8-sqrt-s0", p * 8, f"P{p}-G8-sqrt", {**base, "prompts_per_step": p,
+                                                                     "run_id": f"P{p}-G8-sqrt-s0"})
+              for p in (128, 256)]
+    local = decide(ChunkExecutor(partial(synthetic_trial, model=model), tmp_path), trials, target=0.7,
+                   budget=120_000, n_boot=20)
+    a, b = res.to_json(), local.to_json()
+    assert set(a) == set(b) and a["version"] == b["version"] == 1
+    assert set(a["trials"][0]) == set(b["trials"][0]) and set(a["decisions"][0]) == set(b["decisions"][0])
+    assert b["backend"] == "local" and a["backend"] == "replay:verl-jsonl"
+    json.dumps(a), json.dumps(b)  # plain JSON
+
+
+STUB = r'''
+import importlib.util, json, os, sys, time
+# verl's own file logger (verl/utils/tracking.py, loaded from its file) writes the lines, as in a verl job
+spec = importlib.util.spec_from_file_location("verl_tracking_file", sys.argv[4])
+tracking = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(tracking)
+os.environ["VERL_FILE_LOGGER_PATH"] = sys.argv[2]
+logger = tracking.FileLogger(project_name="rlbatch", experiment_name="trial")
+for rec in json.load(open(sys.argv[1])):
+    logger.log(data=rec["data"], step=rec["step"])
+    time.sleep(float(sys.argv[3]))
+logger.finish()
+'''
+
+
+def test_launched_job_is_stopped_with_a_signal_and_resumable(demo, tmp_path):
+    """Two 'verl jobs' (processes writing a stored run's lines with verl's own FileLogger) watched through their
+    logs: the loop stops the losing one with SIGTERM to its process group and records how to resume it."""
+    import importlib.util
+
+    pytest.importorskip("orjson", reason="orjson (verl's FileLogger writer) is not installed (dev extra)")
+    spec = importlib.util.find_spec("verl")
+    if spec is None:
+        pytest.skip("verl is not installed (pip install --no-deps verl==0.9.1; `make test` does it)")
+    tracking = Path(list(spec.submodule_search_locations)[0]) / "utils" / "tracking.py"
+    (tmp_path / "stub.py").write_text(STUB)
+    trials = []
+    # B=16 writes its 1,537 lines over ~60 s, B=128 its 193 in ~1 s: the loop decides B=16 long before its end
+    for rid, sleep in (("B16-G8-sqrt-s0", 0.04), ("B128-G8-sqrt-s0", 0.005)):
+        r = demo[rid]
+        recs = [x[2] for x in verl_records(r, "arithmetic")]
+        (tmp_path / f"{rid}.json").write_text(json.dumps(recs))
+        log = tmp_path / "logs" / f"{rid}.jsonl"
+        log.parent.mkdir(exist_ok=True)
+        script = tmp_path / f"{rid}.sh"
+        script.write_text(f"{sys.executable} {tmp_path / 'stub.py'} {tmp_path / (rid + '.json')} {log} {sleep} "
+                          f"{tracking}\n")
+        spec = {"log_path": str(log), "log_format": "verl-jsonl", "prompts_per_step": r.meta.prompts_per_step,
+                "group_size": 8, "lr": r.meta.lr, "lr_rule": "sqrt", "seed": 0, "samples": len(recs) * 8 *
+                r.meta.prompts_per_step, "job": ProcessJob(script, grace_s=5)}
+        trials.append(TrialRef(rid, r.meta.batch_size, rid.rsplit("-s", 1)[0], spec))
+    ex = LogExecutor(trials, interval=0.5)
+    t0 = time.monotonic()
+    res = decide(ex, trials, target=0.45, budget=max(t.spec["samples"] for t in trials), n_boot=20,
+                 backend="verl", poll_timeout=0.5)
+    by = {t.run_id: t for t in res.trials}
+    assert by["B128-G8-sqrt-s0"].state == "reached"
+    assert by["B16-G8-sqrt-s0"].state == "cannot win"
+    for t in trials:  # every job is over: stopped by the loop or finished
+        assert not t.spec["job"].running()
+    n = len(Path(trials[0].spec["log_path"]).read_text().splitlines())
+    assert n < len(json.loads((tmp_path / "B16-G8-sqrt-s0.json").read_text()))
+    assert trials[0].spec["job"].proc.returncode == -15  # SIGTERM
+    assert by["B16-G8-sqrt-s0"].resume == f"bash {tmp_path / 'B16-G8-sqrt-s0.sh'} (resumes from the trial's last checkpoint)"
+    assert time.monotonic() - t0 < 180
