@@ -626,7 +626,11 @@ def plan_runs(runs: Sequence[Run], target: float, *, reference: str | None = Non
     if not ref_reached:
         notes.append(f"the reference {ref_name} has not reached {metric} >= {target:g}: its samples-to-target is "
                      "predicted by its fit" + ("" if s_ref is not None else " (which does not reach it either)"))
-    if s_ref is None:  # no samples-to-target to scale: no candidate's rN says it reaches the target
+    # the reference's fit says it never reaches the target (not merely open above, "undetermined", nor too short to
+    # fit: then the noise model stands in, labelled): no samples-to-target to scale, no candidate's rN says it reaches
+    ref_never = (not ref_reached and ref_fit is not None and ref_fit.get("samples_to_target") is None
+                 and ref_fit.get("status") != "undetermined")
+    if ref_never:
         for c in cands:
             if c["rN_source"] != "measured":
                 c.update(reaches=False, predicted_relative_time=None, interval=None)
