@@ -5,7 +5,7 @@ Three kinds (:func:`get_task`):
   with its digits reversed (``"231"`` for 132), which a 2-layer character model can learn; reward 1 for an exact match.
 - reasoning-gym generators (any name ``reasoning_gym.create_dataset`` knows, e.g. ``chain_sum``,
   ``basic_arithmetic``, ``countdown``), scored by the generator's own ``score_answer``.
-- ``gsm8k`` (``../shared/data/gsm8k/*.parquet``) and any ``.parquet``/``.jsonl`` file or directory in verl's RL schema
+- ``gsm8k`` (the GSM8K parquet directory: ``$RLBATCH_GSM8K``, else a ``shared/data/gsm8k`` beside the checkout) and any ``.parquet``/``.jsonl`` file or directory in verl's RL schema
   (``prompt`` = chat messages, ``reward_model.ground_truth``), scored with ``math-verify``.
 
 Every task gives the same interface: ``train_size``, ``sample(rng, n)`` (training prompts, with replacement, from a
