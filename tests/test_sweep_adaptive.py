@@ -147,7 +147,7 @@ def _cand(run, iv, t, *, source="fit", seeds=1):
             "predicted_relative_time": t, "rN_source": source, "never_reaches": None}
 
 
-def test_a_degenerate_or_one_seed_measured_interval_never_stops_a_trial():
+def test_a_degenerate_interval_never_stops_a_trial_nor_a_one_seed_one_the_reference():
     # demo_sweep_cpu at seed 0 (issue 27): B = 32, the reference ([1, 1] by construction), was stopped as "cannot
     # win" against B = 128's one-seed measured interval [0.84, 0.93], which later data moved; B = 32 was the best
     ref = _cand("B32", [1.0, 1.0], 1.0, source="measured")

@@ -208,20 +208,19 @@ def stop_verdict(c: dict[str, Any] | None, best: dict[str, Any] | None, n_eval: 
     candidate) against the best (``best``; None when ``c`` is the best): ``(outcome, reason)`` or None to go on.
     With at least ``min_eval_points`` evaluations per seed: ``never reaches`` when the fit predicts it never reaches
     the target; ``cannot win`` when its predicted relative time-to-target interval (rN fitted or measured, never
-    the noise model alone) lies wholly above the best's, and each interval the stop rests on is
-    :func:`informative` (width > 0, from a fit or >= 2 seeds): ``c``'s and the best's, except the plan's
-    ``reference`` (its run name), whose [1, 1] is so by construction -- its uncertainty is in the other side's
-    ratio interval, which must then be informative. A degenerate (zero-width) interval never justifies a stop;
-    NaN ends are open. Used by :func:`decide` and ``rlbatch watch``."""
+    the noise model alone) lies wholly above the best's. A degenerate (zero-width) interval never justifies a
+    stop: ``c``'s and the best's must have width > 0, except the plan's ``reference`` (its run name), whose [1, 1]
+    is so by construction (its uncertainty is in the other side's ratio interval). Stopping the reference itself
+    rests wholly on the best's interval, which must then be :func:`informative` (from a fit or >= 2 seeds: a
+    one-seed measured interval is the evaluation-noise bootstrap alone). NaN ends are open. Used by :func:`decide` and ``rlbatch watch``."""
     if c is None or n_eval < min_eval_points:
         return None
     if c.get("never_reaches"):
         return NEVER, f"fit: never reaches the target ({c['never_reaches']})"
     if best is not None and best is not c and best.get("run") != c.get("run") \
             and c.get("rN_source") in ("fit", "measured") \
-            and (c.get("run") == reference or informative(c)) \
-            and (best.get("run") == reference or informative(best)) \
-            and not (c.get("run") == reference and best.get("run") == reference) \
+            and (informative(best) if c.get("run") == reference else not degenerate(c.get("interval"))) \
+            and (best.get("run") == reference or not degenerate(best.get("interval"))) \
             and _above(c.get("interval"), best.get("interval")):
         return CANNOT_WIN, (f"its predicted relative time-to-target {c['predicted_relative_time']:.2f} (interval "
                             f"{_iv(c['interval'])}) lies wholly above the best's, {best['run']} "
