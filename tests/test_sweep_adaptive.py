@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from rlbatch.readers import detect_format, load
-from rlbatch.sweep.adaptive import TrialRef, decide
+from rlbatch.sweep.adaptive import CANNOT_WIN, TrialRef, decide, degenerate, informative, stop_verdict
 from rlbatch.sweep.executors import ChunkExecutor, LogExecutor, ProcessJob, verl_records
 from rlbatch.sweep.replay import ladder_runs, replay_sweep
 from rlbatch.sweep.synthetic import SyntheticModel, synthetic_trial
@@ -138,3 +138,47 @@ def test_launched_job_is_stopped_with_a_signal_and_resumable(demo, tmp_path):
     assert trials[0].spec["job"].proc.returncode == -15  # SIGTERM
     assert by["B16-G8-sqrt-s0"].resume == f"bash {tmp_path / 'B16-G8-sqrt-s0.sh'} (resumes from the trial's last checkpoint)"
     assert time.monotonic() - t0 < 180
+
+
+
+def _cand(run, iv, t, *, source="fit", seeds=1):
+    """A plan candidate (rlbatch.plan.plan_runs' keys the stopping rule reads)."""
+    return {"run": run, "batch_size": 32, "runs": [f"{run}-s{i}" for i in range(seeds)], "interval": iv,
+            "predicted_relative_time": t, "rN_source": source, "never_reaches": None}
+
+
+def test_a_degenerate_interval_never_stops_a_trial_nor_a_one_seed_one_the_reference():
+    # demo_sweep_cpu at seed 0 (issue 27): B = 32, the reference ([1, 1] by construction), was stopped as "cannot
+    # win" against B = 128's one-seed measured interval [0.84, 0.93], which later data moved; B = 32 was the best
+    ref = _cand("B32", [1.0, 1.0], 1.0, source="measured")
+    one_seed = _cand("B128", [0.84, 0.93], 0.88, source="measured")
+    assert degenerate([1.0, 1.0]) and degenerate(None) and not degenerate([1.0, None])
+    assert not informative(one_seed) and informative(_cand("B128", [0.84, 0.93], 0.88, source="measured", seeds=3))
+    assert stop_verdict(ref, one_seed, n_eval=10, reference="B32") is None
+    # three seeds (the stored sweep that rlbatch watch reads): the best's interval is informative, the reference stops
+    three = _cand("B128", [0.84, 0.93], 0.88, source="measured", seeds=3)
+    assert stop_verdict(ref, three, n_eval=10, reference="B32")[0] == CANNOT_WIN
+    # a fitted interval above the best's stops (the rule still fires) ...
+    assert stop_verdict(_cand("B16", [1.2, 1.6], 1.4), three, n_eval=10, reference="B32")[0] == CANNOT_WIN
+    # ... not against a best whose own interval collapsed (not the reference)
+    assert stop_verdict(_cand("B16", [1.2, 1.6], 1.4), _cand("B64", [0.9, 0.9], 0.9), n_eval=10,
+                        reference="B32") is None
+    # the reference as the best: its [1, 1] is by construction, the rival's fitted ratio interval carries the
+    # uncertainty (demo_sweep: B = 32's [1.17, open] against B = 128 as the reference)
+    assert stop_verdict(_cand("B32", [1.17, None], 1.58), _cand("B128", [1.0, 1.0], 1.0), n_eval=6,
+                        reference="B128")[0] == CANNOT_WIN
+    # ... but the same [1, 1] on a best that is not the reference is a collapsed interval: no stop
+    assert stop_verdict(_cand("B32", [1.17, None], 1.58), _cand("B128", [1.0, 1.0], 1.0), n_eval=6,
+                        reference="B16") is None
+    assert stop_verdict(_cand("B32", [1.17, None], 1.58), _cand("B128", [1.0, 1.0], 1.0), n_eval=5,
+                        reference="B128") is None  # too few evaluations
+
+
+def test_nan_interval_ends_are_open():
+    # rn_from_fits can return [0, NaN] while the reference is open: NaN is an open end, never a bound to stop on
+    nan = float("nan")
+    assert not degenerate([0.0, nan]) and not degenerate([nan, nan])
+    ok = _cand("B128", [0.5, 0.9], 0.8)
+    assert stop_verdict(_cand("B16", [1.5, 3.0], 2.0), _cand("B128", [0.5, nan], 0.8), n_eval=10) is None
+    assert stop_verdict(_cand("B16", [nan, 3.0], 2.0), ok, n_eval=10) is None
+    assert stop_verdict(_cand("B16", [1.5, 3.0], 2.0), ok, n_eval=10)[0] == CANNOT_WIN

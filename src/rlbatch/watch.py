@@ -172,7 +172,7 @@ def predict(runs: list, *, target: float | None, metric: str = "eval/score", upd
             best = next((c for c in plan["candidates"] if c["run"] == plan["recommended"]), None)
             for c in plan["candidates"]:
                 n = min((eval_points(r, metric) for r in groups.get(c["run"], [])), default=0)
-                verdict = stop_verdict(c, best, n)
+                verdict = stop_verdict(c, best, n, reference=plan.get("reference"))
                 up.ranking.append({"config": c["run"], "batch_size": c["batch_size"],
                                    "predicted_relative_time": c["predicted_relative_time"],
                                    "interval": c["interval"], "rN": c["rN"], "rN_source": c["rN_source"],

@@ -418,7 +418,7 @@ def rn_from_fits(fit: dict[str, Any], ref_s: float, ref_reps: np.ndarray | None,
     replicates of S, e.g. the accounting's measured ones). The interval is then widened to contain the candidate's
     own interval of S (bootstrap and profile likelihood, :func:`_finish`) over ``ref_s``, combined for an
     extrapolated reference (``ref_fit``) with the reference's own interval in quadrature on the log scale. rN is None when the fit never reaches the
-    target; an interval end may be +inf. Replicates where both sides never reach the target are dropped."""
+    target; an interval end may be +inf (an undetermined, NaN, end is returned open: 0 below, +inf above). Replicates where both sides never reach the target are dropped."""
     s = fit.get("samples_to_target")
     if s is None or not ref_s:
         return None, None
@@ -448,6 +448,9 @@ def rn_from_fits(fit: dict[str, Any], ref_s: float, ref_reps: np.ndarray | None,
             d_hi = math.hypot(math.log(max(own[1], s) / s), math.log(ref_s / min(rci[0], ref_s)) if rci[0] > 0
                               else math.inf)
         ci = [min(ci[0], rn * math.exp(-d_lo)), max(ci[1], rn * math.exp(d_hi))]
+    if ci is not None:  # an undetermined (NaN) end is open: 0 below, +inf above
+        ci = [ci[0] if math.isfinite(ci[0]) or ci[0] == math.inf else 0.0,
+              ci[1] if not math.isnan(ci[1]) else math.inf]
     return s / ref_s, ci
 
 

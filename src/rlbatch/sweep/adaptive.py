@@ -169,26 +169,59 @@ def measured(runs: Sequence[Any], target: float, metric: str, n_boot: int = 200)
     return list(ci) if ci and ci[1] is not None and math.isfinite(ci[1]) else None
 
 
+def _end(x: float | None) -> float | None:
+    """An interval end as a finite float, or None (open) for a missing or non-finite (NaN, inf) end."""
+    return float(x) if x is not None and math.isfinite(float(x)) else None
+
+
 def _above(a: Sequence[float | None] | None, b: Sequence[float | None] | None) -> bool:
-    """Interval ``a`` lies wholly above interval ``b`` (b's open upper end never lies below anything)."""
-    if not a or not b or a[0] is None or b[1] is None:
+    """Interval ``a`` lies wholly above interval ``b``. A missing or NaN end is open: a's open lower end and b's
+    open upper end never lie above / below anything (e.g. ``rn_from_fits``' [0, NaN] while the reference is open)."""
+    if not a or not b:
         return False
-    return float(a[0]) > float(b[1])
+    lo, hi = _end(a[0]), _end(b[1])
+    return lo is not None and hi is not None and lo > hi
+
+
+def degenerate(iv: Sequence[float | None] | None) -> bool:
+    """Whether an interval carries no uncertainty to stop on: missing, or both ends finite and equal (zero width,
+    e.g. the reference's [1, 1] by construction or a one-seed interval that collapsed). An open end is not
+    degenerate (it is wide)."""
+    if not iv:
+        return True
+    lo, hi = _end(iv[0]), _end(iv[1])
+    return lo is not None and hi is not None and hi <= lo
+
+
+def informative(c: dict[str, Any] | None) -> bool:
+    """Whether a plan candidate's relative time-to-target interval may justify a stop: not :func:`degenerate`
+    (width > 0) and from the fit's own interval (``rN_source`` fit) or from two or more seeds (a measured one-seed
+    interval is the evaluation-noise bootstrap alone, which misses the run's own trajectory: issue 27's
+    demo_sweep_cpu stopped the true best on one)."""
+    return c is not None and not degenerate(c.get("interval")) and (
+        c.get("rN_source") == "fit" or len(c.get("runs") or []) >= 2)
 
 
 def stop_verdict(c: dict[str, Any] | None, best: dict[str, Any] | None, n_eval: int,
-                 min_eval_points: int = 6) -> tuple[str, str] | None:
+                 min_eval_points: int = 6, reference: str | None = None) -> tuple[str, str] | None:
     """The loop's stopping rule for one plan candidate with runs (``c``, a :func:`rlbatch.plan.plan_runs`
     candidate) against the best (``best``; None when ``c`` is the best): ``(outcome, reason)`` or None to go on.
     With at least ``min_eval_points`` evaluations per seed: ``never reaches`` when the fit predicts it never reaches
     the target; ``cannot win`` when its predicted relative time-to-target interval (rN fitted or measured, never
-    the noise model alone) lies wholly above the best's. Used by :func:`decide` and ``rlbatch watch``."""
+    the noise model alone) lies wholly above the best's. A degenerate (zero-width) interval never justifies a
+    stop: ``c``'s and the best's must have width > 0, except the plan's ``reference`` (its run name), whose [1, 1]
+    is so by construction (its uncertainty is in the other side's ratio interval). Stopping the reference itself
+    rests wholly on the best's interval, which must then be :func:`informative` (from a fit or >= 2 seeds: a
+    one-seed measured interval is the evaluation-noise bootstrap alone). NaN ends are open. Used by :func:`decide` and ``rlbatch watch``."""
     if c is None or n_eval < min_eval_points:
         return None
     if c.get("never_reaches"):
         return NEVER, f"fit: never reaches the target ({c['never_reaches']})"
     if best is not None and best is not c and best.get("run") != c.get("run") \
-            and c.get("rN_source") in ("fit", "measured") and _above(c.get("interval"), best.get("interval")):
+            and c.get("rN_source") in ("fit", "measured") \
+            and (informative(best) if c.get("run") == reference else not degenerate(c.get("interval"))) \
+            and (best.get("run") == reference or not degenerate(best.get("interval"))) \
+            and _above(c.get("interval"), best.get("interval")):
         return CANNOT_WIN, (f"its predicted relative time-to-target {c['predicted_relative_time']:.2f} (interval "
                             f"{_iv(c['interval'])}) lies wholly above the best's, {best['run']} "
                             f"{best['predicted_relative_time']:.2f} (interval {_iv(best['interval'])})")
@@ -335,7 +368,8 @@ def decide(executor, trials: Sequence[TrialRef], *, target: float, metric: str =
                 ev = _evidence(x, best)
                 npts = min(eval_points(r, metric) for r in rs)
                 ev.update(eval_points=npts, samples=[run_samples(r) for r in rs])
-                v = stop_verdict(x, best if c != best_cfg else None, npts, min_eval_points)
+                v = stop_verdict(x, best if c != best_cfg else None, npts, min_eval_points,
+                                 reference=plan.get("reference") if plan else None)
                 if v is not None:
                     finish(c, v[0], v[1], ev)
             # the best is decided once nothing else is left to compare with
@@ -351,7 +385,8 @@ def decide(executor, trials: Sequence[TrialRef], *, target: float, metric: str =
             if state[c] != "pending":
                 continue
             x = cand(plan, c)
-            if (x is not None and best is not None and x.get("interval") and _above(x["interval"], best["interval"])):
+            if (x is not None and best is not None and x.get("interval") and not degenerate(x["interval"])
+                    and _above(x["interval"], best["interval"])):
                 finish(c, SKIPPED, f"predicted (noise model, {x.get('rN_source')}): relative time-to-target "
                                    f"{x['predicted_relative_time']:.2f} (interval {_iv(x['interval'])}) lies wholly "
                                    f"above the best's {_iv(best['interval'])}", _evidence(x, best))
