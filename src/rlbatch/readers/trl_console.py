@@ -26,7 +26,6 @@ Nothing but text is read: TRL's ``training_args.bin`` is a pickle and is never l
 
 from __future__ import annotations
 
-import ast
 import math
 import re
 from pathlib import Path
@@ -35,6 +34,7 @@ from typing import Any
 from rlbatch.errors import UserError
 from rlbatch.readers.common import (build_run, finalize, meta_from, read_text, step_of_fraction, to_count, to_float,
                                     unwrap_lines)
+from rlbatch.readers.extract import parse_pydict
 from rlbatch.runstore import Run
 
 #: a TRL log dict: ``{'key': value, ...}`` with one of the keys Trainer always logs
@@ -42,8 +42,6 @@ DICT_START = re.compile(r"\{'(?:loss|grad_norm|learning_rate|reward|rewards/[^']
                         r"objective/[^']*|episode|eps|epoch|completion_length|kl)'\s*:")
 COUNTER = re.compile(r"(?<!\d)(\d{1,12})/(\d{1,12}) \[")  # bounded: linear on a line of a million digits
 LOGGING_STEPS = re.compile(r"\blogging_steps\s*[=:]\s*(\d+)")
-_NONFINITE = re.compile(r"(?<![\w'\"])(nan|inf|-inf)(?![\w'\"])")
-_NP = re.compile(r"(?:np\.(?:float|int)\d*|tensor)\(([^()]*?)(?:,[^()]*)?\)")
 SUMMARY_KEYS = {"train_runtime", "train_samples_per_second", "train_steps_per_second", "total_flos", "train_loss"}
 #: keys of TRL's PPO trainer that are not what the same name means elsewhere
 PPO_KEYS = {"eps"}  # episodes per second
@@ -72,16 +70,6 @@ def _elapsed(text: str, pos: int) -> float | None:
     return float(int(a) * 3600 + int(b) * 60 + int(c)) if c is not None else float(int(a) * 60 + int(b))
 
 
-def _parse_dict(text: str) -> dict[str, Any] | None:
-    body = _NP.sub(r"\1", text)
-    body = _NONFINITE.sub(lambda m: {"nan": "None", "inf": "1e999", "-inf": "-1e999"}[m.group(1)], body)
-    try:
-        d = ast.literal_eval(body)
-    except (ValueError, SyntaxError, MemoryError, RecursionError, TypeError):
-        return None
-    return d if isinstance(d, dict) else None
-
-
 def _dicts(text: str) -> list[tuple[int, int, dict[str, Any]]]:
     """``(line, offset in text, dict)`` for every parseable TRL dict in ``text``."""
     out = []
@@ -93,7 +81,7 @@ def _dicts(text: str) -> list[tuple[int, int, dict[str, Any]]]:
         end = text.find("}", m.start())
         if end < 0:
             break
-        d = _parse_dict(text[m.start(): end + 1])
+        d = parse_pydict(text[m.start(): end + 1])
         if d is None:
             continue
         line += text.count("\n", last, m.start())
