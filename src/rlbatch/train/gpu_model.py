@@ -23,6 +23,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from rlbatch.train.models import sft_batch
+
 #: Architecture of each GPU preset (GPT-2 config fields); part of the cache key.
 GPU_ARCHS: dict[str, dict[str, int]] = {
     "gpu-small": dict(n_layer=8, n_embd=512, n_head=8, n_positions=32),
@@ -79,23 +81,6 @@ def gpu_model(name: str, seed: int = 0, tokenizer=None):
     model = GPT2LMHeadModel(gpu_config(name, tokenizer))
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     return model
-
-
-def sft_batch(items, tokenizer, device) -> tuple[Any, Any]:
-    """``(input_ids, labels)`` [n, T] on ``device`` for supervised steps on ``items``: prompt + answer + EOS, right
-    padded; labels -100 on the prompt and the padding (the loss is on the answer tokens and EOS only)."""
-    import torch
-
-    ids, labels = [], []
-    for it in items:
-        p = tokenizer(it.prompt, add_special_tokens=False)["input_ids"]
-        a = tokenizer(it.answer, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
-        ids.append(p + a)
-        labels.append([-100] * len(p) + a)
-    n = max(len(x) for x in ids)
-    x = torch.tensor([s + [tokenizer.pad_token_id] * (n - len(s)) for s in ids], device=device)
-    y = torch.tensor([s + [-100] * (n - len(s)) for s in labels], device=device)
-    return x, y
 
 
 def warm_start_to_score(model, tokenizer, *, batch: int, lr: float, seed: int, start_score: float,

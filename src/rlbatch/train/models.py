@@ -16,6 +16,7 @@ import shutil
 import tempfile
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from rlbatch.errors import UserError
 
@@ -78,6 +79,23 @@ def tiny_model(seed: int = 0, tokenizer=None):
     return model
 
 
+def sft_batch(items, tokenizer, device) -> tuple[Any, Any]:
+    """``(input_ids, labels)`` [n, T] on ``device`` (None: torch's default) for supervised steps on ``items``: prompt + answer + EOS, right
+    padded; labels -100 on the prompt and the padding (the loss is on the answer tokens and EOS only)."""
+    import torch
+
+    ids, labels = [], []
+    for it in items:
+        p = tokenizer(it.prompt, add_special_tokens=False)["input_ids"]
+        a = tokenizer(it.answer, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+        ids.append(p + a)
+        labels.append([-100] * len(p) + a)
+    n = max(len(x) for x in ids)
+    x = torch.tensor([s + [tokenizer.pad_token_id] * (n - len(s)) for s in ids], device=device)
+    y = torch.tensor([s + [-100] * (n - len(s)) for s in labels], device=device)
+    return x, y
+
+
 def warm_start(model, tokenizer, steps: int, batch: int = 64, lr: float = 3e-3, seed: int = 0,
                threads: int = 2) -> float:
     """Short supervised phase on the ``arithmetic`` training pool (loss on the answer tokens + EOS), so that GRPO
@@ -97,16 +115,7 @@ def warm_start(model, tokenizer, steps: int, batch: int = 64, lr: float = 3e-3, 
     before = torch.get_num_threads()
     torch.set_num_threads(threads)  # one reduction order wherever the cache is first built
     for _ in range(steps):
-        items = task.sample(rng, batch)
-        ids, labels = [], []
-        for it in items:
-            p = tokenizer(it.prompt, add_special_tokens=False)["input_ids"]
-            a = tokenizer(it.answer, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
-            ids.append(p + a)
-            labels.append([-100] * len(p) + a)
-        n = max(len(x) for x in ids)
-        x = torch.tensor([s + [tokenizer.pad_token_id] * (n - len(s)) for s in ids])
-        y = torch.tensor([s + [-100] * (n - len(s)) for s in labels])
+        x, y = sft_batch(task.sample(rng, batch), tokenizer, None)
         loss = model(input_ids=x, labels=y).loss
         opt.zero_grad(set_to_none=True)
         loss.backward()
