@@ -1,4 +1,4 @@
-"""Issue 24: ``rlbatch inspect`` on logs and launches, and a custom trainer's multi-record set compared by analyze.
+"""``rlbatch inspect`` (rlbatch.explain, rlbatch.batchspec) on logs and launches, and a custom trainer's multi-record set compared by analyze.
 
 The launches' batch is checked against what the frameworks' released packages make of the same settings (verl's
 ppo_trainer.yaml composed by Hydra, OpenRLHF's own argparse parser, TRL's GRPOConfig), installed as for
@@ -21,9 +21,8 @@ import pytest
 import yaml
 
 from rlbatch.analyze import analyze
-from rlbatch.batchspec import (OPENRLHF_DEFAULTS, OPENRLHF_FLAGS, TRL_DEFAULTS, VERL_DEFAULTS, batch_spec,
-                               read_launch)
-from rlbatch.explain import inspect_path
+from rlbatch.batchspec import OPENRLHF_DEFAULTS, OPENRLHF_FLAGS, TRL_DEFAULTS, VERL_DEFAULTS, batch_spec
+from rlbatch.explain import inspect_path, read_launch
 
 DATA = Path(__file__).parent / "data"
 CUSTOM = DATA / "custom_multirecord"

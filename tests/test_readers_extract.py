@@ -1,4 +1,4 @@
-"""Issue 24: the general extraction layer (rlbatch.readers.extract / generic) on each record form and container.
+"""The general extraction layer (rlbatch.readers.extract / generic) on each record form and container.
 
 Every text here is written in the test; the values asserted are the ones written into it.
 """

@@ -1,4 +1,4 @@
-"""Issue 14: every file in tests/data/logs/real/ (copied from the shared logs; SOURCE.md) read right, against values read off the files by hand.
+"""Every file in tests/data/logs/real/ (copied from the shared logs; SOURCE.md) read right, against values read off the files by hand.
 
 Each assertion says where in the file its value is (line numbers are 1-based lines of the file as stored).
 """

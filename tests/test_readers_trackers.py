@@ -1,4 +1,4 @@
-"""W&B run directories and MLflow tracking data (issue 24), written in the test by the wandb and mlflow packages
+"""W&B run directories and MLflow tracking data, written in the test by the wandb and mlflow packages
 themselves (wandb offline mode, a temporary mlruns/ file store and a temporary SQLite database; no network), then
 read by rlbatch: history, config and summary, read-only (every file's bytes and mtime unchanged), several runs in one
 folder, and a ladder of update batches compared by ``rlbatch analyze --target`` with the learning-rate retuning

@@ -1,4 +1,4 @@
-"""Issue 24: the readers on real public logs nobody here wrote, scored against values read by hand before any reader
+"""The readers on real public logs nobody here wrote, scored against values read by hand before any reader
 ran on them (tests/data/readers_wild/*/expected.json; sources in tests/data/readers_wild/SOURCES.md).
 
 The dev half was used while building the general extraction layer; the held-out half was not looked at beyond

@@ -1,4 +1,4 @@
-"""The suite's skip rule (tests/conftest.py, issue 23): a skip that does not name a missing optional dependency fails
+"""The suite's skip rule (tests/conftest.py): a skip that does not name a missing optional dependency fails
 the run; a slow test is deselected, not skipped."""
 
 import shutil

@@ -26,12 +26,10 @@ both dialects (flat before 0.10.2, dotted after). A setting the command leaves o
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import shlex
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 from rlbatch.errors import UserError
@@ -179,21 +177,29 @@ def _hydra(toks: list[str], env: dict[str, str]) -> dict[str, str]:
     return out
 
 
-def _flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
+def flatten(obj: Any, sep: str = ".", *, drop_lists: bool = False) -> dict[str, Any]:
+    """A nested mapping -> one level, the keys of each path joined with ``sep``: ``{"a": {"b": 1}}`` ->
+    ``{"a.b": 1}`` (``.``: Hydra / OmegaConf paths, W&B config keys; ``/``: W&B and TensorBoard metric names).
+    ``drop_lists`` leaves lists and tuples out (a trainer-state dump's ``log_history``). Anything but a dict -> {}.
+    The one flattener of nested configs and records (readers, launches, trackers)."""
     out: dict[str, Any] = {}
-    if isinstance(obj, dict):
-        for k, v in obj.items():
-            key = f"{prefix}.{k}" if prefix else str(k)
+
+    def walk(d: dict[Any, Any], prefix: str) -> None:
+        for k, v in d.items():
+            key = f"{prefix}{k}"
             if isinstance(v, dict):
-                out.update(_flatten(v, key))
-            else:
+                walk(v, key + sep)
+            elif not (drop_lists and isinstance(v, (list, tuple))):
                 out[key] = v
+
+    if isinstance(obj, dict):
+        walk(obj, "")
     return out
 
 
 def detect_framework(text: str, mapping: dict[str, Any] | None = None) -> str | None:
     """``verl``, ``openrlhf`` or ``trl`` from a command line / config text (or its parsed mapping), else None."""
-    keys = " ".join(_flatten(mapping or {}))
+    keys = " ".join(flatten(mapping or {}))
     blob = text + " " + keys
     if "verl.trainer" in blob or "actor_rollout_ref" in blob:
         return "verl"
@@ -217,7 +223,7 @@ def batch_spec(text: str, *, where: str = "command line", framework: str | None 
     env = _shell_vars(text)
     toks = _tokens(text) if text else []
     if fw == "verl":
-        settings = {**_flatten(mapping or {}), **_hydra(toks, env)}
+        settings = {**flatten(mapping or {}), **_hydra(toks, env)}
         return _verl(settings, where)
     flags = {k.lstrip("-").replace("-", "_"): v for k, v in (mapping or {}).items()} if mapping else {}
     flags.update(_flags(toks, env))
@@ -367,39 +373,6 @@ def _trl(f: dict[str, Any], where: str) -> BatchSpec:
     return spec
 
 
-def read_launch(path: Path) -> BatchSpec:
-    """:func:`batch_spec` of a file: a YAML/JSON config (verl's ppo_trainer-style mapping, a TRL GRPOConfig YAML,
-    an OpenRLHF flag mapping) or a text holding a command line (a shell script, a README). Raises
-    :class:`UserError` naming the file when it cannot be read or tells no framework."""
-    from rlbatch.readers.common import read_text
-
-    text = read_text(path)
-    mapping = None
-    if path.suffix.lower() in (".yaml", ".yml", ".json"):
-        try:
-            if path.suffix.lower() == ".json":
-                mapping = json.loads(text)
-            else:
-                import yaml
-
-                mapping = yaml.safe_load(text)
-        except Exception as err:  # noqa: BLE001 - yaml.YAMLError / JSONDecodeError, one message either way
-            raise UserError(f"not a readable config ({str(err).splitlines()[0][:100]})", path=str(path)) from None
-        if not isinstance(mapping, dict):
-            raise UserError("expected a mapping of settings at the top level", path=str(path))
-        text = ""
-    elif detect_framework(text) == "verl":
-        from rlbatch.readers.verl_console import printed_config
-
-        printed = printed_config(path)  # a console log of a verl run: the resolved config it printed, not defaults
-        if printed is not None:
-            mapping, text = printed, ""
-    try:
-        return batch_spec(text, where=path.name, mapping=mapping)
-    except UserError as err:
-        raise UserError(str(err), path=str(path)) from None
-
-
 def looks_like_launch(text: str) -> bool:
     """True when ``text`` is a launch (a command line or a config of verl / OpenRLHF / TRL) rather than a log with
     metrics."""
@@ -409,5 +382,5 @@ def looks_like_launch(text: str) -> bool:
     return detect_framework(head) is not None
 
 
-__all__ = ["BatchSpec", "batch_spec", "read_launch", "detect_framework", "looks_like_launch", "VERL_DEFAULTS",
+__all__ = ["BatchSpec", "batch_spec", "flatten", "detect_framework", "looks_like_launch", "VERL_DEFAULTS",
            "OPENRLHF_DEFAULTS", "OPENRLHF_FLAGS", "TRL_DEFAULTS"]

@@ -16,8 +16,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from rlbatch.batchspec import looks_like_launch, read_launch
+import yaml
+
+from rlbatch.batchspec import BatchSpec, batch_spec, detect_framework, looks_like_launch
 from rlbatch.errors import UserError
+from rlbatch.output import print_json
+from rlbatch.readers.collect import load_all
+from rlbatch.readers.common import read_text
+from rlbatch.readers.generic import missing_fields
+from rlbatch.readers.verl_console import printed_config
 from rlbatch.runstore import Run
 
 #: canonical metrics the analysis uses, and what each is for
@@ -67,8 +74,6 @@ def _source(run: Run, field: str) -> str | None:
 def inspect_run(run: Run) -> dict[str, Any]:
     """One run: format, counters, metric name map, config with sources, evaluations, what is missing (with the flag
     that supplies it) and the reader's notes."""
-    from rlbatch.readers.generic import missing_fields
-
     meta, m, ev = run.meta, run.metrics, run.evals
     rid = run.run_id
     config = {}
@@ -116,9 +121,6 @@ def inspect_path(path: Path, *, log_format: str | None = None, mapping: list[str
     Returns ``{"path", "kind": "log", "runs": [inspect_run...], "warnings"}`` or ``{"path", "kind": "launch",
     "batch": {...}}``. Raises :class:`UserError` when nothing can be read.
     """
-    from rlbatch.readers.collect import load_all
-    from rlbatch.readers.common import read_text
-
     path = Path(path)
     if path.is_file() and log_format is None and path.suffix.lower() in (".yaml", ".yml"):
         return {"path": str(path), "kind": "launch", "batch": read_launch(path).to_dict(batches, rule)}
@@ -126,13 +128,41 @@ def inspect_path(path: Path, *, log_format: str | None = None, mapping: list[str
         runs, msgs = load_all([path], log_format=log_format, mapping=mapping, sets=sets)
     except UserError:
         # no metrics in it: a launch (a command line, a config) is explained as one; else the reader's error stands
-        if path.is_file() and log_format is None and _is_launch(path, read_text):
+        if path.is_file() and log_format is None and _is_launch(path):
             return {"path": str(path), "kind": "launch", "batch": read_launch(path).to_dict(batches, rule)}
         raise
     return {"path": str(path), "kind": "log", "runs": [inspect_run(r) for r in runs], "warnings": msgs}
 
 
-def _is_launch(path: Path, read_text) -> bool:
+def read_launch(path: Path) -> BatchSpec:
+    """:func:`rlbatch.batchspec.batch_spec` of a file: a YAML/JSON config (verl's ppo_trainer-style mapping, a TRL
+    GRPOConfig YAML, an OpenRLHF flag mapping), a text holding a command line (a shell script, a README), or a verl
+    console log (the resolved config it printed). Raises :class:`UserError` naming the file when it cannot be read
+    or tells no framework."""
+    text = read_text(path)
+    mapping = None
+    if path.suffix.lower() in (".yaml", ".yml", ".json"):
+        try:
+            if path.suffix.lower() == ".json":
+                mapping = json.loads(text)
+            else:
+                mapping = yaml.safe_load(text)
+        except Exception as err:  # noqa: BLE001 - yaml.YAMLError / JSONDecodeError, one message either way
+            raise UserError(f"not a readable config ({str(err).splitlines()[0][:100]})", path=str(path)) from None
+        if not isinstance(mapping, dict):
+            raise UserError("expected a mapping of settings at the top level", path=str(path))
+        text = ""
+    elif detect_framework(text) == "verl":
+        printed = printed_config(path)  # a console log of a verl run: the resolved config it printed, not defaults
+        if printed is not None:
+            mapping, text = printed, ""
+    try:
+        return batch_spec(text, where=path.name, mapping=mapping)
+    except UserError as err:
+        raise UserError(str(err), path=str(path)) from None
+
+
+def _is_launch(path: Path) -> bool:
     suf = path.suffix.lower()
     if suf in (".yaml", ".yml"):
         return True
@@ -152,8 +182,6 @@ def _is_launch(path: Path, read_text) -> bool:
 
 def print_inspection(res: dict[str, Any], fmt: str) -> None:
     """Print :func:`inspect_path`'s result as text (``table`` / ``markdown``) or JSON."""
-    from rlbatch.output import print_json
-
     if fmt == "json":
         print_json(res)
         return
@@ -220,4 +248,4 @@ def _print_launch(res: dict[str, Any]) -> None:
         print(f"  - {n}")
 
 
-__all__ = ["inspect_path", "inspect_run", "print_inspection", "WANTED_METRICS"]
+__all__ = ["inspect_path", "read_launch", "inspect_run", "print_inspection", "WANTED_METRICS"]

@@ -32,14 +32,17 @@ from pathlib import Path
 from typing import Any
 
 from rlbatch.errors import UserError
+from rlbatch.readers import (consoles, extract, generic, jsonl, mlflow_store, tabular, tensorboard, trl, trl_console,
+                             verl_console, wandb_dir)
 from rlbatch.readers.common import (ReadWarning, apply_overrides, clean_store_run, finalize, read_text,
                                     sniff_encoding, unique_ids, virtual, virtual_text, warn)
+from rlbatch.readers.generic import JSONL_CONFIG_BESIDE, config_paths_beside
 from rlbatch.runstore import Run, is_run_dir, iter_run_dirs, read_run
 
 FORMATS = ("rlbatch", "verl", "verl-jsonl", "tensorboard", "trl", "trl-console", "prime-rl", "nemo-rl", "slime",
            "wandb-summary", "wandb-csv", "csv", "jsonl", "wandb", "mlflow", "notebook", "generic")
 
-__all__ = ["FORMATS", "ReadWarning", "load", "detect_format", "apply_overrides", "parse_mapping"]
+__all__ = ["FORMATS", "ReadWarning", "load", "detect_format", "apply_overrides", "parse_mapping", "read_console_text"]
 
 
 def _head(path: Path, n: int = 65536) -> str:
@@ -60,9 +63,6 @@ def detect_format(path: str | Path) -> str:
 
     Raises :class:`UserError` naming the file and its first line when the format is unknown.
     """
-    from rlbatch.readers import consoles, tabular, trl, trl_console, verl_console
-    from rlbatch.readers.jsonl import is_verl_record
-
     path = Path(path)
     if not path.exists():
         raise UserError("no such file or directory", path=str(path))
@@ -96,13 +96,12 @@ def detect_format(path: str | Path) -> str:
         if not stripped or printable < 0.8 * min(len(head), 4096):
             raise UserError("binary file of unknown format; give --log-format", path=str(path))
     first = stripped.split("\n", 1)[0].strip()
-    from rlbatch.readers.extract import is_notebook
-    if is_notebook(head):
+    if extract.is_notebook(head):
         return "notebook"
     if stripped.startswith("{"):
         try:
             obj = json.loads(first)
-            if is_verl_record(obj):
+            if jsonl.is_verl_record(obj):
                 return "verl-jsonl"
             if isinstance(obj, dict) and "\n" in stripped.strip():
                 return "jsonl"
@@ -151,9 +150,21 @@ def parse_mapping(items: list[str] | dict[str, str] | None) -> dict[str, str]:
     return out
 
 
-def _read_one(path: Path, fmt: str, mapping: dict[str, str]) -> list[Run]:
-    from rlbatch.readers import jsonl, tabular, tensorboard, trl, verl_console
+def read_console_text(path: Path, text: str, mapping: dict[str, str]) -> tuple[str, Run] | None:
+    """``text`` (a notebook's outputs, standing for the file ``path``) read by the adapter whose console format it
+    matches: ``(format, run)``, or None when no console adapter recognises it or reads anything. The
+    :mod:`.generic` reader's way back to the adapters (passed to it, so that it need not import this module)."""
+    with virtual_text(path, text):
+        try:
+            fmt = detect_format(path)
+            if fmt in ("notebook", "generic", "csv", "jsonl"):
+                return None
+            return fmt, _read_one(path, fmt, mapping)[0]
+        except UserError:
+            return None
 
+
+def _read_one(path: Path, fmt: str, mapping: dict[str, str]) -> list[Run]:
     if fmt in ("wandb", "mlflow"):
         return _read_tracker(path, fmt, mapping)
     if fmt == "rlbatch":
@@ -186,16 +197,13 @@ def _read_one(path: Path, fmt: str, mapping: dict[str, str]) -> list[Run]:
     if fmt == "trl":
         return [trl.read(path, user_map=mapping)]
     if fmt == "trl-console":
-        from rlbatch.readers import trl_console
         return [trl_console.read(path, user_map=mapping)]
     if fmt in ("prime-rl", "nemo-rl", "slime", "wandb-summary"):
-        from rlbatch.readers import consoles
         return [consoles.read(path, fmt, user_map=mapping)]
     if fmt in ("wandb-csv", "csv"):
         return tabular.read(path, fmt=fmt, user_map=mapping)
     if fmt in ("notebook", "generic"):
-        from rlbatch.readers import generic
-        return [generic.read(path, user_map=mapping)]
+        return [generic.read(path, user_map=mapping, console=read_console_text)]
     raise UserError(f"unknown --log-format {fmt!r}; one of {', '.join(FORMATS)}", field="log-format")
 
 
@@ -203,8 +211,6 @@ def _read_one(path: Path, fmt: str, mapping: dict[str, str]) -> list[Run]:
 def _tracker_format(path: Path) -> str | None:
     """``wandb`` for W&B run directories (or a ``.wandb`` file) at ``path``, ``mlflow`` for MLflow tracking data,
     else None."""
-    from rlbatch.readers import mlflow_store, wandb_dir
-
     if wandb_dir.run_dirs(path):
         return "wandb"
     if mlflow_store.is_store(path):
@@ -213,8 +219,6 @@ def _tracker_format(path: Path) -> str | None:
 
 
 def _read_tracker(path: Path, fmt: str, mapping: dict[str, str]) -> list[Run]:
-    from rlbatch.readers import mlflow_store, wandb_dir
-
     if fmt == "wandb":  # a run without a .wandb history: its files/output.log through the console readers
         return wandb_dir.read_all(path, user_map=mapping, console=lambda p: load(p, mapping=mapping)[0])
     return mlflow_store.read_all(path, user_map=mapping)
@@ -227,8 +231,6 @@ def _read_file(path: Path, mapping: dict[str, str]) -> list[Run]:
     adapter its content matches, else (unknown format, or the adapter found nothing) by the general reader; P, G
     and lr the adapter left unknown filled from the same text. Raises the adapter's :class:`UserError` when neither
     reads anything."""
-    from rlbatch.readers import extract, generic
-
     head = _head(path)
     if "tfevents" in path.name or extract.is_notebook(head) or "\x00" in head:
         fmt = detect_format(path)
@@ -265,8 +267,6 @@ def _read_file(path: Path, mapping: dict[str, str]) -> list[Run]:
 
 
 def _read_part(path: Path, text: str, mapping: dict[str, str], run_id: str | None) -> list[Run]:
-    from rlbatch.readers import generic
-
     try:
         fmt = detect_format(path)
     except UserError as err:
@@ -282,7 +282,7 @@ def _read_part(path: Path, text: str, mapping: dict[str, str], run_id: str | Non
             first_err = err
     if runs is None:
         try:
-            runs = [generic.read(path, user_map=mapping)]
+            runs = [generic.read(path, user_map=mapping, console=read_console_text)]
         except UserError:
             if first_err is not None:
                 raise first_err from None
@@ -323,8 +323,8 @@ def load(path: str | Path, fmt: str | None = None, *, prompts_per_step: int | No
             files = sorted(p for p in path.iterdir() if p.is_file() and not p.name.startswith("."))
             if not files:
                 raise
-            from rlbatch.readers.jsonl import config_path_beside
-            configs = {config_path_beside(f) for f in files if f.suffix == ".jsonl"} - {None}
+            configs = {c for f in files if f.suffix == ".jsonl"
+                       for c in config_paths_beside(f, JSONL_CONFIG_BESIDE)[:1]}
             files = [f for f in files if f not in configs]  # read with the log beside them
             runs = []
             for f in files:

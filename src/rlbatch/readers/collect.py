@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from rlbatch.errors import UserError
+from rlbatch.readers import apply_overrides, load, parse_mapping
+from rlbatch.readers.common import unique_ids
 from rlbatch.runstore import Run, run_order
 
 SETTABLE = {"prompts_per_step": int, "group_size": int, "batch_size": int, "lr": float, "algorithm": str,
@@ -48,9 +50,6 @@ def load_all(paths: list[Path], *, log_format: str | None = None, mapping: list[
     Returns ``(runs, warnings)``: warnings are one line each (file and line where known). Raises
     :class:`UserError` when nothing usable was read or a ``--set`` names an unknown run.
     """
-    from rlbatch.readers import apply_overrides, load, parse_mapping
-    from rlbatch.readers.common import unique_ids
-
     overrides = parse_sets(sets)
     user_map = parse_mapping(mapping)
     runs: list[Run] = []

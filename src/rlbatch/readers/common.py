@@ -15,14 +15,14 @@ import math
 import re
 import warnings
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable, Sequence, TypeVar
 
 import numpy as np
 import pandas as pd
 
 from rlbatch.errors import UserError
 from rlbatch.readers import names as N
-from rlbatch.runstore import Run, RunMeta, make_meta
+from rlbatch.runstore import CANONICAL_METRICS, EVAL_JSONL, METRICS_JSONL, Run, RunMeta, make_meta
 
 
 class ReadWarning(UserWarning):
@@ -571,8 +571,6 @@ def clean_store_run(run: Run) -> Run:
     Raises :class:`UserError` naming ``metrics.jsonl`` when no row with a valid step is left. Skipped rows give a
     :class:`ReadWarning` naming the file.
     """
-    from rlbatch.runstore import CANONICAL_METRICS, EVAL_JSONL, METRICS_JSONL
-
     base = Path(run.path) if run.path is not None else Path(run.run_id)
     for attr, name in (("metrics", METRICS_JSONL), ("evals", EVAL_JSONL)):
         df = getattr(run, attr)
@@ -647,5 +645,23 @@ def unique_ids(runs: list[Run]) -> list[Run]:
     return runs
 
 
-__all__ = ["ReadWarning", "warn", "to_float", "build_run", "finalize", "apply_overrides", "meta_from", "unique_ids",
+T = TypeVar("T")
+
+
+def read_each(items: Sequence[T], read_one: Callable[[T], Run]) -> list[Run]:
+    """``read_one`` of every item (run directories, tracker runs), in order. With one item its
+    :class:`UserError` stands; with several, an item that cannot be read is skipped with a :class:`ReadWarning`
+    (``skipped: <error>``). Returns the runs read (possibly none: the caller says what was missing)."""
+    runs: list[Run] = []
+    for it in items:
+        try:
+            runs.append(read_one(it))
+        except UserError as err:
+            if len(items) == 1:
+                raise
+            warn(f"skipped: {err}")
+    return runs
+
+
+__all__ = ["ReadWarning", "read_each", "warn", "to_float", "build_run", "finalize", "apply_overrides", "meta_from", "unique_ids",
            "RunMeta"]

@@ -45,6 +45,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+from rlbatch.batchspec import batch_spec, flatten
+from rlbatch.errors import UserError
 from rlbatch.readers import names as N
 from rlbatch.readers.common import to_count, to_float
 
@@ -286,18 +288,6 @@ def html_tables(text: str) -> list[list[Record]]:
 
 # ---- records from lines ---------------------------------------------------------------------------------------
 
-def flatten(obj: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """``{"a": {"b": 1}}`` -> ``{"a/b": 1}``; lists are dropped (a trainer-state dump's ``log_history``)."""
-    out: dict[str, Any] = {}
-    for k, v in obj.items():
-        key = f"{prefix}{k}"
-        if isinstance(v, dict):
-            out.update(flatten(v, key + "/"))
-        elif not isinstance(v, (list, tuple)):
-            out[key] = v
-    return out
-
-
 def parse_pydict(text: str) -> dict[str, Any] | None:
     """A Python dict repr (``{'loss': np.float64(0.5), 'kl': nan}``) -> dict, through :func:`ast.literal_eval`
     only (never ``eval``); None when it is not a literal dict."""
@@ -463,7 +453,7 @@ def scan(lines: Iterable[str], first_line: int = 1, *, max_wrap: int = 200) -> l
                 d = parse_pydict(buf[start:end + 1])
                 if d is not None:
                     lab, ctr, kind = _label(buf[:start])
-                    flat = flatten({str(k): v for k, v in d.items()})
+                    flat = flatten({str(k): v for k, v in d.items()}, "/", drop_lists=True)
                     if any(to_float(v) is not None for v in flat.values()):
                         out.append(Record(ln, flat, "dict", kind=kind, label=lab, label_counter=ctr))
                     i = j
@@ -509,7 +499,7 @@ def scan(lines: Iterable[str], first_line: int = 1, *, max_wrap: int = 200) -> l
 
 def json_record(obj: dict[str, Any], line: int) -> Record:
     if "step" in obj and isinstance(obj.get("data"), dict):  # verl's file logger
-        vals = flatten(obj["data"])
+        vals = flatten(obj["data"], "/", drop_lists=True)
         vals["step"] = obj["step"]
         return Record(line, vals, "json")
     kind = None
@@ -518,7 +508,7 @@ def json_record(obj: dict[str, Any], line: int) -> Record:
         if isinstance(v, str) and v.strip().lower() in KINDS:
             kind = KINDS[v.strip().lower()]
             break
-    vals = flatten(obj)
+    vals = flatten(obj, "/", drop_lists=True)
     for k in KIND_FIELDS:
         if isinstance(vals.get(k), str):
             vals.pop(k)
@@ -990,8 +980,8 @@ def find_config(text: str, *, code: Iterable[str] = (), mapping: dict[str, Any] 
                 found.sources[f] = c.sources[f]
 
     if mapping:
-        merge(config_from_mapping(flatten(mapping) if any(isinstance(v, dict) for v in mapping.values())
-                                  else mapping, "config record"))
+        nested = any(isinstance(v, dict) for v in mapping.values())
+        merge(config_from_mapping(flatten(mapping, "/", drop_lists=True) if nested else mapping, "config record"))
     kw: dict[str, Any] = {}
     for src in code:
         if TRL_CONFIG_CALL.search(src):
@@ -1051,9 +1041,6 @@ def launch_config(text: str) -> ConfigFound | None:
     """P, G, update batch and lr of the launch command printed in a log (verl / OpenRLHF / TRL), through
     :func:`rlbatch.batchspec.batch_spec` (one reading of each framework's batch); only values the command sets
     (no framework defaults). None when the log prints no launch command."""
-    from rlbatch.batchspec import batch_spec
-    from rlbatch.errors import UserError
-
     head = text[:2_000_000]
     m = LAUNCH.search(head)
     if not m:
@@ -1168,4 +1155,4 @@ def _has_records(lines: list[str]) -> bool:
 
 
 __all__ = ["Record", "json_record", "scan", "organize", "clean", "notebook_text", "html_tables", "find_config",
-           "ConfigFound", "config_from_mapping", "split_runs", "eval_score_name", "counters_in", "flatten", "parse_pydict"]
+           "ConfigFound", "config_from_mapping", "split_runs", "eval_score_name", "counters_in", "parse_pydict"]

@@ -8,12 +8,17 @@ not be found is listed with the ``--set`` that supplies it (:func:`missing_field
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
+import yaml
+
+from rlbatch.batchspec import batch_spec, detect_framework, flatten
 from rlbatch.errors import UserError
 from rlbatch.readers import extract as X
-from rlbatch.readers.common import build_run, finalize, meta_from, read_text, warn
+from rlbatch.readers.common import build_run, finalize, json_reason, meta_from, read_text, warn
 from rlbatch.runstore import Run
 
 #: run fields the analysis needs, and the ``--set`` that supplies each when a log lacks it
@@ -24,9 +29,16 @@ NEEDED = {
 }
 
 
+#: reads a text (a notebook's outputs) standing for ``path`` with the console adapter it matches, with a name map:
+#: ``(format, run)`` or None (:func:`rlbatch.readers.read_console_text`)
+ConsoleReader = Callable[[Path, str, dict[str, str]], "tuple[str, Run] | None"]
+
+
 def read(path: str | Path, *, run_id: str | None = None, user_map: dict[str, str] | None = None,
-         source_format: str = "generic") -> Run:
-    """Read ``path`` (any text; a Jupyter notebook is unpacked first) into one :class:`Run`.
+         source_format: str = "generic", console: ConsoleReader | None = None) -> Run:
+    """Read ``path`` (any text; a Jupyter notebook is unpacked first) into one :class:`Run`. ``console``: how a
+    notebook whose outputs are a known console log is read (the dispatcher's :func:`rlbatch.readers.read_console_text`);
+    None reads every notebook through the general layer.
 
     Raises :class:`UserError` naming the file when no record with a step and a training metric is found.
     """
@@ -44,7 +56,7 @@ def read(path: str | Path, *, run_id: str | None = None, user_map: dict[str, str
         source_format = "notebook"
         notes.append("Jupyter notebook: read its stream outputs, HTML tables and config cell")
         if not any(len(t) > 1 for t in tables):  # no table of steps: the outputs may be a known console format
-            run = _notebook_console(path, nb, user_map)
+            run = _notebook_console(path, nb, user_map, console) if console is not None else None
             if run is not None:
                 return run
     else:
@@ -76,73 +88,97 @@ def read(path: str | Path, *, run_id: str | None = None, user_map: dict[str, str
     return run
 
 
-def _notebook_console(path: Path, nb: X.Notebook, user_map: dict[str, str] | None) -> Run | None:
+def _notebook_console(path: Path, nb: X.Notebook, user_map: dict[str, str] | None,
+                      console: ConsoleReader) -> Run | None:
     """A notebook whose outputs are a console log an adapter reads (TRL dicts, verl step lines): read by that
-    adapter, then P, G and lr filled from the outputs and the config cell. None when no adapter recognises it."""
-    from rlbatch.readers import _read_one, detect_format
-    from rlbatch.readers.common import virtual_text
-
-    with virtual_text(path, nb.text):
-        try:
-            fmt = detect_format(path)
-            if fmt in ("notebook", "generic", "csv", "jsonl"):
-                return None
-            runs = _read_one(path, fmt, user_map or {})
-        except UserError:
-            return None
-    run = runs[0]
+    adapter (through ``console``), then P, G and lr filled from the outputs and the config cell. None when no
+    adapter recognises it."""
+    got = console(path, nb.text, user_map or {})
+    if got is None:
+        return None
+    fmt, run = got
     run.meta.source_format = f"notebook ({fmt})"
     run.notes.insert(0, f"Jupyter notebook: its outputs read as {fmt} console output")
     return fill_config(run, nb.text, code=nb.code)
 
 
-#: config files read beside a log (``{stem}`` the log's name without suffix), first present wins; Hydra's
+#: config files read beside a log (``{stem}`` the log's name without suffix), first readable wins; Hydra's
 #: ``.hydra/config.yaml`` is what verl writes into its output directory
 CONFIG_BESIDE = ("{stem}_config.yaml", "{stem}_config.yml", "{stem}.yaml", "{stem}.yml", "config.yaml", "config.yml",
                  ".hydra/config.yaml", "args.json", "hparams.yaml")
+#: the config JSON a generic JSONL loop writes beside its metrics (``run_metrics.jsonl`` -> ``run_config.json``;
+#: ``{base}`` the stem without a trailing ``metrics``, else the stem and ``_``); read by :mod:`.jsonl`, whose
+#: ``group_size`` needs the log to tell its meaning (:func:`rlbatch.readers.jsonl.config_beside`)
+JSONL_CONFIG_BESIDE = ("{stem}_config.json", "{stem}.config.json", "{base}_config.json", "{base}config.json",
+                       "config.json")
 
 
-def config_beside(path: Path) -> tuple[X.ConfigFound, str] | None:
-    """P, G, update batch and lr from a YAML/JSON config next to the log ``path`` (:data:`CONFIG_BESIDE`): a verl /
-    OpenRLHF / TRL config through :func:`rlbatch.batchspec.batch_spec` (values it sets), any other mapping by meaning
-    (:func:`rlbatch.readers.extract.config_from_mapping`). None when there is none or it cannot be read (never
-    anything but YAML/JSON: ``training_args.bin`` is a pickle and is not read)."""
-    import json
+@dataclass(frozen=True)
+class ConfigFile:
+    """A config file read beside a log: its ``path``, ``where`` (its name relative to the log's folder) and
+    ``data`` (the parsed top-level mapping)."""
 
-    import yaml
+    path: Path
+    where: str
+    data: dict[str, Any]
 
-    from rlbatch.batchspec import batch_spec, detect_framework
 
+def config_paths_beside(path: Path, names: tuple[str, ...] = CONFIG_BESIDE) -> list[Path]:
+    """The files named by ``names`` (patterns with ``{stem}`` / ``{base}``) that exist next to the log ``path``,
+    in the order of ``names``."""
     path = Path(path)
-    for pat in CONFIG_BESIDE:
-        c = path.parent / pat.format(stem=path.stem)
-        if c == path or not c.is_file():
-            continue
+    stem = path.stem
+    base = stem[: -len("metrics")] if stem.endswith("metrics") else stem + "_"
+    out: list[Path] = []
+    for pat in names:
+        c = path.parent / pat.format(stem=stem, base=base)
+        if c != path and c.is_file() and c not in out:
+            out.append(c)
+    return out
+
+
+def read_config_beside(path: Path, names: tuple[str, ...] = CONFIG_BESIDE) -> ConfigFile | None:
+    """The first config next to the log ``path`` (:func:`config_paths_beside`) that parses as a mapping: JSON for
+    ``.json``, YAML (``yaml.safe_load``) otherwise; never anything else (``training_args.bin`` is a pickle and is
+    not read). A file that does not parse is skipped with one warning naming it. None when there is none."""
+    path = Path(path)
+    for c in config_paths_beside(path, names):
         try:
             text = read_text(c)
             data = json.loads(text) if c.suffix == ".json" else yaml.safe_load(text)
         except (ValueError, yaml.YAMLError, UserError, RecursionError) as err:
-            warn(f"config beside the log not read ({str(err).splitlines()[0][:100]}): its settings are not used", c)
+            why = json_reason(err) if isinstance(err, (ValueError, RecursionError)) and c.suffix == ".json" \
+                else str(err).splitlines()[0][:100]
+            warn(f"config beside the log not read ({why}): its settings are not used", c)
             continue
-        if not isinstance(data, dict):
-            continue
-        where = c.name if c.parent == path.parent else str(c.relative_to(path.parent))
-        flat = X.flatten(data)
-        found = X.config_from_mapping(flat, where)
-        for f in ("prompts_per_step", "group_size", "lr"):  # a key it states whose value is no count / rate
-            hit = X.config_key(flat, f)
-            if hit is not None and getattr(found, f) is None:
-                want = "a learning rate in (0, 1)" if f == "lr" else "a positive whole number"
-                warn(f"{hit[0]} = {hit[1]!r} is not {want}: not used as {f}", c)
-        if detect_framework("", data):
-            try:
-                spec = batch_spec("", where=where, mapping=data)
-            except UserError:
-                spec = None
-            if spec is not None:
-                found = X.launch_config_from_spec(spec, where)
-        return found, where
+        if isinstance(data, dict):
+            return ConfigFile(c, c.name if c.parent == path.parent else str(c.relative_to(path.parent)), data)
     return None
+
+
+def config_beside(path: Path) -> tuple[X.ConfigFound, str] | None:
+    """P, G, update batch and lr from a YAML/JSON config next to the log ``path`` (:func:`read_config_beside` over
+    :data:`CONFIG_BESIDE`): a verl / OpenRLHF / TRL config through :func:`rlbatch.batchspec.batch_spec` (values it
+    sets), any other mapping by meaning (:func:`rlbatch.readers.extract.config_from_mapping`). None when there is
+    none or it cannot be read."""
+    cf = read_config_beside(path)
+    if cf is None:
+        return None
+    flat = flatten(cf.data, "/", drop_lists=True)
+    found = X.config_from_mapping(flat, cf.where)
+    for f in ("prompts_per_step", "group_size", "lr"):  # a key it states whose value is no count / rate
+        hit = X.config_key(flat, f)
+        if hit is not None and getattr(found, f) is None:
+            want = "a learning rate in (0, 1)" if f == "lr" else "a positive whole number"
+            warn(f"{hit[0]} = {hit[1]!r} is not {want}: not used as {f}", cf.path)
+    if detect_framework("", cf.data):
+        try:
+            spec = batch_spec("", where=cf.where, mapping=cf.data)
+        except UserError:
+            spec = None
+        if spec is not None:
+            found = X.launch_config_from_spec(spec, cf.where)
+    return found, cf.where
 
 
 def fill_config(run: Run, text: str, *, code: list[str] | None = None, path: Path | None = None) -> Run:
@@ -191,4 +227,5 @@ def missing_fields(run: Run) -> dict[str, str]:
     return out
 
 
-__all__ = ["read", "fill_config", "missing_fields", "NEEDED"]
+__all__ = ["read", "fill_config", "missing_fields", "NEEDED", "CONFIG_BESIDE", "JSONL_CONFIG_BESIDE", "ConfigFile",
+           "config_paths_beside", "read_config_beside", "config_beside"]

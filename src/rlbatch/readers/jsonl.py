@@ -12,22 +12,12 @@ import math
 from pathlib import Path
 from typing import Any
 
+from rlbatch.batchspec import flatten
 from rlbatch.errors import UserError
 from rlbatch.readers import extract as X
+from rlbatch.readers.generic import JSONL_CONFIG_BESIDE, read_config_beside
 from rlbatch.readers.common import build_run, json_reason, meta_from, read_text, to_count, to_float, warn
 from rlbatch.runstore import Run
-
-
-def flatten(obj: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """``{"a": {"b": 1}}`` -> ``{"a/b": 1}`` (W&B and TensorBoard join nested names with ``/``)."""
-    out: dict[str, Any] = {}
-    for k, v in obj.items():
-        key = f"{prefix}{k}"
-        if isinstance(v, dict):
-            out.update(flatten(v, key + "/"))
-        else:
-            out[key] = v
-    return out
 
 
 def is_verl_record(obj: Any) -> bool:
@@ -78,14 +68,14 @@ def read(path: str | Path, *, fmt: str = "jsonl", run_id: str | None = None,
             continue
         if fmt == "verl-jsonl":
             if is_verl_record(obj):
-                rec = flatten(obj["data"])
+                rec = flatten(obj["data"], "/")
                 rec["step"] = obj["step"]
             else:
                 if not mixed_warned:
                     warn("record not in verl's {\"step\": N, \"data\": {...}} form (mixed schemas); read as a flat "
                          "record", path, i)
                     mixed_warned = True
-                rec = flatten(obj)
+                rec = flatten(obj, "/")
         else:
             records.append(X.json_record(obj, i))
             continue
@@ -138,45 +128,28 @@ def read(path: str | Path, *, fmt: str = "jsonl", run_id: str | None = None,
     return run
 
 
-CONFIG_NAMES = ("{stem}_config.json", "{stem}.config.json", "{base}_config.json", "{base}config.json",
-                "config.json")
 _LR_KEYS = ("learning_rate", "lr", "actor_lr")
 _MODEL_KEYS = ("model_name", "model", "base_model", "model_name_or_path")
 
 
-def config_path_beside(path: Path) -> Path | None:
-    """The config JSON read with the JSONL log ``path`` (:data:`CONFIG_NAMES`, first present), or None."""
-    stem = path.stem
-    base = stem[: -len("metrics")] if stem.endswith("metrics") else stem + "_"
-    for pat in CONFIG_NAMES:
-        c = path.with_name(pat.format(stem=stem, base=base))
-        if c != path and c.is_file():
-            return c
-    return None
-
-
 def config_beside(path: Path, rows: list[dict[str, Any]], notes: list[str]) -> dict[str, Any]:
     """P, G, lr and model from a config JSON next to a generic JSONL log (``run_metrics.jsonl`` ->
-    ``run_config.json``, ``run_metrics_config.json`` or ``config.json`` in the same folder), or {}.
+    ``run_config.json``, ``run_metrics_config.json`` or ``config.json`` in the same folder:
+    :data:`rlbatch.readers.generic.JSONL_CONFIG_BESIDE`, read by :func:`rlbatch.readers.generic.read_config_beside`),
+    or {}.
 
     ``group_size`` is ambiguous across loops: in Tinker's cookbook it is the completions per prompt (``batch_size``
     prompts per step), in others the number of prompts, each getting ``batch_size / group_size`` completions. The
     log decides: a per-step ``groups_total`` equal to ``group_size`` means group_size counts prompts (P =
     group_size, G = batch_size / group_size); equal to ``batch_size`` means the cookbook's meaning (P = batch_size,
     G = group_size). Without such a counter P and G stay unknown (noted, with the ``--set`` hint); lr and model are
-    read either way. Never reads anything but JSON."""
-    cfg_path = config_path_beside(path)
-    if cfg_path is None:
+    read either way. (This is why these names are not read by :func:`rlbatch.readers.generic.config_beside`, which
+    takes ``group_size`` at its word.)"""
+    cf = read_config_beside(path, JSONL_CONFIG_BESIDE)
+    if cf is None:
         return {}
-    try:
-        cfg = json.loads(read_text(cfg_path))
-    except (ValueError, RecursionError, UserError) as err:
-        warn(f"config beside the log not read ({json_reason(err) if not isinstance(err, UserError) else err})",
-             cfg_path)
-        return {}
-    if not isinstance(cfg, dict):
-        return {}
-    cfg = flatten(cfg)
+    cfg_path, cfg = cf.path, cf.data
+    cfg = flatten(cfg, "/")
     out: dict[str, Any] = {}
     lr = next((to_float(cfg[k]) for k in _LR_KEYS if k in cfg and to_float(cfg[k])), None)
     if lr is not None and math.isfinite(lr) and lr > 0:

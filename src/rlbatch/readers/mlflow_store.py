@@ -30,9 +30,9 @@ from typing import Any, Iterator
 import numpy as np
 
 from rlbatch.errors import UserError
-from rlbatch.readers.common import build_run, finalize, meta_from, warn
+from rlbatch.readers.common import meta_from, read_each
 from rlbatch.readers import names as N
-from rlbatch.readers.trackers import config_fields, wall_from_runtime
+from rlbatch.readers.trackers import config_fields, tracker_run
 from rlbatch.runstore import Run
 
 #: the install hint of the optional dependency
@@ -185,14 +185,9 @@ def _read_run(client: Any, run: Any, store: Path, user_map: dict[str, str] | Non
     if not rows:
         raise UserError(f"MLflow run {name!r} ({info.run_id}) has no metrics", path=str(store))
     fields = meta_from(str(name), **cfg.fields, **extra)
-    out = build_run(rows, path=store, source_format="mlflow", meta_fields=fields, notes=notes, user_map=user_map)
-    m = out.metrics
-    if "time/wall_s" not in m.columns and "raw/_time_s" in m.columns and len(m) > 1:
-        m["time/wall_s"] = wall_from_runtime(m["step"].to_numpy(float), m["raw/_time_s"].to_numpy(float))
-        out.notes.append("time/wall_s from the metric timestamps (includes evaluation; the time before the first "
-                         "step replaced by one median step)")
-        finalize(out)
-    return out
+    return tracker_run(rows, path=store, source_format="mlflow", fields=fields, notes=notes, user_map=user_map,
+                       clock="_time_s", clock_note="time/wall_s from the metric timestamps (includes evaluation; the "
+                       "time before the first step replaced by one median step)")
 
 
 def read_all(path: str | Path, *, user_map: dict[str, str] | None = None) -> list[Run]:
@@ -243,13 +238,7 @@ def read_all(path: str | Path, *, user_map: dict[str, str] | None = None) -> lis
                 break
         if run_only is not None:
             found = [r for r in found if r.info.run_id == run_only]
-        for r in found:
-            try:
-                runs.append(_read_run(client, r, store, user_map))
-            except UserError as err:
-                if len(found) == 1:
-                    raise
-                warn(f"skipped: {err}")
+        runs = read_each(found, lambda r: _read_run(client, r, store, user_map))
     if not runs:
         raise UserError("no MLflow run with metrics here", path=str(path))
     return runs

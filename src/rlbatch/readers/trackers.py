@@ -22,12 +22,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from rlbatch.batchspec import flatten
 from rlbatch.readers import names as N
-from rlbatch.readers.common import to_count, to_float
+from rlbatch.readers.common import build_run, finalize, to_count, to_float
+from rlbatch.runstore import Run
 
 P_EXACT = ("data.train_batch_size",)
 P_LEAF = ("prompts_per_step", "num_prompts", "n_prompts", "prompts_per_rollout", "P")
@@ -52,18 +55,6 @@ class ConfigFields:
 
     fields: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
-
-
-def flatten_dotted(obj: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """``{"a": {"b": 1}}`` -> ``{"a.b": 1}`` (Hydra / OmegaConf paths)."""
-    out: dict[str, Any] = {}
-    for k, v in obj.items():
-        key = f"{prefix}{k}"
-        if isinstance(v, dict):
-            out.update(flatten_dotted(v, key + "."))
-        else:
-            out[key] = v
-    return out
 
 
 def _find(flat: dict[str, Any], exact: tuple[str, ...], leaf: tuple[str, ...],
@@ -113,7 +104,7 @@ def config_fields(config: dict[str, Any], source: str) -> ConfigFields:
     that are not positive whole numbers (P, G, batch) or positive finite numbers (lr) are ignored with a note.
     Never raises for a malformed config: what cannot be read is left out.
     """
-    flat = flatten_dotted(config)
+    flat = flatten(config)
     out = ConfigFields()
 
     def count(found: tuple[str, Any] | None, what: str) -> int | None:
@@ -188,6 +179,23 @@ def wall_from_runtime(steps: np.ndarray, runtime: np.ndarray) -> np.ndarray:
     dt = np.diff(t) / np.maximum(np.diff(s), 1.0)
     per_step = float(np.nanmedian(dt)) if np.isfinite(dt).any() else np.nan
     return t - t[0] + per_step * max(s[0], 1.0)
+
+
+def tracker_run(rows: list[dict[str, Any]], *, path: Path, source_format: str, fields: dict[str, Any],
+                notes: list[str], user_map: dict[str, str] | None, clock: str, clock_note: str,
+                extra_evals: Any = ()) -> Run:
+    """The run of a tracker's history ``rows`` (:func:`rlbatch.readers.common.build_run`), with ``time/wall_s``
+    from the tracker's seconds-since-start column ``clock`` (W&B ``_runtime``, MLflow's ``_time_s``) through
+    :func:`wall_from_runtime` when the history has no wall clock of its own and more than one step; ``clock_note``
+    says where it came from."""
+    run = build_run(rows, path=path, source_format=source_format, meta_fields=fields, notes=notes,
+                    user_map=user_map, extra_evals=extra_evals)
+    m = run.metrics
+    if "time/wall_s" not in m.columns and f"raw/{clock}" in m.columns and len(m) > 1:
+        m["time/wall_s"] = wall_from_runtime(m["step"].to_numpy(float), m[f"raw/{clock}"].to_numpy(float))
+        run.notes.append(clock_note)
+        finalize(run)
+    return run
 
 
 def clock_only_on_training(rows: list[dict[str, Any]], clock_keys: tuple[str, ...],

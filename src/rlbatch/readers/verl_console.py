@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from rlbatch.errors import UserError
+from rlbatch.readers import consoles
 from rlbatch.readers.common import (build_run, meta_from, open_text, read_text, to_count, to_float, unwrap_lines,
                                     warn)
 from rlbatch.readers.names import is_eval_name
@@ -296,7 +297,6 @@ def read(path: str | Path, *, run_id: str | None = None, user_map: dict[str, str
             rows.pop()
             lines.pop()
     if not rows:
-        from rlbatch.readers import consoles
         if consoles.WANDB_SUMMARY.search(read_text(path)):
             run = consoles.read(path, "wandb-summary", run_id=run_id, user_map=user_map)
             run.notes.insert(0, "no verl step lines: verl's trainer.logger had no 'console'; read the W&B Run summary")

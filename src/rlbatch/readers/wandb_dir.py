@@ -30,10 +30,11 @@ from typing import Any, Callable
 
 import yaml
 
+from rlbatch.batchspec import flatten
 from rlbatch.errors import UserError
 from rlbatch.readers import names as N
-from rlbatch.readers.common import build_run, finalize, meta_from, read_text, warn
-from rlbatch.readers.trackers import clock_only_on_training, config_fields, flatten_dotted, wall_from_runtime
+from rlbatch.readers.common import finalize, meta_from, read_each, read_text, warn
+from rlbatch.readers.trackers import clock_only_on_training, config_fields, tracker_run
 from rlbatch.runstore import Run, make_meta
 
 #: the install hint of the optional dependency
@@ -243,7 +244,7 @@ def files_config_summary(run_dir: Path) -> tuple[dict[str, Any] | None, dict[str
 def summary_scalars(summary: dict[str, Any]) -> dict[str, float]:
     """A W&B summary's numeric values, nested keys joined with ``.`` (``_wandb.runtime``), media entries (a
     ``_type`` key) and text left out."""
-    return _scalar_items(flatten_dotted(summary))
+    return _scalar_items(flatten(summary))
 
 
 def read(run_dir: str | Path, *, user_map: dict[str, str] | None = None,
@@ -299,7 +300,7 @@ def read(run_dir: str | Path, *, user_map: dict[str, str] | None = None,
     notes += cfg.notes
     run_id = info.get("display_name") or info.get("run_id") or run_dir.name
     extra = {"tracker": "wandb", "tracker_run_id": info.get("run_id"), "hardware": info.get("hardware"),
-             "tracker_config": {k: v for k, v in flatten_dotted(config).items()
+             "tracker_config": {k: v for k, v in flatten(config).items()
                                 if isinstance(v, (int, float, str, bool)) or v is None},
              "tracker_summary": summary_scalars(summary), "status": status}
     fields = meta_from(str(run_id), **cfg.fields, **extra)
@@ -325,15 +326,10 @@ def read(run_dir: str | Path, *, user_map: dict[str, str] | None = None,
         if final:
             notes.append("evaluation: the summary's final value, at the last step (no evaluation in the history)")
     clock_only_on_training(rows, ("_runtime", "_timestamp"), user_map)
-    run = build_run(rows, path=run_dir, source_format="wandb", meta_fields=fields, notes=notes, user_map=user_map,
-                    extra_evals=[(None, final)] if final else ())
-    m = run.metrics
-    if "time/wall_s" not in m.columns and "raw/_runtime" in m.columns and len(m) > 1:
-        m["time/wall_s"] = wall_from_runtime(m["step"].to_numpy(float), m["raw/_runtime"].to_numpy(float))
-        run.notes.append("time/wall_s from W&B's _runtime (includes evaluation; start-up before the first step "
-                         "replaced by one median step)")
-        finalize(run)
-    return run
+    return tracker_run(rows, path=run_dir, source_format="wandb", fields=fields, notes=notes, user_map=user_map,
+                       extra_evals=[(None, final)] if final else (), clock="_runtime",
+                       clock_note="time/wall_s from W&B's _runtime (includes evaluation; start-up before the first "
+                       "step replaced by one median step)")
 
 
 def read_all(path: str | Path, *, user_map: dict[str, str] | None = None,
@@ -343,14 +339,7 @@ def read_all(path: str | Path, *, user_map: dict[str, str] | None = None,
     dirs = run_dirs(Path(path))
     if not dirs:
         raise UserError("no W&B run directory (run-*/ with a .wandb log or files/) here", path=str(path))
-    runs = []
-    for d in dirs:
-        try:
-            runs.append(read(d, user_map=user_map, console=console))
-        except UserError as err:
-            if len(dirs) == 1:
-                raise
-            warn(f"skipped: {err}")
+    runs = read_each(dirs, lambda d: read(d, user_map=user_map, console=console))
     if not runs:
         raise UserError("no readable W&B run among the run directories here", path=str(path))
     return runs

@@ -1,4 +1,4 @@
-"""Lines from public issues kept in tests/data/readers_real/ (sources in its README), values read by hand."""
+"""Log lines quoted in public GitHub issues of the RL frameworks, kept in tests/data/readers_real/ (sources in its README), values read by hand."""
 
 from pathlib import Path
 

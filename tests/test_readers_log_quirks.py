@@ -1,5 +1,6 @@
-"""Issue 14's ten classes of real-log failures, each on an input reproduced faithfully from the issue's description
-(the real files of tests/data/logs/ are in test_readers_real.py and test_readers_verl.py). Where a format's exact
+"""Ten classes of quirks real logs have (wrapped lines, resumed runs, eval-only lines, mixed schemas, generic JSONL
+with a config beside it, ...), each on an input reproduced faithfully from a report of the failure (the real files
+of tests/data/logs/ are in test_readers_real.py and test_readers_verl.py). Where a format's exact
 text is not in our fixtures the test says what it reproduces.
 """
 
