@@ -24,53 +24,39 @@ tensor copy, counting read + write bytes; a square matmul at the model's dtype) 
 
 from __future__ import annotations
 
+import inspect
+import json
 import math
 import re
 import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+import torch
+
+from rlbatch.analysis.throughput import sublinear_window
 from rlbatch.errors import UserError
+from rlbatch.output import markdown_table, to_json
+from rlbatch.runstore import atomic_write_text
+from rlbatch.train.models import load_model
 
 
 def _sync(device: str) -> None:
-    import torch
-
     if device.startswith("cuda"):
         torch.cuda.synchronize()
 
 
 def resolve_model(spec: str, device: str = "cpu"):
-    """Load a model for profiling: ``rlbatch.train.models.load_model`` (presets and local directories) when
-    available, else a local Hugging Face directory via ``AutoModelForCausalLM.from_pretrained``. Returns the model on
-    ``device``. Raises :class:`UserError` for an unknown preset or a directory without a loadable model."""
-    try:
-        from rlbatch.train.models import load_model
-    except ModuleNotFoundError as err:
-        if err.name not in ("rlbatch.train.models", "rlbatch.train"):
-            raise
-        load_model = None
-    if load_model is not None:
-        model, _tok = load_model(spec, device=device)
-        return model
-    path = Path(spec).expanduser()
-    if not path.is_dir():
-        raise UserError(f"--model {spec!r}: not a local model directory (presets need rlbatch.train.models)",
-                        field="model")
-    from transformers import AutoModelForCausalLM
-
-    try:
-        model = AutoModelForCausalLM.from_pretrained(path)
-    except (OSError, ValueError) as err:
-        raise UserError(f"cannot load a causal LM from {path}: {str(err).splitlines()[0]}", field="model") from None
-    return model.to(device)
+    """Load a model for profiling through :func:`rlbatch.train.models.load_model` (a preset or a local Hugging Face
+    directory). Returns the model on ``device``. Raises :class:`UserError` for an unknown preset or a directory
+    without a loadable model."""
+    model, _tok = load_model(spec, device=device)
+    return model
 
 
 def measure_bandwidth_gbs(device: str = "cpu", nbytes: int | None = None, reps: int = 5) -> float:
     """Memory bandwidth in GB/s (1e9 bytes/s) from timing ``reps`` copies of an ``nbytes`` float32 tensor (best
     rep; counts read + write = 2 x nbytes per copy). Default size 256 MiB on CPU, 1 GiB on CUDA."""
-    import torch
-
     nbytes = nbytes or (2**30 if device.startswith("cuda") else 2**28)
     x = torch.ones(nbytes // 4, dtype=torch.float32, device=device)
     y = torch.empty_like(x)
@@ -88,8 +74,6 @@ def measure_bandwidth_gbs(device: str = "cpu", nbytes: int | None = None, reps: 
 def measure_peak_tflops(device: str = "cpu", dtype: Any = None, n: int | None = None, reps: int = 3) -> float:
     """Peak matmul throughput in TFLOP/s (1e12 FLOP/s) from the best of ``reps`` n x n matmuls (2 n^3 FLOP each)
     at ``dtype`` (default float32 on CPU, bfloat16 on CUDA). Default n: 1024 on CPU, 8192 on CUDA."""
-    import torch
-
     cuda = device.startswith("cuda")
     dtype = dtype or (torch.bfloat16 if cuda else torch.float32)
     n = n or (8192 if cuda else 1024)
@@ -138,10 +122,6 @@ def _decode(model: Any, ids: Any, new_tokens: int, device: str) -> tuple[float, 
     """Prefill ``ids`` (b, T), then greedily decode exactly ``new_tokens`` tokens with the KV cache.
     Returns (prefill seconds, decode seconds). Works with the ``cache`` keyword of recent transformers and the older
     ``past_key_values``; only the last position's logits are computed where the model supports ``logits_to_keep``."""
-    import inspect
-
-    import torch
-
     params = inspect.signature(model.forward).parameters
     cache_kw = "cache" if "cache" in params else "past_key_values"
     extra = {"logits_to_keep": 1} if "logits_to_keep" in params else {}
@@ -169,8 +149,6 @@ def _decode(model: Any, ids: Any, new_tokens: int, device: str) -> tuple[float, 
 
 def _update(model: Any, opt: Any, ids: Any, device: str) -> float:
     """One update's time: forward + backward of the mean token log-likelihood over ``ids`` and an optimizer step."""
-    import torch
-
     model.train()
     _sync(device)
     t0 = time.perf_counter()
@@ -224,10 +202,6 @@ def run_profile(model_spec: str, batches: Sequence[int] = (1, 2, 4, 8), new_toke
     allocator growth and optimizer-state creation are not counted). Raises :class:`UserError` for bad sizes
     (non-positive, context longer than the model's positions) or device.
     """
-    import torch
-
-    from rlbatch.analysis.throughput import sublinear_window
-
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise UserError("--device cuda requested but no CUDA device is available", field="device")
@@ -306,6 +280,7 @@ def model_slug(spec: str) -> str:
 
 def profile_figure(profile: dict[str, Any]):
     """Figure: decode tokens/s vs batch (measured and roofline, log-log) and generation / update seconds vs batch."""
+    # matplotlib is imported only for a figure (slow to import; the Agg backend must be chosen before pyplot)
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -332,10 +307,7 @@ def profile_figure(profile: dict[str, Any]):
 
 def save_profile(profile: dict[str, Any], out_dir: Path | str) -> tuple[Path, Path]:
     """Write ``<out_dir>/<model>.json`` and ``<out_dir>/<model>.png``; returns both paths."""
-    import matplotlib.pyplot as plt
-
-    from rlbatch.output import to_json
-    from rlbatch.runstore import atomic_write_text
+    import matplotlib.pyplot as plt  # after profile_figure chose the Agg backend (see there)
 
     out_dir = Path(out_dir)
     slug = model_slug(str(profile["model"]))
@@ -365,10 +337,6 @@ def profile_section(profile_json: dict[str, Any] | list[dict[str, Any]] | str | 
 
     Accepts the profile dict of :func:`run_profile`, the ``--format json`` list of rows, or a path to a saved
     profile JSON. Raises :class:`UserError` for a file that is not a profile."""
-    import json
-
-    from rlbatch.output import markdown_table
-
     prof: Any = profile_json
     if isinstance(prof, (str, Path)):
         try:
