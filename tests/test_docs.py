@@ -81,3 +81,37 @@ def test_relative_links_resolve(page):
             if frag not in heads:
                 bad.append(link)
     assert not bad, f"{page.relative_to(ROOT)}: links that point nowhere: {bad}"
+
+
+def _command_lines(text: str) -> list[str]:
+    """Every ``rlbatch COMMAND ...`` line of the fenced code blocks in ``text`` (backslash continuations joined,
+    comments cut)."""
+    out = []
+    for block in re.findall(r"```[a-z]*\n(.*?)```", text, flags=re.S):
+        for line in block.replace("\\\n", " ").splitlines():
+            line = line.split(" #", 1)[0].strip()
+            if line.startswith("rlbatch "):
+                out.append(line)
+    return out
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(ROOT)) for p in PAGES])
+def test_examples_use_options_the_cli_has(page):
+    import typer
+
+    from rlbatch.cli import app
+
+    cmds = typer.main.get_command(app).commands
+    bad = []
+    for line in _command_lines(page.read_text(encoding="utf-8")):
+        words = line.split()
+        cmd = cmds.get(words[1])
+        if cmd is None:
+            bad.append(f"{line[:60]}: no command {words[1]!r}")
+            continue
+        known = {o for p in cmd.params for o in (*p.opts, *getattr(p, "secondary_opts", ()))} | {"--help"}
+        for w in words[2:]:
+            flag = w.split("=", 1)[0]
+            if flag.startswith("-") and not re.fullmatch(r"-?\d[\d.e-]*", flag) and flag not in known:
+                bad.append(f"rlbatch {words[1]} {flag}")
+    assert not bad, f"{page.relative_to(ROOT)}: examples with options the CLI does not have: {bad}"

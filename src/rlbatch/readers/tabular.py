@@ -19,7 +19,7 @@ from typing import Any
 import pandas as pd
 
 from rlbatch.errors import UserError
-from rlbatch.readers.common import build_run, meta_from, sniff_encoding, warn
+from rlbatch.readers.common import build_run, finalize, meta_from, sniff_encoding, warn
 from rlbatch.runstore import Run
 
 PANEL_COL = re.compile(r"^(?P<run>.+?) - (?P<metric>.+?)(?P<agg>__MIN|__MAX)?$")
@@ -91,7 +91,6 @@ def read(path: str | Path, *, fmt: str = "csv", run_id: str | None = None, user_
         if fmt == "wandb-csv" and "time/wall_s" not in run.metrics.columns and "raw/_runtime" in run.metrics:
             run.metrics["time/wall_s"] = run.metrics["raw/_runtime"]
             run.notes.append("time/wall_s from W&B _runtime (includes evaluation time)")
-            from rlbatch.readers.common import finalize
             finalize(run)
         runs.append(run)
     if not runs:

@@ -31,6 +31,7 @@ def event_dirs(root: Path) -> list[Path]:
 
 
 def _scalars(directory: Path) -> dict[str, list[tuple[float, int, float]]]:
+    # imported here, not at the top: tensorboard's reader takes about a second to import and only event files need it
     from tensorboard.backend.event_processing import event_accumulator as ea
 
     acc = ea.EventAccumulator(str(directory), size_guidance={ea.SCALARS: 0, ea.TENSORS: 0})
@@ -43,7 +44,7 @@ def _scalars(directory: Path) -> dict[str, list[tuple[float, int, float]]]:
     for tag in tags.get("scalars", []):
         out[tag] = [(e.wall_time, e.step, e.value) for e in acc.Scalars(tag)]
     if tags.get("tensors"):
-        from tensorboard.util import tensor_util
+        from tensorboard.util import tensor_util  # as above: only for event files with tensor summaries
 
         for tag in tags["tensors"]:
             if tag in out:

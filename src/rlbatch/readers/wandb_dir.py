@@ -144,6 +144,7 @@ def _items(items: Any) -> dict[str, Any]:
 
 def _records_datastore(wandb_file: Path) -> list[dict[str, Any]]:
     """:func:`records` through wandb's Python transaction-log reader (``DataStore.scan_data`` + ``Record``)."""
+    # the optional wandb package (extra ``wandb``), imported only when records() found its Python reader
     from wandb.proto import wandb_internal_pb2
     from wandb.sdk.internal import datastore
 
