@@ -18,7 +18,6 @@ import sys
 from pathlib import Path
 
 import typer
-from typer._click.core import Context
 
 from rlbatch.cli import app
 
@@ -36,7 +35,7 @@ def option_table(command: str) -> str:
     out), ``| option | what it does, default |``. Raises ``KeyError`` for an unknown command."""
     group = typer.main.get_command(app)
     cmd = group.commands[command]
-    ctx = Context(cmd, info_name=command)
+    ctx = cmd.context_class(cmd, info_name=command)  # the context --help renders in (click's or typer's own)
     rows = ["| option | what it does (default) |", "|---|---|"]
     for p in cmd.params:
         if getattr(p, "hidden", False):

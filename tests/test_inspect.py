@@ -190,8 +190,10 @@ def test_openrlhf_flags_and_defaults_are_openrlhfs_own():
         (s.prompts_per_step, s.responses_per_prompt, s.responses_per_update)
     assert args["train.micro_batch_size"] == s.micro_batch_per_device and args["actor.adam.lr"] == s.lr
     defaults = vars(parser.parse_args([]))
-    for role, (dotted, _flat) in OPENRLHF_FLAGS.items():
-        assert defaults[dotted] == OPENRLHF_DEFAULTS[role], role
+    for role, default in OPENRLHF_DEFAULTS.items():
+        assert defaults[OPENRLHF_FLAGS[role][0]] == default, role
+    for role, (dotted, _flat) in OPENRLHF_FLAGS.items():  # every flag of the one table is one OpenRLHF knows
+        assert dotted in defaults, role
 
 
 def test_trl_launch_checked_by_grpoconfig(tmp_path):

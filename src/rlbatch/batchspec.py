@@ -46,7 +46,10 @@ VERL_DEFAULTS: dict[str, Any] = {
     "trainer.n_gpus_per_node": 8,
     "trainer.nnodes": 1,
 }
-#: OpenRLHF roles -> (dotted flag >= 0.10.2, flat flag <= 0.10.1), and 0.11.2's parser defaults
+#: OpenRLHF roles -> (dotted flag >= 0.10.2, flat flag <= 0.10.1), without the leading ``--``: the one table of
+#: OpenRLHF's flag names, for reading a launch here and for writing one (:mod:`rlbatch.sweep.openrlhf`, which keeps
+#: a copy of the roles it writes until it imports this one); :data:`OPENRLHF_DEFAULTS` holds 0.11.2's parser
+#: defaults of the roles a launch's batch depends on
 OPENRLHF_FLAGS: dict[str, tuple[str, str]] = {
     "rollout_batch": ("rollout.batch_size", "rollout_batch_size"),
     "n_samples": ("rollout.n_samples_per_prompt", "n_samples_per_prompt"),
@@ -56,6 +59,18 @@ OPENRLHF_FLAGS: dict[str, tuple[str, str]] = {
     "actor_lr": ("actor.adam.lr", "actor_learning_rate"),
     "actor_nodes": ("actor.num_nodes", "actor_num_nodes"),
     "actor_gpus": ("actor.num_gpus_per_node", "actor_num_gpus_per_node"),
+    "critic_lr": ("critic.adam.lr", "critic_learning_rate"),
+    "num_episodes": ("train.num_episodes", "num_episodes"),
+    "max_samples": ("data.max_samples", "max_samples"),
+    "tensorboard": ("logger.tensorboard_dir", "use_tensorboard"),
+    "run_name": ("logger.wandb.run_name", "wandb_run_name"),
+    "ckpt_path": ("ckpt.path", "ckpt_path"),
+    "load_ckpt": ("ckpt.load_enable", "load_checkpoint"),
+    "save_steps": ("ckpt.save_steps", "save_steps"),
+    "logging_steps": ("logger.logging_steps", "logging_steps"),
+    "seed": ("train.seed", "seed"),
+    "estimator": ("algo.advantage.estimator", "advantage_estimator"),
+    "save_path": ("ckpt.output_dir", "save_path"),
 }
 OPENRLHF_DEFAULTS: dict[str, Any] = {"rollout_batch": 1024, "n_samples": 1, "train_batch": 128,
                                      "micro_train_batch": 1, "max_epochs": 1, "actor_lr": 1e-6, "actor_nodes": 1,
