@@ -8,7 +8,7 @@
 | ``verl``      | verl console log (``step:N - name:value - ...``), :mod:`.verl_console`                 |
 | ``verl-jsonl``| verl file logger (``{"step": N, "data": {...}}`` per line), :mod:`.jsonl`              |
 | ``tensorboard``| event directories (verl, OpenRLHF, TRL), :mod:`.tensorboard`                         |
-| ``trl``       | TRL / transformers ``trainer_state.json``, :mod:`.trl`                                 |
+| ``trl``       | TRL / transformers ``trainer_state.json``, :mod:`.trainer_state`                       |
 | ``trl-console``| TRL / transformers console output (``{'loss': ..., 'epoch': ...}`` lines), :mod:`.trl_console` |
 | ``prime-rl``, ``nemo-rl``, ``slime``, ``wandb-summary`` | console outputs, :mod:`.consoles`            |
 | ``wandb-csv`` | W&B history or chart-panel CSV export, :mod:`.tabular`                                 |
@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from rlbatch.errors import UserError
-from rlbatch.readers import (consoles, extract, generic, jsonl, mlflow_store, tabular, tensorboard, trl, trl_console,
-                             verl_console, wandb_dir)
+from rlbatch.readers import (consoles, extract, generic, jsonl, mlflow_store, tabular, tensorboard, trainer_state,
+                             trl_console, verl_console, wandb_dir)
 from rlbatch.readers.common import (ReadWarning, apply_overrides, clean_store_run, finalize, read_text,
                                     sniff_encoding, unique_ids, virtual, virtual_text, warn)
 from rlbatch.readers.generic import JSONL_CONFIG_BESIDE, config_paths_beside
@@ -69,7 +69,7 @@ def detect_format(path: str | Path) -> str:
     if path.is_dir():
         if is_run_dir(path) or any(True for _ in iter_run_dirs(path)):
             return "rlbatch"
-        if trl.find_state(path) is not None:
+        if trainer_state.find_state(path) is not None:
             return "trl"
         tracker = _tracker_format(path)
         if tracker:
@@ -111,7 +111,7 @@ def detect_format(path: str | Path) -> str:
             return "trl"
         try:
             obj = json.loads(read_text(path))
-            if trl.looks_like(obj):
+            if trainer_state.looks_like(obj):
                 return "trl"
             if isinstance(obj, dict):
                 return "jsonl"
@@ -195,7 +195,7 @@ def _read_one(path: Path, fmt: str, mapping: dict[str, str]) -> list[Run]:
                 warn(str(err))
         return runs
     if fmt == "trl":
-        return [trl.read(path, user_map=mapping)]
+        return [trainer_state.read(path, user_map=mapping)]
     if fmt == "trl-console":
         return [trl_console.read(path, user_map=mapping)]
     if fmt in ("prime-rl", "nemo-rl", "slime", "wandb-summary"):
