@@ -19,10 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from rlbatch.errors import UserError
-from rlbatch.readers.common import build_run, meta_from, read_text, to_count, to_float, warn
+from rlbatch.readers.common import ANSI, SCALAR_CALL, build_run, meta_from, read_text, to_count, to_float, warn
 from rlbatch.runstore import Run
 
-ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 
 # ---- prime-rl -------------------------------------------------------------------------------------------------
 PRIME_STEP = re.compile(r"\bStep (\d{1,12}) \| Time: ")
@@ -39,7 +38,6 @@ NEMO_NAMES = {"Avg Reward": "reward/mean", "Loss": "loss", "Total step time": "t
 
 # ---- slime ------------------------------------------------------------------------------------------------------
 SLIME_REC = re.compile(r"\b(perf|rollout|step|eval) (\d{1,12}): (\{.*\})\s*$")
-SCALAR_CALL = re.compile(r"(?:np\.(?:float|int)\d*|tensor)\(([^()]*?)(?:,[^()]*)?\)")
 
 # ---- W&B console summary ----------------------------------------------------------------------------------------
 #: W&B's console lines, after any Ray actor prefix (``(TaskRunner pid=1) wandb: ...``, verl)

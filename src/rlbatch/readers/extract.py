@@ -48,10 +48,8 @@ from typing import Any, Iterable
 from rlbatch.batchspec import batch_spec, flatten
 from rlbatch.errors import UserError
 from rlbatch.readers import names as N
-from rlbatch.readers.common import to_count, to_float
+from rlbatch.readers.common import ANSI, SCALAR_CALL, to_count, to_float
 
-ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
-_NP = re.compile(r"(?:np\.(?:float|int)\d*|tensor)\(([^()]*?)(?:,[^()]*)?\)")
 _NONFINITE = re.compile(r"(?<![\w'\"])(nan|inf|-inf)(?![\w'\"])")
 #: a Python dict repr starting: ``{'name':`` or ``{"name":``
 PYDICT_START = re.compile(r"\{\s*['\"][^'\"\n]{1,200}['\"]\s*:")
@@ -291,7 +289,7 @@ def html_tables(text: str) -> list[list[Record]]:
 def parse_pydict(text: str) -> dict[str, Any] | None:
     """A Python dict repr (``{'loss': np.float64(0.5), 'kl': nan}``) -> dict, through :func:`ast.literal_eval`
     only (never ``eval``); None when it is not a literal dict."""
-    body = _NP.sub(r"\1", text)
+    body = SCALAR_CALL.sub(r"\1", text)
     body = _NONFINITE.sub(lambda m: {"nan": "None", "inf": "1e999", "-inf": "-1e999"}[m.group(1)], body)
     try:
         d = ast.literal_eval(body)

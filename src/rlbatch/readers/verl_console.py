@@ -31,16 +31,14 @@ from typing import Any
 
 from rlbatch.errors import UserError
 from rlbatch.readers import consoles
-from rlbatch.readers.common import (build_run, meta_from, open_text, read_text, to_count, to_float, unwrap_lines,
-                                    warn)
+from rlbatch.readers.common import (ANSI, SCALAR_CALL, build_run, meta_from, open_text, read_text, to_count, to_float,
+                                    unwrap_lines, warn)
 from rlbatch.readers.names import is_eval_name
 from rlbatch.runstore import Run
 
-ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 RAY_PREFIX = re.compile(r"^\s*\((?:[\w.-]+(?: pid=\d+)?|(?:[\w.-]+ )?pid=\d+)(?:, [\w.]+=[\w.:/-]+)*\)\s?")
 STEP = re.compile(r"(?:^|[\s\]|])step:(\d+) - ")
 STEP_AT = re.compile(r"step:(\d+) - ")
-NP_SCALAR = re.compile(r"np\.(?:float|int)\d*\(([^()]*)\)")
 SHELL_VAR = re.compile(r"^\s*(?:\+\+?\s*)?(?:export\s+)?([A-Za-z_]\w*)=(\"[^\"]*\"|'[^']*'|[^\s#]+)")
 OVERRIDES = {
     "data.train_batch_size": "prompts_per_step",
@@ -115,7 +113,7 @@ def _dig(cfg: Any, keys: tuple[str, ...]) -> Any:
 
 
 def _literal(text: str) -> Any:
-    return ast.literal_eval(NP_SCALAR.sub(r"\1", text))
+    return ast.literal_eval(SCALAR_CALL.sub(r"\1", text))
 
 
 def _val_dict(text: str) -> dict[str, Any] | None:
