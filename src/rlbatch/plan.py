@@ -53,6 +53,7 @@ import numpy as np
 import pandas as pd
 
 from rlbatch.analysis.noise_model import b_noise_from_points, fit_b_noise, noise_candidate, noise_model_rn  # noqa: F401
+from rlbatch.analysis.study import Study
 from rlbatch.errors import UserError
 from rlbatch.runstore import Run
 
@@ -398,7 +399,8 @@ def check_consistent(runs: Sequence[Run], metric: str) -> None:
 
 def plan_runs(runs: Sequence[Run], target: float, *, reference: str | None = None, metric: str = "eval/score",
               candidates: Sequence[int] | None = None, profile: dict | str | Path | None = None, tol: float = 0.1,
-              n_boot: int = 1000, seed: int = 0, extend: bool = True, clock: str = "auto") -> dict[str, Any]:
+              n_boot: int = 1000, seed: int = 0, extend: bool = True, clock: str = "auto",
+              study: Study | None = None) -> dict[str, Any]:
     """Plan from runs (finished or short probes): rN, throughput and predicted time-to-target per candidate.
 
     ``runs``: run-store :class:`Run` objects (several seeds per configuration allowed; configurations as
@@ -408,7 +410,9 @@ def plan_runs(runs: Sequence[Run], target: float, *, reference: str | None = Non
     sizes to evaluate besides the runs' (default: the runs' configurations, plus two doublings above the largest
     when a noise model and a throughput model exist and ``extend``). ``profile``: a ``rlbatch profile`` JSON
     whose time model gives the throughput of batches without runs. ``tol``: aligned family = rN <= 1 + tol.
-    ``clock``: as :func:`rlbatch.analysis.throughput.clock_basis`.
+    ``clock``: as :func:`rlbatch.analysis.throughput.clock_basis`. ``study``: the :class:`rlbatch.analysis.study.
+    Study` this plan reads (its accounting when it is of the same runs, else its memoised configuration estimates);
+    default: a study of ``runs`` with these settings.
 
     Every configuration that reached the target takes rN, relative throughput, relative time and their intervals
     from the accounting (:func:`rlbatch.analysis.accounting.account_runs`): the same numbers as ``rlbatch
@@ -439,7 +443,19 @@ def plan_runs(runs: Sequence[Run], target: float, *, reference: str | None = Non
     if bad:
         raise UserError(f"batch size unknown for run(s) {', '.join(bad)}: set prompts_per_step and group_size "
                         "(--set RUN:prompts_per_step=... --set RUN:group_size=...)", field="batch_size")
-    acc = account_runs(runs, target, metric, reference, clock=clock, n_boot=n_boot, allow_unreached_reference=True)
+    if study is None:
+        study = Study.of(runs, target, metric, reference, clock=clock, n_boot=n_boot)
+    acc = None
+    if [r.run_id for r in study.runs] == [r.run_id for r in runs] and study.target == target:
+        try:
+            acc = study.accounted
+        except UserError:  # e.g. a short probe as the reference, which has not reached the target yet
+            acc = None
+        if acc is not None and acc["reference"] is None:
+            acc = None
+    if acc is None:
+        acc = account_runs(runs, target, metric, reference, clock=clock, n_boot=n_boot,
+                           allow_unreached_reference=True, estimate=study.estimate)
     groups = group_seeds(runs)
     rows = {r["run"]: r for r in acc["rows"]}
     ests = acc["estimates"]
@@ -693,7 +709,7 @@ def make_plan(paths: Sequence[Path | str], *, target: float | None = None, refer
 
     runs, msgs = load_all(paths, log_format=log_format, mapping=mapping, sets=sets)
     plan = plan_runs(runs, target, reference=reference, metric=metric, candidates=candidates, profile=profile,
-                     tol=tol, clock=clock)
+                     tol=tol, clock=clock, study=Study.of(runs, target, metric, reference, clock=clock))
     plan["notes"] = list(msgs) + plan["notes"]
     return plan
 

@@ -36,14 +36,21 @@ import math
 import re
 import zlib
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import pandas as pd
 
+from rlbatch.analysis.curves import (crossing, curve, ema_smooth, group_seeds, mean_last, moving_average,
+                                     samples_to_target, summarize_run)
+from rlbatch.analysis.throughput import (clock_basis, configuration_timings, run_clock, run_throughput, step_seconds,
+                                         time_at, timing_factors)
 from rlbatch.errors import UserError
 from rlbatch.runstore import Run
 from rlbatch.scaling import LRRetuning, detect_lr_rule
+
+#: A configuration estimator with :func:`estimate_configuration`'s signature (a study's memoised one, or that).
+Estimator = Callable[..., dict]
 
 #: Keys of one accounting row in JSON output (``rlbatch account --format json``).
 JSON_KEYS = ("run", "batch_size", "samples_to_target", "rN", "relative_throughput", "relative_time",
@@ -142,7 +149,6 @@ def _ci(reps: np.ndarray | None, conf: float = CONF) -> list[float] | None:
 def _eval_noise(c: pd.DataFrame, metric: str, n_boot: int, rng: np.random.Generator) -> np.ndarray:
     """(n_boot, n) perturbed copies of one seed's curve ``c``: binomial noise when ``eval/n`` is logged, else the
     residuals around a centered moving average resampled."""
-    from rlbatch.analysis.curves import moving_average
 
     y = c[metric].to_numpy(float)
     n = len(y)
@@ -159,8 +165,6 @@ def seed_estimate(run: Run, target: float | None, metric: str = "eval/score", *,
                   sustained: bool = False, clock: str = "wall") -> dict[str, Any]:
     """One seed: ``samples_to_target`` (S, responses; None = not reached), ``time_to_target_s`` (T, seconds on
     ``clock``), ``samples`` / ``seconds`` (whole run), and the curve and clock the bootstrap perturbs."""
-    from rlbatch.analysis.curves import curve, samples_to_target
-    from rlbatch.analysis.throughput import run_clock, time_at
 
     c = curve(run, metric)
     clk = run_clock(run, clock)
@@ -187,8 +191,6 @@ def estimate_configuration(runs: Sequence[Run], target: float | None, metric: st
     reached, samples_to_target(_ci), samples_to_target_per_seed, time_to_target_s, time_to_target_ci,
     throughput_samples_per_s, throughput_ci, throughput_window ("to target" | "whole run"), clock``.
     """
-    from rlbatch.analysis.curves import crossing, ema_smooth
-    from rlbatch.analysis.throughput import step_seconds, time_at, timing_factors
 
     runs = list(runs)
     name = name or runs[0].run_id
@@ -357,7 +359,8 @@ def _pick_reference(ests: dict[str, dict[str, Any]], groups: dict[str, list[Run]
 
 def account_runs(runs: Sequence[Run], target: float, metric: str = "eval/score", reference: Any = None, *,
                  ema: float | None = None, sustained: bool = False, clock: str = "auto",
-                 n_boot: int = N_BOOT, allow_unreached_reference: bool = False) -> dict[str, Any]:
+                 n_boot: int = N_BOOT, allow_unreached_reference: bool = False,
+                 estimate: Estimator | None = None) -> dict[str, Any]:
     """The accounting of ``runs`` at ``target``: seeds grouped into configurations
     (:func:`rlbatch.analysis.curves.group_seeds`), each estimated (:func:`estimate_configuration`) and compared
     with the reference (:func:`compare`), the verdict per configuration (:func:`verdict_label`) and the
@@ -368,15 +371,15 @@ def account_runs(runs: Sequence[Run], target: float, metric: str = "eval/score",
     "estimates": {name: estimate}}``. Raises :class:`UserError` for an unknown reference, or one that did not
     reach the target after training began (its samples-to-target is 0 or None); with
     ``allow_unreached_reference`` (the plan's short probes) a reference that has not reached the target is kept and
-    its comparisons are None."""
-    from rlbatch.analysis.curves import group_seeds
-    from rlbatch.analysis.throughput import clock_basis
-
+    its comparisons are None. ``estimate``: where the configurations' estimates come from (a
+    :class:`rlbatch.analysis.study.Study`'s :meth:`~rlbatch.analysis.study.Study.estimate`, which computes each
+    configuration's bootstrap once per study); default :func:`estimate_configuration`."""
     runs = list(runs)
     basis = clock_basis(runs, clock)
     groups = group_seeds(runs)
-    ests = {name: estimate_configuration(rs, target, metric, ema=ema, sustained=sustained, clock=basis,
-                                         n_boot=n_boot, name=name) for name, rs in groups.items()}
+    est_of = estimate or estimate_configuration
+    ests = {name: est_of(rs, target, metric, ema=ema, sustained=sustained, clock=basis, n_boot=n_boot, name=name)
+            for name, rs in groups.items()}
     ref = _pick_reference(ests, groups, reference)
     if ref is None and allow_unreached_reference:  # short probes: the smallest batch on an LR rule
         ref = sorted((e["batch_size"] or float("inf"), e["lr_rule"] in ("none", "linear"), n)
@@ -611,9 +614,16 @@ def clock_note(clock: str) -> str:
     return "Time is the logged wall-clock (time/wall_s, evaluation excluded where the log allows)."
 
 
+def summary_of(acc: dict[str, Any]) -> dict[str, Any]:
+    """One comparison group's :func:`account_runs` result in :func:`accounting_summary`'s form."""
+    return {"accounting": acc["rows"], "reference": acc["reference"], "recommendation": acc["recommendation"],
+            "headline": acc["headline"], "within_noise": acc["within_noise"], "clock": acc["clock"],
+            "aggregation": AGGREGATION, "lr_retuning": acc["lr_retuning"]}
+
+
 def accounting_summary(runs: Sequence[Run], target: float, metric: str = "eval/score", reference: Any = None, *,
                        ema: float | None = None, sustained: bool = False, clock: str = "auto",
-                       n_boot: int = N_BOOT) -> dict[str, Any]:
+                       n_boot: int = N_BOOT, estimate: Estimator | None = None) -> dict[str, Any]:
     """The accounting as ``rlbatch analyze`` and the report give it: :func:`account_runs` per comparison group
     (:func:`comparison_groups`: runs of different models, tasks or algorithms are never compared with each other).
 
@@ -622,12 +632,8 @@ def accounting_summary(runs: Sequence[Run], target: float, metric: str = "eval/s
     runs}] (several groups only)}``. Raises :class:`UserError` as :func:`account_runs`."""
     groups = comparison_groups(runs)
     if len(groups) == 1:
-        acc = account_runs(runs, target, metric, reference, ema=ema, sustained=sustained, clock=clock,
-                           n_boot=n_boot)
-        return {"accounting": acc["rows"], "reference": acc["reference"], "recommendation": acc["recommendation"],
-                "headline": acc["headline"], "within_noise": acc["within_noise"], "clock": acc["clock"],
-                "aggregation": AGGREGATION, "lr_retuning": acc["lr_retuning"]}
-    from rlbatch.analysis.curves import group_seeds
+        return summary_of(account_runs(runs, target, metric, reference, ema=ema, sustained=sustained, clock=clock,
+                                       n_boot=n_boot, estimate=estimate))
 
     rows, comps, texts, clocks = [], [], [], set()
     key = None if reference is None else str(reference)
@@ -642,7 +648,7 @@ def accounting_summary(runs: Sequence[Run], target: float, metric: str = "eval/s
         mine = key is not None and (owner is None or owner == (model, task, alg))
         try:
             acc = account_runs(rs, target, metric, reference if mine else None, ema=ema, sustained=sustained,
-                               clock=clock, n_boot=n_boot)
+                               clock=clock, n_boot=n_boot, estimate=estimate)
         except UserError as err:
             if owner == (model, task, alg):
                 raise
@@ -667,7 +673,6 @@ def seed_rows(groups: dict[str, list[Run]], rows: list[dict[str, Any]] | None = 
     """Per configuration (the report's seed table): seeds, how many reached the target, each seed's
     samples-to-target with their min and max (from the accounting ``rows`` of :func:`account_runs`, so the same
     numbers), mean first and last score, mean retained / generated samples."""
-    from rlbatch.analysis.curves import curve, mean_last
 
     by = {r["run"]: r for r in rows or []}
     out = []
@@ -696,8 +701,6 @@ def configuration_summaries(groups: dict[str, list[Run]], rows: list[dict[str, A
     ``steps``, ``seconds``, ``step_s``, ``gen_share`` (:func:`rlbatch.analysis.throughput.configuration_timings`),
     ``throughput_samples_per_s`` and ``throughput_ci`` (whole run, :func:`estimate_configuration` without a
     target), ``grad_norm_actor_mean`` / ``grad_norm_critic_mean`` (mean over seeds of each run's mean), ``clock``."""
-    from rlbatch.analysis.curves import summarize_run
-    from rlbatch.analysis.throughput import configuration_timings
 
     timing = {t["config"]: t for t in configuration_timings(groups, clock)}
     out = []
@@ -862,8 +865,6 @@ def run_summaries(runs: Sequence[Run], clock: str = "auto", n_boot: int = 300) -
     whole-run retained samples per second on the accounting's clock (:func:`estimate_configuration`), with
     ``throughput_ci``, ``clock`` and ``time_s`` (the whole run's seconds on that clock; ``wall_clock_s`` stays the
     logged wall-clock)."""
-    from rlbatch.analysis.curves import summarize_run
-    from rlbatch.analysis.throughput import clock_basis, run_throughput
 
     runs = list(runs)
     basis = clock_basis(runs, clock) if runs else "wall"

@@ -26,6 +26,8 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 import pandas as pd
 
+from rlbatch.analysis.accounting import compare, estimate_configuration
+from rlbatch.analysis.curves import curve
 from rlbatch.errors import UserError
 
 INV_SQRT2 = 1.0 / math.sqrt(2.0)
@@ -472,13 +474,12 @@ def fit_grad_norm_scaling(runs_or_frame: Any, metric: str = "grad_norm/actor", *
 
 # --------------------------------------------------------------------------------------------------- G x P equivalence
 def _curve(run: Any, metric: str, x: str = X) -> pd.DataFrame:
-    from rlbatch.analysis.curves import curve
-
     return curve(run, metric, x)
 
 
 def gp_equivalence(runs: Sequence[Any], metric: str = "eval/score", target: float | None = None,
-                   grid_points: int = 50, x: str = X) -> list[dict[str, Any]]:
+                   grid_points: int = 50, x: str = X,
+                   estimate: Callable[[list[Any]], dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     """G x P equivalence: runs with the same B = P x G but different (P, G), compared on the retained-sample axis.
 
     Runs are grouped by batch size; within a group each distinct (P, G) is one configuration (several seeds of it are
@@ -487,6 +488,10 @@ def gp_equivalence(runs: Sequence[Any], metric: str = "eval/score", target: floa
     range both cover (linear interpolation; units of ``metric``), and, when ``target`` is given, ``rN`` =
     samples-to-target / the reference's (None when either never reaches it). Source: Li et al. 2026 (equal P x G
     runs overlay on the retained-sample axis).
+
+    ``estimate``: a configuration's runs -> its accounting estimate (a study's
+    :meth:`rlbatch.analysis.study.Study.configuration_estimate`, so the report bootstraps each configuration once);
+    default :func:`rlbatch.analysis.accounting.estimate_configuration` at ``target``.
 
     Returns one dict per compared configuration: batch_size, reference (P, G), prompts_per_step, group_size, runs,
     max_deviation, mean_deviation, rN, rN_ci (bootstrap over seeds when several seeds exist).
@@ -519,10 +524,11 @@ def gp_equivalence(runs: Sequence[Any], metric: str = "eval/score", target: floa
                 dev = np.abs(yk - yr)
                 row["max_deviation"], row["mean_deviation"] = float(dev.max()), float(dev.mean())
             if target is not None:  # the accounting's rN (rlbatch.analysis.accounting)
-                from rlbatch.analysis.accounting import compare, estimate_configuration
-
-                e_ref = estimate_configuration(cfgs[ref], target, metric, n_boot=500, name=f"B{b}-P{ref[1]}")
-                e_k = estimate_configuration(cfgs[k], target, metric, n_boot=500, name=f"B{b}-P{k[1]}")
+                if estimate is None:
+                    e_ref = estimate_configuration(cfgs[ref], target, metric, n_boot=500, name=f"B{b}-P{ref[1]}")
+                    e_k = estimate_configuration(cfgs[k], target, metric, n_boot=500, name=f"B{b}-P{k[1]}")
+                else:
+                    e_ref, e_k = estimate(cfgs[ref]), estimate(cfgs[k])
                 if e_ref["reached"] and e_ref["samples_to_target"]:
                     c = compare(e_k, e_ref)
                     row["rN"], row["rN_ci"] = c["rN"], c["rN_ci"]

@@ -102,7 +102,7 @@ def _label(run: Run) -> str:
     return f"{run.run_id} (B={b}{lr}{seeds})" if b else run.run_id
 
 
-def _short_label(run: Run) -> str:
+def short_label(run: Run) -> str:
     """``B=128, sqrt rule`` / ``B=128, fixed lr``: a configuration's name for a bar chart (the run id when there
     is no batch size)."""
     b = run.meta.batch_size

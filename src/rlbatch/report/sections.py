@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -195,7 +195,8 @@ def _fmt_fit(fit: dict[str, Any], family: Sequence[int] | None = None) -> str:
 
 
 def noise_section(runs: Sequence[Any], target: float | None = None, metric: str = "eval/score",
-                  family: Sequence[int] | None = None) -> dict[str, Any]:
+                  family: Sequence[int] | None = None,
+                  estimate: Callable[[list[Any]], dict[str, Any]] | None = None) -> dict[str, Any]:
     """The report section on gradient noise (report contract of the lead: title, markdown, figures, json_key, json).
 
     Contents: the grad-norm vs B fit and knee for the actor and, where logged, the critic
@@ -206,7 +207,8 @@ def noise_section(runs: Sequence[Any], target: float | None = None, metric: str 
     its interval or the reason it has none (:func:`b_simple_by_batch`).
     Parts whose inputs are missing are stated as such. ``json`` = {"actor": fit|None, "critic": fit|None,
     "b_simple": [{run, batch_size, seed, b_simple, b_simple_final}], "b_simple_by_batch": [...], "gp_equivalence":
-    [...]}.
+    [...]}. ``estimate``: a configuration's runs -> its accounting estimate, for the G x P rN
+    (:func:`rlbatch.analysis.noise.gp_equivalence`; the report passes its study's).
     """
     import matplotlib
     matplotlib.use("Agg")
@@ -332,7 +334,7 @@ def noise_section(runs: Sequence[Any], target: float | None = None, metric: str 
         figs["b_simple_by_batch"] = fig
     else:
         md.append("\n- B_simple: no `noise/*` metrics in these runs.")
-    js["gp_equivalence"] = gp_equivalence(runs, metric=metric, target=target)
+    js["gp_equivalence"] = gp_equivalence(runs, metric=metric, target=target, estimate=estimate)
     if js["gp_equivalence"]:
         md.append("\n**G x P equivalence** (equal B = P x G on the retained-sample axis):")
         for row in js["gp_equivalence"]:
