@@ -1,24 +1,226 @@
-"""rlbatch.analysis.study: one analysis pass. The report bootstraps each configuration once and runs the
-accounting once, and its plan section, asynchronous section and G x P rN read those same estimates."""
+"""One analysis core and one pass (rlbatch.analysis.study). Every command takes samples-to-target, time-to-target,
+throughput, rN, relative time and the verdict from rlbatch.analysis.accounting; these tests pin the values by hand,
+check that analyze, plan and the report agree on the stored demo sweep, and that a report bootstraps each
+configuration once and runs the accounting once (the Study)."""
 
+import json
+import math
 import sys
 import tarfile
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import pytest
 
 import rlbatch.analysis.accounting as accounting
+from rlbatch.analysis.accounting import account_runs, estimate_configuration
 from rlbatch.analysis.study import Study
+from rlbatch.analysis.throughput import clock_basis, fit_throughput_model, predict, step_timings
+from rlbatch.analyze import analyze
+from rlbatch.plan import make_plan, plan_runs
 from rlbatch.readers.collect import load_all
 from rlbatch.report import build_report
+from rlbatch.runstore import Run, make_meta
 
-DEMO = Path(__file__).resolve().parent / "data" / "demo_sweep_cpu" / "trials.tar.gz"
+DATA = Path(__file__).resolve().parent / "data" / "demo_sweep"
+
+
+def linear_run(run_id, b, *, slope=1e-4, start=0.2, steps=40, eval_every=None, step_s=1.0, seed=0, lr=None,
+               hardware=None, model="m", task="t", algorithm="grpo", cpu=None, evals_at_zero=True, extra=None):
+    """A run whose score rises linearly in retained samples (score = start + slope x samples), evaluated every
+    ``eval_every`` samples (default: every step), each step ``step_s`` wall seconds."""
+    s = np.arange(1, steps + 1)
+    m = pd.DataFrame({"step": s, "samples/retained": s * b, "samples/generated": s * b,
+                      "time/step_s": step_s, "time/wall_s": s * step_s})
+    if cpu is not None:
+        m["time/cpu_s"] = cpu
+    for k, v in (extra or {}).items():
+        m[k] = v
+    every = eval_every or b
+    xs = np.arange(0 if evals_at_zero else every, steps * b + 1, every)
+    ev = pd.DataFrame({"step": xs // b, "samples/retained": xs, "eval/score": start + slope * xs, "eval/n": 1000})
+    meta = make_meta(run_id=run_id, prompts_per_step=b // 8, group_size=8, lr=lr or 1e-4 * math.sqrt(b / 64),
+                     lr_rule="sqrt", seed=seed, model=model, task=task, algorithm=algorithm,
+                     hardware=hardware or {"device": "cuda"})
+    return Run(meta=meta, metrics=m, evals=ev)
+
+
+def test_identical_curves_at_different_batch_sizes_have_rn_one_everywhere():
+    # the same score-vs-samples line at B=64 (evaluated every 1024 samples) and B=4096 (every 4096): target 0.3 is
+    # crossed at 1000 samples, before B=4096's second evaluation; the evaluation at 0 keeps it at 1000 for both
+    a = linear_run("B64", 64, steps=128, eval_every=1024)
+    b = linear_run("B4096", 4096, steps=4, eval_every=4096)
+    acc = account_runs([a, b], 0.3, clock="wall", n_boot=200)
+    rows = {r["run"]: r for r in acc["rows"]}
+    assert rows["B64"]["samples_to_target"] == pytest.approx(1000.0)
+    assert rows["B4096"]["samples_to_target"] == pytest.approx(1000.0)
+    assert rows["B4096"]["rN"] == pytest.approx(1.0)
+    plan = plan_runs([a, b], 0.3, extend=False, n_boot=200, clock="wall")
+    c = {x["run"]: x for x in plan["candidates"]}
+    assert c["B4096"]["rN"] == pytest.approx(1.0) and c["B4096"]["rN_source"] == "measured"
+
+
+def test_a_run_at_the_target_at_its_first_evaluation_counts_as_reached():
+    ref = linear_run("B64", 64, steps=100)
+    at_zero = linear_run("B128", 128, start=0.5, steps=50)            # 0.5 >= 0.3 at 0 samples
+    first = linear_run("B256", 256, start=0.5, steps=25, evals_at_zero=False)  # first evaluation at 256 samples
+    rows = {r["run"]: r for r in account_runs([ref, at_zero, first], 0.3, clock="wall", n_boot=100)["rows"]}
+    assert rows["B128"]["reached"] and rows["B128"]["samples_to_target"] == 0.0 and rows["B128"]["rN"] == 0.0
+    assert rows["B256"]["reached"] and rows["B256"]["samples_to_target"] == 256.0
+    assert rows["B256"]["rN"] == pytest.approx(256 / 1000)
+
+
+def test_time_to_target_is_the_clock_at_the_crossing():
+    # 64 samples per step; steps take 1 s except step 10 (5 s); the score crosses 0.3 at 1000 samples = step 15.625
+    r = linear_run("B64", 64, steps=40)
+    r.metrics.loc[9, "time/step_s"] = 5.0
+    r.metrics["time/wall_s"] = r.metrics["time/step_s"].cumsum()
+    e = estimate_configuration([r], 0.3, clock="wall", n_boot=0)
+    assert e["samples_to_target"] == pytest.approx(1000.0)
+    assert e["time_to_target_s"] == pytest.approx(15.625 + 4.0)       # not 1000 / (average throughput)
+    assert e["throughput_samples_per_s"] == pytest.approx(1000.0 / 19.625)
+
+
+def test_seeds_are_averaged_per_seed_not_on_the_averaged_curve():
+    # three seeds crossing at 800, 1000 and 2000 samples: the mean is 1266.67; the seed-averaged curve would cross
+    # earlier (it is pulled up by the fast seeds)
+    runs = [linear_run(f"B64-s{i}", 64, slope=0.1 / s2t, seed=i, steps=80) for i, s2t in enumerate((800, 1000, 2000))]
+    e = estimate_configuration(runs, 0.3, clock="wall", n_boot=500)
+    assert e["samples_to_target_per_seed"] == pytest.approx([800, 1000, 2000])
+    assert e["samples_to_target"] == pytest.approx(3800 / 3)
+    lo, hi = e["samples_to_target_ci"]
+    assert 800 <= lo < 3800 / 3 < hi <= 2000
+
+
+def test_ppo_critic_warmup_samples_are_not_policy_samples():
+    # 5 critic-only steps of 64 responses (320 samples) before the actor starts: the curve's x starts after them
+    r = linear_run("ppo", 64, steps=40, algorithm="ppo")
+    r.metrics["actor_updated"] = r.metrics["step"] > 5
+    r.evals["samples/retained"] = np.where(r.evals["samples/retained"] <= 320, r.evals["samples/retained"],
+                                           r.evals["samples/retained"])
+    r.evals["eval/score"] = 0.2 + 1e-4 * np.clip(r.evals["samples/retained"] - 320, 0, None)
+    e = estimate_configuration([r], 0.3, clock="wall", n_boot=0)
+    assert e["samples_to_target"] == pytest.approx(1000.0)           # 1320 logged, minus the 320 of warm-up
+    assert e["time_to_target_s"] == pytest.approx(1320 / 64)         # the warm-up's time still counts
+
+
+def test_cpu_clock_on_a_shared_cpu():
+    hw = {"device": "cpu"}
+    a = linear_run("a", 64, hardware=hw, cpu=0.5, step_s=1.5)  # wall stretched by a neighbour, CPU time not
+    b = linear_run("b", 128, hardware=hw, cpu=0.5, step_s=1.0)
+    assert clock_basis([a, b]) == "cpu"
+    assert clock_basis([a, linear_run("g", 64)]) == "wall"            # a GPU run: wall-clock
+    rows = {r["run"]: r for r in account_runs([a, b], 0.3, n_boot=0)["rows"]}
+    assert rows["b"]["relative_throughput"] == pytest.approx(2.0)     # same CPU seconds per step, twice the samples
+    rows = {r["run"]: r for r in account_runs([a, b], 0.3, clock="wall", n_boot=0)["rows"]}
+    assert rows["b"]["relative_throughput"] == pytest.approx(3.0)
+    # an asynchronous run (generation in its own process, time/overlap_s logged) among them: wall-clock, where the
+    # overlap shows (its CPU time adds the generation process's seconds), as the report's async section measures
+    c = linear_run("c", 128, hardware=hw, cpu=0.9, step_s=1.0)
+    c.metrics["time/overlap_s"] = 0.4
+    assert clock_basis([a, c]) == "wall" and clock_basis([a, c], "cpu") == "cpu"
+    rows = {r["run"]: r for r in account_runs([a, c], 0.3, n_boot=0)["rows"]}
+    assert rows["c"]["relative_throughput"] == pytest.approx(3.0)
+
+
+def test_throughput_model_passes_through_the_measured_interval_and_counts_filtering():
+    rng = np.random.default_rng(0)
+    runs = []
+    for b, t, frac in ((16, 0.4, 0.6), (32, 0.5, 0.65), (64, 0.7, 0.7), (128, 1.1, 0.75)):
+        for seed in range(3):
+            r = linear_run(f"B{b}-s{seed}", b, steps=60, seed=seed)
+            dt = t * (1 + 0.1 * rng.standard_normal(60)).clip(0.5)
+            kept = np.round(b * frac * (1 + 0.1 * rng.standard_normal(60)) / 8) * 8
+            r.metrics["time/step_s"] = dt
+            r.metrics["time/wall_s"] = dt.cumsum()
+            r.metrics["samples/retained"] = kept.cumsum()
+            r.metrics["time/gen_s"], r.metrics["time/train_s"] = 0.5 * dt, 0.5 * dt
+            runs.append(r)
+    model = fit_throughput_model(step_timings(runs, clock="wall"))
+    pred = {p["batch_size"]: p for p in predict(model, [16, 32, 64, 128, 256])}
+    for b in (16, 32, 64, 128):
+        e = estimate_configuration([r for r in runs if r.meta.batch_size == b], None, clock="wall", n_boot=500)
+        lo, hi = e["throughput_ci"]
+        assert lo <= pred[b]["throughput_samples_per_s"] <= hi, (b, pred[b], e["throughput_ci"])
+        assert pred[b]["retained_fraction"] < 0.8                      # not all of P x G is retained
+    assert pred[256]["extrapolated"] and pred[256]["retained_fraction"] == pytest.approx(pred[128]["retained_fraction"])
+
+
+def test_overlapping_intervals_are_called_within_noise():
+    # two seeds each; B=128 and B=256 both faster than B=64, by amounts within each other's seed noise
+    runs = []
+    for b, s2ts in ((64, (1000, 1100)), (128, (900, 1300)), (256, (1000, 1400))):
+        runs += [linear_run(f"B{b}-s{i}", b, slope=0.1 / s, seed=i, steps=4000 // b + 40, step_s=b / 64 * 0.6)
+                 for i, s in enumerate(s2ts)]
+    acc = account_runs(runs, 0.3, clock="wall", n_boot=500)
+    assert "Within noise of the pick" in acc["recommendation"]
+    assert set(acc["within_noise"]) | {acc["best"]} >= {"B128", "B256"}
+
+
+def test_analyze_does_not_compare_runs_of_different_models(tmp_path):
+    from rlbatch.runstore import write_run
+
+    for r in (linear_run("a64", 64, model="m1"), linear_run("a128", 128, model="m1"),
+              linear_run("b64", 64, model="m2", task="other")):
+        write_run(tmp_path / r.run_id, r)
+    res = analyze([tmp_path], target=0.3)
+    assert len(res["comparisons"]) == 2
+    assert "not compared with each other" in res["recommendation"]
+    assert {r["comparison"] for r in res["accounting"]} == {"m1 / t / grpo", "m2 / other / grpo"}
+    b64 = next(r for r in res["accounting"] if r["run"] == "b64")
+    assert b64["rN"] == 1.0 and b64["verdict"] == "reference"          # its own group's reference, not a64
+    res = analyze([tmp_path], target=0.3, reference="a128")           # a run reference applies to its own group
+    refs = {c["model"]: c["reference"] for c in res["comparisons"]}
+    assert refs == {"m1": "a128", "m2": "b64"}
+    from rlbatch.errors import UserError
+
+    with pytest.raises(UserError, match="unknown reference"):
+        analyze([tmp_path], target=0.3, reference="nope")
+
+
+@pytest.fixture(scope="module")
+def demo_dir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("demo_sweep")
+    with tarfile.open(DATA / "trials.tar.gz") as tar:
+        tar.extractall(root, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
+    return root / "trials"
+
+
+def test_analyze_plan_and_report_give_one_number_per_quantity(demo_dir, tmp_path):
+    target = json.loads((DATA / "settings.json").read_text())["target"]
+    acc = analyze([demo_dir], target=target)
+    plan = make_plan([demo_dir], target=target)
+    cand = {c["run"]: c for c in plan["candidates"] if c["run"]}
+    assert len(acc["accounting"]) == 5
+    for row in acc["accounting"]:
+        c = cand[row["run"]]
+        for key in ("rN", "relative_throughput", "relative_time"):
+            assert c[key] == pytest.approx(row[key], abs=1e-9), (row["run"], key)
+        assert c["rN_ci"] == pytest.approx(row["rN_ci"], abs=1e-9)
+    rep = analyze([demo_dir], target=target, out=tmp_path / "rep")
+    report = json.loads((tmp_path / "rep" / "report.json").read_text())
+    pc = {c["run"]: c for c in report["plan"]["candidates"] if c["run"]}
+    for row in report["accounting"]:
+        assert row["rN_ci"] is not None and row["throughput_ci"] is not None
+        assert row["rN"] == pytest.approx(next(r for r in acc["accounting"] if r["run"] == row["run"])["rN"])
+        assert pc[row["run"]]["relative_time"] == pytest.approx(row["relative_time"], abs=1e-9)
+    assert rep["reference"] == "B16-G8-sqrt"
+    # hand-checked from the stored trials: seed samples-to-target of B16 (eval.jsonl, linear between evaluations)
+    b16 = next(r for r in acc["accounting"] if r["run"] == "B16-G8-sqrt")
+    assert b16["samples_to_target"] == pytest.approx(np.mean(b16["samples_to_target_per_seed"]))
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert "mean of their per-seed samples-to-target" in md
+
+
+# --- one pass: the Study
+DEMO_CPU = Path(__file__).resolve().parent / "data" / "demo_sweep_cpu" / "trials.tar.gz"
 
 
 @pytest.fixture(scope="module")
 def demo_runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("demo_cpu")
-    with tarfile.open(DEMO) as tf:
+    with tarfile.open(DEMO_CPU) as tf:
         tf.extractall(root, filter="data")
     runs, _ = load_all([root / "trials"])
     return runs

@@ -52,7 +52,7 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from rlbatch.analysis.noise_model import b_noise_from_points, fit_b_noise, noise_candidate, noise_model_rn  # noqa: F401
+from rlbatch.analysis.noise_model import b_noise_from_gradients, b_noise_from_points, noise_candidate
 from rlbatch.analysis.study import Study
 from rlbatch.errors import UserError
 from rlbatch.runstore import Run
@@ -430,7 +430,6 @@ def plan_runs(runs: Sequence[Run], target: float, *, reference: str | None = Non
     from rlbatch.analysis.accounting import account_runs
     from rlbatch.analysis.curves import group_seeds
     from rlbatch.analysis.fit import fit_groups, rn_from_fits
-    from rlbatch.analysis.noise_model import b_noise_from_gradients, b_noise_from_points, noise_candidate
     from rlbatch.analysis.throughput import fit_throughput_model, predict, step_timings
 
     runs = list(runs)

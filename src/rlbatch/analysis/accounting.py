@@ -87,9 +87,9 @@ def account(runs: pd.DataFrame, reference: str) -> pd.DataFrame:
         x = rec.get("throughput_samples_per_s")
         x = float(x) if _finite_pos(x) else None
         if s is not None and t is not None:
-            x = s / t
+            x = throughput_to_target(s, t)
         elif s is not None and x is not None:
-            t = s / x
+            t = s / x  # T = S / X, the time the throughput column implies
         b = rec.get("batch_size")
         rows.append({"run": str(rec["run"]), "batch_size": int(b) if _finite_pos(b) else None,
                      "samples_to_target": s, "time_to_target_s": t if s is not None else None,
@@ -105,11 +105,10 @@ def account(runs: pd.DataFrame, reference: str) -> pd.DataFrame:
                         ref["time_to_target_s"]))
         x = r["throughput_samples_per_s"]
         if r["relative_throughput"] is None and x is not None:
-            r["relative_throughput"] = x / ref["throughput_samples_per_s"]
-        r["faster_than_reference"] = bool(r["relative_time"] is not None and r["relative_time"] < 1
-                                          and r["run"] != reference)
+            r["relative_throughput"] = relative_throughput(x, ref["throughput_samples_per_s"])
         r["verdict"] = verdict_label(r["relative_time"], None, is_reference=r["run"] == reference,
                                      reached=r["reached"])
+        r["faster_than_reference"] = faster(r["verdict"])
     return pd.DataFrame(rows)
 
 
@@ -119,18 +118,53 @@ CONF = 0.95
 SMOOTH_WINDOW = 5
 
 
+# ----------------------------------------------------------------------------------------- the formulas, once each
+def throughput_to_target(s: float, t: float) -> float:
+    """Throughput up to the target, X = S / T: retained samples per second from the start to the crossing
+    (``s``: samples-to-target, responses; ``t``: time-to-target, seconds; Li et al. 2026, end-to-end accounting)."""
+    return s / t
+
+
+def throughput_whole_run(samples: float, seconds: float) -> float:
+    """Throughput over a whole run: its retained samples / its seconds on the study's clock (the configuration
+    table's column, and the accounting's throughput of a configuration that has not reached the target)."""
+    return samples / seconds
+
+
+def sample_ratio(s: float, s_ref: float) -> float:
+    """rN = S / S_ref: the samples-to-target ratio (sample penalty) against the reference (Li et al. 2026)."""
+    return s / s_ref
+
+
+def relative_throughput(x: float, x_ref: float) -> float:
+    """The throughput gain X / X_ref against the reference (both retained samples per second)."""
+    return x / x_ref
+
+
+def relative_time(t: float, t_ref: float) -> float:
+    """Measured relative time-to-target T / T_ref (= rN / relative throughput, Li et al. 2026)."""
+    return t / t_ref
+
+
+def predicted_relative_time(rn: float, gain: float) -> float:
+    """Predicted relative time-to-target rN / throughput gain (Li et al. 2026: a configuration is faster than the
+    reference iff its throughput gain exceeds rN), for a candidate whose time-to-target is not measured."""
+    return rn / gain
+
+
 def ratios(s: float | None, t: float | None, s_ref: float, t_ref: float) -> dict[str, float | None]:
-    """``rN = s / s_ref``, ``relative_throughput = (s / t) / (s_ref / t_ref)``, ``relative_time = t / t_ref``
+    """:func:`sample_ratio`, :func:`relative_throughput` of :func:`throughput_to_target` and :func:`relative_time`
     (Li et al. 2026, end-to-end accounting). ``s``, ``s_ref``: samples-to-target (responses); ``t``, ``t_ref``:
     time-to-target (seconds). None where ``s`` or ``t`` is unknown; ``relative_throughput`` None when ``s`` or
     ``t`` is 0 (a target met at the first evaluation)."""
     out: dict[str, float | None] = {"rN": None, "relative_throughput": None, "relative_time": None}
     if s is not None:
-        out["rN"] = s / s_ref
+        out["rN"] = sample_ratio(s, s_ref)
     if s is not None and t is not None:
-        out["relative_time"] = t / t_ref
+        out["relative_time"] = relative_time(t, t_ref)
         if s > 0 and t > 0:
-            out["relative_throughput"] = (s / t) / (s_ref / t_ref)
+            out["relative_throughput"] = relative_throughput(throughput_to_target(s, t),
+                                                             throughput_to_target(s_ref, t_ref))
     return out
 
 
@@ -239,7 +273,7 @@ def estimate_configuration(runs: Sequence[Run], target: float | None, metric: st
         est["time_to_target_ci"] = _ci(T_b)
     # throughput: to the target when reached (X = S / T), else over the whole run
     if timed and est["samples_to_target"] > 0 and est["time_to_target_s"] > 0:
-        est["throughput_samples_per_s"] = est["samples_to_target"] / est["time_to_target_s"]
+        est["throughput_samples_per_s"] = throughput_to_target(est["samples_to_target"], est["time_to_target_s"])
         with np.errstate(invalid="ignore", divide="ignore"):
             X_b = np.where(np.isfinite(S_b) & np.isfinite(T_b), S_b / T_b, np.nan)
     else:
@@ -247,7 +281,7 @@ def estimate_configuration(runs: Sequence[Run], target: float | None, metric: st
         tot_t = np.array([np.nan if it["seconds"] is None else it["seconds"] for it in items])
         X_b = None
         if np.isfinite(tot_s).all() and np.isfinite(tot_t).all() and tot_t.sum() > 0 and tot_s.sum() > 0:
-            est["throughput_samples_per_s"] = float(tot_s.mean() / tot_t.mean())
+            est["throughput_samples_per_s"] = float(throughput_whole_run(tot_s.mean(), tot_t.mean()))
             est["throughput_window"] = "whole run"
             F = np.array([timing_factors(step_seconds(it["_clock"]), n_boot, rng) for it in items])
             idx = rng.integers(0, k, (n_boot, k)) if k >= 2 else np.zeros((n_boot, 1), dtype=int)
@@ -273,7 +307,7 @@ def compare(est: dict[str, Any], ref: dict[str, Any]) -> dict[str, Any]:
         if t_ref:
             out["relative_time"] = r["relative_time"]
     if x is not None and xr:
-        out["relative_throughput"] = x / xr
+        out["relative_throughput"] = relative_throughput(x, xr)
     a, b = est.get("_replicates") or {}, ref.get("_replicates") or {}
     with np.errstate(invalid="ignore", divide="ignore"):
         for key, rk in (("rN", "S"), ("relative_time", "T"), ("relative_throughput", "X")):
@@ -300,6 +334,13 @@ def verdict_label(relative_time: float | None, ci: Sequence[float] | None, *, is
     if ci[0] > 1:
         return "slower"
     return "within noise"
+
+
+def faster(verdict: str) -> bool:
+    """``faster_than_reference``: whether the verdict (:func:`verdict_label`) is ``faster``, so the flag and the
+    verdict column never disagree (a point estimate below 1 whose interval contains 1 is ``within noise``, not
+    faster)."""
+    return verdict == "faster"
 
 
 #: Default tolerance of the aligned family: rN <= 1 + TOLERANCE (the plan's and the report's ``--tolerance``).
@@ -405,10 +446,9 @@ def account_runs(runs: Sequence[Run], target: float, metric: str = "eval/score",
                                  "samples_to_target_per_seed", "time_to_target_s", "time_to_target_ci",
                                  "throughput_samples_per_s", "throughput_ci", "throughput_window", "best_score")}
         row = {"run": name, **row, **c, "runs": e["runs"], "reached": e["reached"]}
-        row["faster_than_reference"] = bool(name != ref and row["relative_time"] is not None
-                                            and row["relative_time"] < 1)
         row["verdict"] = verdict_label(row["relative_time"], row["relative_time_ci"], is_reference=name == ref,
                                        reached=e["reached"])
+        row["faster_than_reference"] = faster(row["verdict"])
         rows.append(row)
     ref_ok = ref is not None and ests[ref]["reached"] and bool(ests[ref]["samples_to_target"])
     h = headline(rows, ref if ref_ok else None, metric, target, runs)
@@ -849,15 +889,6 @@ def read_accounting_csv(path: Path | str) -> pd.DataFrame:
                             path=str(path), line=line)
         rows.append(row)
     return pd.DataFrame(rows)
-
-
-def accounting_for_runs(runs: Sequence[Run], target: float, metric: str = "eval/score", reference: Any = None,
-                        ema: float | None = None, sustained: bool = False,
-                        clock: str = "auto") -> tuple[list[dict], str | None, str]:
-    """``(rows, reference, recommendation)`` of :func:`account_runs` (seeds of a configuration grouped): the short
-    form the benchmarks and tests use."""
-    acc = account_runs(runs, target, metric, reference, ema=ema, sustained=sustained, clock=clock)
-    return acc["rows"], acc["reference"], acc["recommendation"]
 
 
 def run_summaries(runs: Sequence[Run], clock: str = "auto", n_boot: int = 300) -> list[dict[str, Any]]:

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rlbatch.analysis.samples import X, policy_offset  # noqa: F401 (re-exported)
+from rlbatch.analysis.samples import X, policy_offset
 from rlbatch.errors import UserError
 from rlbatch.runstore import Run, run_order
 

@@ -399,17 +399,6 @@ def fit_configuration(curves: Sequence[tuple[np.ndarray, np.ndarray]], target: f
     return _finish(out, curves, target, conf, horizon)
 
 
-def fit_runs(runs: Sequence[Any], target: float | None, metric: str = "eval/score", **kw: Any) -> dict[str, Any] | None:
-    """:func:`fit_configuration` over the seeds ``runs`` (run-store runs) of one configuration, curves from
-    :func:`rlbatch.analysis.curves.curve` (PPO critic warm-up excluded); ``name`` defaults to the first run id."""
-    from rlbatch.analysis.curves import curve
-
-    cs = [curve(r, metric) for r in runs]
-    cs = [(c[X].to_numpy(float), c[metric].to_numpy(float)) for c in cs if len(c)]
-    kw.setdefault("name", runs[0].run_id if runs else "")
-    return fit_configuration(cs, target, **kw)
-
-
 def rn_from_fits(fit: dict[str, Any], ref_s: float, ref_reps: np.ndarray | None, conf: float = CONF,
                  ref_fit: dict[str, Any] | None = None) -> tuple[float | None, list[float] | None]:
     """Predicted rN = S_fit / S_ref and its percentile interval from the two sides' replicates: paired draw by draw

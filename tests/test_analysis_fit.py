@@ -1,4 +1,4 @@
-"""Issue 13: the saturating fit (rlbatch.analysis.fit) and the plan that predicts samples-to-target at the target
+"""The saturating fit (rlbatch.analysis.fit) and the plan that predicts samples-to-target at the target
 from short probes, on the synthetic model (properties, the late-penalty case) and on real stored sweeps
 (tests/data/demo_sweep*, truncated as benchmarks/plan_accuracy.py does)."""
 
@@ -19,7 +19,7 @@ from rlbatch.sweep.synthetic import SyntheticModel, synthetic_trial
 from rlbatch.sweep.trials import make_trials
 
 
-# The plan's method before issue 13 (rN measured at a score level below the target), kept here only to show that it
+# The plan's earlier method (rN measured at a score level below the target), kept here only to show that it
 # gets the late-penalty case wrong.
 def probe_level(ref_runs, runs, target, metric="eval/score"):
     """The score level short probes can be compared at: ``min(target, lowest smoothed maximum of every curve of
