@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rlbatch.analysis.accounting import SMOOTH_WINDOW, _ci
+from rlbatch.analysis.accounting import SMOOTH_WINDOW
+from rlbatch.analysis.interval import bootstrap_interval
 from rlbatch.analysis.curves import group_seeds
 from rlbatch.analysis.fit import fit_configuration, fit_configurations, invert, profile_interval, sigmoid
 from rlbatch.plan import plan_runs, truncate_runs
@@ -74,7 +75,7 @@ def rn_at_level(ref_runs, runs, level, metric="eval/score", *, n_boot=200, seed=
     if n_boot <= 0:
         return s_c / s_ref, None
     with np.errstate(invalid="ignore", divide="ignore"):
-        return s_c / s_ref, _ci(boot(cand) / boot(ref))
+        return s_c / s_ref, bootstrap_interval(boot(cand) / boot(ref))
 
 
 DATA = Path(__file__).resolve().parent / "data"

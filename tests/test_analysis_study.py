@@ -269,3 +269,21 @@ def test_study_estimate_is_the_accounting_estimate_computed_once(demo_runs, monk
         "samples_to_target_ci"]
     assert study.accounting is study.accounting
     assert len(estimated) == len(study.groups)  # the accounting reused the one already made
+
+
+def test_faster_than_reference_and_the_verdict_cannot_disagree(demo_runs):
+    """faster_than_reference is the verdict "faster" (95% interval of the relative time wholly below 1), not the
+    point estimate: on the stored CPU demo the fixed-LR control at B = 128 has a relative time below 1 whose
+    interval contains 1, so it is within noise and not faster."""
+    study = Study.of(demo_runs, 0.45)
+    comps = study.comparisons
+    assert len(comps) == 5
+    for c in comps.values():
+        assert c.faster_than_reference == (c.verdict == "faster")
+        if c.verdict == "within noise":
+            assert c.relative_time.lo <= 1 <= c.relative_time.hi
+    fixed = comps["B128-G8-fixed"]
+    assert fixed.relative_time.value < 1 and fixed.verdict == "within noise" and not fixed.faster_than_reference
+    conf = study.configurations["B128-G8-fixed"]
+    assert conf.reached and conf.throughput.source == "measured: to target"
+    assert conf.samples_to_target.lo <= conf.samples_to_target.value <= conf.samples_to_target.hi

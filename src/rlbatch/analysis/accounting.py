@@ -36,15 +36,16 @@ import math
 import re
 import zlib
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 import pandas as pd
 
 from rlbatch.analysis.curves import (crossing, curve, ema_smooth, group_seeds, mean_last, moving_average,
                                      samples_to_target, summarize_run)
+from rlbatch.analysis.interval import bootstrap_interval, format_interval
 from rlbatch.analysis.throughput import (clock_basis, configuration_timings, run_clock, run_throughput, step_seconds,
-                                         time_at, timing_factors)
+                                         throughput_to_target, throughput_whole_run, time_at, timing_factors)
 from rlbatch.errors import UserError
 from rlbatch.runstore import Run
 from rlbatch.scaling import LRRetuning, detect_lr_rule
@@ -106,9 +107,8 @@ def account(runs: pd.DataFrame, reference: str) -> pd.DataFrame:
         x = r["throughput_samples_per_s"]
         if r["relative_throughput"] is None and x is not None:
             r["relative_throughput"] = relative_throughput(x, ref["throughput_samples_per_s"])
-        r["verdict"] = verdict_label(r["relative_time"], None, is_reference=r["run"] == reference,
-                                     reached=r["reached"])
-        r["faster_than_reference"] = faster(r["verdict"])
+        label = verdict_label(r["relative_time"], None, is_reference=r["run"] == reference, reached=r["reached"])
+        r["faster_than_reference"], r["verdict"] = faster(label), label
     return pd.DataFrame(rows)
 
 
@@ -119,18 +119,6 @@ SMOOTH_WINDOW = 5
 
 
 # ----------------------------------------------------------------------------------------- the formulas, once each
-def throughput_to_target(s: float, t: float) -> float:
-    """Throughput up to the target, X = S / T: retained samples per second from the start to the crossing
-    (``s``: samples-to-target, responses; ``t``: time-to-target, seconds; Li et al. 2026, end-to-end accounting)."""
-    return s / t
-
-
-def throughput_whole_run(samples: float, seconds: float) -> float:
-    """Throughput over a whole run: its retained samples / its seconds on the study's clock (the configuration
-    table's column, and the accounting's throughput of a configuration that has not reached the target)."""
-    return samples / seconds
-
-
 def sample_ratio(s: float, s_ref: float) -> float:
     """rN = S / S_ref: the samples-to-target ratio (sample penalty) against the reference (Li et al. 2026)."""
     return s / s_ref
@@ -166,18 +154,6 @@ def ratios(s: float | None, t: float | None, s_ref: float, t_ref: float) -> dict
             out["relative_throughput"] = relative_throughput(throughput_to_target(s, t),
                                                              throughput_to_target(s_ref, t_ref))
     return out
-
-
-def _ci(reps: np.ndarray | None, conf: float = CONF) -> list[float] | None:
-    """Percentile interval of bootstrap replicates (NaN dropped; +inf kept: an unbounded end is None in JSON)."""
-    if reps is None:
-        return None
-    r = np.asarray(reps, float)
-    r = r[~np.isnan(r)]
-    if len(r) < 20:
-        return None
-    q = (1 - conf) / 2
-    return [float(np.quantile(r, q)), float(np.quantile(r, 1 - q))]
 
 
 def _eval_noise(c: pd.DataFrame, metric: str, n_boot: int, rng: np.random.Generator) -> np.ndarray:
@@ -269,13 +245,13 @@ def estimate_configuration(runs: Sequence[Run], target: float | None, metric: st
                     t_at = np.where(np.isfinite(S_b), time_at(items[0]["_clock"], np.where(np.isfinite(S_b), S_b,
                                                                                             0.0)), np.inf)
                 T_b = t_at * F[0]
-        est["samples_to_target_ci"] = _ci(S_b)
-        est["time_to_target_ci"] = _ci(T_b)
+        est["samples_to_target_ci"] = bootstrap_interval(S_b)
+        est["time_to_target_ci"] = bootstrap_interval(T_b)
     # throughput: to the target when reached (X = S / T), else over the whole run
     if timed and est["samples_to_target"] > 0 and est["time_to_target_s"] > 0:
         est["throughput_samples_per_s"] = throughput_to_target(est["samples_to_target"], est["time_to_target_s"])
         with np.errstate(invalid="ignore", divide="ignore"):
-            X_b = np.where(np.isfinite(S_b) & np.isfinite(T_b), S_b / T_b, np.nan)
+            X_b = np.where(np.isfinite(S_b) & np.isfinite(T_b), throughput_to_target(S_b, T_b), np.nan)
     else:
         tot_s = np.array([np.nan if it["samples"] is None else it["samples"] for it in items])
         tot_t = np.array([np.nan if it["seconds"] is None else it["seconds"] for it in items])
@@ -285,8 +261,9 @@ def estimate_configuration(runs: Sequence[Run], target: float | None, metric: st
             est["throughput_window"] = "whole run"
             F = np.array([timing_factors(step_seconds(it["_clock"]), n_boot, rng) for it in items])
             idx = rng.integers(0, k, (n_boot, k)) if k >= 2 else np.zeros((n_boot, 1), dtype=int)
-            X_b = tot_s[idx].mean(axis=1) / (tot_t[idx] * F[idx, np.arange(n_boot)[:, None]]).mean(axis=1)
-    est["throughput_ci"] = _ci(X_b)
+            X_b = throughput_whole_run(tot_s[idx].mean(axis=1),
+                                       (tot_t[idx] * F[idx, np.arange(n_boot)[:, None]]).mean(axis=1))
+    est["throughput_ci"] = bootstrap_interval(X_b)
     est["_replicates"] = {"S": S_b, "T": T_b, "X": X_b}
     return est
 
@@ -310,9 +287,10 @@ def compare(est: dict[str, Any], ref: dict[str, Any]) -> dict[str, Any]:
         out["relative_throughput"] = relative_throughput(x, xr)
     a, b = est.get("_replicates") or {}, ref.get("_replicates") or {}
     with np.errstate(invalid="ignore", divide="ignore"):
-        for key, rk in (("rN", "S"), ("relative_time", "T"), ("relative_throughput", "X")):
+        for key, rk, ratio in (("rN", "S", sample_ratio), ("relative_time", "T", relative_time),
+                               ("relative_throughput", "X", relative_throughput)):
             if out[key] is not None and a.get(rk) is not None and b.get(rk) is not None:
-                out[f"{key}_ci"] = _ci(a[rk] / b[rk])
+                out[f"{key}_ci"] = bootstrap_interval(ratio(a[rk], b[rk]))
     return out
 
 
@@ -393,9 +371,18 @@ def _pick_reference(ests: dict[str, dict[str, Any]], groups: dict[str, list[Run]
                 return hits[0][1]
         raise UserError(f"unknown reference {reference!r}; configurations are: {', '.join(groups)} (or give a run "
                         "id or a batch size, e.g. B64)", field="reference")
-    ok = [(e["batch_size"] or float("inf"), e["lr_rule"] == "none", n) for n, e in ests.items()
-          if e["reached"] and e["samples_to_target"] and e["time_to_target_s"]]
-    return sorted(ok)[0][2] if ok else None
+    return default_reference((n, e["batch_size"], e["lr_rule"]) for n, e in ests.items()
+                             if e["reached"] and e["samples_to_target"] and e["time_to_target_s"])
+
+
+def default_reference(configs: Iterable[tuple[str, int | None, str | None]]) -> str | None:
+    """The default reference among eligible ``configs`` (name, batch size B, declared LR rule): the smallest batch,
+    one on a scaling rule before one whose rule is ``none`` or ``linear`` at equal B (a sweep's fixed-LR control),
+    then by name. The one default of the accounting, the plan (an accounting table, short probes) and the
+    asynchronous section; callers pass only the configurations that qualify (e.g. reached the target with a
+    clock). None when there is none."""
+    ranked = sorted((b or float("inf"), rule in ("none", "linear"), str(name)) for name, b, rule in configs)
+    return ranked[0][2] if ranked else None
 
 
 def account_runs(runs: Sequence[Run], target: float, metric: str = "eval/score", reference: Any = None, *,
@@ -423,8 +410,7 @@ def account_runs(runs: Sequence[Run], target: float, metric: str = "eval/score",
             for name, rs in groups.items()}
     ref = _pick_reference(ests, groups, reference)
     if ref is None and allow_unreached_reference:  # short probes: the smallest batch on an LR rule
-        ref = sorted((e["batch_size"] or float("inf"), e["lr_rule"] in ("none", "linear"), n)
-                     for n, e in ests.items())[0][2]
+        ref = default_reference((n, e["batch_size"], e["lr_rule"]) for n, e in ests.items())
     if ref is not None and not (allow_unreached_reference and not ests[ref]["reached"]):
         e = ests[ref]
         if not e["reached"]:
@@ -446,9 +432,9 @@ def account_runs(runs: Sequence[Run], target: float, metric: str = "eval/score",
                                  "samples_to_target_per_seed", "time_to_target_s", "time_to_target_ci",
                                  "throughput_samples_per_s", "throughput_ci", "throughput_window", "best_score")}
         row = {"run": name, **row, **c, "runs": e["runs"], "reached": e["reached"]}
-        row["verdict"] = verdict_label(row["relative_time"], row["relative_time_ci"], is_reference=name == ref,
-                                       reached=e["reached"])
-        row["faster_than_reference"] = faster(row["verdict"])
+        label = verdict_label(row["relative_time"], row["relative_time_ci"], is_reference=name == ref,
+                              reached=e["reached"])
+        row["faster_than_reference"], row["verdict"] = faster(label), label
         rows.append(row)
     ref_ok = ref is not None and ests[ref]["reached"] and bool(ests[ref]["samples_to_target"])
     h = headline(rows, ref if ref_ok else None, metric, target, runs)
@@ -508,10 +494,7 @@ ROW_KEYS = ("run", "batch_size", "samples_to_target", "samples_to_target_ci", "t
 
 
 def _iv(ci: Sequence[float] | None, spec: str = ".2f") -> str:
-    if not ci:
-        return ""
-    lo, hi = ci
-    return f" (95% CI {format(lo, spec)}–{format(hi, spec) if hi is not None and math.isfinite(hi) else '∞'})"
+    return f" (95% CI {format_interval(ci, spec)})" if ci else ""
 
 
 def intervals_overlap(a: Sequence[float] | None, b: Sequence[float] | None, pa: float, pb: float) -> bool:

@@ -25,9 +25,11 @@ from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
 from rlbatch.analysis.accounting import compare, estimate_configuration
 from rlbatch.analysis.curves import curve
+from rlbatch.analysis.interval import percentile_interval
 from rlbatch.errors import UserError
 
 INV_SQRT2 = 1.0 / math.sqrt(2.0)
@@ -187,10 +189,9 @@ def b_simple_by_batch(runs: Sequence[Any], n_boot: int = 1000, seed: int = 0, bl
                 st += tr[k][idx].sum()
                 cnt += n
             reps[i] = st / sg if sg > 0 else np.inf
-        q = (1 - conf) / 2
         big = np.finfo(float).max  # an unbounded replicate (mean |G|^2 <= 0): beyond any finite value
         reps = np.where(np.isfinite(reps), reps, big)
-        lo, hi = (float(np.quantile(reps, v, method="nearest")) for v in (q, 1 - q))
+        lo, hi = percentile_interval(reps, conf, "nearest")
         row["ci"] = [lo if lo < big else None, hi if hi < big else None]
         if row["ci"][0] is None:
             row["ci"], row["reason"] = None, "most resamples have a mean |G|^2 <= 0: no bounded interval"
@@ -298,8 +299,7 @@ def bootstrap_ci(samples: Sequence[Any], statistic: Callable[[list], float] = No
             vals.append(v)
     if not vals:
         return (float("nan"), float("nan"))
-    q = (1 - conf) / 2
-    return (float(np.quantile(vals, q)), float(np.quantile(vals, 1 - q)))
+    return percentile_interval(vals, conf)
 
 
 def bootstrap_grouped(groups: dict[Any, Sequence[Any]], statistic: Callable[[dict], float], n_boot: int = 1000,
@@ -321,8 +321,7 @@ def bootstrap_grouped(groups: dict[Any, Sequence[Any]], statistic: Callable[[dic
             vals.append(s)
     if not vals:
         return (float("nan"), float("nan"))
-    q = (1 - conf) / 2
-    return (float(np.quantile(vals, q)), float(np.quantile(vals, 1 - q)))
+    return percentile_interval(vals, conf)
 
 
 # --------------------------------------------------------------------------------------------------- grad norm vs B
@@ -378,9 +377,7 @@ def doubling_ratio_flag(ratio: float, batch_ratio: float = 2.0, tol: float = 0.0
     return abs(ratio / expected - 1.0) > tol
 
 
-def _loglog_fit(b: np.ndarray, v: np.ndarray, conf: float) -> dict[str, Any]:
-    from scipy import stats
-
+def loglog_fit(b: np.ndarray, v: np.ndarray, conf: float) -> dict[str, Any]:
     lb, lv = np.log(b), np.log(v)
     n = len(lb)
     if n < 2 or np.ptp(lb) == 0:
@@ -450,8 +447,8 @@ def fit_grad_norm_scaling(runs_or_frame: Any, metric: str = "grad_norm/actor", *
     fit_range = "below the knee"
     if fit_batches is not None and np.isin(bs, list(fit_batches)).sum() >= 2:
         inside, fit_range = np.isin(bs, list(fit_batches)), "given"
-    fit = _loglog_fit(bs[inside], vs[inside], conf)
-    fit_all = _loglog_fit(bs, vs, conf)
+    fit = loglog_fit(bs[inside], vs[inside], conf)
+    fit_all = loglog_fit(bs, vs, conf)
     out: dict[str, Any] = {
         "metric": metric, "window": list(window) if window is not None else None,
         "points": [{"batch_size": int(b), "value": float(v), "n_runs": int(n)}
@@ -465,7 +462,7 @@ def fit_grad_norm_scaling(runs_or_frame: Any, metric: str = "grad_norm/actor", *
         def slope_of(res: dict) -> float:
             kb = np.array(sorted(res), float)
             kv = np.array([np.exp(np.mean(np.log(res[int(k)]))) for k in kb])
-            return _loglog_fit(kb, kv, conf)["slope"]
+            return loglog_fit(kb, kv, conf)["slope"]
         out["slope_ci_bootstrap"] = list(bootstrap_grouped(groups, slope_of, n_boot=n_boot, conf=conf, seed=seed))
     else:
         out["slope_ci_bootstrap"] = None

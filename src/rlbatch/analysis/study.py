@@ -18,6 +18,7 @@ from typing import Any, Sequence
 from rlbatch.analysis.accounting import (N_BOOT, account_runs, accounting_summary, comparison_groups,
                                          estimate_configuration, summary_of)
 from rlbatch.analysis.curves import group_seeds
+from rlbatch.analysis.results import Comparison, Configuration
 from rlbatch.analysis.throughput import clock_basis
 from rlbatch.runstore import Run
 
@@ -101,3 +102,18 @@ class Study:
         return accounting_summary(list(self.runs), self.target, self.metric, self.reference, ema=self.ema,
                                   sustained=self.sustained, clock=self.clock, n_boot=self.n_boot,
                                   estimate=self.estimate)
+
+    @cached_property
+    def configurations(self) -> dict[str, Configuration]:
+        """Each configuration at the target, typed (:class:`rlbatch.analysis.results.Configuration`), from the
+        accounting's estimates; {} without a target or when the runs are of several models / tasks /
+        algorithms."""
+        acc = self.accounted
+        return {} if acc is None else {n: Configuration.from_estimate(e) for n, e in acc["estimates"].items()}
+
+    @cached_property
+    def comparisons(self) -> dict[str, Comparison]:
+        """Each configuration against the reference, typed (:class:`rlbatch.analysis.results.Comparison`), from the
+        accounting's rows; {} as :attr:`configurations`."""
+        acc = self.accounted
+        return {} if acc is None else {r["run"]: Comparison.from_row(r, acc["reference"]) for r in acc["rows"]}

@@ -22,13 +22,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from markdown_it import MarkdownIt
+
 from rlbatch.analysis.accounting import (WITHIN_NOISE, clock_note, configuration_summaries, headline_markdown,
                                          run_summaries, seed_rows)
 from rlbatch.analysis.curves import CLOCK_X, aggregate_seeds, group_seeds
+from rlbatch.analysis.interval import format_interval
 from rlbatch.analysis.study import Study
 from rlbatch.analysis.throughput import configuration_timings
 from rlbatch.errors import UserError
-from rlbatch.output import fmt_ci, fmt_rate, fmt_value, markdown_table, to_json
+from rlbatch.output import fmt_rate, fmt_value, markdown_table, to_json
 from rlbatch.report import figures as F
 from rlbatch.report.async_section import async_section, synchronous
 from rlbatch.report.family import aligned_family, family_markdown, rejected
@@ -110,8 +113,7 @@ def with_ci(v: Any, ci: Any) -> str:
         return "—"
     if not isinstance(ci, (list, tuple)) or len(ci) != 2 or ci[0] is None:
         return f"{v:.2f}"
-    hi = "∞" if ci[1] is None or not math.isfinite(ci[1]) else f"{ci[1]:.2f}"
-    return f"{v:.2f} ({ci[0]:.2f}–{hi})"
+    return f"{v:.2f} ({format_interval(ci)})"
 
 
 def with_ci_cells(rows: list[dict]) -> list[dict]:
@@ -129,10 +131,10 @@ def accounting_columns(combined: bool = False) -> list[tuple[str, str, Any]]:
         return head + [("rN_cell", "rN (95% CI)", None), ("relative_throughput_cell", "rel. throughput (95% CI)", None),
                        ("relative_time_cell", "rel. time-to-target (95% CI)", None),
                        ("verdict", "verdict vs the reference", None)]
-    return head + [("rN", "rN", ".2f"), ("rN_ci", "rN 95%", fmt_ci),
+    return head + [("rN", "rN", ".2f"), ("rN_ci", "rN 95%", format_interval),
                    ("relative_throughput", "rel. throughput", ".2f"),
-                   ("relative_throughput_ci", "rel. thr. 95%", fmt_ci), ("relative_time", "rel. time-to-target", ".2f"),
-                   ("relative_time_ci", "rel. time 95%", fmt_ci), ("verdict", "verdict", None)]
+                   ("relative_throughput_ci", "rel. thr. 95%", format_interval), ("relative_time", "rel. time-to-target", ".2f"),
+                   ("relative_time_ci", "rel. time 95%", format_interval), ("verdict", "verdict", None)]
 
 
 def humanize(name: str) -> str:
@@ -447,8 +449,6 @@ code{background:#f5f5f5;padding:0 .2em}
 
 
 def _html(title: str, md_text: str, images: dict[str, bytes]) -> str:
-    from markdown_it import MarkdownIt
-
     body = MarkdownIt("commonmark", {"html": False}).enable("table").render(md_text)
 
     def embed(m: re.Match) -> str:

@@ -16,9 +16,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from rlbatch.analysis.accounting import Estimator, compare, estimate_configuration, verdict_label
+from rlbatch.analysis.accounting import Estimator, compare, default_reference, estimate_configuration, verdict_label
 from rlbatch.analysis.curves import group_seeds
-from rlbatch.output import fmt_ci, markdown_table
+from rlbatch.analysis.interval import format_interval
+from rlbatch.output import markdown_table
 from rlbatch.runstore import Run
 
 TITLE = "Synchronous vs asynchronous rollouts"
@@ -83,9 +84,8 @@ def async_rows(runs: Sequence[Run], target: float | None, metric: str = "eval/sc
     est_of = estimate or estimate_configuration
     est = {name: est_of(rs, target, metric, clock="wall", n_boot=n_boot, name=name) for name, rs in groups.items()}
     sync = {_key(rs[0]): name for name, rs in groups.items() if setting[name] is None}
-    reached = [(e["batch_size"] or 0, e["lr_rule"] == "none", n) for n, e in est.items()
-               if setting[n] is None and e["reached"] and e["time_to_target_s"]]
-    ref = sorted(reached)[0][2] if reached else None
+    ref = default_reference((n, e["batch_size"], e["lr_rule"]) for n, e in est.items()
+                            if setting[n] is None and e["reached"] and e["time_to_target_s"])
     rows = []
     for name, rs in groups.items():
         if setting[name] is None or _key(rs[0]) not in sync:
@@ -137,9 +137,9 @@ def async_section(runs: Sequence[Run], target: float | None, metric: str = "eval
         return {"title": TITLE, "json_key": "async", "json": {"rows": [], "reference": None},
                 "markdown": "Asynchronous runs are present but none has a synchronous run with the same B, G, "
                             "learning rate and rule to compare with (`rlbatch sweep --async-rollouts K` runs both)."}
-    cells = [{**r, "rN_ci": fmt_ci(r["rN_ci"]), "relative_throughput_ci": fmt_ci(r["relative_throughput_ci"]),
-              "relative_time_ci": fmt_ci(r["relative_time_ci"]),
-              "vs_reference_time_ci": fmt_ci(r["vs_reference_time_ci"])} for r in rows]
+    cells = [{**r, "rN_ci": format_interval(r["rN_ci"]), "relative_throughput_ci": format_interval(r["relative_throughput_ci"]),
+              "relative_time_ci": format_interval(r["relative_time_ci"]),
+              "vs_reference_time_ci": format_interval(r["vs_reference_time_ci"])} for r in rows]
     cols = [("batch_size", "B", None), ("config", "async", None), ("async_rollouts", "K", None),
             ("partial_rollout_tokens", "T", None), ("staleness_mean", "staleness", ".2f"),
             ("partial_frac", "partial", ".2f"), ("overlap_frac", "gen. overlapped", ".2f"),

@@ -11,14 +11,12 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from rlbatch.analysis.interval import format_interval
 from rlbatch.analysis.accounting import TOLERANCE, aligned, aligned_span, verdict
 
 
 def _ci_text(ci: Sequence[float | None] | None) -> str:
-    if not ci or ci[0] is None:
-        return ""
-    hi = "∞" if ci[1] is None else f"{ci[1]:.2f}"
-    return f" (95% CI {ci[0]:.2f}–{hi})"
+    return "" if not ci or ci[0] is None else f" (95% CI {format_interval(ci)})"
 
 
 def aligned_family(rows: Sequence[dict[str, Any]], reference: str | None,

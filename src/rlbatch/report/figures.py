@@ -21,6 +21,7 @@ from rlbatch.runstore import Run, run_order
 
 def new_figure(width: float = 7.0, height: float = 4.2):
     """A fresh Agg-backed figure (no global pyplot state)."""
+    # matplotlib here and below on first use: the analysis and `rlbatch --help` never load it
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
