@@ -278,30 +278,6 @@ def grpo_noise_split(sq_micro: float, sq_prompt: float, sq_big: float, responses
 
 
 # --------------------------------------------------------------------------------------------------- bootstrap
-def bootstrap_ci(samples: Sequence[Any], statistic: Callable[[list], float] = None, n_boot: int = 2000,
-                 conf: float = 0.95, seed: int = 0) -> tuple[float, float]:
-    """Percentile bootstrap interval of ``statistic`` over ``samples`` (e.g. one item per seed).
-
-    ``samples`` is any sequence (numbers, runs, tuples); ``statistic`` maps a resampled list to a float (default: the
-    mean of numbers). Resamples whose statistic is not finite are dropped. Returns ``(lo, hi)``, NaN when fewer than
-    two samples. Deterministic for a given ``seed``. Source: Efron & Tibshirani (1993), percentile interval.
-    """
-    items = list(samples)
-    if len(items) < 2:
-        return (float("nan"), float("nan"))
-    stat = statistic or (lambda xs: float(np.mean(xs)))
-    rng = np.random.default_rng(seed)
-    vals = []
-    for _ in range(n_boot):
-        idx = rng.integers(0, len(items), len(items))
-        v = stat([items[i] for i in idx])
-        if v is not None and np.isfinite(v):
-            vals.append(v)
-    if not vals:
-        return (float("nan"), float("nan"))
-    return percentile_interval(vals, conf)
-
-
 def bootstrap_grouped(groups: dict[Any, Sequence[Any]], statistic: Callable[[dict], float], n_boot: int = 1000,
                       conf: float = 0.95, seed: int = 0) -> tuple[float, float]:
     """Percentile bootstrap resampling *within* each group (e.g. seeds within each batch size) at once.
