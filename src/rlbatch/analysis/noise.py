@@ -354,6 +354,9 @@ def doubling_ratio_flag(ratio: float, batch_ratio: float = 2.0, tol: float = 0.0
 
 
 def loglog_fit(b: np.ndarray, v: np.ndarray, conf: float) -> dict[str, Any]:
+    """Least-squares line of log ``v`` against log ``b`` (1-D arrays of equal length, positive): ``slope`` with its
+    t-interval at ``conf`` (``slope_ci``; NaN with two points), ``intercept``, ``r2``, ``n_points``; all NaN with
+    fewer than two distinct ``b``. The report draws the fitted line of :func:`fit_grad_norm_scaling` with it."""
     lb, lv = np.log(b), np.log(v)
     n = len(lb)
     if n < 2 or np.ptp(lb) == 0:
