@@ -4,8 +4,8 @@ Generates a sweep of run-store directories (``run.json``, ``metrics.jsonl`` with
 ``eval.jsonl`` every 100 steps; B from 64 to 4096 with the square-root LR rule) under ``--root`` (default
 ``runs/bench/analyze_<R>x<S>``, git-ignored; reused when already there), then measures, in one process:
 
-- read: ``rlbatch.analyze.load_all`` (every run directory -> ``Run``);
-- analyze: per-run summaries (``summarize_run``) and the time-to-target accounting (``accounting_for_runs``);
+- read: ``rlbatch.readers.collect.load_all`` (every run directory -> ``Run``);
+- analyze: per-run summaries (``summarize_run``) and the time-to-target accounting (``account_runs``);
 - end to end: ``rlbatch.analyze.analyze`` (both together, as the CLI calls it), and with ``--cli`` the CLI itself;
 
 printing seconds, rows/second and peak memory (max RSS). ``--profile`` prints the top of a cProfile of the read
@@ -105,8 +105,9 @@ def main() -> None:
     args = ap.parse_args()
 
     from rlbatch.analysis.curves import summarize_run
-    from rlbatch.analyze import analyze, load_all
-    from rlbatch.analysis.accounting import accounting_for_runs
+    from rlbatch.analyze import analyze
+    from rlbatch.readers.collect import load_all
+    from rlbatch.analysis.accounting import account_runs
 
     root = args.root or REPO / "runs" / "bench" / f"analyze_{args.runs}x{args.steps}"
     t = time.perf_counter()
@@ -127,7 +128,8 @@ def main() -> None:
 
     def work():
         summ = [summarize_run(r) for r in runs]
-        acc = accounting_for_runs(runs, args.target, "eval/score", None)
+        acc = account_runs(runs, args.target, "eval/score")
+        acc = acc["rows"], acc["reference"], acc["recommendation"]
         return summ, acc
 
     summ, (acc_rows, ref, text) = profiled(work, args.profile, "analyze")

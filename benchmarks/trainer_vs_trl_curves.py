@@ -54,7 +54,7 @@ def run_both(a) -> dict:
 
 def compare(a, secs: dict) -> dict:
     from rlbatch.analysis.accounting import accounting_summary, intervals_overlap
-    from rlbatch.analyze import load_all
+    from rlbatch.readers.collect import load_all
     from rlbatch.sweep.study import report_sweep
 
     acc = {}

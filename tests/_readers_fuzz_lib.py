@@ -312,7 +312,7 @@ def check(path: Path, fmt: str | None = None) -> str:
     from rlbatch.analysis.curves import summarize_run
     from rlbatch.errors import UserError
     from rlbatch.readers import load
-    from rlbatch.analysis.accounting import accounting_for_runs
+    from rlbatch.analysis.accounting import account_runs
     from rlbatch.runstore import CANONICAL_METRICS, Run
 
     with warnings.catch_warnings():
@@ -339,8 +339,8 @@ def check(path: Path, fmt: str | None = None) -> str:
             if len(run.evals) and run.meta.source_format != "rlbatch":
                 assert "eval/score" in run.evals.columns
             summarize_run(run)
-        accounting_for_runs(runs, 0.3, "eval/score", None)  # what `rlbatch analyze --target 0.3` does next
-        accounting_for_runs(runs, 0.3, "reward/mean", None)
+        account_runs(runs, 0.3, "eval/score")  # what `rlbatch analyze --target 0.3` does next
+        account_runs(runs, 0.3, "reward/mean")
     return "parsed"
 
 

@@ -1,4 +1,4 @@
-"""Issue 14's new per-run fields reach `rlbatch analyze --format json` (added beside the stable ones)."""
+"""The per-run fields (step source, schedule, resumed logs, ...) reach `rlbatch analyze --format json` (added beside the stable ones)."""
 
 
 from rlbatch.analyze import analyze

@@ -11,10 +11,11 @@ from conftest import PAPER_CSV
 from rlbatch.analysis.accounting import fastest
 from rlbatch.errors import UserError
 from rlbatch.report.plan import plan_section
-from rlbatch.plan import (fit_b_noise, noise_model_rn, plan_runs, plan_table, profile_timings,
+from rlbatch.analysis.noise_model import fit_b_noise, noise_model_rn
+from rlbatch.plan import (plan_runs, plan_table, profile_timings,
                           truncate_runs)
 from rlbatch.readers import load
-from rlbatch.analysis.accounting import accounting_for_runs
+from rlbatch.analysis.accounting import account_runs
 from rlbatch.sweep.synthetic import SyntheticModel, synthetic_trial
 from rlbatch.sweep.trials import make_trials
 
@@ -119,7 +120,8 @@ def test_full_sweep_measured_rn_matches_the_model(sweep):
 
 def test_plan_from_first_30_percent_picks_a_batch_within_10_percent(sweep):
     runs = load(sweep)
-    rows, ref, _ = accounting_for_runs(runs, TARGET, reference="P16-G8-sqrt-s0")
+    acc = account_runs(runs, TARGET, reference="P16-G8-sqrt-s0")
+    rows, ref = acc["rows"], acc["reference"]
     acc = pd.DataFrame(rows)
     # measured time-to-target per batch (mean over seeds, relative to the reference)
     acc["batch_size"] = acc["batch_size"].astype(int)

@@ -1,4 +1,4 @@
-"""Issue 8 on a real sweep: the stored demo sweep (``rlbatch demo``, tiny preset, B = 16..128 on the square-root LR
+"""The plan on a real sweep: the stored demo sweep (``rlbatch demo``, tiny preset, B = 16..128 on the square-root LR
 rule plus a fixed-LR control at B = 128, 3 seeds each; tests/data/demo_sweep). The plan made from the first 30% of
 every trial's samples must pick a batch whose measured time-to-target (from the full sweep, seed-averaged curves, as
 the report's accounting) is within 10% of the best measured."""
@@ -11,7 +11,7 @@ import pytest
 
 from rlbatch.plan import plan_runs, truncate_runs
 from rlbatch.readers import load
-from rlbatch.analysis.accounting import accounting_for_runs
+from rlbatch.analysis.accounting import account_runs
 
 DATA = Path(__file__).resolve().parent / "data" / "demo_sweep"
 
@@ -26,7 +26,8 @@ def demo(tmp_path_factory):
 
 
 def measured_relative_time(runs, target):
-    rows, ref, _ = accounting_for_runs(runs, target)
+    acc = account_runs(runs, target)
+    rows, ref = acc["rows"], acc["reference"]
     return {r["run"]: r["relative_time"] for r in rows if r["relative_time"] is not None}, ref
 
 

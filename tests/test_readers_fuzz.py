@@ -297,14 +297,15 @@ def test_regression_wandb_panel_without_a_usable_run(tmp_path):
 def test_regression_target_met_by_the_initial_evaluation(tmp_path):
     """UserError 'reference never reached the target' from the accounting when the only run met the target at step 0
     (0 samples): the default reference now needs samples-to-target > 0, as ``account`` does."""
-    from rlbatch.analysis.accounting import accounting_for_runs
+    from rlbatch.analysis.accounting import account_runs
 
     p = tmp_path / "v.log"
     p.write_text("python3 -m verl.trainer.main_ppo data.train_batch_size=8 actor_rollout_ref.rollout.n=4\n"
                  "step:0 - val-core/gsm8k/reward/mean@1:0.5\n"
                  + "".join(f"step:{s} - critic/score/mean:0.1 - timing_s/step:2.0\n" for s in range(1, 4)))
     runs, _ = read(p)
-    rows, ref, text = accounting_for_runs(runs, 0.3, "eval/score", None)
+    acc = account_runs(runs, 0.3, "eval/score")
+    rows, ref, text = acc["rows"], acc["reference"], acc["recommendation"]
     assert ref is None and rows[0]["samples_to_target"] == 0.0 and rows[0]["reached"] and rows[0]["rN"] is None
     assert "after training began" in text
 

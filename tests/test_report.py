@@ -169,7 +169,7 @@ def _chromium_or_skip() -> str:
 
 
 def test_demo_page_in_chromium_has_one_value_per_quantity_and_whole_figures(tmp_path):
-    """Issue 26, on the stored demo sweep rendered by Chromium: every figure decodes; no figure clips an interval or
+    """On the stored demo sweep rendered by Chromium: every figure decodes; no figure clips an interval or
     stops a curve short of the crossing the accounting reports (:func:`rlbatch.report.figures.figure_problems`,
     recorded in report.json as the page is drawn); the tables of the rendered DOM show one value per quantity
     (tests/_page_check.py); the headline is three lines, then a list. A full-page screenshot is written beside

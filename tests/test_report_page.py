@@ -1,4 +1,4 @@
-"""The report page a reader trusts at a glance (issue 26), on the stored demo sweep (tests/data/demo_sweep_cpu, see
+"""The report page a reader trusts at a glance, on the stored demo sweep (tests/data/demo_sweep_cpu, see
 its README): one value per quantity on the page, curves that reach the crossings the accounting reports, intervals
 never clipped, a throughput split that adds up on the accounting's clock, the noise slope over the aligned family,
 and a headline of three lines then bullets.

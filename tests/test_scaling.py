@@ -48,7 +48,7 @@ def test_ladder_and_table():
     assert [round(r["lr"] * 1e6, 3) for r in rows] == [1.414, 2.828, 4.0]
 
 
-# ----------------------------------------------------------------------------------------- detect_lr_rule (issue 24)
+# ----------------------------------------------------------------------------------------- detect_lr_rule
 from rlbatch.scaling import detect_lr_rule  # noqa: E402
 
 

@@ -9,10 +9,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from rlbatch.errors import UserError
+from rlbatch.analysis.accounting import check_target, run_summaries
+from rlbatch.analysis.study import Study
+from rlbatch.output import console, markdown_table, print_json, rich_table
+from rlbatch.readers.collect import load_all
+from rlbatch.readers.generic import missing_fields
+from rlbatch.report import accounting_columns, batch_cell, build_report, samples_cell, summary_columns, with_ci_cells
 from rlbatch.runstore import Run
-
-from rlbatch.readers.collect import SETTABLE, load_all, parse_sets  # noqa: F401 (re-exported)
 
 
 def analyze(paths: list[Path], *, target: float | None = None, metric: str = "eval/score",
@@ -29,24 +32,19 @@ def analyze(paths: list[Path], *, target: float | None = None, metric: str = "ev
     Returns ``{"runs": [...], "accounting": [...] (with a target), "recommendation": str | None,
     "warnings": [...], "report": {"html", "markdown", "json"} (with ``out``)}``.
     """
-    from rlbatch.analysis.accounting import accounting_summary, check_target, run_summaries
-
     check_target(target)
     runs, msgs = load_all(paths, log_format=log_format, mapping=mapping, prompts_per_step=prompts_per_step,
                           group_size=group_size, sets=sets)
+    study = Study.of(runs, target, metric, reference, ema=ema, sustained=sustained, clock=clock)
     if out is not None:
-        from rlbatch.report import build_report
-
-        result = build_report(runs, Path(out), target=target, metric=metric, reference=reference, title=title,
-                              ema=ema, sustained=sustained, clock=clock)
+        result = build_report(runs, Path(out), title=title, study=study)
         result["report"] = {k: str(Path(out) / f) for k, f in
                             (("html", "report.html"), ("markdown", "report.md"), ("json", "report.json"))}
     else:
         result = {"metric": metric, "target": target, "reference": reference,
                   "runs": run_summaries(runs, clock), "recommendation": None}
         if target is not None:  # as the report: one accounting core, seeds of a configuration together
-            result.update(accounting_summary(runs, target, metric, reference, ema=ema, sustained=sustained,
-                                             clock=clock))
+            result.update(study.accounting)
     result["warnings"] = msgs
     result["missing"] = missing_by_run(runs)
     return result
@@ -55,8 +53,6 @@ def analyze(paths: list[Path], *, target: float | None = None, metric: str = "ev
 def missing_by_run(runs: list[Run]) -> list[dict[str, str]]:
     """Fields the analysis needs that a run's log lacks, each with the ``--set`` that supplies it:
     ``[{"run", "field", "flag"}]`` (:func:`rlbatch.readers.generic.missing_fields`)."""
-    from rlbatch.readers.generic import missing_fields
-
     return [{"run": r.run_id, "field": f, "flag": flag} for r in runs for f, flag in missing_fields(r).items()]
 
 
@@ -67,9 +63,6 @@ def _print_missing(result: dict[str, Any]) -> None:
 
 def print_analysis(result: dict[str, Any], fmt: str) -> None:
     """Print :func:`analyze`'s result as ``table`` (rich), ``markdown`` or ``json``; warnings go to stderr."""
-    from rlbatch.output import console, markdown_table, print_json, rich_table
-    from rlbatch.report import batch_cell, with_ci_cells, samples_cell, summary_columns
-
     for w in result.get("warnings", []):
         print(f"rlbatch: warning: {w}", file=sys.stderr)
     _print_missing(result)
@@ -77,8 +70,6 @@ def print_analysis(result: dict[str, Any], fmt: str) -> None:
         print_json(result)
         return
     cols = summary_columns()
-    from rlbatch.report import accounting_columns
-
     acc_cols = accounting_columns()
     if result.get("comparisons"):
         acc_cols = [("comparison", "model / task / algorithm", None)] + acc_cols

@@ -47,7 +47,7 @@ def lr_cmd(
     fmt: Format = typer.Option(Format.table, "--format", help="Output format."),
 ) -> None:
     """Learning rate for each batch size under a scaling rule (the paper's "align" step)."""
-    from rlbatch.scaling import lr_table, parse_int_list, scaled_lr
+    from rlbatch.scaling import lr_table, parse_int_list, scaled_lr  # command imports on use: a fast --help
 
     scaled_lr(base_batch, base_batch, base_lr, rule)  # validates inputs and rule
     rows = lr_table(base_batch, base_lr, parse_int_list(batches), rule)
@@ -63,7 +63,7 @@ def lr_cmd(
 
 # --------------------------------------------------------------------------------------------------- account
 def _print_accounting(rows, reference: str, fmt: Format, title: str = "End-to-end accounting") -> None:
-    from rlbatch.analysis.accounting import fastest, to_json_rows, verdict
+    from rlbatch.analysis.accounting import fastest, to_json_rows, verdict  # on use: --help loads no pandas
 
     recs = rows.to_dict(orient="records")
     nr = "not reached"
@@ -103,7 +103,7 @@ def account_cmd(
 ) -> None:
     """End-to-end accounting: rN, relative throughput, relative time-to-target, and whether each run is faster
     than the reference (faster iff relative throughput > rN)."""
-    from rlbatch.analysis.accounting import account, read_accounting_csv
+    from rlbatch.analysis.accounting import account, read_accounting_csv  # on use: --help loads no pandas
 
     if paper == (table is not None):
         raise UserError("give either a CSV table or --paper (the paper's table), not both" if paper else
@@ -420,7 +420,7 @@ def _budget(backend: str, samples: int | None, generated: int | None, *, launche
 
 
 def _print_sweep_report(rep: dict, fmt: Format, out: Path) -> None:
-    from rlbatch.report import accounting_columns, with_ci_cells
+    from rlbatch.report import accounting_columns, with_ci_cells  # on use: --help loads no matplotlib
 
     rows = with_ci_cells(rep.get("accounting") or [])
     cols = accounting_columns(combined=True)
@@ -567,7 +567,7 @@ def analyze_cmd(
 ) -> None:
     """Read RL training logs (verl, TRL, OpenRLHF/TensorBoard, W&B, CSV/JSONL, rlbatch runs) and summarise each
     run; with --target, the end-to-end accounting (rN vs throughput gain) and which batch size is fastest."""
-    from rlbatch.analyze import analyze, print_analysis
+    from rlbatch.analyze import analyze, print_analysis  # on use: --help loads no pandas / scipy / matplotlib
 
     result = analyze(paths, target=target, metric=metric, reference=reference, out=out, log_format=log_format,
                      mapping=mapping, sets=sets, ema=ema, sustained=sustained, clock=clock)
@@ -699,7 +699,7 @@ def plan_cmd(
 ) -> None:
     """Align, then accelerate: predict each candidate batch's time-to-target (rN / throughput gain, with an
     interval) from finished runs or short probes and a throughput model, and recommend the fastest."""
-    from rlbatch.plan import make_plan, print_plan
+    from rlbatch.plan import make_plan, print_plan  # on use: --help loads no pandas / scipy
     from rlbatch.scaling import parse_int_list
 
     plan = make_plan(paths, target=target, reference=reference, profile=profile, metric=metric, tol=tolerance,
@@ -749,7 +749,7 @@ def watch_cmd(
     """Live view of one running job or a whole sweep, re-read as it grows: score vs retained samples with the fitted
     curve, predicted samples-to-target and time-to-target with intervals, throughput so far, and for a sweep the
     plan's ranking and which trials the adaptive loop would stop. Only reads: nothing is written to PATH."""
-    from rlbatch.watch import watch
+    from rlbatch.watch import watch  # on use: --help loads no pandas / scipy
 
     watch(path, target=target, fmt=fmt, once=once, interval=interval, max_updates=max_updates, metric=metric,
           log_format=log_format, prompts_per_step=prompts_per_step, group_size=group_size)

@@ -4,10 +4,16 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import re
+import sys
 from typing import Any, Callable, Sequence
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
+
+from rlbatch.analysis.interval import format_interval
 
 FORMATS = ("table", "json", "markdown")
 
@@ -24,18 +30,6 @@ def fmt_value(v: Any, spec: str | None = None, none: str = "—") -> str:
     return str(v)
 
 
-def fmt_ci(v: Any, dash: str = "–") -> str:
-    """A 95% interval ``[lo, hi]`` as ``0.52–0.90`` (``∞`` for an unbounded upper end); ``—`` when missing."""
-    def ok(x: Any) -> bool:
-        return isinstance(x, (int, float)) and math.isfinite(x)
-
-    if not isinstance(v, (list, tuple)) or len(v) != 2 or not ok(v[0]):
-        return "—"
-    if v[1] is None or (isinstance(v[1], float) and math.isinf(v[1])):
-        return f"{v[0]:.2f}{dash}∞"
-    return f"{v[0]:.2f}{dash}{v[1]:.2f}" if ok(v[1]) else "—"
-
-
 Column = tuple[str, str, "str | Callable[[Any], str] | None"]  # (key, header, format spec or function)
 
 
@@ -49,7 +43,7 @@ def fmt_rate(v: Any, ci: Any = None) -> str:
         return "—"
     if isinstance(ci, (list, tuple)) and len(ci) == 2 and all(isinstance(c, (int, float)) and math.isfinite(c)
                                                               for c in ci):
-        return f"{one(v)} ({one(ci[0])}–{one(ci[1])})"
+        return f"{one(v)} ({format_interval(ci, one)})"
     return one(v)
 
 
@@ -111,9 +105,6 @@ PIPE_WIDTH = 200
 def console() -> Console:
     """The stdout console: the terminal's width on a terminal; :data:`PIPE_WIDTH` columns (or ``$COLUMNS``) and no
     soft wrapping of text when stdout is a file or a pipe."""
-    import os
-    import sys
-
     if sys.stdout.isatty():
         return Console()
     width = int(os.environ["COLUMNS"]) if os.environ.get("COLUMNS", "").isdigit() else PIPE_WIDTH
@@ -124,10 +115,6 @@ def markdown_text(md: str):
     """Inline Markdown of a paragraph (``**bold**``, `` `code` ``) as a :class:`rich.text.Text`: bold shown as bold
     on a terminal and as plain text in a file, never as literal asterisks; no rich markup is interpreted (the text
     holds brackets such as ``[1.02, 1.26]``)."""
-    import re
-
-    from rich.text import Text
-
     out = Text()
     for i, part in enumerate(re.split(r"\*\*(.+?)\*\*", md or "")):
         part = re.sub(r"`([^`]*)`", r"\1", part)

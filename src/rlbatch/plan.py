@@ -44,20 +44,33 @@ A candidate is in the *aligned family* when it is on the square-root LR rule and
 from __future__ import annotations
 
 import copy
+import json
 import math
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
 
-from rlbatch.analysis.noise_model import b_noise_from_points, fit_b_noise, noise_candidate, noise_model_rn  # noqa: F401
+from rlbatch.analysis.accounting import (account, account_runs, aligned, aligned_span, batch_list, check_target,
+                                         default_reference, intervals_overlap, predicted_relative_time,
+                                         read_accounting_csv, relative_throughput, verdict_label)
+from rlbatch.analysis.curves import group_seeds, metric_frame
+from rlbatch.analysis.fit import fit_groups, rn_from_fits
+from rlbatch.analysis.interval import format_interval
+from rlbatch.analysis.noise_model import b_noise_from_gradients, b_noise_from_points, noise_candidate
+from rlbatch.analysis.results import Configuration, Estimate
+from rlbatch.analysis.study import Study
+from rlbatch.analysis.throughput import fit_throughput_model, predict, step_timings, throughput_whole_run
 from rlbatch.errors import UserError
+from rlbatch.output import console, markdown_table, print_json, rich_table
+from rlbatch.readers.collect import load_all
 from rlbatch.runstore import Run
+from rlbatch.scaling import scaled_lr
 
 X = "samples/retained"
-SMOOTH_WINDOW = 5
 LR_RULE_TOL = 0.03
 
 #: Keys of one candidate in ``rlbatch plan --format json``.
@@ -67,6 +80,83 @@ CANDIDATE_KEYS = ("run", "batch_size", "runs", "on_lr_rule", "retained_batch", "
                   "rN_level", "relative_throughput", "relative_throughput_ci", "throughput_source",
                   "throughput_extrapolated", "relative_time", "predicted_relative_time", "interval",
                   "predicted_time_to_target_s", "aligned", "verdict", "rejected", "sentence")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One plan candidate (a configuration that was run, or a batch size without runs), typed: the row of
+    ``rlbatch plan --format json`` (:meth:`to_json`, keys :data:`CANDIDATE_KEYS`). Each estimate says where it came
+    from (:class:`rlbatch.analysis.results.Estimate` ``source``): ``rN`` measured at the target, ``fit`` (the
+    saturating fit, 80% interval) or ``noise-model``; ``relative_throughput`` measured, ``model``, ``profile``,
+    ``table`` or ``interpolated``; ``predicted_relative_time`` = rN / relative throughput (the accounting's
+    measured relative time when both were measured), with its interval."""
+
+    run: str | None
+    batch_size: int | None
+    runs: list[str] | None
+    on_lr_rule: bool | None
+    retained_batch: float | None
+    samples_to_target: float | None
+    predicted_samples_to_target: Estimate
+    fit: dict[str, Any] | None
+    never_reaches: str | None
+    undetermined: bool | None
+    time_to_target_s: float | None
+    throughput: Estimate
+    rN: Estimate
+    rN_level: float | None
+    relative_throughput: Estimate
+    throughput_extrapolated: bool | None
+    relative_time: float | None
+    predicted_relative_time: Estimate
+    predicted_time_to_target_s: float | None
+    aligned: bool | None
+    verdict: str | None
+    rejected: bool | None
+    sentence: str | None
+
+    @classmethod
+    def from_work(cls, c: dict[str, Any]) -> "Candidate":
+        """From the plan's working record of one candidate (filled step by step in :func:`plan_runs` /
+        :func:`plan_table`, finished by :func:`_finish`). Interval levels: 95% (the accounting's bootstrap), 80%
+        for an rN (and the times derived from it) from the saturating fit (module docstring)."""
+        g = c.get
+        level = 0.80 if g("rN_source") == "fit" else 0.95
+        return cls(run=g("run"), batch_size=g("batch_size"), runs=g("runs"), on_lr_rule=g("on_lr_rule"),
+                   retained_batch=g("retained_batch"), samples_to_target=g("samples_to_target"),
+                   predicted_samples_to_target=Estimate.of(g("predicted_samples_to_target"),
+                                                           g("predicted_samples_to_target_ci"), level, g("rN_source")),
+                   fit=g("fit"), never_reaches=g("never_reaches"), undetermined=g("undetermined"),
+                   time_to_target_s=g("time_to_target_s"),
+                   throughput=Estimate.of(g("throughput_samples_per_s"), g("throughput_ci"), 0.95,
+                                          g("throughput_source")),
+                   rN=Estimate.of(g("rN"), g("rN_ci"), level, g("rN_source")), rN_level=g("rN_level"),
+                   relative_throughput=Estimate.of(g("relative_throughput"), g("relative_throughput_ci"), 0.95,
+                                                   g("throughput_source")),
+                   throughput_extrapolated=g("throughput_extrapolated"), relative_time=g("relative_time"),
+                   predicted_relative_time=Estimate.of(g("predicted_relative_time"), g("interval"), level,
+                                                       g("rN_source")),
+                   predicted_time_to_target_s=g("predicted_time_to_target_s"), aligned=g("aligned"),
+                   verdict=g("verdict"), rejected=g("rejected"), sentence=g("sentence"))
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON row (keys :data:`CANDIDATE_KEYS`, in that order; intervals as ``[lo, hi]`` or None)."""
+        return {"run": self.run, "batch_size": self.batch_size, "runs": self.runs, "on_lr_rule": self.on_lr_rule,
+                "retained_batch": self.retained_batch, "samples_to_target": self.samples_to_target,
+                "predicted_samples_to_target": self.predicted_samples_to_target.value,
+                "predicted_samples_to_target_ci": self.predicted_samples_to_target.ci, "fit": self.fit,
+                "never_reaches": self.never_reaches, "undetermined": self.undetermined,
+                "time_to_target_s": self.time_to_target_s, "throughput_samples_per_s": self.throughput.value,
+                "throughput_ci": self.throughput.ci, "rN": self.rN.value, "rN_ci": self.rN.ci,
+                "rN_source": self.rN.source, "rN_level": self.rN_level,
+                "relative_throughput": self.relative_throughput.value,
+                "relative_throughput_ci": self.relative_throughput.ci,
+                "throughput_source": self.relative_throughput.source,
+                "throughput_extrapolated": self.throughput_extrapolated, "relative_time": self.relative_time,
+                "predicted_relative_time": self.predicted_relative_time.value,
+                "interval": self.predicted_relative_time.ci,
+                "predicted_time_to_target_s": self.predicted_time_to_target_s, "aligned": self.aligned,
+                "verdict": self.verdict, "rejected": self.rejected, "sentence": self.sentence}
 
 
 # --------------------------------------------------------------------------------------------------- small helpers
@@ -85,7 +175,7 @@ def _div_ci(rn_ci: Sequence[float | None] | None, g_ci: Sequence[float]) -> list
 def _ci_str(ci: Sequence[float | None] | None) -> str:
     if not ci:
         return ""
-    return f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci[1] is not None else f" [{ci[0]:.2f}, unbounded]"
+    return f" [{format_interval(ci, sep=', ', unbounded='unbounded')}]"
 
 
 # --------------------------------------------------------------------------------------------------- throughput
@@ -95,8 +185,6 @@ def profile_timings(profile: dict[str, Any] | str | Path) -> pd.DataFrame:
     update). Raises :class:`UserError` naming the file when it is not a profile."""
     path = None
     if not isinstance(profile, dict):
-        import json
-
         path = Path(profile)
         if not path.is_file():
             raise UserError("no such profile file", path=str(path))
@@ -120,13 +208,11 @@ def profile_timings(profile: dict[str, Any] | str | Path) -> pd.DataFrame:
                     "samples_per_step": float(r["batch_size"]), "gen_tokens_per_step": float("nan"),
                     "train_tokens_per_step": float("nan"), "throughput_samples_per_s": float("nan")})
     t = pd.DataFrame(out)
-    t["throughput_samples_per_s"] = t["samples_per_step"] / t["step_s"]
+    t["throughput_samples_per_s"] = throughput_whole_run(t["samples_per_step"], t["step_s"])
     return t
 
 
 def _model_throughput(model: dict[str, Any], b: int) -> tuple[float, bool]:
-    from rlbatch.analysis.throughput import predict
-
     p = predict(model, [b])[0]
     return p["throughput_samples_per_s"], p["extrapolated"]
 
@@ -141,11 +227,13 @@ def _interp_throughput(known: dict[int, float], b: int) -> float | None:
 
 # --------------------------------------------------------------------------------------------------- finishing
 def _on_rule(lr: float | None, b: int | None, ref_lr: float | None, ref_b: int | None, rule: str | None) -> bool:
+    """Whether a candidate is on the reference's square-root LR rule: its peak ``lr`` within :data:`LR_RULE_TOL`
+    of :func:`rlbatch.scaling.scaled_lr` at its batch (a declared ``none`` / ``linear`` rule only at the
+    reference's own batch); True when an lr is unknown."""
     if rule in ("none", "linear") and not (b == ref_b):
         return False
-    if _finite(lr) and _finite(ref_lr) and b and ref_b:
-        want = ref_lr * math.sqrt(b / ref_b)
-        return abs(lr / want - 1.0) <= LR_RULE_TOL
+    if _finite(lr) and _finite(ref_lr) and ref_lr > 0 and b and ref_b and b > 0 and ref_b > 0:
+        return abs(lr / scaled_lr(b, ref_b, ref_lr, "sqrt") - 1.0) <= LR_RULE_TOL
     return True
 
 
@@ -182,8 +270,7 @@ def _sentence(c: dict[str, Any], ref_label: str, tol: float) -> str:
     if g is None:
         return f"{name}{bstr} is {fam}, rN {src}{rn_ci}; throughput unknown (give --profile), no decision."
     iv = c.get("interval")
-    ivs = (f", interval {iv[0]:.2f}-{iv[1]:.2f}" if iv[1] is not None else f", interval {iv[0]:.2f}-unbounded") \
-        if iv else ""
+    ivs = f", interval {format_interval(iv, sep='-', unbounded='unbounded')}" if iv else ""
     if c["verdict"] == "within noise":
         return (f"{name}{bstr} is {fam}; throughput gain {g:.2f}x vs rN {rn:.2f}{rn_ci} ({src}), predicted "
                 f"{t:.2f}x the reference's time-to-target{ivs}: within noise of the reference (the interval "
@@ -198,21 +285,19 @@ def _sentence(c: dict[str, Any], ref_label: str, tol: float) -> str:
 
 
 def _finish(cands: list[dict[str, Any]], ref_label: str, target: float | None, tol: float, extra: dict) -> dict:
-    from rlbatch.analysis.accounting import aligned, aligned_span, verdict_label
-
     ref = next(c for c in cands if c["is_reference"])
     s_ref, t_ref = ref.get("samples_to_target"), ref.get("time_to_target_s")
     for c in cands:
         rn, g = c["rN"], c["relative_throughput"]
         c["aligned"] = aligned(rn, c["on_lr_rule"], tol)
         if c.get("predicted_relative_time") is None and rn is not None and g and c.get("reaches", True):
-            c["predicted_relative_time"] = rn / g
+            c["predicted_relative_time"] = predicted_relative_time(rn, g)
             c["interval"] = _div_ci(c.get("rN_ci"), [g, g])
         c.setdefault("interval", None)
         c["relative_time"] = c.get("predicted_relative_time")
         c["predicted_time_to_target_s"] = None
         if c["predicted_relative_time"] is not None and _finite(t_ref) and _finite(s_ref) and s_ref:
-            c["predicted_time_to_target_s"] = t_ref * c["predicted_relative_time"]
+            c["predicted_time_to_target_s"] = t_ref * c["predicted_relative_time"]  # T = T_ref x relative time
     # a candidate off the LR rule is recommended only with rN measured at the target: its fit is extrapolated
     # alone (no family on the rule to share the curve's shape with)
     # never a candidate that does not reach the target (measured, or by a fit of a reference that reaches it)
@@ -222,7 +307,6 @@ def _finish(cands: list[dict[str, Any]], ref_label: str, target: float | None, t
         best = min(ok, key=lambda c: (c["predicted_relative_time"], c["batch_size"] or 0))
     else:
         best = ref if ref.get("reaches", True) else None
-    from rlbatch.analysis.accounting import intervals_overlap
 
     tied = [c for c in ok if c is not best and intervals_overlap(
         c["interval"], best["interval"], c["predicted_relative_time"], best["predicted_relative_time"])]
@@ -256,7 +340,7 @@ def _finish(cands: list[dict[str, Any]], ref_label: str, target: float | None, t
            "within_noise": [c["run"] if c["run"] is not None else c["batch_size"] for c in tied],
            "reference": ref_label, "target": target,
            "tolerance": tol, "aligned_family": fam, **extra,
-           "candidates": [{k: c.get(k) for k in CANDIDATE_KEYS} for c in
+           "candidates": [Candidate.from_work(c).to_json() for c in
                           sorted(cands, key=lambda c: (c["batch_size"] or 0, not c["on_lr_rule"], str(c["run"])))]}
     return out
 
@@ -287,16 +371,14 @@ def plan_table(table: pd.DataFrame, reference: str | None = None, *, target: flo
     ``target`` is only recorded (the table is already at its target). Returns the plan dict (module docstring).
     Raises :class:`UserError` for an unknown reference, one that never reached the target, or fewer than two rows.
     """
-    from rlbatch.analysis.accounting import account
-
     if len(table) < 2:
         raise UserError(f"plan needs at least two runs to compare, the table has {len(table)}", field="run")
     inp = table.copy()
     if reference is None:
-        ok = inp[inp["samples_to_target"].notna()].sort_values("batch_size", kind="stable")
-        if ok.empty:
+        reference = default_reference((str(r["run"]), r["batch_size"], None) for r in inp.to_dict(orient="records")
+                                      if _finite(r["samples_to_target"]))
+        if reference is None:
             raise UserError("no run in the table reached the target: nothing to plan from", field="samples_to_target")
-        reference = str(ok.iloc[0]["run"])
     rows = account(inp, reference).to_dict(orient="records")
     lr_of = {str(r["run"]): r.get("lr") for r in inp.to_dict(orient="records")}
     by = {r["run"]: r for r in rows}
@@ -320,8 +402,6 @@ def plan_table(table: pd.DataFrame, reference: str | None = None, *, target: flo
     bn = b_noise_from_points(pts, b_ref) or {"value": None, "ci": None, "source": None}
     model = None
     if profile is not None:
-        from rlbatch.analysis.throughput import fit_throughput_model
-
         model = fit_throughput_model(profile_timings(profile))
     known = {c["batch_size"]: c["throughput_abs"] for c in cands if c["on_lr_rule"] and c["throughput_abs"]}
     have = {c["batch_size"] for c in cands}
@@ -333,11 +413,13 @@ def plan_table(table: pd.DataFrame, reference: str | None = None, *, target: flo
         if model is not None:
             x, ext = _model_throughput(model, b)
             x0, _ = _model_throughput(model, b_ref)
-            c["relative_throughput"], c["throughput_source"], c["throughput_extrapolated"] = x / x0, "profile", ext
+            c.update(relative_throughput=relative_throughput(x, x0), throughput_source="profile",
+                     throughput_extrapolated=ext)
         else:
             x = _interp_throughput(known, b)
             if x is not None:
-                c["relative_throughput"], c["throughput_source"] = x / ref["throughput_samples_per_s"], "interpolated"
+                c.update(relative_throughput=relative_throughput(x, ref["throughput_samples_per_s"]),
+                         throughput_source="interpolated")
         cands.append(c)
     return _finish(cands, reference, target, tol, {"metric": None, "input": "table", "b_noise": _bn_json(bn),
                                                    "notes": ["an accounting table: rN and throughput as measured "
@@ -373,8 +455,6 @@ def _bn_json(bn: dict[str, Any]) -> dict[str, Any]:
 def check_consistent(runs: Sequence[Run], metric: str) -> None:
     """Raise :class:`UserError` when runs disagree on model, task or algorithm (non-missing values), or a run has
     no ``metric`` values on the retained-sample axis (naming the runs)."""
-    from rlbatch.analysis.curves import metric_frame
-
     for field in ("model", "task", "algorithm"):
         vals: dict[str, list[str]] = {}
         for r in runs:
@@ -398,7 +478,8 @@ def check_consistent(runs: Sequence[Run], metric: str) -> None:
 
 def plan_runs(runs: Sequence[Run], target: float, *, reference: str | None = None, metric: str = "eval/score",
               candidates: Sequence[int] | None = None, profile: dict | str | Path | None = None, tol: float = 0.1,
-              n_boot: int = 1000, seed: int = 0, extend: bool = True, clock: str = "auto") -> dict[str, Any]:
+              n_boot: int = 1000, seed: int = 0, extend: bool = True, clock: str = "auto",
+              study: Study | None = None) -> dict[str, Any]:
     """Plan from runs (finished or short probes): rN, throughput and predicted time-to-target per candidate.
 
     ``runs``: run-store :class:`Run` objects (several seeds per configuration allowed; configurations as
@@ -408,7 +489,9 @@ def plan_runs(runs: Sequence[Run], target: float, *, reference: str | None = Non
     sizes to evaluate besides the runs' (default: the runs' configurations, plus two doublings above the largest
     when a noise model and a throughput model exist and ``extend``). ``profile``: a ``rlbatch profile`` JSON
     whose time model gives the throughput of batches without runs. ``tol``: aligned family = rN <= 1 + tol.
-    ``clock``: as :func:`rlbatch.analysis.throughput.clock_basis`.
+    ``clock``: as :func:`rlbatch.analysis.throughput.clock_basis`. ``study``: the :class:`rlbatch.analysis.study.
+    Study` this plan reads (its accounting when it is of the same runs, else its memoised configuration estimates);
+    default: a study of ``runs`` with these settings.
 
     Every configuration that reached the target takes rN, relative throughput, relative time and their intervals
     from the accounting (:func:`rlbatch.analysis.accounting.account_runs`): the same numbers as ``rlbatch
@@ -423,12 +506,6 @@ def plan_runs(runs: Sequence[Run], target: float, *, reference: str | None = Non
     Raises :class:`UserError` when runs disagree on model/task/algorithm, lack the metric or a batch size, or there
     is too little to compare (one batch size without noise metrics or candidates, no throughput for any candidate).
     """
-    from rlbatch.analysis.accounting import account_runs
-    from rlbatch.analysis.curves import group_seeds
-    from rlbatch.analysis.fit import fit_groups, rn_from_fits
-    from rlbatch.analysis.noise_model import b_noise_from_gradients, b_noise_from_points, noise_candidate
-    from rlbatch.analysis.throughput import fit_throughput_model, predict, step_timings
-
     runs = list(runs)
     if not runs:
         raise UserError("no runs to plan from")
@@ -439,7 +516,19 @@ def plan_runs(runs: Sequence[Run], target: float, *, reference: str | None = Non
     if bad:
         raise UserError(f"batch size unknown for run(s) {', '.join(bad)}: set prompts_per_step and group_size "
                         "(--set RUN:prompts_per_step=... --set RUN:group_size=...)", field="batch_size")
-    acc = account_runs(runs, target, metric, reference, clock=clock, n_boot=n_boot, allow_unreached_reference=True)
+    if study is None:
+        study = Study.of(runs, target, metric, reference, clock=clock, n_boot=n_boot)
+    acc = None
+    if [r.run_id for r in study.runs] == [r.run_id for r in runs] and study.target == target:
+        try:
+            acc = study.accounted
+        except UserError:  # e.g. a short probe as the reference, which has not reached the target yet
+            acc = None
+        if acc is not None and acc["reference"] is None:
+            acc = None
+    if acc is None:
+        acc = account_runs(runs, target, metric, reference, clock=clock, n_boot=n_boot,
+                           allow_unreached_reference=True, estimate=study.estimate)
     groups = group_seeds(runs)
     rows = {r["run"]: r for r in acc["rows"]}
     ests = acc["estimates"]
@@ -493,7 +582,7 @@ def plan_runs(runs: Sequence[Run], target: float, *, reference: str | None = Non
     # the reference's samples-to-target at the target: measured, else predicted by its fit
     ref_fit = None
     if ref_reached:
-        s_ref, s_ref_reps = ref_est["samples_to_target"], (ref_est.get("_replicates") or {}).get("S")
+        s_ref, s_ref_reps = ref_est["samples_to_target"], Configuration.from_estimate(ref_est).replicates.S
     else:
         fr = ref_fit = fit_of(ref_name)
         s_ref = fr["samples_to_target"] if fr else None
@@ -518,12 +607,12 @@ def plan_runs(runs: Sequence[Run], target: float, *, reference: str | None = Non
         else:
             # not at the target yet: samples-to-target predicted by the saturating fit (analysis.fit), at the target
             x = row["throughput_samples_per_s"]
-            g = x / x_ref if x and x_ref else None
+            g = relative_throughput(x, x_ref) if x and x_ref else None
             c.update(rN=1.0 if is_ref else None, rN_ci=[1.0, 1.0] if is_ref else None, rN_source="fit",
                      rN_level=target, relative_throughput=1.0 if is_ref else g, relative_throughput_ci=None,
                      predicted_relative_time=None, interval=None)
             if row["reached"]:
-                s_c, reps = row["samples_to_target"], (e.get("_replicates") or {}).get("S")
+                s_c, reps = row["samples_to_target"], Configuration.from_estimate(e).replicates.S
                 fr = {"samples_to_target": s_c, "_replicates": reps}
             else:
                 fr = fit_of(name)
@@ -596,7 +685,7 @@ def plan_runs(runs: Sequence[Run], target: float, *, reference: str | None = Non
                  retained_batch=retained(int(b)))
         if model is not None and x_ref_model:
             p = predict(model, [int(b)])[0]
-            c.update(relative_throughput=p["throughput_samples_per_s"] / x_ref_model, throughput_source=model_src,
+            c.update(relative_throughput=relative_throughput(p["throughput_samples_per_s"], x_ref_model), throughput_source=model_src,
                      throughput_extrapolated=p["extrapolated"], throughput_samples_per_s=p["throughput_samples_per_s"])
         cands.append(c)
     # predicted relative time of the candidates the accounting could not time: rN / relative throughput, the
@@ -604,7 +693,7 @@ def plan_runs(runs: Sequence[Run], target: float, *, reference: str | None = Non
     for c in cands:
         if c.get("predicted_relative_time") is None and c["rN"] is not None and c["relative_throughput"]:
             g = c["relative_throughput"]
-            c["predicted_relative_time"] = c["rN"] / g
+            c["predicted_relative_time"] = predicted_relative_time(c["rN"], g)
             c["interval"] = _div_ci(c.get("rN_ci"), c.get("relative_throughput_ci") or [g, g])
     if all(c["relative_throughput"] is None for c in cands if not c["is_reference"]):
         raise UserError("no throughput for any candidate: the runs have no per-step timings (time/gen_s, "
@@ -675,8 +764,6 @@ def make_plan(paths: Sequence[Path | str], *, target: float | None = None, refer
     """The ``rlbatch plan`` entry point: one accounting table (CSV with ``samples_to_target``) -> :func:`plan_table`;
     otherwise run dirs, a sweep dir or any logs :func:`rlbatch.readers.load` reads -> :func:`plan_runs`. Warnings
     from the readers go into ``notes``."""
-    from rlbatch.analysis.accounting import check_target
-
     check_target(target)
     if not (math.isfinite(tol) and tol >= 0):
         raise UserError(f"--tolerance must be a finite rN margin >= 0 (the aligned family is rN <= 1 + tolerance), "
@@ -685,24 +772,19 @@ def make_plan(paths: Sequence[Path | str], *, target: float | None = None, refer
     if not paths:
         raise UserError("give runs, a sweep directory or an accounting table")
     if len(paths) == 1 and is_accounting_table(paths[0]):
-        from rlbatch.analysis.accounting import read_accounting_csv
-
         return plan_table(read_accounting_csv(paths[0]), reference, target=target, candidates=candidates,
                           profile=profile, tol=tol)
-    from rlbatch.readers.collect import load_all
 
     runs, msgs = load_all(paths, log_format=log_format, mapping=mapping, sets=sets)
     plan = plan_runs(runs, target, reference=reference, metric=metric, candidates=candidates, profile=profile,
-                     tol=tol, clock=clock)
+                     tol=tol, clock=clock, study=Study.of(runs, target, metric, reference, clock=clock))
     plan["notes"] = list(msgs) + plan["notes"]
     return plan
 
 
 # --------------------------------------------------------------------------------------------------- output
 def _fmt_ci(v: Any) -> str:
-    from rlbatch.output import fmt_ci
-
-    return fmt_ci(v, "-")
+    return format_interval(v, sep="-")
 
 
 COLUMNS = [("run", "candidate", None), ("batch_size", "B", None), ("rN", "rN", ".2f"), ("rN_ci", "rN interval", _fmt_ci),
@@ -712,8 +794,6 @@ COLUMNS = [("run", "candidate", None), ("batch_size", "B", None), ("rN", "rN", "
 
 
 def _headline(plan: dict[str, Any]) -> str:
-    from rlbatch.analysis.accounting import batch_list
-
     rec = plan["recommended"]
     tgt = f"{plan['metric'] or 'score'} >= {plan['target']:g}" if plan.get("target") is not None else "the target"
     if rec is None:
@@ -746,8 +826,6 @@ def _headline(plan: dict[str, Any]) -> str:
 
 def to_markdown(plan: dict[str, Any]) -> str:
     """The plan as Markdown: the headline, the candidate table, one sentence per candidate, notes."""
-    from rlbatch.output import markdown_table
-
     lines = [f"**{_headline(plan)}**", "", markdown_table(plan["candidates"], COLUMNS), ""]
     lines += [f"- {c['sentence']}" for c in plan["candidates"]]
     if plan.get("aligned_family"):
@@ -764,8 +842,6 @@ def to_markdown(plan: dict[str, Any]) -> str:
 
 def print_plan(plan: dict[str, Any], fmt: str) -> None:
     """Print the plan as ``table`` (rich), ``markdown`` or ``json``."""
-    from rlbatch.output import console, print_json, rich_table
-
     if fmt == "json":
         print_json(plan)
         return

@@ -24,7 +24,19 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from rich.console import Group
+from rich.live import Live
+from rich.table import Table
+
+from rlbatch.analysis.curves import metric_frame
+from rlbatch.analysis.fit import fit_groups, sigmoid
+from rlbatch.analysis.interval import format_interval
+from rlbatch.analysis.study import Study
+from rlbatch.analysis.throughput import run_throughput
 from rlbatch.errors import UserError
+from rlbatch.plan import plan_runs
+from rlbatch.readers.collect import load_all
+from rlbatch.sweep.adaptive import eval_points, run_samples, stop_verdict
 
 SPARK = "▁▂▃▄▅▆▇█"
 
@@ -85,7 +97,6 @@ def snapshot(path: Path | str, *, target: float | None, metric: str = "eval/scor
              n_boot: int = 100) -> WatchUpdate:
     """Read ``path`` once and compute the view (:func:`predict`). Nothing readable yet is not an error: the update
     then carries a ``note`` and no configurations."""
-    from rlbatch.readers.collect import load_all
 
     path = Path(path)
     with warnings.catch_warnings():
@@ -103,17 +114,13 @@ def predict(runs: list, *, target: float | None, metric: str = "eval/score", upd
     """The view of ``runs`` (run-store :class:`rlbatch.runstore.Run` objects; module docstring): per configuration
     the scores, the fitted curve, samples-to-target and time-to-target with intervals, the throughput so far; for two
     or more batch sizes the plan's ranking with the adaptive loop's verdict."""
-    from rlbatch.analysis.accounting import estimate_configuration
-    from rlbatch.analysis.curves import group_seeds, metric_frame
-    from rlbatch.analysis.fit import fit_groups, sigmoid
-    from rlbatch.analysis.throughput import clock_basis, run_throughput
-    from rlbatch.sweep.adaptive import eval_points, run_samples, stop_verdict
 
     runs = [r for r in runs if len(r.metrics)]
     if not runs:
         return WatchUpdate(update, str(path), target, metric, "wall", [], note="no training step logged yet")
-    clock = clock_basis(runs)
-    groups = group_seeds(runs)
+    study = Study.of(runs, target, metric, n_boot=n_boot)  # the estimates the plan's ranking reads too
+    clock = study.basis
+    groups = study.groups
     fits: dict[str, Any] = {}
     if target is not None:
         try:
@@ -135,7 +142,7 @@ def predict(runs: list, *, target: float | None, metric: str = "eval/score", upd
                        elapsed_s=max(secs) if all(s is not None for s in secs) else None)
         fr = fits.get(name)
         if target is not None:
-            est = estimate_configuration(rs, target, metric, n_boot=n_boot, clock=clock)
+            est = study.configuration_estimate(rs)
             if est["reached"]:
                 v.samples_to_target, v.samples_to_target_ci, v.source = (est["samples_to_target"],
                                                                          _ci(est["samples_to_target_ci"]), "measured")
@@ -161,10 +168,8 @@ def predict(runs: list, *, target: float | None, metric: str = "eval/score", upd
         views.append(v)
     up = WatchUpdate(update, str(path), target, metric, clock, views)
     if target is not None and len({r.meta.batch_size for r in runs}) >= 2:
-        from rlbatch.plan import plan_runs
-
         try:
-            plan = plan_runs(runs, target, metric=metric, n_boot=n_boot, extend=False)
+            plan = plan_runs(runs, target, metric=metric, n_boot=n_boot, extend=False, study=study)
         except UserError as err:
             up.note = f"no plan yet: {err}"
         else:
@@ -189,9 +194,7 @@ def _num(x: float | None, spec: str = ".0f") -> str:
 
 
 def _iv(ci, spec: str = ".0f") -> str:
-    if not ci:
-        return ""
-    return f" [{_num(ci[0], spec)}, {_num(ci[1], spec) if ci[1] is not None else 'open'}]"
+    return f" [{format_interval(ci, spec, sep=', ', unbounded='open', missing='-')}]" if ci else ""
 
 
 def spark(values: list[float], lo: float, hi: float) -> str:
@@ -225,8 +228,6 @@ def line(up: WatchUpdate) -> str:
 def render(up: WatchUpdate):
     """The rich renderable of an update: one table of the configurations (score sparkline, fitted curve
     sparkline, predictions) and, for a sweep, the ranking."""
-    from rich.console import Group
-    from rich.table import Table
 
     t = Table(title=f"rlbatch watch {up.path} (update {up.update}, target {up.target}, clock {up.clock})")
     for col in ("configuration", "B", "samples", "score", "score vs samples (fit)", "samples-to-target",
@@ -286,7 +287,6 @@ def watch(path: Path | str, *, target: float | None = None, fmt: str = "auto", o
     updates: list[WatchUpdate] = []
     live = None
     if emit is None and fmt == "live":
-        from rich.live import Live
 
         live = Live(refresh_per_second=2)
         live.start()

@@ -36,14 +36,22 @@ import math
 import re
 import zlib
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 import pandas as pd
 
+from rlbatch.analysis.curves import (crossing, curve, ema_smooth, group_seeds, mean_last, moving_average,
+                                     samples_to_target, summarize_run)
+from rlbatch.analysis.interval import bootstrap_interval, format_interval
+from rlbatch.analysis.throughput import (clock_basis, configuration_timings, run_clock, run_throughput, step_seconds,
+                                         throughput_to_target, throughput_whole_run, time_at, timing_factors)
 from rlbatch.errors import UserError
 from rlbatch.runstore import Run
 from rlbatch.scaling import LRRetuning, detect_lr_rule
+
+#: A configuration estimator with :func:`estimate_configuration`'s signature (a study's memoised one, or that).
+Estimator = Callable[..., dict]
 
 #: Keys of one accounting row in JSON output (``rlbatch account --format json``).
 JSON_KEYS = ("run", "batch_size", "samples_to_target", "rN", "relative_throughput", "relative_time",
@@ -80,9 +88,9 @@ def account(runs: pd.DataFrame, reference: str) -> pd.DataFrame:
         x = rec.get("throughput_samples_per_s")
         x = float(x) if _finite_pos(x) else None
         if s is not None and t is not None:
-            x = s / t
+            x = throughput_to_target(s, t)
         elif s is not None and x is not None:
-            t = s / x
+            t = s / x  # T = S / X, the time the throughput column implies
         b = rec.get("batch_size")
         rows.append({"run": str(rec["run"]), "batch_size": int(b) if _finite_pos(b) else None,
                      "samples_to_target": s, "time_to_target_s": t if s is not None else None,
@@ -98,11 +106,9 @@ def account(runs: pd.DataFrame, reference: str) -> pd.DataFrame:
                         ref["time_to_target_s"]))
         x = r["throughput_samples_per_s"]
         if r["relative_throughput"] is None and x is not None:
-            r["relative_throughput"] = x / ref["throughput_samples_per_s"]
-        r["faster_than_reference"] = bool(r["relative_time"] is not None and r["relative_time"] < 1
-                                          and r["run"] != reference)
-        r["verdict"] = verdict_label(r["relative_time"], None, is_reference=r["run"] == reference,
-                                     reached=r["reached"])
+            r["relative_throughput"] = relative_throughput(x, ref["throughput_samples_per_s"])
+        label = verdict_label(r["relative_time"], None, is_reference=r["run"] == reference, reached=r["reached"])
+        r["faster_than_reference"], r["verdict"] = faster(label), label
     return pd.DataFrame(rows)
 
 
@@ -112,37 +118,47 @@ CONF = 0.95
 SMOOTH_WINDOW = 5
 
 
+# ----------------------------------------------------------------------------------------- the formulas, once each
+def sample_ratio(s: float, s_ref: float) -> float:
+    """rN = S / S_ref: the samples-to-target ratio (sample penalty) against the reference (Li et al. 2026)."""
+    return s / s_ref
+
+
+def relative_throughput(x: float, x_ref: float) -> float:
+    """The throughput gain X / X_ref against the reference (both retained samples per second)."""
+    return x / x_ref
+
+
+def relative_time(t: float, t_ref: float) -> float:
+    """Measured relative time-to-target T / T_ref (= rN / relative throughput, Li et al. 2026)."""
+    return t / t_ref
+
+
+def predicted_relative_time(rn: float, gain: float) -> float:
+    """Predicted relative time-to-target rN / throughput gain (Li et al. 2026: a configuration is faster than the
+    reference iff its throughput gain exceeds rN), for a candidate whose time-to-target is not measured."""
+    return rn / gain
+
+
 def ratios(s: float | None, t: float | None, s_ref: float, t_ref: float) -> dict[str, float | None]:
-    """``rN = s / s_ref``, ``relative_throughput = (s / t) / (s_ref / t_ref)``, ``relative_time = t / t_ref``
+    """:func:`sample_ratio`, :func:`relative_throughput` of :func:`throughput_to_target` and :func:`relative_time`
     (Li et al. 2026, end-to-end accounting). ``s``, ``s_ref``: samples-to-target (responses); ``t``, ``t_ref``:
     time-to-target (seconds). None where ``s`` or ``t`` is unknown; ``relative_throughput`` None when ``s`` or
     ``t`` is 0 (a target met at the first evaluation)."""
     out: dict[str, float | None] = {"rN": None, "relative_throughput": None, "relative_time": None}
     if s is not None:
-        out["rN"] = s / s_ref
+        out["rN"] = sample_ratio(s, s_ref)
     if s is not None and t is not None:
-        out["relative_time"] = t / t_ref
+        out["relative_time"] = relative_time(t, t_ref)
         if s > 0 and t > 0:
-            out["relative_throughput"] = (s / t) / (s_ref / t_ref)
+            out["relative_throughput"] = relative_throughput(throughput_to_target(s, t),
+                                                             throughput_to_target(s_ref, t_ref))
     return out
-
-
-def _ci(reps: np.ndarray | None, conf: float = CONF) -> list[float] | None:
-    """Percentile interval of bootstrap replicates (NaN dropped; +inf kept: an unbounded end is None in JSON)."""
-    if reps is None:
-        return None
-    r = np.asarray(reps, float)
-    r = r[~np.isnan(r)]
-    if len(r) < 20:
-        return None
-    q = (1 - conf) / 2
-    return [float(np.quantile(r, q)), float(np.quantile(r, 1 - q))]
 
 
 def _eval_noise(c: pd.DataFrame, metric: str, n_boot: int, rng: np.random.Generator) -> np.ndarray:
     """(n_boot, n) perturbed copies of one seed's curve ``c``: binomial noise when ``eval/n`` is logged, else the
     residuals around a centered moving average resampled."""
-    from rlbatch.analysis.curves import moving_average
 
     y = c[metric].to_numpy(float)
     n = len(y)
@@ -159,8 +175,6 @@ def seed_estimate(run: Run, target: float | None, metric: str = "eval/score", *,
                   sustained: bool = False, clock: str = "wall") -> dict[str, Any]:
     """One seed: ``samples_to_target`` (S, responses; None = not reached), ``time_to_target_s`` (T, seconds on
     ``clock``), ``samples`` / ``seconds`` (whole run), and the curve and clock the bootstrap perturbs."""
-    from rlbatch.analysis.curves import curve, samples_to_target
-    from rlbatch.analysis.throughput import run_clock, time_at
 
     c = curve(run, metric)
     clk = run_clock(run, clock)
@@ -187,8 +201,6 @@ def estimate_configuration(runs: Sequence[Run], target: float | None, metric: st
     reached, samples_to_target(_ci), samples_to_target_per_seed, time_to_target_s, time_to_target_ci,
     throughput_samples_per_s, throughput_ci, throughput_window ("to target" | "whole run"), clock``.
     """
-    from rlbatch.analysis.curves import crossing, ema_smooth
-    from rlbatch.analysis.throughput import step_seconds, time_at, timing_factors
 
     runs = list(runs)
     name = name or runs[0].run_id
@@ -233,24 +245,25 @@ def estimate_configuration(runs: Sequence[Run], target: float | None, metric: st
                     t_at = np.where(np.isfinite(S_b), time_at(items[0]["_clock"], np.where(np.isfinite(S_b), S_b,
                                                                                             0.0)), np.inf)
                 T_b = t_at * F[0]
-        est["samples_to_target_ci"] = _ci(S_b)
-        est["time_to_target_ci"] = _ci(T_b)
+        est["samples_to_target_ci"] = bootstrap_interval(S_b)
+        est["time_to_target_ci"] = bootstrap_interval(T_b)
     # throughput: to the target when reached (X = S / T), else over the whole run
     if timed and est["samples_to_target"] > 0 and est["time_to_target_s"] > 0:
-        est["throughput_samples_per_s"] = est["samples_to_target"] / est["time_to_target_s"]
+        est["throughput_samples_per_s"] = throughput_to_target(est["samples_to_target"], est["time_to_target_s"])
         with np.errstate(invalid="ignore", divide="ignore"):
-            X_b = np.where(np.isfinite(S_b) & np.isfinite(T_b), S_b / T_b, np.nan)
+            X_b = np.where(np.isfinite(S_b) & np.isfinite(T_b), throughput_to_target(S_b, T_b), np.nan)
     else:
         tot_s = np.array([np.nan if it["samples"] is None else it["samples"] for it in items])
         tot_t = np.array([np.nan if it["seconds"] is None else it["seconds"] for it in items])
         X_b = None
         if np.isfinite(tot_s).all() and np.isfinite(tot_t).all() and tot_t.sum() > 0 and tot_s.sum() > 0:
-            est["throughput_samples_per_s"] = float(tot_s.mean() / tot_t.mean())
+            est["throughput_samples_per_s"] = float(throughput_whole_run(tot_s.mean(), tot_t.mean()))
             est["throughput_window"] = "whole run"
             F = np.array([timing_factors(step_seconds(it["_clock"]), n_boot, rng) for it in items])
             idx = rng.integers(0, k, (n_boot, k)) if k >= 2 else np.zeros((n_boot, 1), dtype=int)
-            X_b = tot_s[idx].mean(axis=1) / (tot_t[idx] * F[idx, np.arange(n_boot)[:, None]]).mean(axis=1)
-    est["throughput_ci"] = _ci(X_b)
+            X_b = throughput_whole_run(tot_s[idx].mean(axis=1),
+                                       (tot_t[idx] * F[idx, np.arange(n_boot)[:, None]]).mean(axis=1))
+    est["throughput_ci"] = bootstrap_interval(X_b)
     est["_replicates"] = {"S": S_b, "T": T_b, "X": X_b}
     return est
 
@@ -271,12 +284,13 @@ def compare(est: dict[str, Any], ref: dict[str, Any]) -> dict[str, Any]:
         if t_ref:
             out["relative_time"] = r["relative_time"]
     if x is not None and xr:
-        out["relative_throughput"] = x / xr
+        out["relative_throughput"] = relative_throughput(x, xr)
     a, b = est.get("_replicates") or {}, ref.get("_replicates") or {}
     with np.errstate(invalid="ignore", divide="ignore"):
-        for key, rk in (("rN", "S"), ("relative_time", "T"), ("relative_throughput", "X")):
+        for key, rk, ratio in (("rN", "S", sample_ratio), ("relative_time", "T", relative_time),
+                               ("relative_throughput", "X", relative_throughput)):
             if out[key] is not None and a.get(rk) is not None and b.get(rk) is not None:
-                out[f"{key}_ci"] = _ci(a[rk] / b[rk])
+                out[f"{key}_ci"] = bootstrap_interval(ratio(a[rk], b[rk]))
     return out
 
 
@@ -298,6 +312,13 @@ def verdict_label(relative_time: float | None, ci: Sequence[float] | None, *, is
     if ci[0] > 1:
         return "slower"
     return "within noise"
+
+
+def faster(verdict: str) -> bool:
+    """``faster_than_reference``: whether the verdict (:func:`verdict_label`) is ``faster``, so the flag and the
+    verdict column never disagree (a point estimate below 1 whose interval contains 1 is ``within noise``, not
+    faster)."""
+    return verdict == "faster"
 
 
 #: Default tolerance of the aligned family: rN <= 1 + TOLERANCE (the plan's and the report's ``--tolerance``).
@@ -350,14 +371,24 @@ def _pick_reference(ests: dict[str, dict[str, Any]], groups: dict[str, list[Run]
                 return hits[0][1]
         raise UserError(f"unknown reference {reference!r}; configurations are: {', '.join(groups)} (or give a run "
                         "id or a batch size, e.g. B64)", field="reference")
-    ok = [(e["batch_size"] or float("inf"), e["lr_rule"] == "none", n) for n, e in ests.items()
-          if e["reached"] and e["samples_to_target"] and e["time_to_target_s"]]
-    return sorted(ok)[0][2] if ok else None
+    return default_reference((n, e["batch_size"], e["lr_rule"]) for n, e in ests.items()
+                             if e["reached"] and e["samples_to_target"] and e["time_to_target_s"])
+
+
+def default_reference(configs: Iterable[tuple[str, int | None, str | None]]) -> str | None:
+    """The default reference among eligible ``configs`` (name, batch size B, declared LR rule): the smallest batch,
+    one on a scaling rule before one whose rule is ``none`` or ``linear`` at equal B (a sweep's fixed-LR control),
+    then by name. The one default of the accounting, the plan (an accounting table, short probes) and the
+    asynchronous section; callers pass only the configurations that qualify (e.g. reached the target with a
+    clock). None when there is none."""
+    ranked = sorted((b or float("inf"), rule in ("none", "linear"), str(name)) for name, b, rule in configs)
+    return ranked[0][2] if ranked else None
 
 
 def account_runs(runs: Sequence[Run], target: float, metric: str = "eval/score", reference: Any = None, *,
                  ema: float | None = None, sustained: bool = False, clock: str = "auto",
-                 n_boot: int = N_BOOT, allow_unreached_reference: bool = False) -> dict[str, Any]:
+                 n_boot: int = N_BOOT, allow_unreached_reference: bool = False,
+                 estimate: Estimator | None = None) -> dict[str, Any]:
     """The accounting of ``runs`` at ``target``: seeds grouped into configurations
     (:func:`rlbatch.analysis.curves.group_seeds`), each estimated (:func:`estimate_configuration`) and compared
     with the reference (:func:`compare`), the verdict per configuration (:func:`verdict_label`) and the
@@ -368,19 +399,18 @@ def account_runs(runs: Sequence[Run], target: float, metric: str = "eval/score",
     "estimates": {name: estimate}}``. Raises :class:`UserError` for an unknown reference, or one that did not
     reach the target after training began (its samples-to-target is 0 or None); with
     ``allow_unreached_reference`` (the plan's short probes) a reference that has not reached the target is kept and
-    its comparisons are None."""
-    from rlbatch.analysis.curves import group_seeds
-    from rlbatch.analysis.throughput import clock_basis
-
+    its comparisons are None. ``estimate``: where the configurations' estimates come from (a
+    :class:`rlbatch.analysis.study.Study`'s :meth:`~rlbatch.analysis.study.Study.estimate`, which computes each
+    configuration's bootstrap once per study); default :func:`estimate_configuration`."""
     runs = list(runs)
     basis = clock_basis(runs, clock)
     groups = group_seeds(runs)
-    ests = {name: estimate_configuration(rs, target, metric, ema=ema, sustained=sustained, clock=basis,
-                                         n_boot=n_boot, name=name) for name, rs in groups.items()}
+    est_of = estimate or estimate_configuration
+    ests = {name: est_of(rs, target, metric, ema=ema, sustained=sustained, clock=basis, n_boot=n_boot, name=name)
+            for name, rs in groups.items()}
     ref = _pick_reference(ests, groups, reference)
     if ref is None and allow_unreached_reference:  # short probes: the smallest batch on an LR rule
-        ref = sorted((e["batch_size"] or float("inf"), e["lr_rule"] in ("none", "linear"), n)
-                     for n, e in ests.items())[0][2]
+        ref = default_reference((n, e["batch_size"], e["lr_rule"]) for n, e in ests.items())
     if ref is not None and not (allow_unreached_reference and not ests[ref]["reached"]):
         e = ests[ref]
         if not e["reached"]:
@@ -402,10 +432,9 @@ def account_runs(runs: Sequence[Run], target: float, metric: str = "eval/score",
                                  "samples_to_target_per_seed", "time_to_target_s", "time_to_target_ci",
                                  "throughput_samples_per_s", "throughput_ci", "throughput_window", "best_score")}
         row = {"run": name, **row, **c, "runs": e["runs"], "reached": e["reached"]}
-        row["faster_than_reference"] = bool(name != ref and row["relative_time"] is not None
-                                            and row["relative_time"] < 1)
-        row["verdict"] = verdict_label(row["relative_time"], row["relative_time_ci"], is_reference=name == ref,
-                                       reached=e["reached"])
+        label = verdict_label(row["relative_time"], row["relative_time_ci"], is_reference=name == ref,
+                              reached=e["reached"])
+        row["faster_than_reference"], row["verdict"] = faster(label), label
         rows.append(row)
     ref_ok = ref is not None and ests[ref]["reached"] and bool(ests[ref]["samples_to_target"])
     h = headline(rows, ref if ref_ok else None, metric, target, runs)
@@ -465,10 +494,7 @@ ROW_KEYS = ("run", "batch_size", "samples_to_target", "samples_to_target_ci", "t
 
 
 def _iv(ci: Sequence[float] | None, spec: str = ".2f") -> str:
-    if not ci:
-        return ""
-    lo, hi = ci
-    return f" (95% CI {format(lo, spec)}–{format(hi, spec) if hi is not None and math.isfinite(hi) else '∞'})"
+    return f" (95% CI {format_interval(ci, spec)})" if ci else ""
 
 
 def intervals_overlap(a: Sequence[float] | None, b: Sequence[float] | None, pa: float, pb: float) -> bool:
@@ -611,9 +637,16 @@ def clock_note(clock: str) -> str:
     return "Time is the logged wall-clock (time/wall_s, evaluation excluded where the log allows)."
 
 
+def summary_of(acc: dict[str, Any]) -> dict[str, Any]:
+    """One comparison group's :func:`account_runs` result in :func:`accounting_summary`'s form."""
+    return {"accounting": acc["rows"], "reference": acc["reference"], "recommendation": acc["recommendation"],
+            "headline": acc["headline"], "within_noise": acc["within_noise"], "clock": acc["clock"],
+            "aggregation": AGGREGATION, "lr_retuning": acc["lr_retuning"]}
+
+
 def accounting_summary(runs: Sequence[Run], target: float, metric: str = "eval/score", reference: Any = None, *,
                        ema: float | None = None, sustained: bool = False, clock: str = "auto",
-                       n_boot: int = N_BOOT) -> dict[str, Any]:
+                       n_boot: int = N_BOOT, estimate: Estimator | None = None) -> dict[str, Any]:
     """The accounting as ``rlbatch analyze`` and the report give it: :func:`account_runs` per comparison group
     (:func:`comparison_groups`: runs of different models, tasks or algorithms are never compared with each other).
 
@@ -622,12 +655,8 @@ def accounting_summary(runs: Sequence[Run], target: float, metric: str = "eval/s
     runs}] (several groups only)}``. Raises :class:`UserError` as :func:`account_runs`."""
     groups = comparison_groups(runs)
     if len(groups) == 1:
-        acc = account_runs(runs, target, metric, reference, ema=ema, sustained=sustained, clock=clock,
-                           n_boot=n_boot)
-        return {"accounting": acc["rows"], "reference": acc["reference"], "recommendation": acc["recommendation"],
-                "headline": acc["headline"], "within_noise": acc["within_noise"], "clock": acc["clock"],
-                "aggregation": AGGREGATION, "lr_retuning": acc["lr_retuning"]}
-    from rlbatch.analysis.curves import group_seeds
+        return summary_of(account_runs(runs, target, metric, reference, ema=ema, sustained=sustained, clock=clock,
+                                       n_boot=n_boot, estimate=estimate))
 
     rows, comps, texts, clocks = [], [], [], set()
     key = None if reference is None else str(reference)
@@ -642,7 +671,7 @@ def accounting_summary(runs: Sequence[Run], target: float, metric: str = "eval/s
         mine = key is not None and (owner is None or owner == (model, task, alg))
         try:
             acc = account_runs(rs, target, metric, reference if mine else None, ema=ema, sustained=sustained,
-                               clock=clock, n_boot=n_boot)
+                               clock=clock, n_boot=n_boot, estimate=estimate)
         except UserError as err:
             if owner == (model, task, alg):
                 raise
@@ -667,7 +696,6 @@ def seed_rows(groups: dict[str, list[Run]], rows: list[dict[str, Any]] | None = 
     """Per configuration (the report's seed table): seeds, how many reached the target, each seed's
     samples-to-target with their min and max (from the accounting ``rows`` of :func:`account_runs`, so the same
     numbers), mean first and last score, mean retained / generated samples."""
-    from rlbatch.analysis.curves import curve, mean_last
 
     by = {r["run"]: r for r in rows or []}
     out = []
@@ -696,8 +724,6 @@ def configuration_summaries(groups: dict[str, list[Run]], rows: list[dict[str, A
     ``steps``, ``seconds``, ``step_s``, ``gen_share`` (:func:`rlbatch.analysis.throughput.configuration_timings`),
     ``throughput_samples_per_s`` and ``throughput_ci`` (whole run, :func:`estimate_configuration` without a
     target), ``grad_norm_actor_mean`` / ``grad_norm_critic_mean`` (mean over seeds of each run's mean), ``clock``."""
-    from rlbatch.analysis.curves import summarize_run
-    from rlbatch.analysis.throughput import configuration_timings
 
     timing = {t["config"]: t for t in configuration_timings(groups, clock)}
     out = []
@@ -848,22 +874,11 @@ def read_accounting_csv(path: Path | str) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def accounting_for_runs(runs: Sequence[Run], target: float, metric: str = "eval/score", reference: Any = None,
-                        ema: float | None = None, sustained: bool = False,
-                        clock: str = "auto") -> tuple[list[dict], str | None, str]:
-    """``(rows, reference, recommendation)`` of :func:`account_runs` (seeds of a configuration grouped): the short
-    form the benchmarks and tests use."""
-    acc = account_runs(runs, target, metric, reference, ema=ema, sustained=sustained, clock=clock)
-    return acc["rows"], acc["reference"], acc["recommendation"]
-
-
 def run_summaries(runs: Sequence[Run], clock: str = "auto", n_boot: int = 300) -> list[dict[str, Any]]:
     """Per-run summaries (:func:`rlbatch.analysis.curves.summarize_run`) whose throughput is the accounting's:
     whole-run retained samples per second on the accounting's clock (:func:`estimate_configuration`), with
     ``throughput_ci``, ``clock`` and ``time_s`` (the whole run's seconds on that clock; ``wall_clock_s`` stays the
     logged wall-clock)."""
-    from rlbatch.analysis.curves import summarize_run
-    from rlbatch.analysis.throughput import clock_basis, run_throughput
 
     runs = list(runs)
     basis = clock_basis(runs, clock) if runs else "wall"

@@ -8,14 +8,16 @@ the target has no samples-to-target: ``None``, never infinity or zero.
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from rlbatch.analysis.samples import X, policy_offset  # noqa: F401 (re-exported)
+from rlbatch.analysis.samples import X, policy_offset
+from rlbatch.analysis.throughput import run_clock, run_throughput, time_at
 from rlbatch.errors import UserError
-from rlbatch.runstore import Run, run_order
+from rlbatch.runstore import Run, make_meta, run_order
 
 
 def ema_smooth(values: np.ndarray, weight: float) -> np.ndarray:
@@ -158,8 +160,6 @@ def summarize_run(run: Run) -> dict[str, Any]:
     the peak), ``step_source`` (where the step numbers came from), ``steps_in_file`` and ``resumed_from_step`` (a
     resumed log), ``group_size_source`` (e.g. verl's default G = 1), ``notes``.
     """
-    from rlbatch.analysis.throughput import run_throughput
-
     m, ev, meta = run.metrics, run.evals, run.meta
     steps = int(m["step"].max()) if len(m) and "step" in m.columns else 0
     samples = _last(m, "samples/retained")
@@ -202,8 +202,6 @@ def summarize_run(run: Run) -> dict[str, Any]:
 
 def seedless_id(run_id: str) -> str:
     """A run id without its seed suffix: ``B64-G8-sqrt-s2`` / ``run_seed1`` -> ``B64-G8-sqrt`` / ``run``."""
-    import re
-
     return re.sub(r"[-_](s|seed)\d+$", "", run_id)
 
 
@@ -252,9 +250,6 @@ def aggregate_seeds(runs: list[Run], name: str, metric: str = "eval/score", x: s
     point's samples (:func:`rlbatch.analysis.throughput.time_at`). ``metrics``: numeric per-step columns averaged
     over the seeds that have each step. Metadata: the first run's, with ``seed`` None and ``seeds`` / ``n_seeds``
     added. A single run keeps its own curve (with :data:`CLOCK_X` added)."""
-    from rlbatch.analysis.throughput import run_clock, time_at
-    from rlbatch.runstore import make_meta
-
     first = runs[0]
     meta = make_meta(None, **{**first.meta.model_dump(mode="json"), "run_id": name, "seed": None,
                               "seeds": [r.meta.seed for r in runs], "n_seeds": len(runs)})

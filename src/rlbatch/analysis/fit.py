@@ -40,6 +40,12 @@ import zlib
 from typing import Any, Sequence
 
 import numpy as np
+from scipy.optimize import least_squares
+from scipy.stats import chi2
+
+from rlbatch.analysis.accounting import sample_ratio
+from rlbatch.analysis.curves import crossing, curve
+from rlbatch.analysis.interval import bootstrap_interval, format_interval
 
 X = "samples/retained"
 #: Two-sided level of the fit's intervals: 80% (extrapolated predictions from short probes are wide; an 80% interval
@@ -70,7 +76,6 @@ def invert(target: float, r0: float, a: float, c_mid: float, b: float) -> float:
 
 
 def _fit_points(xs: np.ndarray, ys: np.ndarray, hi: float, p0: Sequence[float] | None = None) -> np.ndarray | None:
-    from scipy.optimize import least_squares
 
     pos = xs[xs > 0]
     if len(pos) < 3:
@@ -126,7 +131,6 @@ def _predicted_crossing(curves, resid, q, target: float, horizon: float, rng: np
     """(draws,) mean over seeds of each seed's first crossing of ``target`` (as the accounting measures it:
     :func:`rlbatch.analysis.curves.crossing`) on its observed points followed by the fitted curve ``q`` plus
     residuals of that seed in blocks at its future evaluations; +inf where some seed never crosses by ``horizon``."""
-    from rlbatch.analysis.curves import crossing
 
     per = []
     for (x, y), e in zip(curves, resid):
@@ -136,15 +140,6 @@ def _predicted_crossing(curves, resid, q, target: float, horizon: float, rng: np
         c = crossing(np.concatenate([x, ext]), ys, target)
         per.append(np.where(np.isnan(c), np.inf, c))
     return np.mean(per, axis=0)
-
-
-def _quantiles(v: np.ndarray, conf: float) -> list[float] | None:
-    v = np.asarray(v, float)
-    v = v[~np.isnan(v)]
-    if len(v) < 20:
-        return None
-    lo = (1 - conf) / 2
-    return [float(np.quantile(v, lo, method="inverted_cdf")), float(np.quantile(v, 1 - lo, method="inverted_cdf"))]
 
 
 def _inflation(curves: Sequence[tuple[np.ndarray, np.ndarray]], fitted: Sequence[np.ndarray], s2: float) -> float:
@@ -184,8 +179,6 @@ def profile_interval(curves: Sequence[tuple[np.ndarray, np.ndarray]], target: fl
     the best one below the target, where plausible), ``reach_possible_from`` (the earliest crossing of a reaching
     curve plausible at :data:`REJECT_CONF`, None when none is: the evidence for "never"), ``params`` (the best
     fit), ``inflation``}."""
-    from scipy.optimize import least_squares
-    from scipy.stats import chi2
 
     xs = np.concatenate([c[0] for c in curves])
     ys = np.concatenate([c[1] for c in curves])
@@ -385,29 +378,18 @@ def fit_configuration(curves: Sequence[tuple[np.ndarray, np.ndarray]], target: f
     if target is not None:
         s = float(np.median(_predicted_crossing(curves, resid, p, target, horizon, rng, 200)))
     reaches = s is not None and math.isfinite(s)
-    a_ci = _quantiles(np.array(A_b), conf)
+    a_ci = bootstrap_interval(np.array(A_b), conf, "inverted_cdf")
     out = {"params": {"R0": r0, "A": a, "C_mid": cm, "b": b}, "A_ci": a_ci,
            "mean_curve_samples_to_target": s_mean if s_mean is not None and math.isfinite(s_mean) else None,
            "samples_to_target": s if reaches else None,
-           "samples_to_target_ci": _quantiles(S_b, conf) if target is not None else None,
+           "samples_to_target_ci": bootstrap_interval(S_b, conf, "inverted_cdf") if target is not None else None,
            "reaches": reaches, "reason": None, "rmse": rmse, "n_points": int(len(xs)), "n_seeds": k,
            "x_max": float(xs.max()), "target": target, "_replicates": S_b if target is not None else None}
     if target is not None and not reaches:
-        out["reason"] = (f"fitted asymptote A = {a:.3g}" + (f" ({conf:.0%} CI {a_ci[0]:.3g}-{a_ci[1]:.3g})" if a_ci else "")
+        out["reason"] = (f"fitted asymptote A = {a:.3g}" + (f" ({conf:.0%} CI {format_interval(a_ci, '.3g', sep='-', unbounded='inf')})" if a_ci else "")
                          + f" with evaluation noise {rmse:.2g} does not reach the target {target:g} within "
                          f"{horizon:.3g} samples")
     return _finish(out, curves, target, conf, horizon)
-
-
-def fit_runs(runs: Sequence[Any], target: float | None, metric: str = "eval/score", **kw: Any) -> dict[str, Any] | None:
-    """:func:`fit_configuration` over the seeds ``runs`` (run-store runs) of one configuration, curves from
-    :func:`rlbatch.analysis.curves.curve` (PPO critic warm-up excluded); ``name`` defaults to the first run id."""
-    from rlbatch.analysis.curves import curve
-
-    cs = [curve(r, metric) for r in runs]
-    cs = [(c[X].to_numpy(float), c[metric].to_numpy(float)) for c in cs if len(c)]
-    kw.setdefault("name", runs[0].run_id if runs else "")
-    return fit_configuration(cs, target, **kw)
 
 
 def rn_from_fits(fit: dict[str, Any], ref_s: float, ref_reps: np.ndarray | None, conf: float = CONF,
@@ -422,9 +404,10 @@ def rn_from_fits(fit: dict[str, Any], ref_s: float, ref_reps: np.ndarray | None,
     s = fit.get("samples_to_target")
     if s is None or not ref_s:
         return None, None
+    rn = sample_ratio(s, ref_s)
     a = fit.get("_replicates")
     if a is None or len(a) < 20 or ref_reps is None or len(ref_reps) < 20:
-        return s / ref_s, None
+        return rn, None
     r = np.asarray(ref_reps, float)
     paired = ref_fit is not None and fit.get("_joint") is not None and fit.get("_joint") is ref_fit.get("_joint") \
         and len(r) == len(a)
@@ -432,16 +415,15 @@ def rn_from_fits(fit: dict[str, Any], ref_s: float, ref_reps: np.ndarray | None,
         rng = np.random.default_rng(len(a))
         r = r[rng.integers(0, len(r), len(a))]
     with np.errstate(invalid="ignore", divide="ignore"):
-        q = np.asarray(a, float) / r
+        q = sample_ratio(np.asarray(a, float), r)
     q = q[~np.isnan(q)]
     if len(q) < 20:
-        return s / ref_s, None
-    ci = _quantiles(q, conf)
+        return rn, None
+    ci = bootstrap_interval(q, conf, "inverted_cdf")
     own = fit.get("samples_to_target_ci")
     if ci is not None and own and own[0] > 0:
         # at least as wide as the candidate's own interval (bootstrap u profile) over S_ref, with an extrapolated
         # reference's own interval (``ref_fit``) added in quadrature on the log scale (independent errors)
-        rn = s / ref_s
         rci = (ref_fit or {}).get("samples_to_target_ci") or [ref_s, ref_s]
         with np.errstate(divide="ignore"):
             d_lo = math.hypot(math.log(s / min(own[0], s)), math.log(max(rci[1], ref_s) / ref_s))
@@ -451,14 +433,13 @@ def rn_from_fits(fit: dict[str, Any], ref_s: float, ref_reps: np.ndarray | None,
     if ci is not None:  # an undetermined (NaN) end is open: 0 below, +inf above
         ci = [ci[0] if math.isfinite(ci[0]) or ci[0] == math.inf else 0.0,
               ci[1] if not math.isnan(ci[1]) else math.inf]
-    return s / ref_s, ci
+    return rn, ci
 
 
 def _fit_joint(pooled: Sequence[tuple[np.ndarray, np.ndarray]], hi: float, p0: np.ndarray | None = None
                ) -> np.ndarray | None:
     """Joint least squares over K configurations with a shared start R0 and steepness b and per-configuration A_k,
     C_mid,k: ``pooled[k] = (xs, ys)`` (all seeds of configuration k). Returns (K, 4) rows (R0, A_k, C_mid,k, b)."""
-    from scipy.optimize import least_squares
 
     K = len(pooled)
     xmax = [float(x.max()) if len(x) and x.max() > 0 else 1.0 for x, _ in pooled]
@@ -534,19 +515,19 @@ def fit_configurations(curves: dict[str, Sequence[tuple[np.ndarray, np.ndarray]]
             if target is not None else None
         s_mean = invert(target, r0, a, cm, b) if target is not None else None
         reaches = s is not None and math.isfinite(s)
-        a_ci = _quantiles(np.array(A_b[n]), conf)
+        a_ci = bootstrap_interval(np.array(A_b[n]), conf, "inverted_cdf")
         sb = np.array(S_b[n], float)
         rmse = float(np.sqrt(np.mean(np.concatenate(resid[n]) ** 2)))
         res = {"params": {"R0": r0, "A": a, "C_mid": cm, "b": b}, "A_ci": a_ci, "shared": ["R0", "b"],
                "_joint": token,
                "mean_curve_samples_to_target": s_mean if s_mean is not None and math.isfinite(s_mean) else None,
                "samples_to_target": s if reaches else None,
-               "samples_to_target_ci": _quantiles(sb, conf) if target is not None else None,
+               "samples_to_target_ci": bootstrap_interval(sb, conf, "inverted_cdf") if target is not None else None,
                "reaches": reaches, "reason": None, "rmse": rmse, "n_points": int(len(pooled[k][0])),
                "n_seeds": len(cv[n]), "x_max": float(pooled[k][0].max()), "target": target,
                "_replicates": sb if target is not None else None}
         if target is not None and not reaches:
-            res["reason"] = (f"fitted asymptote A = {a:.3g}" + (f" ({conf:.0%} CI {a_ci[0]:.3g}-{a_ci[1]:.3g})"
+            res["reason"] = (f"fitted asymptote A = {a:.3g}" + (f" ({conf:.0%} CI {format_interval(a_ci, '.3g', sep='-', unbounded='inf')})"
                                                                   if a_ci else "")
                              + f" with evaluation noise {rmse:.2g} does not reach the target {target:g} within "
                              f"{hz:.3g} samples")
@@ -558,7 +539,6 @@ def fit_groups(groups: dict[str, Sequence[Any]], target: float | None, metric: s
                ) -> dict[str, dict[str, Any] | None]:
     """:func:`fit_configurations` over run-store configurations ``{name: seeds (runs)}``, curves from
     :func:`rlbatch.analysis.curves.curve`."""
-    from rlbatch.analysis.curves import curve
 
     cs = {}
     for n, rs in groups.items():

@@ -25,7 +25,11 @@ from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
+from rlbatch.analysis.accounting import compare, estimate_configuration
+from rlbatch.analysis.curves import curve
+from rlbatch.analysis.interval import percentile_interval
 from rlbatch.errors import UserError
 
 INV_SQRT2 = 1.0 / math.sqrt(2.0)
@@ -185,10 +189,9 @@ def b_simple_by_batch(runs: Sequence[Any], n_boot: int = 1000, seed: int = 0, bl
                 st += tr[k][idx].sum()
                 cnt += n
             reps[i] = st / sg if sg > 0 else np.inf
-        q = (1 - conf) / 2
         big = np.finfo(float).max  # an unbounded replicate (mean |G|^2 <= 0): beyond any finite value
         reps = np.where(np.isfinite(reps), reps, big)
-        lo, hi = (float(np.quantile(reps, v, method="nearest")) for v in (q, 1 - q))
+        lo, hi = percentile_interval(reps, conf, "nearest")
         row["ci"] = [lo if lo < big else None, hi if hi < big else None]
         if row["ci"][0] is None:
             row["ci"], row["reason"] = None, "most resamples have a mean |G|^2 <= 0: no bounded interval"
@@ -275,31 +278,6 @@ def grpo_noise_split(sq_micro: float, sq_prompt: float, sq_big: float, responses
 
 
 # --------------------------------------------------------------------------------------------------- bootstrap
-def bootstrap_ci(samples: Sequence[Any], statistic: Callable[[list], float] = None, n_boot: int = 2000,
-                 conf: float = 0.95, seed: int = 0) -> tuple[float, float]:
-    """Percentile bootstrap interval of ``statistic`` over ``samples`` (e.g. one item per seed).
-
-    ``samples`` is any sequence (numbers, runs, tuples); ``statistic`` maps a resampled list to a float (default: the
-    mean of numbers). Resamples whose statistic is not finite are dropped. Returns ``(lo, hi)``, NaN when fewer than
-    two samples. Deterministic for a given ``seed``. Source: Efron & Tibshirani (1993), percentile interval.
-    """
-    items = list(samples)
-    if len(items) < 2:
-        return (float("nan"), float("nan"))
-    stat = statistic or (lambda xs: float(np.mean(xs)))
-    rng = np.random.default_rng(seed)
-    vals = []
-    for _ in range(n_boot):
-        idx = rng.integers(0, len(items), len(items))
-        v = stat([items[i] for i in idx])
-        if v is not None and np.isfinite(v):
-            vals.append(v)
-    if not vals:
-        return (float("nan"), float("nan"))
-    q = (1 - conf) / 2
-    return (float(np.quantile(vals, q)), float(np.quantile(vals, 1 - q)))
-
-
 def bootstrap_grouped(groups: dict[Any, Sequence[Any]], statistic: Callable[[dict], float], n_boot: int = 1000,
                       conf: float = 0.95, seed: int = 0) -> tuple[float, float]:
     """Percentile bootstrap resampling *within* each group (e.g. seeds within each batch size) at once.
@@ -319,8 +297,7 @@ def bootstrap_grouped(groups: dict[Any, Sequence[Any]], statistic: Callable[[dic
             vals.append(s)
     if not vals:
         return (float("nan"), float("nan"))
-    q = (1 - conf) / 2
-    return (float(np.quantile(vals, q)), float(np.quantile(vals, 1 - q)))
+    return percentile_interval(vals, conf)
 
 
 # --------------------------------------------------------------------------------------------------- grad norm vs B
@@ -376,9 +353,10 @@ def doubling_ratio_flag(ratio: float, batch_ratio: float = 2.0, tol: float = 0.0
     return abs(ratio / expected - 1.0) > tol
 
 
-def _loglog_fit(b: np.ndarray, v: np.ndarray, conf: float) -> dict[str, Any]:
-    from scipy import stats
-
+def loglog_fit(b: np.ndarray, v: np.ndarray, conf: float) -> dict[str, Any]:
+    """Least-squares line of log ``v`` against log ``b`` (1-D arrays of equal length, positive): ``slope`` with its
+    t-interval at ``conf`` (``slope_ci``; NaN with two points), ``intercept``, ``r2``, ``n_points``; all NaN with
+    fewer than two distinct ``b``. The report draws the fitted line of :func:`fit_grad_norm_scaling` with it."""
     lb, lv = np.log(b), np.log(v)
     n = len(lb)
     if n < 2 or np.ptp(lb) == 0:
@@ -448,8 +426,8 @@ def fit_grad_norm_scaling(runs_or_frame: Any, metric: str = "grad_norm/actor", *
     fit_range = "below the knee"
     if fit_batches is not None and np.isin(bs, list(fit_batches)).sum() >= 2:
         inside, fit_range = np.isin(bs, list(fit_batches)), "given"
-    fit = _loglog_fit(bs[inside], vs[inside], conf)
-    fit_all = _loglog_fit(bs, vs, conf)
+    fit = loglog_fit(bs[inside], vs[inside], conf)
+    fit_all = loglog_fit(bs, vs, conf)
     out: dict[str, Any] = {
         "metric": metric, "window": list(window) if window is not None else None,
         "points": [{"batch_size": int(b), "value": float(v), "n_runs": int(n)}
@@ -463,7 +441,7 @@ def fit_grad_norm_scaling(runs_or_frame: Any, metric: str = "grad_norm/actor", *
         def slope_of(res: dict) -> float:
             kb = np.array(sorted(res), float)
             kv = np.array([np.exp(np.mean(np.log(res[int(k)]))) for k in kb])
-            return _loglog_fit(kb, kv, conf)["slope"]
+            return loglog_fit(kb, kv, conf)["slope"]
         out["slope_ci_bootstrap"] = list(bootstrap_grouped(groups, slope_of, n_boot=n_boot, conf=conf, seed=seed))
     else:
         out["slope_ci_bootstrap"] = None
@@ -472,13 +450,12 @@ def fit_grad_norm_scaling(runs_or_frame: Any, metric: str = "grad_norm/actor", *
 
 # --------------------------------------------------------------------------------------------------- G x P equivalence
 def _curve(run: Any, metric: str, x: str = X) -> pd.DataFrame:
-    from rlbatch.analysis.curves import curve
-
     return curve(run, metric, x)
 
 
 def gp_equivalence(runs: Sequence[Any], metric: str = "eval/score", target: float | None = None,
-                   grid_points: int = 50, x: str = X) -> list[dict[str, Any]]:
+                   grid_points: int = 50, x: str = X,
+                   estimate: Callable[[list[Any]], dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     """G x P equivalence: runs with the same B = P x G but different (P, G), compared on the retained-sample axis.
 
     Runs are grouped by batch size; within a group each distinct (P, G) is one configuration (several seeds of it are
@@ -487,6 +464,10 @@ def gp_equivalence(runs: Sequence[Any], metric: str = "eval/score", target: floa
     range both cover (linear interpolation; units of ``metric``), and, when ``target`` is given, ``rN`` =
     samples-to-target / the reference's (None when either never reaches it). Source: Li et al. 2026 (equal P x G
     runs overlay on the retained-sample axis).
+
+    ``estimate``: a configuration's runs -> its accounting estimate (a study's
+    :meth:`rlbatch.analysis.study.Study.configuration_estimate`, so the report bootstraps each configuration once);
+    default :func:`rlbatch.analysis.accounting.estimate_configuration` at ``target``.
 
     Returns one dict per compared configuration: batch_size, reference (P, G), prompts_per_step, group_size, runs,
     max_deviation, mean_deviation, rN, rN_ci (bootstrap over seeds when several seeds exist).
@@ -519,10 +500,11 @@ def gp_equivalence(runs: Sequence[Any], metric: str = "eval/score", target: floa
                 dev = np.abs(yk - yr)
                 row["max_deviation"], row["mean_deviation"] = float(dev.max()), float(dev.mean())
             if target is not None:  # the accounting's rN (rlbatch.analysis.accounting)
-                from rlbatch.analysis.accounting import compare, estimate_configuration
-
-                e_ref = estimate_configuration(cfgs[ref], target, metric, n_boot=500, name=f"B{b}-P{ref[1]}")
-                e_k = estimate_configuration(cfgs[k], target, metric, n_boot=500, name=f"B{b}-P{k[1]}")
+                if estimate is None:
+                    e_ref = estimate_configuration(cfgs[ref], target, metric, n_boot=500, name=f"B{b}-P{ref[1]}")
+                    e_k = estimate_configuration(cfgs[k], target, metric, n_boot=500, name=f"B{b}-P{k[1]}")
+                else:
+                    e_ref, e_k = estimate(cfgs[ref]), estimate(cfgs[k])
                 if e_ref["reached"] and e_ref["samples_to_target"]:
                     c = compare(e_k, e_ref)
                     row["rN"], row["rN_ci"] = c["rN"], c["rN_ci"]

@@ -12,7 +12,9 @@ import math
 from typing import Any, Sequence
 
 import numpy as np
+from scipy.optimize import minimize_scalar
 
+from rlbatch.analysis.noise import b_simple_overall, b_simple_smoothed, fit_grad_norm_scaling
 from rlbatch.errors import UserError
 from rlbatch.runstore import Run
 
@@ -35,8 +37,6 @@ def fit_b_noise(points: Sequence[tuple[float, float]], reference_batch: float) -
     """Least-squares fit (in log rN) of B_noise to measured ``(batch_size, rN)`` pairs under
     :func:`noise_model_rn`. Returns B_noise in responses; ``inf`` when no penalty is seen (the best fit has
     1/B_noise = 0); NaN without points. Source: McCandlish et al. 2018, eq. 2.11."""
-    from scipy.optimize import minimize_scalar
-
     pts = [(float(b), float(r)) for b, r in points if _finite(b) and _finite(r) and r > 0 and b != reference_batch]
     if not pts:
         return float("nan")
@@ -101,8 +101,6 @@ def b_noise_from_gradients(runs: Sequence[Run]) -> dict[str, Any] | None:
     (interval: min-max over runs, or the 10-90% range of its positive smoothed values over the second half of a
     single run),
     else the grad-norm vs B fit |g_B|^2 = |G|^2 + tr(Sigma)/B (B_noise = tr(Sigma)/|G|^2). None when neither."""
-    from rlbatch.analysis.noise import b_simple_overall, b_simple_smoothed, fit_grad_norm_scaling
-
     vals, spreads = [], []
     for r in runs:
         v = b_simple_overall(r.metrics)

@@ -19,7 +19,9 @@ from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
+from rlbatch.analysis.samples import X, policy_offset
 from rlbatch.errors import UserError
 
 
@@ -27,6 +29,20 @@ from rlbatch.errors import UserError
 #: ``cpu`` (the cumulative sum of ``time/cpu_s``, the trainer's process CPU seconds per step).
 CLOCKS = ("wall", "cpu")
 PHASES = ("time/gen_s", "time/reward_s", "time/train_s")
+
+
+def throughput_to_target(s: float, t: float) -> float:
+    """Throughput up to the target, X = S / T: retained samples per second from the start to the crossing
+    (``s``: samples-to-target, responses; ``t``: time-to-target, seconds; Li et al. 2026, end-to-end accounting).
+    Arrays work element-wise (bootstrap replicates)."""
+    return s / t
+
+
+def throughput_whole_run(samples: float, seconds: float) -> float:
+    """Throughput over a whole run (or any span of steps): its retained samples / its seconds on the study's clock
+    (the run and configuration tables' column, the time model's points, and the accounting's throughput of a
+    configuration that has not reached the target). Arrays work element-wise."""
+    return samples / seconds
 
 
 def clock_basis(runs: Sequence[Any], requested: str = "auto") -> str:
@@ -72,8 +88,6 @@ def run_clock(run: Any, basis: str = "wall") -> tuple[np.ndarray, np.ndarray] | 
     kept), ``seconds`` cumulative on ``basis`` (``wall``: ``time/wall_s``, else the sum of ``time/step_s``; ``cpu``:
     the sum of ``time/cpu_s``; without either wall column, the sum of the phases ``time/gen_s`` + ``time/reward_s``
     + ``time/train_s``). Equal sample values keep the last point. None without samples or clock."""
-    from rlbatch.analysis.samples import X, policy_offset
-
     m = run.metrics
     if not isinstance(m, pd.DataFrame) or X not in m.columns or not len(m):
         return None
@@ -149,7 +163,8 @@ def run_throughput(run: Any, basis: str = "wall", upto: float | None = None) -> 
     xs, ts = c
     s = float(xs[-1]) if upto is None else float(upto)
     t = time_at(c, s)
-    return {"throughput_samples_per_s": s / t if t and t > 0 and s > 0 else None, "samples": s, "seconds": t,
+    return {"throughput_samples_per_s": throughput_whole_run(s, t) if t and t > 0 and s > 0 else None, "samples": s,
+            "seconds": t,
             "basis": basis}
 
 
@@ -247,8 +262,6 @@ def fit_power(x: Sequence[float], t: Sequence[float], conf: float = 0.95) -> dic
     """Fit ``t = a * x^k`` by least squares on log t vs log x. Returns ``a``, ``exponent`` k, ``exponent_ci`` (t
     interval at ``conf``; NaN with two points), ``r2``, ``n``. Raises :class:`UserError` with fewer than two distinct
     positive x. Units: those of t (seconds) and x (responses or tokens)."""
-    from scipy import stats
-
     x, t = np.asarray(x, float), np.asarray(t, float)
     ok = (x > 0) & (t > 0) & np.isfinite(x) & np.isfinite(t)
     x, t = x[ok], t[ok]

@@ -12,6 +12,7 @@ Both documents are rendered from one Markdown source (markdown-it), so they say 
 from __future__ import annotations
 
 import base64
+import dataclasses
 import datetime as _dt
 import html
 import json
@@ -21,8 +22,22 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from markdown_it import MarkdownIt
+
+from rlbatch.analysis.accounting import (WITHIN_NOISE, clock_note, configuration_summaries, headline_markdown,
+                                         run_summaries, seed_rows)
+from rlbatch.analysis.curves import CLOCK_X, aggregate_seeds, group_seeds
+from rlbatch.analysis.interval import format_interval
+from rlbatch.analysis.study import Study
+from rlbatch.analysis.throughput import configuration_timings
 from rlbatch.errors import UserError
-from rlbatch.output import fmt_ci, fmt_rate, fmt_value, markdown_table, to_json
+from rlbatch.output import fmt_rate, fmt_value, markdown_table, to_json
+from rlbatch.report import figures as F
+from rlbatch.report.async_section import async_section, synchronous
+from rlbatch.report.family import aligned_family, family_markdown, rejected
+from rlbatch.report.figures import short_label
+from rlbatch.report.plan import plan_section
+from rlbatch.report.sections import noise_section, throughput_section
 from rlbatch.runstore import Run, run_order
 
 __all__ = ["build_report", "accounting_columns", "summary_columns", "count", "samples_cell"]
@@ -85,7 +100,6 @@ def configurations(runs: list[Run], metric: str = "eval/score",
     plot: one per configuration (:func:`rlbatch.analysis.curves.aggregate_seeds`: the mean over seeds to the last
     point any seed has, the seed range, and the time on ``clock`` at each evaluation). The accounting never uses
     the averaged runs (:mod:`rlbatch.analysis.accounting`)."""
-    from rlbatch.analysis.curves import aggregate_seeds, group_seeds
 
     groups = group_seeds(list(runs))
     seeded = any(len(rs) > 1 for rs in groups.values())
@@ -99,8 +113,7 @@ def with_ci(v: Any, ci: Any) -> str:
         return "—"
     if not isinstance(ci, (list, tuple)) or len(ci) != 2 or ci[0] is None:
         return f"{v:.2f}"
-    hi = "∞" if ci[1] is None or not math.isfinite(ci[1]) else f"{ci[1]:.2f}"
-    return f"{v:.2f} ({ci[0]:.2f}–{hi})"
+    return f"{v:.2f} ({format_interval(ci)})"
 
 
 def with_ci_cells(rows: list[dict]) -> list[dict]:
@@ -118,10 +131,10 @@ def accounting_columns(combined: bool = False) -> list[tuple[str, str, Any]]:
         return head + [("rN_cell", "rN (95% CI)", None), ("relative_throughput_cell", "rel. throughput (95% CI)", None),
                        ("relative_time_cell", "rel. time-to-target (95% CI)", None),
                        ("verdict", "verdict vs the reference", None)]
-    return head + [("rN", "rN", ".2f"), ("rN_ci", "rN 95%", fmt_ci),
+    return head + [("rN", "rN", ".2f"), ("rN_ci", "rN 95%", format_interval),
                    ("relative_throughput", "rel. throughput", ".2f"),
-                   ("relative_throughput_ci", "rel. thr. 95%", fmt_ci), ("relative_time", "rel. time-to-target", ".2f"),
-                   ("relative_time_ci", "rel. time 95%", fmt_ci), ("verdict", "verdict", None)]
+                   ("relative_throughput_ci", "rel. thr. 95%", format_interval), ("relative_time", "rel. time-to-target", ".2f"),
+                   ("relative_time_ci", "rel. time 95%", format_interval), ("verdict", "verdict", None)]
 
 
 def humanize(name: str) -> str:
@@ -169,7 +182,7 @@ def _md_cell_safe(rows: list[dict]) -> list[dict]:
 def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None, metric: str = "eval/score",
                  reference: str | None = None, title: str = "rlbatch report", sections: list[dict] | None = None,
                  extra_json: dict | None = None, ema: float | None = None, sustained: bool = False,
-                 clock: str = "auto") -> dict:
+                 clock: str = "auto", study: Study | None = None) -> dict:
     """Write ``report.html`` (self-contained), ``report.md`` (+ PNG figures beside it) and ``report.json`` into
     ``out_dir``; return the JSON object.
 
@@ -195,6 +208,10 @@ def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None,
     key ``plan``), the synchronous-vs-asynchronous comparison where there is one, and each of ``sections``. Every
     number comes from :mod:`rlbatch.analysis` (nothing is recomputed here).
 
+    ``study``: the :class:`rlbatch.analysis.study.Study` to render (its accounting and estimates, computed once
+    for the whole page); default: a study of ``runs`` with ``target``, ``metric``, ``reference``, ``ema``,
+    ``sustained`` and ``clock`` (which a given study replaces).
+
     Seeds: runs that differ only in their seed (:func:`rlbatch.analysis.curves.group_seeds`) form one
     configuration; the accounting averages per-seed values, the figures draw the seed-averaged curves
     (:func:`rlbatch.analysis.curves.aggregate_seeds`), the noise fit and the plan use every seed. The sweep
@@ -202,18 +219,18 @@ def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None,
     :class:`UserError` when ``runs`` is empty, a section is malformed, or the reference is unknown / never reached
     the target.
     """
-    from rlbatch.analysis.accounting import (WITHIN_NOISE, accounting_summary, clock_note,
-                                             configuration_summaries, headline_markdown, run_summaries, seed_rows)
-    from rlbatch.analysis.curves import CLOCK_X
-    from rlbatch.analysis.throughput import clock_basis, configuration_timings
-    from rlbatch.report import figures as F
 
     if not runs:
         raise UserError("no runs to report on")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     runs = sorted(runs, key=run_order)
-    basis = clock_basis(runs, clock)
+    if study is None:
+        study = Study.of(runs, target, metric, reference, ema=ema, sustained=sustained, clock=clock)
+    elif [r.run_id for r in study.runs] != [r.run_id for r in runs]:  # the page's order (run_order); the estimates already made are kept
+        study = dataclasses.replace(study, runs=tuple(runs))
+    target, metric, reference, clock = study.target, study.metric, study.reference, study.clock
+    basis = study.basis
     summaries = run_summaries(runs, clock)
     # one configuration per set of seeds; the figures draw each configuration's mean curve (bands = seed range), the
     # tables take whole-run means per seed; the accounting averages per-seed samples-to-target (analysis.accounting)
@@ -229,7 +246,7 @@ def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None,
     rows: list[dict] = []
     pick = None
     if target is not None:
-        acc = accounting_summary(runs, target, metric, reference, ema=ema, sustained=sustained, clock=clock)
+        acc = study.accounting
         rows, ref, recommendation = acc["accounting"], acc["reference"], acc["recommendation"]
         result.update({k: acc[k] for k in ("accounting", "reference", "clock", "aggregation", "within_noise",
                                            "headline")})
@@ -252,7 +269,6 @@ def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None,
                "\"within noise\" (of the reference).", "",
                f"**How these numbers are computed.** {acc['aggregation']}", ""]
         if "comparisons" not in acc:  # one model / task / algorithm: one batch ladder
-            from rlbatch.report.family import aligned_family, family_markdown, rejected
 
             result["aligned_family"] = aligned_family(rows, ref)
             result["rejected"] = rejected(rows, ref)
@@ -327,24 +343,22 @@ def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None,
     for name, cap, _ in figs:
         md += [f"![{cap}]({name})", "", f"*{cap}*", ""]
 
-    from rlbatch.report.sections import noise_section
-    from rlbatch.report.sections import throughput_section
 
     # the core analysis sections (grad-norm scaling and knee, noise scale, G x P; throughput model; the plan), then
     # the caller's. The grad-norm fit is over runs on an LR rule: a fixed-LR control is not part of the family.
-    from rlbatch.report.async_section import async_section, synchronous  # issue 17
 
     all_runs, runs = runs, synchronous(runs)  # the noise fit, throughput model and plan: synchronous runs only
     on_rule = [r for r in runs if r.meta.lr_rule != "none"]
     fam = result.get("aligned_family")
     core = [noise_section(on_rule if len({r.meta.batch_size for r in on_rule}) >= 2 else runs, target=target,
-                          metric=metric, family=fam["batches"] if fam else None),
+                          metric=metric, family=fam["batches"] if fam else None,
+                          estimate=study.configuration_estimate),
             throughput_section(runs, clock=basis, measured=[c for c in result["configurations"]
                                                            if any(r in runs for r in groups[c["config"]])],
                                timing=[t for t in timing if any(r in runs for r in groups[t["config"]])])]
     if target is not None:
-        core.append(_plan_section(runs, target, metric, ref or reference, clock))
-    core += [s for s in [async_section(all_runs, target, metric)] if s]  # issue 17: sync vs async at each B
+        core.append(_plan_section(runs, target, metric, ref or reference, clock, study))
+    core += [s for s in [async_section(all_runs, target, metric, estimate=study.estimate)] if s]
     for sec in core + list(sections or []):
         if not isinstance(sec, dict) or "title" not in sec:
             raise UserError("report section must be a dict with at least a 'title'", field="sections")
@@ -387,29 +401,26 @@ def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None,
 def _bar_names(groups: dict[str, list[Run]]) -> dict[str, str]:
     """Short names of the configurations for a bar chart (``B=128, sqrt rule``), or their own names when two
     short names would be equal (e.g. two group sizes at one B)."""
-    from rlbatch.report.figures import _short_label
 
-    short = {g: _short_label(rs[0]) for g, rs in groups.items()}
+    short = {g: short_label(rs[0]) for g, rs in groups.items()}
     return short if len(set(short.values())) == len(short) else {g: g for g in groups}
 
 
 def _time_scale(configs: list[Run]) -> tuple[float, str]:
     """Seconds per unit and unit name for a time axis (the clock column of the configurations' curves): hours for
     long runs, minutes or seconds for short."""
-    from rlbatch.analysis.curves import CLOCK_X
 
     longest = max((float(r.evals[CLOCK_X].max()) for r in configs
                    if len(r.evals) and CLOCK_X in r.evals.columns and r.evals[CLOCK_X].notna().any()), default=0.0)
     return (3600.0, "hours") if longest >= 7200 else (60.0, "minutes") if longest >= 120 else (1.0, "seconds")
 
 
-def _plan_section(runs: list[Run], target: float, metric: str, reference: str | None, clock: str = "auto") -> dict:
-    """The plan (:func:`rlbatch.plan.plan_section`) over every run (seeds kept apart), or a section saying why
-    there is none."""
-    from rlbatch.report.plan import plan_section
-
+def _plan_section(runs: list[Run], target: float, metric: str, reference: str | None, clock: str = "auto",
+                  study: Study | None = None) -> dict:
+    """The plan (:func:`rlbatch.plan.plan_section`) over every run (seeds kept apart), read from ``study`` (its
+    accounting and estimates), or a section saying why there is none."""
     try:
-        sec = plan_section(runs, target=target, metric=metric, reference=reference, clock=clock)
+        sec = plan_section(runs, target=target, metric=metric, reference=reference, clock=clock, study=study)
     except UserError as err:
         return {"title": "Plan: align, then accelerate", "markdown": f"No plan: {err}", "json_key": "plan",
                 "json": None}
@@ -438,8 +449,6 @@ code{background:#f5f5f5;padding:0 .2em}
 
 
 def _html(title: str, md_text: str, images: dict[str, bytes]) -> str:
-    from markdown_it import MarkdownIt
-
     body = MarkdownIt("commonmark", {"html": False}).enable("table").render(md_text)
 
     def embed(m: re.Match) -> str:

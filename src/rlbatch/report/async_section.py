@@ -16,6 +16,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from rlbatch.analysis.accounting import Estimator, compare, default_reference, estimate_configuration, verdict_label
+from rlbatch.analysis.curves import group_seeds
+from rlbatch.analysis.interval import format_interval
+from rlbatch.output import markdown_table
 from rlbatch.runstore import Run
 
 TITLE = "Synchronous vs asynchronous rollouts"
@@ -63,26 +67,25 @@ def _sum_ratio(runs: Sequence[Run], num: str, den: str) -> float | None:
 
 
 def async_rows(runs: Sequence[Run], target: float | None, metric: str = "eval/score",
-               n_boot: int = 1000) -> tuple[list[dict[str, Any]], str | None]:
+               n_boot: int = 1000, estimate: Estimator | None = None) -> tuple[list[dict[str, Any]], str | None]:
     """One row per asynchronous configuration that has a synchronous partner (same model, task, algorithm, B, G,
     lr, rule): ``config``, ``sync_config``, ``batch_size``, ``async_rollouts``, ``partial_rollout_tokens``,
     ``staleness_mean``, ``partial_frac``, ``overlap_frac`` (generation seconds hidden behind scoring and the update
     / all generation seconds), ``relative_throughput(_ci)``, ``rN(_ci)``, ``relative_time(_ci)`` (async / sync, wall
     clock), ``verdict`` (faster / slower / within noise than sync at the same B), ``vs_reference_time(_ci)`` and
-    ``vs_reference_verdict`` (against the synchronous reference). Returns ``(rows, reference config name)``."""
-    from rlbatch.analysis.accounting import compare, estimate_configuration, verdict_label
-    from rlbatch.analysis.curves import group_seeds
-
+    ``vs_reference_verdict`` (against the synchronous reference). Returns ``(rows, reference config name)``.
+    ``estimate``: where the configurations' estimates come from (a study's
+    :meth:`rlbatch.analysis.study.Study.estimate`, which the report's accounting has already filled); default
+    :func:`rlbatch.analysis.accounting.estimate_configuration`."""
     groups = group_seeds(list(runs))
     setting = {name: async_setting(rs[0]) for name, rs in groups.items()}
     if not any(setting.values()):
         return [], None
-    est = {name: estimate_configuration(rs, target, metric, clock="wall", n_boot=n_boot, name=name)
-           for name, rs in groups.items()}
+    est_of = estimate or estimate_configuration
+    est = {name: est_of(rs, target, metric, clock="wall", n_boot=n_boot, name=name) for name, rs in groups.items()}
     sync = {_key(rs[0]): name for name, rs in groups.items() if setting[name] is None}
-    reached = [(e["batch_size"] or 0, e["lr_rule"] == "none", n) for n, e in est.items()
-               if setting[n] is None and e["reached"] and e["time_to_target_s"]]
-    ref = sorted(reached)[0][2] if reached else None
+    ref = default_reference((n, e["batch_size"], e["lr_rule"]) for n, e in est.items()
+                            if setting[n] is None and e["reached"] and e["time_to_target_s"])
     rows = []
     for name, rs in groups.items():
         if setting[name] is None or _key(rs[0]) not in sync:
@@ -122,21 +125,21 @@ def _summary(rows: list[dict], ref: str | None) -> str:
     return " ".join(parts)
 
 
-def async_section(runs: Sequence[Run], target: float | None, metric: str = "eval/score") -> dict | None:
+def async_section(runs: Sequence[Run], target: float | None, metric: str = "eval/score",
+                  estimate: Estimator | None = None) -> dict | None:
     """The report section (``{"title", "markdown", "json_key": "async", "json"}``), or None when no run is
-    asynchronous. Asynchronous runs without a synchronous partner are listed as such."""
-    from rlbatch.output import fmt_ci, markdown_table
-
+    asynchronous. Asynchronous runs without a synchronous partner are listed as such. ``estimate``: as
+    :func:`async_rows`."""
     if not any(async_setting(r) for r in runs):
         return None
-    rows, ref = async_rows(runs, target, metric)
+    rows, ref = async_rows(runs, target, metric, estimate=estimate)
     if not rows:
         return {"title": TITLE, "json_key": "async", "json": {"rows": [], "reference": None},
                 "markdown": "Asynchronous runs are present but none has a synchronous run with the same B, G, "
                             "learning rate and rule to compare with (`rlbatch sweep --async-rollouts K` runs both)."}
-    cells = [{**r, "rN_ci": fmt_ci(r["rN_ci"]), "relative_throughput_ci": fmt_ci(r["relative_throughput_ci"]),
-              "relative_time_ci": fmt_ci(r["relative_time_ci"]),
-              "vs_reference_time_ci": fmt_ci(r["vs_reference_time_ci"])} for r in rows]
+    cells = [{**r, "rN_ci": format_interval(r["rN_ci"]), "relative_throughput_ci": format_interval(r["relative_throughput_ci"]),
+              "relative_time_ci": format_interval(r["relative_time_ci"]),
+              "vs_reference_time_ci": format_interval(r["vs_reference_time_ci"])} for r in rows]
     cols = [("batch_size", "B", None), ("config", "async", None), ("async_rollouts", "K", None),
             ("partial_rollout_tokens", "T", None), ("staleness_mean", "staleness", ".2f"),
             ("partial_frac", "partial", ".2f"), ("overlap_frac", "gen. overlapped", ".2f"),

@@ -11,14 +11,12 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from rlbatch.analysis.accounting import TOLERANCE, aligned, aligned_span  # noqa: F401 (TOLERANCE re-exported)
+from rlbatch.analysis.interval import format_interval
+from rlbatch.analysis.accounting import TOLERANCE, aligned, aligned_span, verdict
 
 
 def _ci_text(ci: Sequence[float | None] | None) -> str:
-    if not ci or ci[0] is None:
-        return ""
-    hi = "∞" if ci[1] is None else f"{ci[1]:.2f}"
-    return f" (95% CI {ci[0]:.2f}–{hi})"
+    return "" if not ci or ci[0] is None else f" (95% CI {format_interval(ci)})"
 
 
 def aligned_family(rows: Sequence[dict[str, Any]], reference: str | None,
@@ -109,8 +107,6 @@ def rejected(rows: Sequence[dict[str, Any]], reference: str | None) -> list[dict
     time-to-target lies wholly above 1: the throughput gain does not beat rN) or ``not reached``. Each: ``run,
     batch_size, lr_rule, verdict, rN, rN_ci, relative_throughput, relative_throughput_ci, relative_time,
     relative_time_ci, reason`` (the accounting's sentence, :func:`rlbatch.analysis.accounting.verdict`)."""
-    from rlbatch.analysis.accounting import verdict
-
     keys = ("run", "batch_size", "lr_rule", "verdict", "rN", "rN_ci", "relative_throughput",
             "relative_throughput_ci", "relative_time", "relative_time_ci")
     return [{**{k: r.get(k) for k in keys}, "reason": verdict(r, reference) if reference else r["verdict"]}

@@ -21,6 +21,7 @@ from rlbatch.runstore import Run, run_order
 
 def new_figure(width: float = 7.0, height: float = 4.2):
     """A fresh Agg-backed figure (no global pyplot state)."""
+    # matplotlib here and below on first use: the analysis and `rlbatch --help` never load it
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -102,7 +103,7 @@ def _label(run: Run) -> str:
     return f"{run.run_id} (B={b}{lr}{seeds})" if b else run.run_id
 
 
-def _short_label(run: Run) -> str:
+def short_label(run: Run) -> str:
     """``B=128, sqrt rule`` / ``B=128, fixed lr``: a configuration's name for a bar chart (the run id when there
     is no batch size)."""
     b = run.meta.batch_size

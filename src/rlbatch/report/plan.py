@@ -7,6 +7,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from rlbatch.analysis.curves import curve
+from rlbatch.analysis.fit import sigmoid
+from rlbatch.plan import plan_runs, to_markdown
+from rlbatch.report.figures import LEGEND_FONT, TICK_FONT, batch_axis, open_arrow, plain_log_axis
 from rlbatch.runstore import Run
 
 
@@ -16,18 +20,15 @@ def plan_section(plan_or_runs: dict[str, Any] | Sequence[Run], **plan_kwargs: An
     ``plan_or_runs``: a plan dict (:func:`plan_runs` / :func:`plan_table`) or runs, planned with ``plan_kwargs``
     (``target`` required). Figure: rN (with intervals) and relative throughput vs B, and the predicted relative
     time-to-target per candidate with its interval."""
+    # matplotlib on first use: the CLI and the analysis import this module without drawing
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    from rlbatch.plan import plan_runs, to_markdown
+    from matplotlib.patches import Patch
 
     runs = None if isinstance(plan_or_runs, dict) else list(plan_or_runs)
     plan = plan_or_runs if isinstance(plan_or_runs, dict) else plan_runs(runs, **plan_kwargs)
-    from matplotlib.patches import Patch
-
-    from rlbatch.report.figures import LEGEND_FONT, TICK_FONT, batch_axis, open_arrow, plain_log_axis
 
     cs = [c for c in plan["candidates"] if c["batch_size"]]
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4.6))
@@ -114,10 +115,7 @@ def fit_figure(plan: dict[str, Any], runs: Sequence[Run] | None = None, metric: 
     """The saturating fits of the candidates whose rN is predicted (``rN_source`` fit; :mod:`rlbatch.analysis.fit`)
     drawn over their measured evaluation points (when ``runs`` are given) and extended to where each predicts the
     target (dashed: extrapolated); the target as a horizontal line. None when no candidate has a fit."""
-    import matplotlib.pyplot as plt
-
-    from rlbatch.analysis.curves import curve
-    from rlbatch.analysis.fit import sigmoid
+    import matplotlib.pyplot as plt  # matplotlib on first use (as plan_section)
 
     cs = [c for c in plan["candidates"] if c.get("fit")]
     if not cs:

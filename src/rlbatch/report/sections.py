@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from rlbatch.analysis.accounting import configuration_summaries
+from rlbatch.analysis.curves import group_seeds
+from rlbatch.analysis.interval import format_interval
+from rlbatch.analysis.noise import (b_simple_by_batch, b_simple_overall, b_simple_smoothed, fit_grad_norm_scaling,
+                                    gp_equivalence, loglog_fit)
+from rlbatch.analysis.throughput import (configuration_timings, fit_throughput_model, predict, step_timings,
+                                         sublinear_window, time_ratios)
 from rlbatch.errors import UserError
 from rlbatch.output import fmt_rate
-from rlbatch.report.figures import batch_axis, plain_log_axis
+from rlbatch.report.figures import LEGEND_FONT, TICK_FONT, batch_axis, plain_log_axis
 
 
 def throughput_section(runs: Sequence[Any], predict_batches: Sequence[int] | None = None,
@@ -25,15 +32,9 @@ def throughput_section(runs: Sequence[Any], predict_batches: Sequence[int] | Non
     (:func:`sublinear_window`). ``json`` = {"clock", "measured": [per run], "configurations": [timing rows],
     "model": {...} | None, "predicted": [...], "gen_window": {...}, "update_pairs": [...]}.
     """
-    import matplotlib
+    import matplotlib  # on first use: `rlbatch --help` and the analysis do not load matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    from rlbatch.analysis.accounting import configuration_summaries
-    from rlbatch.analysis.curves import group_seeds
-    from rlbatch.analysis.throughput import (configuration_timings, fit_throughput_model, predict, step_timings,
-                                             sublinear_window, time_ratios)
-    from rlbatch.report.figures import LEGEND_FONT, TICK_FONT
 
     t = step_timings(runs, clock=clock)
     if timing is None or measured is None:
@@ -159,7 +160,7 @@ def throughput_section(runs: Sequence[Any], predict_batches: Sequence[int] | Non
 
 def _fmt_fit(fit: dict[str, Any], family: Sequence[int] | None = None) -> str:
     ci = fit["slope_ci"]
-    ci_s = f" (95% CI {ci[0]:.3f} to {ci[1]:.3f})" if all(np.isfinite(ci)) else ""
+    ci_s = f" (95% CI {format_interval(ci, '.3f', sep=' to ')})" if all(np.isfinite(ci)) else ""
     knee = fit["knee_batch"]
     fb = fit["fit_batches"]
     if fit.get("fit_range") == "given":
@@ -177,7 +178,7 @@ def _fmt_fit(fit: dict[str, Any], family: Sequence[int] | None = None) -> str:
                  f"all batch sizes {fit['slope_all']:.3f}."]
     else:
         ca = fit.get("slope_all_ci") or [float("nan")] * 2
-        ca_s = f" (95% CI {ca[0]:.3f} to {ca[1]:.3f})" if all(np.isfinite(ca)) else ""
+        ca_s = f" (95% CI {format_interval(ca, '.3f', sep=' to ')})" if all(np.isfinite(ca)) else ""
         lines = [f"- `{fit['metric']}`: log-log slope over all batch sizes **{fit['slope_all']:.3f}**{ca_s} (ideal "
                  f"-0.5); the first doubling already departs from 1/sqrt(2), so there is no aligned range to fit alone."]
     if fit.get("slope_ci_bootstrap"):
@@ -195,7 +196,8 @@ def _fmt_fit(fit: dict[str, Any], family: Sequence[int] | None = None) -> str:
 
 
 def noise_section(runs: Sequence[Any], target: float | None = None, metric: str = "eval/score",
-                  family: Sequence[int] | None = None) -> dict[str, Any]:
+                  family: Sequence[int] | None = None,
+                  estimate: Callable[[list[Any]], dict[str, Any]] | None = None) -> dict[str, Any]:
     """The report section on gradient noise (report contract of the lead: title, markdown, figures, json_key, json).
 
     Contents: the grad-norm vs B fit and knee for the actor and, where logged, the critic
@@ -206,15 +208,12 @@ def noise_section(runs: Sequence[Any], target: float | None = None, metric: str 
     its interval or the reason it has none (:func:`b_simple_by_batch`).
     Parts whose inputs are missing are stated as such. ``json`` = {"actor": fit|None, "critic": fit|None,
     "b_simple": [{run, batch_size, seed, b_simple, b_simple_final}], "b_simple_by_batch": [...], "gp_equivalence":
-    [...]}.
+    [...]}. ``estimate``: a configuration's runs -> its accounting estimate, for the G x P rN
+    (:func:`rlbatch.analysis.noise.gp_equivalence`; the report passes its study's).
     """
-    import matplotlib
+    import matplotlib  # on first use (as throughput_section)
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    from rlbatch.analysis.noise import (_loglog_fit, b_simple_by_batch, b_simple_overall, b_simple_smoothed,
-                                        fit_grad_norm_scaling, gp_equivalence)
-    from rlbatch.report.figures import LEGEND_FONT, TICK_FONT
 
     runs = list(runs)
     md: list[str] = []
@@ -239,7 +238,7 @@ def noise_section(runs: Sequence[Any], target: float | None = None, metric: str 
             # the fit over the aligned part (B <= knee); over every batch when that part is a single point
             key = "slope" if np.isfinite(fit["slope"]) else "slope_all"
             fb = np.array(fit["fit_batches"] if key == "slope" else b, float)
-            icpt = fit["intercept"] if key == "slope" else _loglog_fit(b, v, 0.95)["intercept"]
+            icpt = fit["intercept"] if key == "slope" else loglog_fit(b, v, 0.95)["intercept"]
             if np.isfinite(fit[key]):
                 ax.loglog(fb, np.exp(icpt) * fb ** fit[key], "--", color=line.get_color(),
                           label=f"{role} fit, slope {fit[key]:.2f}" + (
@@ -282,8 +281,7 @@ def noise_section(runs: Sequence[Any], target: float | None = None, metric: str 
                 md.append(f"- B = {row['batch_size']}: no B_simple — {row['reason']}.")
                 continue
             if ci:
-                hi = "unbounded" if ci[1] is None else f"{ci[1]:.3g}"
-                iv = f" (95% CI {ci[0]:.3g} to {hi})"
+                iv = f" (95% CI {format_interval(ci, '.3g', sep=' to ', unbounded='unbounded')})"
             else:
                 iv = f" (no interval: {row['reason']})"
             md.append(f"- B = {row['batch_size']}: B_simple ~ {v:.3g}{iv}"
@@ -332,7 +330,7 @@ def noise_section(runs: Sequence[Any], target: float | None = None, metric: str 
         figs["b_simple_by_batch"] = fig
     else:
         md.append("\n- B_simple: no `noise/*` metrics in these runs.")
-    js["gp_equivalence"] = gp_equivalence(runs, metric=metric, target=target)
+    js["gp_equivalence"] = gp_equivalence(runs, metric=metric, target=target, estimate=estimate)
     if js["gp_equivalence"]:
         md.append("\n**G x P equivalence** (equal B = P x G on the retained-sample axis):")
         for row in js["gp_equivalence"]:

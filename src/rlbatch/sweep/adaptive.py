@@ -38,6 +38,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from rlbatch.analysis.interval import format_interval
 from rlbatch.errors import UserError
 
 VERSION = 1
@@ -441,9 +442,7 @@ def decide(executor, trials: Sequence[TrialRef], *, target: float, metric: str =
 
 
 def _iv(ci) -> str:
-    if not ci:
-        return "-"
-    return f"[{ci[0]:.2f}, {ci[1]:.2f}]" if ci[1] is not None else f"[{ci[0]:.2f}, open]"
+    return f"[{format_interval(ci, sep=', ', unbounded='open')}]" if ci else "-"
 
 
 def _result(executor, configs, order, state, reason, runs, decisions, plan, target, metric, backend, event, batch,

@@ -126,7 +126,7 @@ def adaptive_section(rec: dict[str, Any]) -> dict[str, Any]:
 
 
 def _finish_adaptive(res, out: Path, runs_dir, target: float, title: str) -> dict[str, Any]:
-    from rlbatch.analyze import load_all
+    from rlbatch.readers.collect import load_all
     from rlbatch.report import build_report
     from rlbatch.runstore import atomic_write_text
 

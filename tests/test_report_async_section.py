@@ -57,6 +57,28 @@ def test_setting_and_section(tmp_path):
     assert "## Synchronous vs asynchronous rollouts" in md and "throughput x2.00, rN 1.20" in md
 
 
+def test_report_async_section_reads_the_accountings_estimates(tmp_path, monkeypatch):
+    """The report bootstraps each configuration once: the asynchronous section takes its estimates from the
+    report's study (the accounting's), so a report of 3 configurations makes 3 estimates at the target."""
+    import sys
+
+    import rlbatch.analysis.accounting as accounting
+
+    calls = []
+    orig = accounting.estimate_configuration
+
+    def counted(*args, **kwargs):
+        calls.append(args[1] if len(args) > 1 else kwargs.get("target"))
+        return orig(*args, **kwargs)
+
+    for mod in list(sys.modules.values()):  # every rlbatch module that holds the function
+        if getattr(mod, "__name__", "").startswith("rlbatch") and getattr(mod, "estimate_configuration", None) is orig:
+            monkeypatch.setattr(mod, "estimate_configuration", counted)
+    rep = build_report(runs(), tmp_path, target=0.4)
+    assert rep["async"]["rows"][0]["relative_time"] == pytest.approx(0.6)
+    assert sum(t is not None for t in calls) == 3
+
+
 def test_sweep_runs_sync_and_async_ladders():
     from rlbatch.sweep.local import plan_trials
 

@@ -1,4 +1,4 @@
-"""The commands around the report (issue 26): each case gives one clear line. `plan` never recommends a
+"""The commands around the report: each case gives one clear line. `plan` never recommends a
 configuration that does not reach the target; runs sort by B numerically; no raw numpy/pandas warning; an unknown
 --model or --task is named; a failed train leaves no stale lock; usage errors are one line with exit code 2."""
 

@@ -1,4 +1,4 @@
-"""Issue 13: the saturating fit (rlbatch.analysis.fit) and the plan that predicts samples-to-target at the target
+"""The saturating fit (rlbatch.analysis.fit) and the plan that predicts samples-to-target at the target
 from short probes, on the synthetic model (properties, the late-penalty case) and on real stored sweeps
 (tests/data/demo_sweep*, truncated as benchmarks/plan_accuracy.py does)."""
 
@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rlbatch.analysis.accounting import SMOOTH_WINDOW, _ci
+from rlbatch.analysis.accounting import SMOOTH_WINDOW
+from rlbatch.analysis.interval import bootstrap_interval
 from rlbatch.analysis.curves import group_seeds
 from rlbatch.analysis.fit import fit_configuration, fit_configurations, invert, profile_interval, sigmoid
 from rlbatch.plan import plan_runs, truncate_runs
@@ -19,7 +20,7 @@ from rlbatch.sweep.synthetic import SyntheticModel, synthetic_trial
 from rlbatch.sweep.trials import make_trials
 
 
-# The plan's method before issue 13 (rN measured at a score level below the target), kept here only to show that it
+# The plan's earlier method (rN measured at a score level below the target), kept here only to show that it
 # gets the late-penalty case wrong.
 def probe_level(ref_runs, runs, target, metric="eval/score"):
     """The score level short probes can be compared at: ``min(target, lowest smoothed maximum of every curve of
@@ -74,7 +75,7 @@ def rn_at_level(ref_runs, runs, level, metric="eval/score", *, n_boot=200, seed=
     if n_boot <= 0:
         return s_c / s_ref, None
     with np.errstate(invalid="ignore", divide="ignore"):
-        return s_c / s_ref, _ci(boot(cand) / boot(ref))
+        return s_c / s_ref, bootstrap_interval(boot(cand) / boot(ref))
 
 
 DATA = Path(__file__).resolve().parent / "data"

@@ -1,9 +1,11 @@
-"""Issue 12: one analysis core. Every command takes samples-to-target, time-to-target, throughput, rN, relative
-time and the verdict from rlbatch.analysis.accounting; these tests pin the values by hand and check that analyze,
-plan and the report agree on the stored demo sweep."""
+"""One analysis core and one pass (rlbatch.analysis.study). Every command takes samples-to-target, time-to-target,
+throughput, rN, relative time and the verdict from rlbatch.analysis.accounting; these tests pin the values by hand,
+check that analyze, plan and the report agree on the stored demo sweep, and that a report bootstraps each
+configuration once and runs the accounting once (the Study)."""
 
 import json
 import math
+import sys
 import tarfile
 from pathlib import Path
 
@@ -11,10 +13,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
+import rlbatch.analysis.accounting as accounting
 from rlbatch.analysis.accounting import account_runs, estimate_configuration
+from rlbatch.analysis.study import Study
 from rlbatch.analysis.throughput import clock_basis, fit_throughput_model, predict, step_timings
 from rlbatch.analyze import analyze
 from rlbatch.plan import make_plan, plan_runs
+from rlbatch.readers.collect import load_all
+from rlbatch.report import build_report
 from rlbatch.runstore import Run, make_meta
 
 DATA = Path(__file__).resolve().parent / "data" / "demo_sweep"
@@ -205,3 +211,79 @@ def test_analyze_plan_and_report_give_one_number_per_quantity(demo_dir, tmp_path
     assert b16["samples_to_target"] == pytest.approx(np.mean(b16["samples_to_target_per_seed"]))
     md = (tmp_path / "rep" / "report.md").read_text()
     assert "mean of their per-seed samples-to-target" in md
+
+
+# --- one pass: the Study
+DEMO_CPU = Path(__file__).resolve().parent / "data" / "demo_sweep_cpu" / "trials.tar.gz"
+
+
+@pytest.fixture(scope="module")
+def demo_runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("demo_cpu")
+    with tarfile.open(DEMO_CPU) as tf:
+        tf.extractall(root, filter="data")
+    runs, _ = load_all([root / "trials"])
+    return runs
+
+
+def count_calls(monkeypatch, name):
+    """Replace ``rlbatch.analysis.accounting.<name>`` in every rlbatch module that holds it; return the list of
+    the targets it was called with."""
+    orig = getattr(accounting, name)
+    seen = []
+
+    def counted(*args, **kwargs):
+        seen.append(args[1] if len(args) > 1 else kwargs.get("target"))
+        return orig(*args, **kwargs)
+
+    for mod in list(sys.modules.values()):
+        if getattr(mod, "__name__", "").startswith("rlbatch") and getattr(mod, name, None) is orig:
+            monkeypatch.setattr(mod, name, counted)
+    return seen
+
+
+def test_report_runs_the_accounting_once_and_bootstraps_each_configuration_once(demo_runs, tmp_path, monkeypatch):
+    accounted = count_calls(monkeypatch, "account_runs")
+    estimated = count_calls(monkeypatch, "estimate_configuration")
+    res = build_report(demo_runs, tmp_path, target=0.45)
+    n_configs = len(Study.of(demo_runs, 0.45).groups)
+    assert n_configs == 5  # B = 16, 32, 64, 128 on the square-root rule and the fixed-LR control at B = 128
+    assert len(accounted) == 1
+    assert sum(t is not None for t in estimated) == n_configs  # at the target: once per configuration
+    # the plan section reads the same accounting: its measured candidates carry the accounting's numbers
+    rows = {r["run"]: r for r in res["accounting"]}
+    for c in res["plan"]["candidates"]:
+        if c["run"] in rows and c["rN_source"] == "measured":
+            assert c["rN"] == rows[c["run"]]["rN"] and c["rN_ci"] == rows[c["run"]]["rN_ci"]
+
+
+def test_study_estimate_is_the_accounting_estimate_computed_once(demo_runs, monkeypatch):
+    study = Study.of(demo_runs, 0.45)
+    name, rs = next(iter(study.groups.items()))
+    fresh = accounting.estimate_configuration(rs, 0.45, clock=study.basis, name=name)
+    estimated = count_calls(monkeypatch, "estimate_configuration")
+    a = study.configuration_estimate(rs)
+    b = study.configuration_estimate(rs)
+    assert a is b and len(estimated) == 1
+    assert a["samples_to_target"] == fresh["samples_to_target"] and a["samples_to_target_ci"] == fresh[
+        "samples_to_target_ci"]
+    assert study.accounting is study.accounting
+    assert len(estimated) == len(study.groups)  # the accounting reused the one already made
+
+
+def test_faster_than_reference_and_the_verdict_cannot_disagree(demo_runs):
+    """faster_than_reference is the verdict "faster" (95% interval of the relative time wholly below 1), not the
+    point estimate: on the stored CPU demo the fixed-LR control at B = 128 has a relative time below 1 whose
+    interval contains 1, so it is within noise and not faster."""
+    study = Study.of(demo_runs, 0.45)
+    comps = study.comparisons
+    assert len(comps) == 5
+    for c in comps.values():
+        assert c.faster_than_reference == (c.verdict == "faster")
+        if c.verdict == "within noise":
+            assert c.relative_time.lo <= 1 <= c.relative_time.hi
+    fixed = comps["B128-G8-fixed"]
+    assert fixed.relative_time.value < 1 and fixed.verdict == "within noise" and not fixed.faster_than_reference
+    conf = study.configurations["B128-G8-fixed"]
+    assert conf.reached and conf.throughput.source == "measured: to target"
+    assert conf.samples_to_target.lo <= conf.samples_to_target.value <= conf.samples_to_target.hi

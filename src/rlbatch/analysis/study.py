@@ -1,0 +1,119 @@
+"""One analysis pass over a set of runs: the :class:`Study` every reader of the analysis shares.
+
+The report, ``rlbatch analyze``, ``rlbatch plan``, the asynchronous-rollout section and the G x P equivalence all
+need the same bootstrapped estimate of each configuration (samples-to-target, time-to-target, throughput and their
+replicates, :func:`rlbatch.analysis.accounting.estimate_configuration`) and the same accounting
+(:func:`rlbatch.analysis.accounting.accounting_summary`). A :class:`Study` computes each once: a configuration's
+estimate is memoised by its runs and settings (its bootstrap seed comes from its name, so the estimate does not
+depend on which other configurations it is analysed with: the memo returns exactly what a fresh call would), and the
+accounting is computed on first use and kept.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, Sequence
+
+from rlbatch.analysis.accounting import (N_BOOT, account_runs, accounting_summary, comparison_groups,
+                                         estimate_configuration, summary_of)
+from rlbatch.analysis.curves import group_seeds
+from rlbatch.analysis.results import Comparison, Configuration
+from rlbatch.analysis.throughput import clock_basis
+from rlbatch.runstore import Run
+
+
+@dataclass(frozen=True)
+class Study:
+    """The runs and the settings of one analysis, with the estimates and the accounting computed once.
+
+    ``runs``: the run-store runs (seeds of a configuration grouped by :func:`rlbatch.analysis.curves.group_seeds`);
+    ``target``: score of ``metric`` to reach (None: no accounting); ``reference``: a configuration, run id or batch
+    size (default: the smallest batch that reached the target); ``ema`` / ``sustained``: how a crossing is found;
+    ``clock``: ``auto``, ``wall`` or ``cpu`` as asked (:attr:`basis` is the one used); ``n_boot``: bootstrap
+    replicates per configuration."""
+
+    runs: tuple[Run, ...]
+    target: float | None
+    metric: str = "eval/score"
+    reference: Any = None
+    ema: float | None = None
+    sustained: bool = False
+    clock: str = "auto"
+    n_boot: int = N_BOOT
+    memo: dict = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def of(cls, runs: Sequence[Run], target: float | None, metric: str = "eval/score", reference: Any = None, *,
+           ema: float | None = None, sustained: bool = False, clock: str = "auto", n_boot: int = N_BOOT) -> "Study":
+        """A study of ``runs`` (any sequence) with these settings."""
+        return cls(tuple(runs), target, metric, reference, ema, sustained, clock, n_boot)
+
+    @cached_property
+    def basis(self) -> str:
+        """The clock every time of the study is on (:func:`rlbatch.analysis.throughput.clock_basis`)."""
+        return clock_basis(list(self.runs), self.clock) if self.runs else "wall"
+
+    @cached_property
+    def groups(self) -> dict[str, list[Run]]:
+        """Configurations (name -> its seeds), :func:`rlbatch.analysis.curves.group_seeds`."""
+        return group_seeds(list(self.runs))
+
+    def estimate(self, runs: Sequence[Run], target: float | None, metric: str = "eval/score", *,
+                 ema: float | None = None, sustained: bool = False, clock: str = "wall", n_boot: int = N_BOOT,
+                 seed: int | None = None, name: str | None = None) -> dict[str, Any]:
+        """:func:`rlbatch.analysis.accounting.estimate_configuration` (same arguments, same result), computed once
+        per study for each set of runs and arguments. The returned dict is shared: read it, do not change it."""
+        runs = list(runs)
+        key = (tuple(r.run_id for r in runs), target, metric, ema, sustained, clock, n_boot, seed, name)
+        if key not in self.memo:
+            self.memo[key] = estimate_configuration(runs, target, metric, ema=ema, sustained=sustained, clock=clock,
+                                                    n_boot=n_boot, seed=seed, name=name)
+        return self.memo[key]
+
+    def configuration_estimate(self, runs: Sequence[Run]) -> dict[str, Any]:
+        """The accounting's estimate of the configuration whose seeds are ``runs`` (:meth:`estimate` with the
+        study's settings and the configuration's name in :attr:`groups`; runs that are not one configuration of the
+        study are estimated as a configuration of their own, named after the first)."""
+        ids = [r.run_id for r in runs]
+        name = next((n for n, rs in self.groups.items() if [r.run_id for r in rs] == ids), None)
+        return self.estimate(runs, self.target, self.metric, ema=self.ema, sustained=self.sustained,
+                             clock=self.basis, n_boot=self.n_boot, name=name)
+
+    @cached_property
+    def accounted(self) -> dict[str, Any] | None:
+        """:func:`rlbatch.analysis.accounting.account_runs` of the study's runs at :attr:`target`, computed once,
+        when they are of one model / task / algorithm (else None, and without a target). Raises
+        :class:`rlbatch.errors.UserError` as that function (on first use)."""
+        if self.target is None or len(comparison_groups(self.runs)) != 1:
+            return None
+        return account_runs(list(self.runs), self.target, self.metric, self.reference, ema=self.ema,
+                            sustained=self.sustained, clock=self.clock, n_boot=self.n_boot, estimate=self.estimate)
+
+    @cached_property
+    def accounting(self) -> dict[str, Any] | None:
+        """The accounting as ``rlbatch analyze`` and the report give it
+        (:func:`rlbatch.analysis.accounting.accounting_summary`: per comparison group) at :attr:`target`, computed
+        once; None without a target. Raises :class:`rlbatch.errors.UserError` as that function (on first use)."""
+        if self.target is None:
+            return None
+        if self.accounted is not None:
+            return summary_of(self.accounted)
+        return accounting_summary(list(self.runs), self.target, self.metric, self.reference, ema=self.ema,
+                                  sustained=self.sustained, clock=self.clock, n_boot=self.n_boot,
+                                  estimate=self.estimate)
+
+    @cached_property
+    def configurations(self) -> dict[str, Configuration]:
+        """Each configuration at the target, typed (:class:`rlbatch.analysis.results.Configuration`), from the
+        accounting's estimates; {} without a target or when the runs are of several models / tasks /
+        algorithms."""
+        acc = self.accounted
+        return {} if acc is None else {n: Configuration.from_estimate(e) for n, e in acc["estimates"].items()}
+
+    @cached_property
+    def comparisons(self) -> dict[str, Comparison]:
+        """Each configuration against the reference, typed (:class:`rlbatch.analysis.results.Comparison`), from the
+        accounting's rows; {} as :attr:`configurations`."""
+        acc = self.accounted
+        return {} if acc is None else {r["run"]: Comparison.from_row(r, acc["reference"]) for r in acc["rows"]}
