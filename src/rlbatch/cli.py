@@ -216,7 +216,8 @@ def train_cmd(
     DIR/metrics.jsonl (canonical names), greedy evaluations in DIR/eval.jsonl, checkpoints for --resume."""
     _quiet_transformers()
     from rlbatch.train.tasks import default_max_new_tokens
-    from rlbatch.train.trainer import make_config, train
+    from rlbatch.train.config import make_config
+    from rlbatch.train.trainer import train
 
     if lr is None and base_batch is None and base_lr is None and algo == "grpo":
         from rlbatch.sweep.demo import DEMOS

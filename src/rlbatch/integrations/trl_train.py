@@ -6,7 +6,7 @@ trial, in its own process; no user script is needed).
         --samples 8192 [--micro-batch-size 8 --max-new-tokens 5 --eval-every 1024 --eval-size 1024 ...]
     python -m rlbatch.integrations.trl_train --spec trial.json --out runs/t1     # a sweep trial (TrialSpec JSON)
 
-The options are those of our trainer (:class:`rlbatch.train.trainer.TrainConfig`, same defaults), mapped onto
+The options are those of our trainer (:class:`rlbatch.train.config.TrainConfig`, same defaults), mapped onto
 ``GRPOConfig`` (trl 1.16):
 
 - P, G: ``num_generations`` = G and ``generation_batch_size`` = B = P x G completions, one generation batch per
@@ -111,7 +111,7 @@ def grpo_config(cfg, out: Path, max_steps: int, device: str):
 
 
 def train_trl(cfg, out_dir: Path | str) -> Path:
-    """Run (or resume) one GRPO run with TRL as configured by ``cfg`` (a :class:`rlbatch.train.trainer.TrainConfig`)
+    """Run (or resume) one GRPO run with TRL as configured by ``cfg`` (a :class:`rlbatch.train.config.TrainConfig`)
     into the run-store directory ``out_dir``; returns it. Returns at once when ``run.json`` says finished."""
     import torch
     from transformers.trainer_callback import PrinterCallback
@@ -189,8 +189,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def config_from_args(a: argparse.Namespace):
-    """The :class:`rlbatch.train.trainer.TrainConfig` of the command line (``--spec`` or the flags)."""
-    from rlbatch.train.trainer import make_config
+    """The :class:`rlbatch.train.config.TrainConfig` of the command line (``--spec`` or the flags)."""
+    from rlbatch.train.config import make_config
 
     if a.spec:
         from pydantic import ValidationError
