@@ -314,7 +314,8 @@ def sweep_cmd(
     """Batch-size sweep: every B under the LR rule (+ a fixed-LR control) to the same sample budget, resumable
     (finished trials are skipped; local and ray share sweep.json), then the report (report.html, report.md,
     report.json in --out). --backend trl runs every trial with TRL's GRPOTrainer (same manifest and report);
-    --backend verl|openrlhf (and trl with --dry-run/--submit) launches the study there instead (as rlbatch launch)."""
+    --backend verl|openrlhf (and trl with --dry-run/--submit) launches the study there instead (as rlbatch launch).
+    --target is required for local, ray and --adaptive; the trainer settings are rlbatch train's."""
     _quiet_transformers()
     samples = trial_budget(backend, samples, generated_samples, launched=backend in ("verl", "openrlhf")
                            or (backend == "trl" and (dry_run or submit)))
