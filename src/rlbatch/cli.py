@@ -18,8 +18,8 @@ from rich.progress import Progress
 from rlbatch.analysis.accounting import account, fastest, read_accounting_csv, to_json_rows, verdict
 from rlbatch.analyze import analyze, print_analysis
 from rlbatch.cli_options import (ADDRESS, BASE_BATCH, BASE_CONFIG, BASE_LR, BATCHES, CONFIG, DRY_RUN,
-                                 FIXED_LR_CONTROL, GROUP_SIZES, RULE, SEEDS, STOP_ON_TARGET, SUBMIT, TARGET,
-                                 AliasGroup)
+                                 FIXED_LR_CONTROL, GROUP_SIZES, RULE, SEEDS, STOP_ON_TARGET, SUBMIT, SWEEP_SETTINGS,
+                                 TARGET, TRAIN_SETTINGS, AliasGroup, with_config_options)
 from rlbatch.errors import UserError
 from rlbatch.explain import inspect_path, print_inspection
 from rlbatch.output import console, markdown_table, markdown_text, print_json, rich_table
@@ -31,8 +31,7 @@ from rlbatch.scaling import lr_table, parse_int_list, scaled_lr
 from rlbatch.sweep.backends import run_study
 from rlbatch.sweep.demo import DEMOS, run_demo
 from rlbatch.sweep.launch import format_dry_run, launch
-from rlbatch.train.config import (async_fields, lr_fields, make_config, max_new_tokens_for, non_default, ppo_fields,
-                                  stop_fields, trial_budget)
+from rlbatch.train.config import lr_fields, make_config, stop_fields, trainer_fields, trial_budget
 from rlbatch.watch import watch
 
 try:  # typer >= 0.20 carries its own copy of click
@@ -149,51 +148,22 @@ def _quiet_transformers() -> None:
 
 
 @app.command("train")
+@with_config_options(TRAIN_SETTINGS)
 def train_cmd(
     out: Path = typer.Option(..., "--out", help="Run directory to write."),
     model: str = CONFIG.model,
     task: str = CONFIG.task,
-    prompts_per_step: int = CONFIG.prompts_per_step,
-    group_size: int = CONFIG.group_size,
+    algo: str = CONFIG.algo,
     lr: Optional[float] = CONFIG.lr,
     base_batch: Optional[int] = CONFIG.base_batch,
     base_lr: Optional[float] = CONFIG.base_lr,
     rule: str = RULE,
-    samples: int = CONFIG.samples,
-    seed: int = CONFIG.seed,
-    micro_batch_size: Optional[int] = CONFIG.micro_batch_size,
-    micro_batch_tokens: Optional[int] = CONFIG.micro_batch_tokens,
-    max_concurrent_sequences: Optional[int] = CONFIG.max_concurrent_sequences,
-    mini_batch_size: Optional[int] = CONFIG.mini_batch_size,
-    ppo_epochs: int = CONFIG.ppo_epochs,
-    filter_groups: bool = CONFIG.filter_groups,
-    share_prompts: bool = CONFIG.share_prompts,
-    temperature: float = CONFIG.temperature,
-    max_new_tokens: Optional[int] = CONFIG.max_new_tokens,
-    eval_every: int = CONFIG.eval_every,
-    eval_size: Optional[int] = CONFIG.eval_size,
-    checkpoint_every: int = CONFIG.checkpoint_every,
-    kl_coef: float = CONFIG.kl_coef,
-    max_grad_norm: float = CONFIG.max_grad_norm,
     target: Optional[float] = TARGET,
     stop_on_target: bool = STOP_ON_TARGET,
     stop_hold: int = CONFIG.stop_hold,
-    max_steps: Optional[int] = CONFIG.max_steps,
-    device: str = CONFIG.device,
     resume: bool = typer.Option(False, "--resume", help="Continue the run in --out from its last checkpoint."),
     fmt: Format = typer.Option(Format.table, "--format", help="Output format of the final summary."),
-    algo: str = CONFIG.algo,
-    critic_model: Optional[str] = CONFIG.critic_model,
-    critic_lr: Optional[float] = CONFIG.critic_lr,
-    critic_base_lr: Optional[float] = CONFIG.critic_base_lr,
-    gamma: float = CONFIG.gamma,
-    lam: float = CONFIG.lam,
-    value_clip: float = CONFIG.value_clip,
-    critic_warmup_steps: int = CONFIG.critic_warmup_steps,
-    async_rollouts: int = CONFIG.async_rollouts,
-    partial_rollout_tokens: Optional[int] = CONFIG.partial_rollout_tokens,
-    rollout_threads: int = CONFIG.rollout_threads,
-    precision: str = CONFIG.precision,
+    settings: dict = None,
 ) -> None:
     """Train with GRPO (or PPO with --algo ppo): one optimizer step per P x G rollout batch, metrics in
     DIR/metrics.jsonl (canonical names), greedy evaluations in DIR/eval.jsonl, checkpoints for --resume."""
@@ -204,18 +174,8 @@ def train_cmd(
                              base_lr=base_lr, calibration=DEMOS.get(model))
     if note:
         typer.echo(note, err=True)
-    cfg = make_config(model=model, task=task, prompts_per_step=prompts_per_step, group_size=group_size, **lr_set,
-                      samples=samples, seed=seed, micro_batch_size=micro_batch_size,
-                      max_new_tokens=max_new_tokens_for(task, max_new_tokens),
-                      micro_batch_tokens=micro_batch_tokens, max_concurrent_sequences=max_concurrent_sequences,
-                      mini_batch_size=mini_batch_size, ppo_epochs=ppo_epochs, filter_groups=filter_groups,
-                      share_prompts=share_prompts, temperature=temperature, eval_every=eval_every, eval_size=eval_size,
-                      checkpoint_every=checkpoint_every, kl_coef=kl_coef, max_grad_norm=max_grad_norm or None,
-                      **stop_fields(target, stop_on_target, stop_hold),
-                      max_steps=max_steps, device=device, precision=precision,
-                      **ppo_fields(algo, critic_model, critic_lr, critic_base_lr, gamma, lam, value_clip,
-                                   critic_warmup_steps),
-                      **async_fields(async_rollouts, partial_rollout_tokens, rollout_threads))
+    cfg = make_config(model=model, task=task, **lr_set, **trainer_fields(task, algo, settings),
+                      **stop_fields(target, stop_on_target, stop_hold))
     run_dir = train(cfg, out, resume=resume, progress=fmt is Format.table)
     run = read_run(run_dir)
     m, e = run.metrics, run.evals
@@ -244,6 +204,7 @@ def _mib(n) -> float | None:
 
 
 @app.command("sweep")
+@with_config_options(SWEEP_SETTINGS, into="trainer")
 def sweep_cmd(
     base_batch: int = BASE_BATCH,
     base_lr: float = BASE_LR,
@@ -282,34 +243,10 @@ def sweep_cmd(
     submit: bool = SUBMIT,
     model: str = CONFIG.model,
     task: str = CONFIG.task,
-    micro_batch_size: Optional[int] = CONFIG.micro_batch_size,
-    max_new_tokens: Optional[int] = CONFIG.max_new_tokens,
-    eval_every: int = CONFIG.eval_every,
-    eval_size: Optional[int] = CONFIG.eval_size,
     workers: int = typer.Option(1, "--workers", help="Trial processes in parallel (1 torch thread each)."),
-    device: str = CONFIG.device,
     fmt: Format = typer.Option(Format.table, "--format", help="Output format of the accounting."),
     algo: str = CONFIG.algo,
-    critic_model: Optional[str] = CONFIG.critic_model,
-    critic_base_lr: Optional[float] = CONFIG.critic_base_lr,
-    gamma: float = CONFIG.gamma,
-    lam: float = CONFIG.lam,
-    value_clip: float = CONFIG.value_clip,
-    critic_warmup_steps: int = CONFIG.critic_warmup_steps,
-    async_rollouts: int = CONFIG.async_rollouts,
-    partial_rollout_tokens: Optional[int] = CONFIG.partial_rollout_tokens,
-    rollout_threads: int = CONFIG.rollout_threads,
-    precision: str = CONFIG.precision,
-    micro_batch_tokens: Optional[int] = CONFIG.micro_batch_tokens,
-    max_concurrent_sequences: Optional[int] = CONFIG.max_concurrent_sequences,
-    ppo_epochs: int = CONFIG.ppo_epochs,
-    filter_groups: bool = CONFIG.filter_groups,
-    share_prompts: bool = CONFIG.share_prompts,
-    temperature: float = CONFIG.temperature,
-    checkpoint_every: int = CONFIG.checkpoint_every,
-    kl_coef: float = CONFIG.kl_coef,
-    max_grad_norm: float = CONFIG.max_grad_norm,
-    max_steps: Optional[int] = CONFIG.max_steps,
+    trainer: dict = None,
 ) -> None:
     """Batch-size sweep: every B under the LR rule (+ a fixed-LR control) to the same sample budget, resumable
     (finished trials are skipped; local and ray share sweep.json), then the report (report.html, report.md,
@@ -319,18 +256,7 @@ def sweep_cmd(
     _quiet_transformers()
     samples = trial_budget(backend, samples, generated_samples, launched=backend in ("verl", "openrlhf")
                            or (backend == "trl" and (dry_run or submit)))
-    opts = dict(micro_batch_size=micro_batch_size, max_new_tokens=max_new_tokens_for(task, max_new_tokens),
-                eval_every=eval_every,
-                eval_size=eval_size, device=device,
-                **ppo_fields(algo, critic_model, None, critic_base_lr, gamma, lam, value_clip, critic_warmup_steps),
-                **async_fields(async_rollouts, partial_rollout_tokens, rollout_threads),
-                # the rest only when set, so a sweep's manifest (and every backend's options) stays as it was
-                **non_default(precision=precision, micro_batch_tokens=micro_batch_tokens,
-                              max_concurrent_sequences=max_concurrent_sequences, ppo_epochs=ppo_epochs,
-                              filter_groups=filter_groups, share_prompts=share_prompts, temperature=temperature,
-                              checkpoint_every=checkpoint_every, kl_coef=kl_coef,
-                              max_grad_norm=max_grad_norm or None, max_steps=max_steps),
-                **stop_fields(target, stop_on_target, hold))
+    opts = {**trainer_fields(task, algo, trainer, changed_only=True), **stop_fields(target, stop_on_target, hold)}
     group_sizes = group_sizes or ("1" if algo == "ppo" else "8")
     res = run_study(backend=backend, base_batch=base_batch, base_lr=base_lr, batches=parse_int_list(batches),
                     rule=rule, group_sizes=parse_int_list(group_sizes, "group-sizes"), seeds=seeds, samples=samples,

@@ -46,7 +46,7 @@ from rlbatch.errors import UserError
 from rlbatch.scaling import RULES
 from rlbatch.sweep.demo import DEMOS
 from rlbatch.sweep.local import TrialSpec
-from rlbatch.train.config import add_config_arguments, lr_fields, make_config, max_new_tokens_for
+from rlbatch.train.config import add_config_arguments, lr_fields, make_config, trainer_fields
 
 CHECKPOINTS = "checkpoints"
 
@@ -199,9 +199,8 @@ def config_from_args(a: argparse.Namespace):
                              base_lr=a.base_lr, calibration=DEMOS.get(a.model))
     if note:
         print(note, file=sys.stderr)
-    values = {n: getattr(a, n) for n in TRL_FIELDS if n not in lr_set}
-    values.update(max_new_tokens=max_new_tokens_for(a.task, a.max_new_tokens), max_grad_norm=a.max_grad_norm or None)
-    return make_config(**values, **lr_set)
+    settings = {n: getattr(a, n) for n in TRL_FIELDS if n not in ("model", "task", *lr_set)}
+    return make_config(model=a.model, task=a.task, **lr_set, **trainer_fields(a.task, "grpo", settings))
 
 
 def main(argv: list[str] | None = None) -> int:

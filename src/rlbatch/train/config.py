@@ -6,8 +6,8 @@ dataclass: :func:`option_spec` gives a field's flag, type, default and help (the
 :mod:`rlbatch.cli_options` turns into Typer options and the TRL entry point into argparse arguments. The rest of this
 module is how command-line values become fields: :func:`make_config` (validation errors as one
 :class:`~rlbatch.errors.UserError` naming the field), the LR settings with a preset's calibrated base
-(:func:`lr_fields`), the per-task token cap (:func:`max_new_tokens_for`), the PPO / asynchronous-rollout /
-stop-at-target groups and the study budget rule (:func:`trial_budget`).
+(:func:`lr_fields`), the per-task token cap, PPO and asynchronous-rollout groups (:func:`trainer_fields`), the
+stop-at-target pair (:func:`stop_fields`) and the study budget rule (:func:`trial_budget`).
 """
 
 from __future__ import annotations
@@ -196,7 +196,7 @@ def make_config(**fields: Any) -> TrainConfig:
 #: Short flags of fields; every other field's flag is ``--`` and its name with dashes (a bool: ``--x/--no-x``).
 SHORT_FLAGS = {"prompts_per_step": "-P", "group_size": "-G"}
 #: Fields whose command-line default is not the library default: ``max_new_tokens`` None = the task's cap
-#: (:func:`max_new_tokens_for`); code that builds a config directly keeps the fixed default.
+#: (:func:`trainer_fields`); code that builds a config directly keeps the fixed default.
 COMMAND_LINE_DEFAULTS: dict[str, Any] = {"max_new_tokens": None}
 
 
@@ -246,12 +246,6 @@ def add_config_arguments(parser: argparse.ArgumentParser, names: Iterable[str]) 
 
 
 # --------------------------------------------------------------------------------------------------- values -> fields
-def max_new_tokens_for(task: str, value: int | None) -> int:
-    """The token cap of a run: ``value``, or the task's default (:func:`rlbatch.train.tasks.default_max_new_tokens`:
-    arithmetic 5, reasoning-gym 256, gsm8k and verl files 512) when it is None or 0."""
-    return value or default_max_new_tokens(task)
-
-
 def lr_fields(*, model: str, task: str, algo: str, lr: float | None, rule: str, base_batch: int | None,
               base_lr: float | None, calibration: Mapping[str, Any] | None = None) -> tuple[dict[str, Any], str | None]:
     """The learning-rate fields of one run (``lr``, ``lr_rule``, ``base_batch``, ``base_lr``) and a note for the
@@ -268,7 +262,7 @@ def lr_fields(*, model: str, task: str, algo: str, lr: float | None, rule: str, 
     return dict(lr=lr, lr_rule=rule if lr is None else None, base_batch=base_batch, base_lr=base_lr), note
 
 
-def ppo_fields(algo: str, critic_model: str | None, critic_lr: float | None, critic_base_lr: float | None,
+def _ppo_fields(algo: str, critic_model: str | None, critic_lr: float | None, critic_base_lr: float | None,
                gamma: float, lam: float, value_clip: float | None, critic_warmup_steps: int) -> dict[str, Any]:
     """The PPO fields of the command-line flags (none for GRPO, so GRPO configs stay as they were); a value clip
     of 0 is off (None). :class:`UserError` (field ``algo``) unless ``algo`` is grpo or ppo."""
@@ -280,12 +274,43 @@ def ppo_fields(algo: str, critic_model: str | None, critic_lr: float | None, cri
                 gamma=gamma, lam=lam, value_clip=value_clip or None, critic_warmup_steps=critic_warmup_steps)
 
 
-def async_fields(async_rollouts: int, partial_rollout_tokens: int | None, rollout_threads: int) -> dict[str, Any]:
+def _async_fields(async_rollouts: int, partial_rollout_tokens: int | None, rollout_threads: int) -> dict[str, Any]:
     """The asynchronous-rollout fields of the flags (none when they are off, so configs stay as they were)."""
     if not async_rollouts and partial_rollout_tokens is None:
         return {}
     return dict(async_rollouts=async_rollouts, partial_rollout_tokens=partial_rollout_tokens,
                 rollout_threads=rollout_threads)
+
+
+#: The PPO and the asynchronous-rollout settings: recorded only when PPO / asynchronous rollouts are on.
+PPO_SETTINGS = ("critic_model", "critic_lr", "critic_base_lr", "gamma", "lam", "value_clip", "critic_warmup_steps")
+ASYNC_SETTINGS = ("async_rollouts", "partial_rollout_tokens", "rollout_threads")
+#: Trial options a sweep always records (its manifest's options before it took every trainer setting).
+SWEEP_ALWAYS = ("micro_batch_size", "max_new_tokens", "eval_every", "eval_size", "device")
+
+
+def trainer_fields(task: str, algo: str, settings: Mapping[str, Any], *, changed_only: bool = False) -> dict[str, Any]:
+    """The :class:`TrainConfig` fields of a command's trainer settings (field -> command-line value, as
+    :func:`rlbatch.cli_options.with_config_options` gathers them): ``max_new_tokens`` None -> the task's cap
+    (:func:`rlbatch.train.tasks.default_max_new_tokens`: arithmetic 5, reasoning-gym 256, gsm8k and verl files 512),
+    ``max_grad_norm`` 0 -> None (no clipping), the PPO fields only for PPO (with ``algo``; :class:`UserError`
+    unless grpo or ppo), the asynchronous-rollout fields only when on, the rest
+    as given. ``changed_only`` (a sweep's trial options): of the rest, only :data:`SWEEP_ALWAYS` and what differs
+    from the field's default, so a study's manifest names what was set."""
+    rest = dict(settings)
+
+    def take(name: str) -> Any:
+        return rest.pop(name, TrainConfig.model_fields[name].default)
+
+    ppo = _ppo_fields(algo, *(take(n) for n in PPO_SETTINGS))
+    asynchronous = _async_fields(*(take(n) for n in ASYNC_SETTINGS))
+    if "max_new_tokens" in rest:
+        rest["max_new_tokens"] = rest["max_new_tokens"] or default_max_new_tokens(task)
+    if "max_grad_norm" in rest:
+        rest["max_grad_norm"] = rest["max_grad_norm"] or None
+    if changed_only:
+        rest = {k: v for k, v in rest.items() if k in SWEEP_ALWAYS or v != TrainConfig.model_fields[k].default}
+    return {**rest, **ppo, **asynchronous}
 
 
 def stop_fields(target: float | None, stop_on_target: bool, stop_hold: int) -> dict[str, Any]:
@@ -296,12 +321,6 @@ def stop_fields(target: float | None, stop_on_target: bool, stop_hold: int) -> d
     if target is None:
         raise UserError("--stop-on-target needs --target (the held-out score to stop at)", field="target")
     return dict(stop_at_target=target, stop_hold=stop_hold)
-
-
-def non_default(**values: Any) -> dict[str, Any]:
-    """The :class:`TrainConfig` fields among ``values`` that differ from the field's default (a sweep's trial
-    options name only what was changed, so its manifest stays as it was)."""
-    return {k: v for k, v in values.items() if v != TrainConfig.model_fields[k].default}
 
 
 def trial_budget(backend: str, samples: int | None, generated_samples: int | None, *, launched: bool) -> int:
