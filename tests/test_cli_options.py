@@ -197,6 +197,8 @@ def test_train_stop_at_target_alias(monkeypatch, tmp_path):
     assert seen["cfg"].stop_at_target is None
     res = CliRunner().invoke(cli.app, ["train", "--out", str(tmp_path / "r"), "--lr", "1e-4", "--stop-on-target"])
     assert "--stop-on-target needs --target" in str(res.exception)
+    res = CliRunner().invoke(cli.app, ["train", "--out", str(tmp_path / "r"), "--lr", "1e-4", "--target", "0.5"])
+    assert "add --stop-on-target" in str(res.exception)
 
 
 SWEEP = ["sweep", "--base-batch", "16", "--base-lr", "1e-4", "--batches", "16,32", "--samples", "64", "--target",

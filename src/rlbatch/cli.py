@@ -170,6 +170,8 @@ def train_cmd(
     _quiet_transformers()
     from rlbatch.train.trainer import train  # imports torch: kept out of CLI startup (rlbatch --help)
 
+    if target is not None and not stop_on_target:
+        raise UserError("rlbatch train uses --target only to stop at it: add --stop-on-target", field="target")
     lr_set, note = lr_fields(model=model, task=task, algo=algo, lr=lr, rule=rule, base_batch=base_batch,
                              base_lr=base_lr, calibration=DEMOS.get(model))
     if note:
