@@ -35,7 +35,8 @@ def run_once(name: str, opts: dict, args, model_tok, task, tmp: Path, rnd: int, 
     import copy
 
     from rlbatch.scaling import scaled_lr
-    from rlbatch.train.trainer import make_config, train
+    from rlbatch.train.config import make_config
+    from rlbatch.train.trainer import train
 
     cfg = make_config(model=args.model, task="arithmetic", prompts_per_step=args.batch // args.group,
                       group_size=args.group, lr=scaled_lr(args.batch, args.base_batch, args.base_lr, "sqrt"),

@@ -38,7 +38,7 @@ EOF
 cat "$RES/gpu_machine.txt"
 
 step profile 150 "$PY" -m rlbatch.cli profile --model smollm2-135m --device cuda \
-  --batches 1,2,4,8,16,32,64,128,256 --new-tokens 64 --prompt-tokens 64 --out "$RES/gpu_profile" --format json
+  --sequences 1,2,4,8,16,32,64,128,256 --new-tokens 64 --prompt-tokens 64 --out "$RES/gpu_profile" --format json
 
 SWEEP=(--model smollm2-135m --task chain_sum --base-batch 32 --base-lr 5e-6 --batches 32,64 --group-sizes 8
        --samples 512 --target 0.3 --eval-every 256 --eval-size 64 --max-new-tokens 32 --micro-batch-size 16

@@ -5,7 +5,7 @@
 #   1. warm     the gpu-small preset's warm start on the GPU (rlbatch.train.gpu_model; cached for the later phases)
 #   2. profile  rlbatch profile: prefill / decode / update time per B = 1..16384 against the roofline at the H200's
 #               datasheet 4.8 TB/s and 990 TFLOP/s bf16 dense                                        -> profile.json
-#   3. study    rlbatch demo --preset gpu-small: the GRPO batch study B = 32..16384 (sqrt rule, 2 seeds) plus the
+#   3. study    rlbatch demo --model gpu-small: the GRPO batch study B = 32..16384 (sqrt rule, 2 seeds) plus the
 #               fixed-LR control, bf16 autocast, then its report                       -> report.md, report.json
 #   4. report   only if the study's box ran out: the report of the trials that finished
 #   5. async    benchmarks/async_vs_sync.py: asynchronous (K = 1) vs synchronous rollouts at B = 1024 -> async.json
@@ -141,14 +141,14 @@ if machine.is_file():  # beside the machine's facts (the files that come back ar
 EOF
 
 # ---------------------------------------------------------------- 2. profile: decode / prefill / update per B
-phase profile "$T_PROFILE" "$PY" -m rlbatch.cli profile --model "$MODEL" --device "$DEV" --batches "$BATCHES" \
+phase profile "$T_PROFILE" "$PY" -m rlbatch.cli profile --model "$MODEL" --device "$DEV" --sequences "$BATCHES" \
   --repeats "$PROFILE_REPEATS" "${ROOF[@]}" --out "$WORK/profile" --format markdown \
   && cp "$WORK/profile/$MODEL.json" "$OUT_DIR/profile.json"
 
 # ---------------------------------------------------------------- 3. the GRPO batch study (+ fixed-LR control)
 T_STUDY=$((STUDY_END - (SECONDS - T0)))
 [ "$T_STUDY" -lt 60 ] && T_STUDY=60
-phase study "$T_STUDY" "$PY" -m rlbatch.cli demo --preset "$MODEL" --device "$DEV" --workers 1 \
+phase study "$T_STUDY" "$PY" -m rlbatch.cli demo --model "$MODEL" --device "$DEV" --workers 1 \
   --out "$WORK/study" --format markdown
 if [ ! -f "$WORK/study/report.json" ] && [ -f "$WORK/study/sweep.json" ]; then
   # ---------------------------------------------------------------- 4. the report of the trials that finished

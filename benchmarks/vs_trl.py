@@ -102,7 +102,8 @@ def bench_task(a):
 def worker_ours(a, filter_groups: bool = True, noise_split: bool = True, share_prompts: bool = True) -> dict:
     torch = _setup(a.threads)
     from rlbatch.train.models import load_model
-    from rlbatch.train.trainer import make_config, train
+    from rlbatch.train.config import make_config
+    from rlbatch.train.trainer import train
 
     P = a.batch // a.G
     mt = load_model(a.preset)

@@ -44,7 +44,8 @@ def coin_task_installed():
 
 
 def run_train(out: Path | str, resume: bool = False, mini_batches: bool = False) -> Path:
-    from rlbatch.train.trainer import make_config, train
+    from rlbatch.train.config import make_config
+    from rlbatch.train.trainer import train
 
     with coin_task_installed():
         return train(make_config(**(TRAIN_MB if mini_batches else TRAIN)), out, resume=resume)

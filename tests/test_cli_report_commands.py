@@ -109,7 +109,7 @@ def test_bad_model_or_task_is_named_first(monkeypatch, capsys, tmp_path, args, n
 
 def test_a_failed_run_leaves_no_stale_lock(monkeypatch, tmp_path):
     import rlbatch.train.trainer as trainer
-    from rlbatch.train.trainer import TrainConfig
+    from rlbatch.train.config import TrainConfig
 
     def boom(*a, **k):
         assert (tmp_path / "old" / trainer.LOCK).exists() or (tmp_path / "new" / trainer.LOCK).exists()

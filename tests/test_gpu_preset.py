@@ -18,7 +18,8 @@ from rlbatch.sweep.local import plan_trials
 from rlbatch.train.gpu_model import GPU_ARCHS, GPU_WARM, cache_key, param_count, sft_batch, warm_start_info
 from rlbatch.train.models import char_tokenizer, load_model
 from rlbatch.train.tasks import Item
-from rlbatch.train.trainer import make_config, precision_context, train
+from rlbatch.train.config import make_config
+from rlbatch.train.trainer import precision_context, train
 
 REPO = Path(__file__).resolve().parents[1]
 

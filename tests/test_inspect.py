@@ -219,7 +219,7 @@ def test_trl_launch_checked_by_grpoconfig(tmp_path):
 def test_inspect_cli_on_a_launch(tmp_path):
     p = tmp_path / "run_grpo.sh"
     p.write_text(VERL_CMD)
-    out = cli("inspect", p, "--batch", "512,1024", "--format", "json")
+    out = cli("inspect", p, "--batches", "512,1024", "--format", "json")
     assert out.returncode == 0, out.stderr
     res = json.loads(out.stdout)
     assert res["kind"] == "launch" and res["batch"]["responses_per_update"] == 256

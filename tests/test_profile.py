@@ -53,7 +53,7 @@ def test_profile_command_json(tiny_gpt2, tmp_path):
     from rlbatch.cli import app
 
     out = tmp_path / "prof"
-    res = CliRunner().invoke(app, ["profile", "--model", str(tiny_gpt2), "--batches", "1,2,4", "--new-tokens", "8",
+    res = CliRunner().invoke(app, ["profile", "--model", str(tiny_gpt2), "--sequences", "1,2,4", "--new-tokens", "8",
                                    "--prompt-tokens", "8", "--device", "cpu", "--out", str(out), "--format", "json"])
     assert res.exit_code == 0, res.output
     rows = json.loads(res.stdout)
@@ -91,7 +91,7 @@ def test_profile_errors(tiny_gpt2, tmp_path):
     with pytest.raises(UserError, match="positions"):
         prof.run_profile(str(tiny_gpt2), [1], new_tokens=60, prompt_tokens=10, device="cpu", bandwidth_gbs=1,
                          peak_tflops=1)
-    res = CliRunner().invoke(app, ["profile", "--model", str(tiny_gpt2), "--batches", "0"])
+    res = CliRunner().invoke(app, ["profile", "--model", str(tiny_gpt2), "--sequences", "0"])
     assert res.exit_code != 0
 
 

@@ -10,7 +10,8 @@ torch = pytest.importorskip("torch")
 
 from rlbatch.errors import UserError  # noqa: E402
 from rlbatch.scaling import scaled_lr  # noqa: E402
-from rlbatch.train.trainer import make_config, train  # noqa: E402
+from rlbatch.train.config import make_config  # noqa: E402
+from rlbatch.train.trainer import train  # noqa: E402
 
 from _train_helpers import coin_task, fresh  # noqa: E402
 

@@ -12,7 +12,8 @@ torch = pytest.importorskip("torch")
 
 from rlbatch.analysis import noise  # noqa: E402
 from rlbatch.train.grpo import accumulate, accumulate_gradients, grpo_noise_metrics, prompt_layout  # noqa: E402
-from rlbatch.train.trainer import make_config, train  # noqa: E402
+from rlbatch.train.config import make_config  # noqa: E402
+from rlbatch.train.trainer import train  # noqa: E402
 
 from _train_helpers import coin_task, fresh  # noqa: E402
 

@@ -78,7 +78,8 @@ def test_peak_generation_memory_is_flat_in_batch_beyond_max_concurrent():
 def test_trainer_records_peak_memory_and_chunking(tiny, tmp_path):
     import json
 
-    from rlbatch.train.trainer import make_config, train
+    from rlbatch.train.config import make_config
+    from rlbatch.train.trainer import train
 
     from _train_helpers import fresh
 

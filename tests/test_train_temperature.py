@@ -58,7 +58,8 @@ def test_loss_gradient_uses_the_temperature(tiny):
 
 def test_trainer_passes_its_temperature_to_the_loss(tiny, tmp_path, monkeypatch):
     import rlbatch.train.grpo as grpo
-    from rlbatch.train.trainer import make_config, train
+    from rlbatch.train.config import make_config
+    from rlbatch.train.trainer import train
 
     seen = []
     real = grpo.token_logprobs

@@ -92,7 +92,7 @@ def test_trl_entry_point_resumes_and_noise_matches_clipped_gradient(tmp_path):
     every step appears once and the counters continue."""
     from rlbatch.integrations.trl_train import train_trl
     from rlbatch.runstore import update_meta
-    from rlbatch.train.trainer import make_config
+    from rlbatch.train.config import make_config
 
     def cfg(steps):
         return make_config(model="tiny", task="arithmetic", prompts_per_step=2, group_size=8, lr=1e-4, samples=10**6,

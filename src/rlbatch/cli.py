@@ -3,15 +3,30 @@ prints results, and one-line errors with exit code 2 for bad input (:class:`rlba
 
 from __future__ import annotations
 
+import os
+import re
 import sys
+import warnings
 from enum import Enum
 from pathlib import Path
 from typing import Optional
 
 import typer
+from rich.console import Console
+from rich.progress import Progress
 
+from rlbatch.cli_options import (ADDRESS, BASE_BATCH, BASE_CONFIG, BASE_LR, BATCHES, CONFIG, DRY_RUN,
+                                 FIXED_LR_CONTROL, GROUP_SIZES, RULE, SEEDS, STOP_ON_TARGET, SUBMIT, SWEEP_SETTINGS,
+                                 TARGET, TRAIN_SETTINGS, AliasGroup, with_config_options)
 from rlbatch.errors import UserError
 from rlbatch.output import console, markdown_table, markdown_text, print_json, rich_table
+from rlbatch.scaling import lr_table, parse_int_list, scaled_lr
+from rlbatch.train.config import lr_fields, make_config, stop_fields, trainer_fields, trial_budget
+
+try:  # typer >= 0.20 carries its own copy of click
+    from typer._click import exceptions as click
+except ImportError:  # pragma: no cover - older typer on click
+    from click import exceptions as click
 
 app = typer.Typer(
     name="rlbatch",
@@ -21,6 +36,7 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
+    cls=AliasGroup,
 )
 
 
@@ -39,15 +55,13 @@ PAPER_REFERENCE = "P128"
 # --------------------------------------------------------------------------------------------------- lr
 @app.command("lr")
 def lr_cmd(
-    base_batch: int = typer.Option(..., "--base-batch", help="B0: responses per update (P x G) of the tuned run."),
-    base_lr: float = typer.Option(..., "--base-lr", help="lr0: the learning rate tuned at B0."),
-    batches: str = typer.Option(..., "--batches", help="Comma-separated batch sizes B to scale to, e.g. 2048,8192."),
-    rule: str = typer.Option("sqrt", "--rule", help="sqrt (Adam, Malladi et al. 2022), linear (SGD, Goyal et al. "
-                             "2017) or none (fixed LR control)."),
+    base_batch: int = BASE_BATCH,
+    base_lr: float = BASE_LR,
+    batches: str = BATCHES,
+    rule: str = RULE,
     fmt: Format = typer.Option(Format.table, "--format", help="Output format."),
 ) -> None:
     """Learning rate for each batch size under a scaling rule (the paper's "align" step)."""
-    from rlbatch.scaling import lr_table, parse_int_list, scaled_lr  # command imports on use: a fast --help
 
     scaled_lr(base_batch, base_batch, base_lr, rule)  # validates inputs and rule
     rows = lr_table(base_batch, base_lr, parse_int_list(batches), rule)
@@ -119,8 +133,6 @@ def account_cmd(
 
 # --------------------------------------------------------------------------------------------------- train (issue 4)
 def _quiet_transformers() -> None:
-    import os
-    import warnings
 
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
@@ -128,120 +140,40 @@ def _quiet_transformers() -> None:
     warnings.filterwarnings("ignore", category=UserWarning, module="torch")
 
 
-# Options shared by `train` and `sweep` (one definition, the same help in both)
-GAMMA = typer.Option(1.0, "--gamma", help="PPO: GAE discount.")
-LAM = typer.Option(1.0, "--lam", help="PPO: GAE lambda.")
-VALUE_CLIP = typer.Option(0.2, "--value-clip", help="PPO: value-loss clip range (0: off).")
-CRITIC_WARMUP_STEPS = typer.Option(0, "--critic-warmup-steps", help="PPO: critic-only steps first.")
-ASYNC_ROLLOUTS = typer.Option(0, "--async-rollouts", help="K: generation runs in its own process up to K policy "
-                              "versions ahead of the update (0: synchronous). GRPO.")
-PARTIAL_ROLLOUT_TOKENS = typer.Option(None, "--partial-rollout-tokens", help="T: each round decodes at most T new "
-                                      "tokens per response; unfinished ones continue under the next version.")
-ROLLOUT_THREADS = typer.Option(1, "--rollout-threads", help="Torch threads of the generation process (with "
-                               "--async-rollouts / --partial-rollout-tokens).")
-PRECISION = typer.Option("fp32", "--precision", help="fp32, or bf16: generation, evaluation and the update's forward "
-                         "passes under bfloat16 autocast, weights and Adam state in float32 (for GPUs).")
-
-
 @app.command("train")
+@with_config_options(TRAIN_SETTINGS)
 def train_cmd(
-    model: str = typer.Option("tiny", "--model", help="Preset (tiny, tiny-random, smollm2-135m) or a local Hugging "
-                              "Face model directory."),
-    task: str = typer.Option("arithmetic", "--task", help="arithmetic, gsm8k, a reasoning-gym name (chain_sum, "
-                             "basic_arithmetic, countdown, ...) or a verl-schema parquet/jsonl path."),
-    prompts_per_step: int = typer.Option(16, "--prompts-per-step", "-P", help="P: prompts per step."),
-    group_size: int = typer.Option(8, "--group-size", "-G", help="G: responses per prompt."),
-    lr: Optional[float] = typer.Option(None, "--lr", help="Learning rate (else from --base-batch/--base-lr/--rule)."),
-    base_batch: Optional[int] = typer.Option(None, "--base-batch", help="B0 of the LR rule."),
-    base_lr: Optional[float] = typer.Option(None, "--base-lr", help="lr0 of the LR rule (with neither --lr nor a "
-                                            "base: the preset's demo calibration, tiny: B0 16, lr0 5e-5)."),
-    rule: str = typer.Option("sqrt", "--rule", help="LR rule when --lr is not given: sqrt, linear, none."),
-    samples: int = typer.Option(4096, "--samples", help="Retained-sample budget."),
     out: Path = typer.Option(..., "--out", help="Run directory to write."),
-    seed: int = typer.Option(0, "--seed"),
-    micro_batch_size: Optional[int] = typer.Option(None, "--micro-batch-size", help="Responses per micro-batch "
-                                                   "(must divide P x G; default gcd(P x G, 8)). GRPO lays them out "
-                                                   "by prompt: whole groups, or one group split over several."),
-    micro_batch_tokens: Optional[int] = typer.Option(None, "--micro-batch-tokens", help="Token budget of a "
-                                                     "micro-batch (padded prompt + response tokens): fewer responses "
-                                                     "per pass when sequences are long (default: no budget)."),
-    max_concurrent_sequences: Optional[int] = typer.Option(None, "--max-concurrent-sequences", help="Sequences "
-                                                           "generated at once; the KV cache never holds more "
-                                                           "(default: fitted to memory)."),
-    mini_batch_size: Optional[int] = typer.Option(None, "--mini-batch-size", help="Responses per optimizer update M "
-                                                  "(divides P x G; GRPO: a multiple of G); the LR rule applies to "
-                                                  "M. Default: the whole batch, one update per step."),
-    ppo_epochs: int = typer.Option(1, "--ppo-epochs", help="Passes over each rollout batch (P x G / M updates "
-                                   "each)."),
-    filter_groups: bool = typer.Option(True, "--filter-groups/--no-filter-groups", help="GRPO: drop groups whose "
-                                       "rewards are all equal before the update (--no-filter-groups trains every "
-                                       "response, as TRL)."),
-    share_prompts: bool = typer.Option(True, "--share-prompts/--no-share-prompts", help="Update: run each "
-                                       "prompt once per micro-batch with its responses packed after it (block "
-                                       "attention mask; same loss and gradient, fewer FLOPs) where that is "
-                                       "cheaper; --no-share-prompts: one padded row per response, as TRL."),
-    temperature: float = typer.Option(1.0, "--temperature", help="Sampling temperature (the loss's "
-                                      "log-probabilities use it too)."),
-    max_new_tokens: Optional[int] = typer.Option(None, "--max-new-tokens", help="Cap on generated tokens per "
-                                                 "response (default per task: arithmetic 5, reasoning-gym 256, "
-                                                 "gsm8k and verl files 512)."),
-    eval_every: int = typer.Option(2048, "--eval-every", help="Retained samples between greedy evaluations."),
-    eval_size: Optional[int] = typer.Option(None, "--eval-size", help="Held-out items (default: 512 arithmetic, "
-                                            "256 otherwise)."),
-    checkpoint_every: int = typer.Option(10, "--checkpoint-every", help="Steps between checkpoints."),
-    kl_coef: float = typer.Option(0.0, "--kl-coef", help="KL-to-reference weight (0: off, no reference model)."),
-    max_grad_norm: float = typer.Option(1.0, "--max-grad-norm", help="Gradient clipping threshold (0: off)."),
-    target: Optional[float] = typer.Option(None, "--stop-at-target", help="Stop once eval/score >= this ..."),
-    hold: int = typer.Option(2, "--stop-hold", help="... for this many consecutive evaluations."),
-    max_steps: Optional[int] = typer.Option(None, "--max-steps", help="Stop after this many steps."),
-    device: str = typer.Option("cpu", "--device", help="cpu or cuda."),
+    model: str = CONFIG.model,
+    task: str = CONFIG.task,
+    algo: str = CONFIG.algo,
+    lr: Optional[float] = CONFIG.lr,
+    base_batch: Optional[int] = CONFIG.base_batch,
+    base_lr: Optional[float] = CONFIG.base_lr,
+    rule: str = RULE,
+    target: Optional[float] = TARGET,
+    stop_on_target: bool = STOP_ON_TARGET,
+    stop_hold: int = CONFIG.stop_hold,
     resume: bool = typer.Option(False, "--resume", help="Continue the run in --out from its last checkpoint."),
     fmt: Format = typer.Option(Format.table, "--format", help="Output format of the final summary."),
-    algo: str = typer.Option("grpo", "--algo", help="grpo, or ppo (value model + GAE; use -G 1)."),
-    critic_model: Optional[str] = typer.Option(None, "--critic-model", help="PPO: separate critic model (preset "
-                                               "or directory, same vocabulary); default a copy of the policy."),
-    critic_lr: Optional[float] = typer.Option(None, "--critic-lr", help="PPO: critic learning rate (else from "
-                                              "--critic-base-lr under --rule, else the actor's lr)."),
-    critic_base_lr: Optional[float] = typer.Option(None, "--critic-base-lr", help="PPO: critic lr0 at --base-batch."),
-    gamma: float = GAMMA,
-    lam: float = LAM,
-    value_clip: float = VALUE_CLIP,
-    critic_warmup_steps: int = CRITIC_WARMUP_STEPS,
-    async_rollouts: int = ASYNC_ROLLOUTS,
-    partial_rollout_tokens: Optional[int] = PARTIAL_ROLLOUT_TOKENS,
-    rollout_threads: int = ROLLOUT_THREADS,
-    precision: str = PRECISION,
+    settings: dict = None,
 ) -> None:
     """Train with GRPO (or PPO with --algo ppo): one optimizer step per P x G rollout batch, metrics in
     DIR/metrics.jsonl (canonical names), greedy evaluations in DIR/eval.jsonl, checkpoints for --resume."""
+    from rlbatch.sweep.demo import DEMOS  # on use: --help loads no pandas / torch
+    from rlbatch.runstore import read_run  # on use: --help loads no pandas / torch
     _quiet_transformers()
-    from rlbatch.train.tasks import default_max_new_tokens
-    from rlbatch.train.trainer import make_config, train
+    from rlbatch.train.trainer import train  # imports torch: kept out of CLI startup (rlbatch --help)
 
-    if lr is None and base_batch is None and base_lr is None and algo == "grpo":
-        from rlbatch.sweep.demo import DEMOS
-
-        d = DEMOS.get(model)
-        if d is not None and d["task"] == task:  # the preset's calibrated base: its demo study's B0 and lr0
-            base_batch, base_lr = d["base_batch"], d["base_lr"]
-            typer.echo(f"lr: the {rule} rule from the {model} demo's base B0={base_batch}, lr0={base_lr:g} (give "
-                       "--lr, or --base-batch and --base-lr, to choose)", err=True)
-    cfg = make_config(model=model, task=task, prompts_per_step=prompts_per_step, group_size=group_size, lr=lr,
-                      lr_rule=rule if lr is None else None, base_batch=base_batch, base_lr=base_lr, samples=samples,
-                      seed=seed, micro_batch_size=micro_batch_size,
-                      max_new_tokens=max_new_tokens or default_max_new_tokens(task),
-                      micro_batch_tokens=micro_batch_tokens, max_concurrent_sequences=max_concurrent_sequences,
-                      mini_batch_size=mini_batch_size, ppo_epochs=ppo_epochs, filter_groups=filter_groups,
-                      share_prompts=share_prompts, temperature=temperature, eval_every=eval_every, eval_size=eval_size,
-                      checkpoint_every=checkpoint_every, kl_coef=kl_coef,
-                      max_grad_norm=max_grad_norm or None, stop_at_target=target, stop_hold=hold,
-                      max_steps=max_steps, device=device, precision=precision,
-                      **_ppo_fields(algo, critic_model, critic_lr, critic_base_lr, gamma, lam, value_clip,
-                                    critic_warmup_steps),
-                      **_async_fields(async_rollouts, partial_rollout_tokens, rollout_threads))
+    if target is not None and not stop_on_target:
+        raise UserError("rlbatch train uses --target only to stop at it: add --stop-on-target", field="target")
+    lr_set, note = lr_fields(model=model, task=task, algo=algo, lr=lr, rule=rule, base_batch=base_batch,
+                             base_lr=base_lr, calibration=DEMOS.get(model))
+    if note:
+        typer.echo(note, err=True)
+    cfg = make_config(model=model, task=task, **lr_set, **trainer_fields(task, algo, settings),
+                      **stop_fields(target, stop_on_target, stop_hold))
     run_dir = train(cfg, out, resume=resume, progress=fmt is Format.table)
-    from rlbatch.runstore import read_run
-
     run = read_run(run_dir)
     m, e = run.metrics, run.evals
     row = {"run": run.run_id, "status": run.meta.status, "stop_reason": run.meta.stop_reason,
@@ -264,50 +196,29 @@ def train_cmd(
         console().print(rich_table(kv, [("field", "field", None), ("value", "value", None)], title=f"{cfg.algo.upper()} run"))
 
 
-def _async_fields(k: int, t: Optional[int], threads: int) -> dict:
-    """TrainConfig fields of the asynchronous-rollout flags (none when they are off, so configs stay as before)."""
-    if not k and t is None:
-        return {}
-    return dict(async_rollouts=k, partial_rollout_tokens=t, rollout_threads=threads)
-
-
 def _mib(n) -> float | None:
     return None if n is None else round(float(n) / 2**20, 1)
 
 
-def _ppo_fields(algo, critic_model, critic_lr, critic_base_lr, gamma, lam, value_clip, warmup) -> dict:
-    """TrainConfig fields of the PPO flags (only the algorithm for GRPO)."""
-    from rlbatch.errors import UserError
-
-    if algo not in ("grpo", "ppo"):
-        raise UserError(f"--algo must be grpo or ppo, got {algo!r}", field="algo")
-    if algo == "grpo":
-        return {}
-    return dict(algo=algo, critic_model=critic_model, critic_lr=critic_lr, critic_base_lr=critic_base_lr,
-                gamma=gamma, lam=lam, value_clip=value_clip or None, critic_warmup_steps=warmup)
-
-
 @app.command("sweep")
+@with_config_options(SWEEP_SETTINGS, into="trainer")
 def sweep_cmd(
-    base_batch: int = typer.Option(..., "--base-batch", help="B0: the reference batch (responses per update)."),
-    base_lr: float = typer.Option(..., "--base-lr", help="lr0: the learning rate tuned at B0."),
-    batches: str = typer.Option(..., "--batches", help="Comma-separated batch sizes B, e.g. 16,32,64,128."),
-    rule: str = typer.Option("sqrt", "--rule", help="LR rule: sqrt, linear or none."),
-    fixed_lr_control: Optional[int] = typer.Option(None, "--fixed-lr-control", help="Also run this B at lr0."),
-    group_sizes: Optional[str] = typer.Option(None, "--group-sizes", help="Comma-separated G values (P = B / G); "
-                                              "default 8 for grpo, 1 for ppo."),
-    seeds: int = typer.Option(1, "--seeds", help="Seeds per configuration."),
+    base_batch: int = BASE_BATCH,
+    base_lr: float = BASE_LR,
+    batches: str = BATCHES,
+    rule: str = RULE,
+    fixed_lr_control: Optional[int] = FIXED_LR_CONTROL,
+    group_sizes: Optional[str] = GROUP_SIZES,
+    seeds: int = SEEDS,
     samples: Optional[int] = typer.Option(None, "--samples", help="local/ray/trl: budget of every trial in "
                                           "retained responses (as everywhere in rlbatch)."),
     generated_samples: Optional[int] = typer.Option(None, "--generated-samples", help="verl/openrlhf (and trl with "
                                                     "--dry-run/--submit): budget of every trial in generated "
                                                     "responses (steps = ceil(N / B); a launched framework cannot "
                                                     "stop at a retained count)."),
-    target: Optional[float] = typer.Option(None, "--target", help="Target held-out score (required for local, ray "
-                                           "and --adaptive)."),
-    stop_at_target: bool = typer.Option(False, "--stop-at-target", help="Stop a trial once the target is reached "
-                                        "and held (--stop-hold evaluations)."),
-    hold: int = typer.Option(2, "--stop-hold"),
+    target: Optional[float] = TARGET,
+    stop_on_target: bool = STOP_ON_TARGET,
+    hold: int = CONFIG.stop_hold,
     out: Path = typer.Option(..., "--out", help="Sweep directory (trials/, sweep.json, report.*)."),
     backend: str = typer.Option("local", "--backend", help="local (processes here), ray (Ray tasks), trl (each "
                                 "trial with TRL's GRPOTrainer here; with --dry-run/--submit: launch it), or launch "
@@ -320,63 +231,31 @@ def sweep_cmd(
     chunk_samples: Optional[int] = typer.Option(None, "--chunk-samples", help="--adaptive (local/ray/trl): retained "
                                                 "samples per start or extension of a trial (default --samples / 8); "
                                                 "the plan is re-made after every round of new evaluations."),
-    address: Optional[str] = typer.Option(None, "--address", help="ray: cluster to join (auto, HOST:6379, "
-                                          "ray://HOST:10001); verl/openrlhf/trl --submit: http://HEAD:8265."),
+    address: Optional[str] = ADDRESS,
     cpus_per_trial: float = typer.Option(1, "--cpus-per-trial", help="ray: CPUs requested per trial."),
     gpus_per_trial: float = typer.Option(0, "--gpus-per-trial", help="ray: GPUs requested per trial."),
     max_retries: int = typer.Option(2, "--max-retries", help="ray: resubmissions of a failed trial."),
-    verl_config: Optional[Path] = typer.Option(None, "--verl-config", "--base-config", help="verl/openrlhf/trl: "
-                                               "your base settings (Hydra overrides, flags or a GRPOConfig YAML)."),
-    dry_run: bool = typer.Option(False, "--dry-run", help="verl/openrlhf/trl: print the commands; write nothing."),
-    submit: bool = typer.Option(False, "--submit", help="verl/openrlhf/trl: submit each trial as a Ray job to "
-                                "--address."),
-    model: str = typer.Option("tiny", "--model", help="Preset or model directory."),
-    task: str = typer.Option("arithmetic", "--task", help="Task name or path."),
-    micro_batch_size: Optional[int] = typer.Option(None, "--micro-batch-size"),
-    max_new_tokens: Optional[int] = typer.Option(None, "--max-new-tokens", help="Cap on generated tokens per "
-                                                 "response (default per task: arithmetic 5, reasoning-gym 256, "
-                                                 "gsm8k and verl files 512)."),
-    eval_every: int = typer.Option(2048, "--eval-every", help="Retained samples between evaluations."),
-    eval_size: Optional[int] = typer.Option(None, "--eval-size"),
+    verl_config: Optional[Path] = BASE_CONFIG,
+    dry_run: bool = DRY_RUN,
+    submit: bool = SUBMIT,
+    model: str = CONFIG.model,
+    task: str = CONFIG.task,
     workers: int = typer.Option(1, "--workers", help="Trial processes in parallel (1 torch thread each)."),
-    device: str = typer.Option("cpu", "--device"),
     fmt: Format = typer.Option(Format.table, "--format", help="Output format of the accounting."),
-    algo: str = typer.Option("grpo", "--algo", help="grpo or ppo."),
-    critic_model: Optional[str] = typer.Option(None, "--critic-model", help="PPO: separate critic model."),
-    critic_base_lr: Optional[float] = typer.Option(None, "--critic-base-lr", help="PPO: critic lr0 at B0 (scaled "
-                                                   "by --rule like the actor's; default: the actor's lr)."),
-    gamma: float = GAMMA,
-    lam: float = LAM,
-    value_clip: float = VALUE_CLIP,
-    critic_warmup_steps: int = CRITIC_WARMUP_STEPS,
-    async_rollouts: int = ASYNC_ROLLOUTS,
-    partial_rollout_tokens: Optional[int] = PARTIAL_ROLLOUT_TOKENS,
-    rollout_threads: int = ROLLOUT_THREADS,
-    precision: str = PRECISION,
+    algo: str = CONFIG.algo,
+    trainer: dict = None,
 ) -> None:
     """Batch-size sweep: every B under the LR rule (+ a fixed-LR control) to the same sample budget, resumable
     (finished trials are skipped; local and ray share sweep.json), then the report (report.html, report.md,
     report.json in --out). --backend trl runs every trial with TRL's GRPOTrainer (same manifest and report);
-    --backend verl|openrlhf (and trl with --dry-run/--submit) launches the study there instead (as rlbatch launch)."""
+    --backend verl|openrlhf (and trl with --dry-run/--submit) launches the study there instead (as rlbatch launch).
+    --target is required for local, ray and --adaptive; the trainer settings are rlbatch train's."""
+    from rlbatch.sweep.backends import run_study  # on use: --help loads no pandas / torch
     _quiet_transformers()
-    from rlbatch.scaling import parse_int_list
-    from rlbatch.sweep.backends import run_study
-
-    samples = _budget(backend, samples, generated_samples, launched=backend in ("verl", "openrlhf")
-                      or (backend == "trl" and (dry_run or submit)))
-
-    from rlbatch.train.tasks import default_max_new_tokens
-
-    opts = dict(micro_batch_size=micro_batch_size, max_new_tokens=max_new_tokens or default_max_new_tokens(task),
-                eval_every=eval_every,
-                eval_size=eval_size, device=device,
-                **_ppo_fields(algo, critic_model, None, critic_base_lr, gamma, lam, value_clip, critic_warmup_steps),
-                **_async_fields(async_rollouts, partial_rollout_tokens, rollout_threads))
-    if precision != "fp32":  # our trainer's option (local, ray); fp32 leaves every backend's options as they were
-        opts["precision"] = precision
+    samples = trial_budget(backend, samples, generated_samples, launched=backend in ("verl", "openrlhf")
+                           or (backend == "trl" and (dry_run or submit)))
+    opts = {**trainer_fields(task, algo, trainer, changed_only=True), **stop_fields(target, stop_on_target, hold)}
     group_sizes = group_sizes or ("1" if algo == "ppo" else "8")
-    if stop_at_target and target is not None:
-        opts.update(stop_at_target=target, stop_hold=hold)
     res = run_study(backend=backend, base_batch=base_batch, base_lr=base_lr, batches=parse_int_list(batches),
                     rule=rule, group_sizes=parse_int_list(group_sizes, "group-sizes"), seeds=seeds, samples=samples,
                     out=out, target=target, fixed_lr_control=fixed_lr_control, model=model, task=task, options=opts,
@@ -392,31 +271,6 @@ def sweep_cmd(
         print(f"adaptive: recommended {a['recommended']} ({a['stopped_because']}); "
               f"{a['samples_spent']:.0f} retained samples spent")
     _print_sweep_report(res["report"], fmt, out)
-
-
-def _budget(backend: str, samples: int | None, generated: int | None, *, launched: bool) -> int:
-    """The trial budget of ``rlbatch sweep``: ``--samples`` (retained responses) for the backends that train and
-    stop at a retained count (local, ray, and trl, which trains with TRL's GRPOTrainer), ``--generated-samples``
-    (generated responses) when the study is launched on a framework (verl, openrlhf, trl with --dry-run/--submit);
-    the other flag is an error."""
-    from rlbatch.errors import UserError
-
-    if launched:
-        if samples is not None:
-            raise UserError(f"--samples counts retained responses, which {backend} cannot stop at; give "
-                            "--generated-samples N (generated responses per trial; steps = ceil(N / B))",
-                            field="samples")
-        if generated is None:
-            raise UserError(f"--backend {backend} needs --generated-samples N (generated responses per trial)",
-                            field="generated_samples")
-        return generated
-    if generated is not None:
-        raise UserError(f"--generated-samples applies to launched studies (--backend verl, openrlhf, or trl with "
-                        f"--dry-run/--submit); --backend {backend} trains to --samples retained responses",
-                        field="generated_samples")
-    if samples is None:
-        raise UserError("--samples N (retained responses per trial) is required", field="samples")
-    return samples
 
 
 def _print_sweep_report(rep: dict, fmt: Format, out: Path) -> None:
@@ -447,29 +301,28 @@ def _print_sweep_report(rep: dict, fmt: Format, out: Path) -> None:
 @app.command("demo")
 def demo_cmd(
     out: Path = typer.Option(Path("runs/demo"), "--out", help="Output directory (resumable)."),
-    preset: str = typer.Option("tiny", "--preset", help="tiny (minutes on 2 CPU cores), smollm2-135m "
-                                "(GPU), gpu-small (one GPU, ~5 min on an H200) or gpu-small-toy (its CPU "
-                                "rehearsal)."),
+    model: str = CONFIG.model,
     seeds: Optional[int] = typer.Option(None, "--seeds", help="Seeds per configuration (default: the preset's)."),
     seed_offset: int = typer.Option(0, "--seed-offset", help="First seed: seeds OFFSET .. OFFSET+seeds-1 (another "
                                     "offset repeats the whole study on an independent seed set; use another --out)."),
     samples: Optional[int] = typer.Option(None, "--samples", help="Retained-response budget per trial (default: "
                                           "the preset's; tiny trials stop at the target before it)."),
     workers: Optional[int] = typer.Option(None, "--workers", help="Parallel trial processes (default min(2, CPUs))."),
-    device: str = typer.Option("cpu", "--device"),
+    device: str = CONFIG.device,
     fmt: Format = typer.Option(Format.table, "--format", help="Output format."),
-    algo: str = typer.Option("grpo", "--algo", help="grpo, or ppo (the preset's PPO study: G = 1, value model)."),
+    algo: str = CONFIG.algo,
     backend: str = typer.Option("local", "--backend", help="local (our trainer) or trl (every trial with TRL's "
                                 "GRPOTrainer; GRPO only; needs rlbatch[trl])."),
 ) -> None:
     """The main job: a real batch-size study on the tiny preset (B = 16 to 2048 on the square-root LR rule, past
     the critical batch, plus a fixed-LR control at B = 256, 3 seeds, target 0.37), then the report: the accounting,
     where the aligned family ends, the rejected larger batches and the recommendation. --seed-offset repeats it on
-    another seed set."""
+    another seed set. --model: tiny (minutes on 2 CPU cores), smollm2-135m (GPU), gpu-small (one GPU, ~5 min on
+    an H200) or gpu-small-toy (its CPU rehearsal); --algo ppo: the preset's PPO study (G = 1, value model)."""
+    from rlbatch.sweep.demo import run_demo  # on use: --help loads no pandas / torch
     _quiet_transformers()
-    from rlbatch.sweep.demo import run_demo
 
-    rep = run_demo(out, preset=preset, seeds=seeds, samples=samples, workers=workers, device=device,
+    rep = run_demo(out, preset=model, seeds=seeds, samples=samples, workers=workers, device=device,
                    progress=fmt is Format.table, algo=algo, backend=backend, seed_offset=seed_offset)
     _print_sweep_report(rep, fmt, out)
     if fmt is not Format.json:
@@ -482,9 +335,9 @@ def demo_cmd(
 # --------------------------------------------------------------------------------------------------- profile
 @app.command("profile")
 def profile_cmd(
-    model: str = typer.Option(..., "--model", help="Model preset (tiny, smollm2-135m, gpu-small, "
-                              "gpu-small-toy) or a local Hugging Face model directory."),
-    batches: str = typer.Option("1,2,4,8,16", "--batches", help="Comma-separated batch sizes (sequences)."),
+    model: str = CONFIG.model,
+    sequences: str = typer.Option("1,2,4,8,16", "--sequences", help="Comma-separated numbers of sequences decoded "
+                                  "(and updated) at once."),
     new_tokens: Optional[int] = typer.Option(None, "--new-tokens", help="Tokens decoded per sequence (exactly; no "
                                              "early stop). Default 64, fewer when the model's context is shorter "
                                              "(tiny: 16)."),
@@ -503,14 +356,10 @@ def profile_cmd(
 ) -> None:
     """Decode throughput, prefill time and one update's time per batch size, beside a roofline lower bound from
     parameter bytes, KV-cache bytes per token, memory bandwidth and peak FLOP/s (no training)."""
+    from rlbatch.profile import COLUMNS, json_rows, run_profile, save_profile  # on use: --help loads no pandas / torch
     _quiet_transformers()
-    from rich.console import Console
-    from rich.progress import Progress
 
-    from rlbatch.profile import COLUMNS, json_rows, run_profile, save_profile
-    from rlbatch.scaling import parse_int_list
-
-    sizes = parse_int_list(batches)
+    sizes = parse_int_list(sequences, "sequences")
     with Progress(console=Console(stderr=True), transient=True) as bar:
         task = bar.add_task(f"profiling {model}", total=len(sizes))
         prof = run_profile(model, sizes, new_tokens=new_tokens, prompt_tokens=prompt_tokens, device=device,
@@ -578,10 +427,10 @@ def analyze_cmd(
 def inspect_cmd(
     path: Path = typer.Argument(..., help="A log (any format, a notebook, a directory of logs) or a launch: a "
                                 "verl / OpenRLHF / TRL command line (a shell script) or config (YAML/JSON)."),
-    batches: Optional[str] = typer.Option(None, "--batch", help="For a launch: comma-separated batch sizes B "
+    batches: Optional[str] = typer.Option(None, "--batches", help="For a launch: comma-separated batch sizes B "
                                           "(responses per update) to give the rule's learning rate for (default: "
                                           "half and double the launch's B)."),
-    rule: str = typer.Option("sqrt", "--rule", help="LR rule for --batch: sqrt (the paper's), linear or none."),
+    rule: str = RULE,
     sets: Optional[list[str]] = typer.Option(None, "--set", help="As in analyze: RUN:field=value."),
     mapping: Optional[list[str]] = typer.Option(None, "--map", help="As in analyze: foreign=canonical."),
     log_format: Optional[str] = typer.Option(None, "--log-format", help="Input format instead of detecting it."),
@@ -591,11 +440,9 @@ def inspect_cmd(
     metric, where P, G and lr came from), what is missing and the exact flag that supplies it; for a verl /
     OpenRLHF / TRL launch, its batch in framework-neutral terms and the learning rate the rule gives for another
     batch."""
-    from rlbatch.explain import inspect_path, print_inspection
-    from rlbatch.scaling import parse_int_list
-
+    from rlbatch.explain import inspect_path, print_inspection  # on use: --help loads no pandas / torch
     res = inspect_path(path, log_format=log_format, mapping=mapping, sets=sets,
-                       batches=parse_int_list(batches, "batch") if batches else None, rule=rule)
+                       batches=parse_int_list(batches, "batches") if batches else None, rule=rule)
     print_inspection(res, fmt.value)
 
 # --------------------------------------------------------------------------------------------------- launch
@@ -608,28 +455,25 @@ class LaunchBackend(str, Enum):
 @app.command("launch")
 def launch_cmd(
     backend: LaunchBackend = typer.Option(..., "--backend", help="Framework to launch the study on."),
-    base_batch: int = typer.Option(..., "--base-batch", help="B0: responses per update (P x G) of the tuned run."),
-    base_lr: float = typer.Option(..., "--base-lr", help="lr0: the learning rate tuned at B0."),
-    batches: str = typer.Option(..., "--batches", help="Comma-separated batch sizes B (responses per update)."),
-    rule: str = typer.Option("sqrt", "--rule", help="LR rule: sqrt (the paper's), linear or none."),
-    group_size: int = typer.Option(..., "--group-size", help="G: responses per prompt (P = B / G)."),
+    base_batch: int = BASE_BATCH,
+    base_lr: float = BASE_LR,
+    batches: str = BATCHES,
+    rule: str = RULE,
+    group_size: int = CONFIG.group_size,
     samples: int = typer.Option(..., "--generated-samples", help="Budget of generated responses per trial "
                                 "(steps = ceil(N / B); a launched framework cannot stop at a retained count, which "
                                 "is what --samples means elsewhere)."),
     out: Path = typer.Option(..., "--out", help="Sweep directory (on a filesystem the cluster shares)."),
-    base_config: Optional[Path] = typer.Option(None, "--base-config", "--verl-config",
-                                               help="Your base settings: Hydra overrides (verl), flags (OpenRLHF) "
-                                               "or a GRPOConfig YAML (TRL); one per line or YAML."),
-    fixed_lr_control: Optional[int] = typer.Option(None, "--fixed-lr-control", help="Add the control: this batch "
-                                                   "size trained with the unscaled lr0."),
-    seeds: int = typer.Option(1, "--seeds", help="Seeds per batch size."),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Print the commands; write nothing."),
-    submit: bool = typer.Option(False, "--submit", help="Submit each trial as a Ray job to --address."),
-    address: Optional[str] = typer.Option(None, "--address", help="Ray dashboard, e.g. http://HEAD:8265."),
+    base_config: Optional[Path] = BASE_CONFIG,
+    fixed_lr_control: Optional[int] = FIXED_LR_CONTROL,
+    seeds: int = SEEDS,
+    dry_run: bool = DRY_RUN,
+    submit: bool = SUBMIT,
+    address: Optional[str] = ADDRESS,
     project: str = typer.Option("rlbatch", "--project", help="verl trainer.project_name (names the log folder)."),
     num_processes: int = typer.Option(1, "--num-processes", help="TRL: processes (GPUs) for accelerate launch."),
     trl_script: str = typer.Option("train_grpo.py", "--trl-script", help="TRL: your GRPO script (reads --config)."),
-    critic_lr: Optional[float] = typer.Option(None, "--critic-lr", help="OpenRLHF PPO: the critic's lr0 at B0."),
+    critic_base_lr: Optional[float] = CONFIG.critic_base_lr,
     openrlhf_flags: str = typer.Option("dotted", "--openrlhf-flags", help="OpenRLHF flag names: dotted "
                                        "(>= 0.10.2, --rollout.batch_size) or flat (<= 0.10.1)."),
     fmt: Format = typer.Option(Format.table, "--format", help="Output format."),
@@ -638,20 +482,18 @@ def launch_cmd(
     steps from the sample budget. Writes OUT/launch.sh + OUT/trials/*.sh + OUT/plan.json (default), prints the
     commands (--dry-run) or submits them as Ray jobs (--submit --address). Then: rlbatch analyze OUT/logs.
     The same as rlbatch sweep --backend verl|openrlhf|trl (kept as an alias with the launcher-only options)."""
-    from rlbatch.scaling import parse_int_list
-    from rlbatch.sweep.launch import launch
-
+    from rlbatch.sweep.launch import launch  # on use: --help loads no pandas / torch
     res = launch(backend=backend.value, base_batch=base_batch, base_lr=base_lr, batches=parse_int_list(batches),
                  rule=rule, group_size=group_size, samples=samples, out=out, base_config=base_config,
                  fixed_lr_control=fixed_lr_control, seeds=seeds, dry_run=dry_run, submit=submit, address=address,
-                 project=project, num_processes=num_processes, trl_script=trl_script, base_critic_lr=critic_lr,
+                 project=project, num_processes=num_processes, trl_script=trl_script, base_critic_lr=critic_base_lr,
                  openrlhf_flags=openrlhf_flags)
     _print_launch(res, backend.value, out, dry_run, fmt)
 
 
 def _print_launch(res: dict, backend: str, out: Path, dry_run: bool, fmt: Format) -> None:
-    from rlbatch.sweep.launch import format_dry_run
 
+    from rlbatch.sweep.launch import format_dry_run  # on use: --help loads no pandas / torch
     plans = res["plans"]
     if fmt is Format.json:
         print_json({"trials": plans, "launch_script": res["launch_script"], "jobs": res["jobs"]})
@@ -700,7 +542,6 @@ def plan_cmd(
     """Align, then accelerate: predict each candidate batch's time-to-target (rN / throughput gain, with an
     interval) from finished runs or short probes and a throughput model, and recommend the fastest."""
     from rlbatch.plan import make_plan, print_plan  # on use: --help loads no pandas / scipy
-    from rlbatch.scaling import parse_int_list
 
     plan = make_plan(paths, target=target, reference=reference, profile=profile, metric=metric, tol=tolerance,
                      candidates=parse_int_list(candidates, "candidates") if candidates else None,
@@ -711,8 +552,6 @@ def plan_cmd(
 def _one_line_help() -> None:
     """Each command's help as flowing text: the docstring's source line breaks removed (rich keeps them, which
     breaks lines mid-sentence in ``--help``), and its first sentence as the one-line summary in ``rlbatch --help``."""
-    import re
-
     for info in app.registered_commands:
         doc = info.help or (info.callback.__doc__ if info.callback else None)
         if not doc:
@@ -760,13 +599,6 @@ def main() -> None:
     """Console entry point: runs the Typer app. A :class:`UserError` prints one line and exits with code 2; so
     does a usage error (unknown option, missing argument, bad value: click's message and the command's ``--help``
     on one line); warnings go through :func:`_show_warning`."""
-    import warnings
-
-    try:  # typer >= 0.20 carries its own copy of click
-        from typer._click import exceptions as click
-    except ImportError:  # pragma: no cover - older typer on click
-        from click import exceptions as click
-
     warnings.showwarning = _show_warning
     try:
         rv = app(standalone_mode=False)

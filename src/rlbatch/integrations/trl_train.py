@@ -6,7 +6,7 @@ trial, in its own process; no user script is needed).
         --samples 8192 [--micro-batch-size 8 --max-new-tokens 5 --eval-every 1024 --eval-size 1024 ...]
     python -m rlbatch.integrations.trl_train --spec trial.json --out runs/t1     # a sweep trial (TrialSpec JSON)
 
-The options are those of our trainer (:class:`rlbatch.train.trainer.TrainConfig`, same defaults), mapped onto
+The options are those of our trainer (:class:`rlbatch.train.config.TrainConfig`, same defaults), mapped onto
 ``GRPOConfig`` (trl 1.16):
 
 - P, G: ``num_generations`` = G and ``generation_batch_size`` = B = P x G completions, one generation batch per
@@ -39,7 +39,14 @@ import os
 import sys
 from pathlib import Path
 
+from pydantic import ValidationError
+
+from rlbatch.cli_options import RULE
 from rlbatch.errors import UserError
+from rlbatch.scaling import RULES
+from rlbatch.sweep.demo import DEMOS
+from rlbatch.sweep.local import TrialSpec
+from rlbatch.train.config import add_config_arguments, lr_fields, make_config, trainer_fields
 
 CHECKPOINTS = "checkpoints"
 
@@ -111,7 +118,7 @@ def grpo_config(cfg, out: Path, max_steps: int, device: str):
 
 
 def train_trl(cfg, out_dir: Path | str) -> Path:
-    """Run (or resume) one GRPO run with TRL as configured by ``cfg`` (a :class:`rlbatch.train.trainer.TrainConfig`)
+    """Run (or resume) one GRPO run with TRL as configured by ``cfg`` (a :class:`rlbatch.train.config.TrainConfig`)
     into the run-store directory ``out_dir``; returns it. Returns at once when ``run.json`` says finished."""
     import torch
     from transformers.trainer_callback import PrinterCallback
@@ -159,59 +166,45 @@ def train_trl(cfg, out_dir: Path | str) -> Path:
     return out
 
 
-def _parser() -> argparse.ArgumentParser:
+#: The TrainConfig fields the TRL entry point takes as flags (same names, types, defaults and help as rlbatch train).
+TRL_FIELDS = ("model", "task", "prompts_per_step", "group_size", "lr", "base_batch", "base_lr", "samples", "seed",
+              "micro_batch_size", "max_new_tokens", "eval_every", "eval_size", "max_grad_norm", "checkpoint_every",
+              "max_steps", "device", "threads", "run_id")
+
+
+def parser() -> argparse.ArgumentParser:
+    """The entry point's argparse: ``--out``, ``--spec``, ``--rule`` and the :data:`TRL_FIELDS` options, built from
+    the same definitions as ``rlbatch train`` (:func:`rlbatch.train.config.add_config_arguments`, ``--rule`` from
+    :data:`rlbatch.cli_options.RULE`)."""
     ap = argparse.ArgumentParser(prog="python -m rlbatch.integrations.trl_train",
                                  description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True, help="run-store directory to write (resumed if it exists)")
     ap.add_argument("--spec", default=None, help="a sweep trial (rlbatch.sweep.local.TrialSpec JSON); the flags "
                     "below are then ignored")
-    ap.add_argument("--model", default="tiny", help="preset (tiny, tiny-random, smollm2-135m) or HF model directory")
-    ap.add_argument("--task", default="arithmetic", help="arithmetic, gsm8k, a reasoning-gym name or a verl file")
-    ap.add_argument("-P", "--prompts-per-step", type=int, default=16, help="prompts per step P")
-    ap.add_argument("-G", "--group-size", type=int, default=8, help="responses per prompt G")
-    ap.add_argument("--lr", type=float, default=None, help="learning rate (else the rule's from --base-*)")
-    ap.add_argument("--rule", default=None, choices=["sqrt", "linear", "none"], help="LR rule for --base-lr")
-    ap.add_argument("--base-batch", type=int, default=None, help="B0 of the LR rule")
-    ap.add_argument("--base-lr", type=float, default=None, help="lr0 at B0")
-    ap.add_argument("--samples", type=int, default=4096, help="retained-sample budget")
-    ap.add_argument("--seed", type=int, default=0, help="seed (prompt order, sampling)")
-    ap.add_argument("--micro-batch-size", type=int, default=None, help="responses per micro-batch (default gcd(B, 8))")
-    ap.add_argument("--max-new-tokens", type=int, default=8, help="completion length cap, tokens")
-    ap.add_argument("--eval-every", type=int, default=2048, help="retained samples between evaluations")
-    ap.add_argument("--eval-size", type=int, default=None, help="held-out items (default: the task's)")
-    ap.add_argument("--max-grad-norm", type=float, default=1.0, help="gradient clip (0 = off)")
-    ap.add_argument("--checkpoint-every", type=int, default=10, help="steps between TRL checkpoints")
-    ap.add_argument("--max-steps", type=int, default=None, help="cap on optimizer steps")
-    ap.add_argument("--device", default="cpu", help="cpu or cuda (cuda + vLLM installed: use_vllm colocate)")
-    ap.add_argument("--threads", type=int, default=None, help="torch threads")
-    ap.add_argument("--run-id", default=None, help="run id (default: the --out directory's name)")
+    ap.add_argument("--rule", default=RULE.default, choices=list(RULES), help=RULE.help)
+    add_config_arguments(ap, TRL_FIELDS)
     return ap
 
 
 def config_from_args(a: argparse.Namespace):
-    """The :class:`rlbatch.train.trainer.TrainConfig` of the command line (``--spec`` or the flags)."""
-    from rlbatch.train.trainer import make_config
-
+    """The :class:`rlbatch.train.config.TrainConfig` of the command line (``--spec`` or the flags): the learning
+    rate, the preset's calibrated base and the per-task token cap as ``rlbatch train`` resolves them."""
     if a.spec:
-        from pydantic import ValidationError
-
-        from rlbatch.sweep.local import TrialSpec
-
         try:
             spec = TrialSpec(**json.loads(Path(a.spec).read_text(encoding="utf-8")))
         except (OSError, ValueError, ValidationError) as err:
             raise UserError(f"not a trial spec: {str(err).splitlines()[0]}", path=a.spec) from None
         return spec.train_config()
-    return make_config(model=a.model, task=a.task, prompts_per_step=a.prompts_per_step, group_size=a.group_size,
-                       lr=a.lr, lr_rule=a.rule, base_batch=a.base_batch, base_lr=a.base_lr, samples=a.samples,
-                       seed=a.seed, micro_batch_size=a.micro_batch_size, max_new_tokens=a.max_new_tokens,
-                       eval_every=a.eval_every, eval_size=a.eval_size, max_grad_norm=a.max_grad_norm,
-                       checkpoint_every=a.checkpoint_every, max_steps=a.max_steps, device=a.device,
-                       threads=a.threads, run_id=a.run_id)
+    lr_set, note = lr_fields(model=a.model, task=a.task, algo="grpo", lr=a.lr, rule=a.rule, base_batch=a.base_batch,
+                             base_lr=a.base_lr, calibration=DEMOS.get(a.model))
+    if note:
+        print(note, file=sys.stderr)
+    settings = {n: getattr(a, n) for n in TRL_FIELDS if n not in ("model", "task", *lr_set)}
+    return make_config(model=a.model, task=a.task, **lr_set, **trainer_fields(a.task, "grpo", settings))
 
 
 def main(argv: list[str] | None = None) -> int:
-    a = _parser().parse_args(argv)
+    a = parser().parse_args(argv)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     os.environ.setdefault("WANDB_DISABLED", "true")
     try:

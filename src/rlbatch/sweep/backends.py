@@ -65,7 +65,7 @@ def run_study(*, backend: str, base_batch: int, base_lr: float, batches: list[in
                      fixed_lr_control=fixed_lr_control, seeds=seeds, dry_run=dry_run, submit=submit,
                      address=address, **(launch_kwargs or {}))
         return {"kind": "launch", "launch": res}
-    for flag, val in (("--verl-config", verl_config), ("--dry-run", dry_run), ("--submit", submit)):
+    for flag, val in (("--base-config", verl_config), ("--dry-run", dry_run), ("--submit", submit)):
         if val and backend != "trl":
             raise UserError(f"{flag} applies to --backend verl, openrlhf or trl, not {backend}", field="backend")
     if target is None:

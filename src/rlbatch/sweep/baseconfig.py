@@ -1,4 +1,4 @@
-"""Read a user's base configuration for an external trainer (``--verl-config`` / ``--base-config FILE``).
+"""Read a user's base configuration for an external trainer (``--base-config FILE``).
 
 Two styles, chosen by the backend:
 - ``hydra`` (verl): a text file of Hydra overrides, one per line (``key=value``; ``#`` comments and blank lines

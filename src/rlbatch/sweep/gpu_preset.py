@@ -2,8 +2,8 @@
 (:mod:`rlbatch.train.gpu_model`, 25 M parameters, warm-started on the GPU), sized to run in about 5 minutes on one
 H200 inside ``benchmarks/gpu_study.sh``, and its CPU rehearsal ``gpu-small-toy``.
 
-    rlbatch demo --preset gpu-small --device cuda --workers 1       # one GPU
-    rlbatch demo --preset gpu-small-toy --device cpu --workers 1    # the same code path at toy size on CPU
+    rlbatch demo --model gpu-small --device cuda --workers 1       # one GPU
+    rlbatch demo --model gpu-small-toy --device cpu --workers 1    # the same code path at toy size on CPU
 
 Not run on a GPU yet (no device was lent when it was written): ``base_lr`` and the target are first guesses, not a
 calibration. lr0 = 3e-5 at B0 = 32: the tiny preset's 1e-4 at B0 = 16 (width 128) scaled by 128 / 512 for the

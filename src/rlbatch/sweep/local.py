@@ -34,7 +34,7 @@ TRIALS_DIR = "trials"
 class TrialSpec(BaseModel):
     """One trial of a sweep. ``lr`` is the learning rate actually used (``scaled_lr`` of B = P x G from
     ``base_batch``/``base_lr`` under ``lr_rule``; ``none`` for the fixed-LR control). ``options`` are further
-    :class:`rlbatch.train.trainer.TrainConfig` fields (eval_every, eval_size, max_new_tokens, micro_batch_size,
+    :class:`rlbatch.train.config.TrainConfig` fields (eval_every, eval_size, max_new_tokens, micro_batch_size,
     stop_at_target, stop_hold, max_grad_norm, max_steps, ...)."""
 
     model_config = ConfigDict(extra="forbid")
@@ -62,7 +62,7 @@ class TrialSpec(BaseModel):
         return config_id(self.run_id)
 
     def train_config(self):
-        from rlbatch.train.trainer import make_config
+        from rlbatch.train.config import make_config
 
         return make_config(model=self.model, task=self.task, prompts_per_step=self.prompts_per_step,
                            group_size=self.group_size, lr=self.lr, lr_rule=self.lr_rule, base_batch=self.base_batch,
