@@ -8,7 +8,7 @@ TRL #2858). :func:`batch_spec` reads a command line or a config file and says, i
 - the micro-batch (responses per device per forward/backward) and the gradient accumulation it implies;
 - the learning rate, and the one the square-root rule (:func:`rlbatch.scaling.scaled_lr`) gives for another B.
 
-Meanings, from the frameworks' own definitions (the launch adapters in :mod:`rlbatch.sweep` use the same):
+Meanings, from the frameworks' own definitions (the launch adapters in :mod:`rlbatch.backends` use the same):
 
 | | verl (``verl/trainer/config/ppo_trainer.yaml``) | OpenRLHF (``openrlhf/cli/train_ppo_ray.py``) | TRL (``trl/trainer/grpo_config.py``) |
 |---|---|---|---|

@@ -219,7 +219,7 @@ def train_cmd(
     from rlbatch.train.trainer import make_config, train
 
     if lr is None and base_batch is None and base_lr is None and algo == "grpo":
-        from rlbatch.sweep.demo import DEMOS
+        from rlbatch.study.demo import DEMOS
 
         d = DEMOS.get(model)
         if d is not None and d["task"] == task:  # the preset's calibrated base: its demo study's B0 and lr0
@@ -359,14 +359,12 @@ def sweep_cmd(
     report.json in --out). --backend trl runs every trial with TRL's GRPOTrainer (same manifest and report);
     --backend verl|openrlhf (and trl with --dry-run/--submit) launches the study there instead (as rlbatch launch)."""
     _quiet_transformers()
-    from rlbatch.scaling import parse_int_list
-    from rlbatch.sweep.backends import run_study
-
-    samples = _budget(backend, samples, generated_samples, launched=backend in ("verl", "openrlhf")
-                      or (backend == "trl" and (dry_run or submit)))
-
+    from rlbatch.study.ladder import build_ladder
+    from rlbatch.study.run import launched, run_study
     from rlbatch.train.tasks import default_max_new_tokens
 
+    is_launch = launched(backend, dry_run, submit)
+    samples = _budget(backend, samples, generated_samples, launched=is_launch)
     opts = dict(micro_batch_size=micro_batch_size, max_new_tokens=max_new_tokens or default_max_new_tokens(task),
                 eval_every=eval_every,
                 eval_size=eval_size, device=device,
@@ -374,15 +372,16 @@ def sweep_cmd(
                 **_async_fields(async_rollouts, partial_rollout_tokens, rollout_threads))
     if precision != "fp32":  # our trainer's option (local, ray); fp32 leaves every backend's options as they were
         opts["precision"] = precision
-    group_sizes = group_sizes or ("1" if algo == "ppo" else "8")
     if stop_at_target and target is not None:
         opts.update(stop_at_target=target, stop_hold=hold)
-    res = run_study(backend=backend, base_batch=base_batch, base_lr=base_lr, batches=parse_int_list(batches),
-                    rule=rule, group_sizes=parse_int_list(group_sizes, "group-sizes"), seeds=seeds, samples=samples,
-                    out=out, target=target, fixed_lr_control=fixed_lr_control, model=model, task=task, options=opts,
-                    workers=workers, adaptive=adaptive, address=address, cpus_per_trial=cpus_per_trial,
-                    gpus_per_trial=gpus_per_trial, max_retries=max_retries, verl_config=verl_config,
-                    dry_run=dry_run, submit=submit, progress=fmt is Format.table,
+    ladder = build_ladder(base_batch=base_batch, base_lr=base_lr, batches=batches, rule=rule,
+                          group_sizes=group_sizes or ("1" if algo == "ppo" else "8"), seeds=seeds,
+                          fixed_lr_control=fixed_lr_control, samples=samples,
+                          budget="generated" if is_launch else "retained", model=model, task=task, options=opts)
+    res = run_study(ladder, backend=backend, out=out, target=target, workers=workers, adaptive=adaptive,
+                    address=address, cpus_per_trial=cpus_per_trial, gpus_per_trial=gpus_per_trial,
+                    max_retries=max_retries, base_config=verl_config, dry_run=dry_run, submit=submit,
+                    progress=fmt is Format.table,
                     adaptive_options={"chunk": chunk_samples} if chunk_samples else None)
     if res["kind"] == "launch":
         _print_launch(res["launch"], backend, out, dry_run, fmt)
@@ -467,7 +466,7 @@ def demo_cmd(
     where the aligned family ends, the rejected larger batches and the recommendation. --seed-offset repeats it on
     another seed set."""
     _quiet_transformers()
-    from rlbatch.sweep.demo import run_demo
+    from rlbatch.study.demo import run_demo
 
     rep = run_demo(out, preset=preset, seeds=seeds, samples=samples, workers=workers, device=device,
                    progress=fmt is Format.table, algo=algo, backend=backend, seed_offset=seed_offset)
@@ -638,19 +637,20 @@ def launch_cmd(
     steps from the sample budget. Writes OUT/launch.sh + OUT/trials/*.sh + OUT/plan.json (default), prints the
     commands (--dry-run) or submits them as Ray jobs (--submit --address). Then: rlbatch analyze OUT/logs.
     The same as rlbatch sweep --backend verl|openrlhf|trl (kept as an alias with the launcher-only options)."""
-    from rlbatch.scaling import parse_int_list
-    from rlbatch.sweep.launch import launch
+    from rlbatch.backends.launch import launch
+    from rlbatch.study.ladder import build_ladder
 
-    res = launch(backend=backend.value, base_batch=base_batch, base_lr=base_lr, batches=parse_int_list(batches),
-                 rule=rule, group_size=group_size, samples=samples, out=out, base_config=base_config,
-                 fixed_lr_control=fixed_lr_control, seeds=seeds, dry_run=dry_run, submit=submit, address=address,
-                 project=project, num_processes=num_processes, trl_script=trl_script, base_critic_lr=critic_lr,
-                 openrlhf_flags=openrlhf_flags)
+    ladder = build_ladder(base_batch=base_batch, base_lr=base_lr, batches=batches, rule=rule,
+                          group_sizes=[group_size], seeds=seeds, fixed_lr_control=fixed_lr_control, samples=samples,
+                          budget="generated")
+    res = launch(ladder, backend=backend.value, out=out, base_config=base_config, dry_run=dry_run, submit=submit,
+                 address=address, project=project, num_processes=num_processes, trl_script=trl_script,
+                 base_critic_lr=critic_lr, openrlhf_flags=openrlhf_flags)
     _print_launch(res, backend.value, out, dry_run, fmt)
 
 
 def _print_launch(res: dict, backend: str, out: Path, dry_run: bool, fmt: Format) -> None:
-    from rlbatch.sweep.launch import format_dry_run
+    from rlbatch.backends.launch import format_dry_run
 
     plans = res["plans"]
     if fmt is Format.json:

@@ -8,7 +8,7 @@ samples-to-target with its 80% interval (measured with its 95% interval once eve
 (:func:`rlbatch.analysis.throughput.run_throughput` on the accounting's clock) and the predicted time-to-target =
 samples-to-target / throughput (Li et al. 2026; the throughput taken as exact, as the plan does). For a sweep (two or
 more batch sizes) also the plan's ranking (:func:`rlbatch.plan.plan_runs`: predicted relative time-to-target and its
-interval) and which configurations the adaptive loop would stop now (:func:`rlbatch.sweep.adaptive.stop_verdict`).
+interval) and which configurations the adaptive loop would stop now (:func:`rlbatch.study.adaptive.stop_verdict`).
 
 It only reads: nothing is written into the watched directory.
 """
@@ -107,7 +107,7 @@ def predict(runs: list, *, target: float | None, metric: str = "eval/score", upd
     from rlbatch.analysis.curves import group_seeds, metric_frame
     from rlbatch.analysis.fit import fit_groups, sigmoid
     from rlbatch.analysis.throughput import clock_basis, run_throughput
-    from rlbatch.sweep.adaptive import eval_points, run_samples, stop_verdict
+    from rlbatch.study.adaptive import eval_points, run_samples, stop_verdict
 
     runs = [r for r in runs if len(r.metrics)]
     if not runs:

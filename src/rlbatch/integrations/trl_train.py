@@ -163,7 +163,7 @@ def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m rlbatch.integrations.trl_train",
                                  description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True, help="run-store directory to write (resumed if it exists)")
-    ap.add_argument("--spec", default=None, help="a sweep trial (rlbatch.sweep.local.TrialSpec JSON); the flags "
+    ap.add_argument("--spec", default=None, help="a sweep trial (rlbatch.backends.local.TrialSpec JSON); the flags "
                     "below are then ignored")
     ap.add_argument("--model", default="tiny", help="preset (tiny, tiny-random, smollm2-135m) or HF model directory")
     ap.add_argument("--task", default="arithmetic", help="arithmetic, gsm8k, a reasoning-gym name or a verl file")
@@ -195,7 +195,7 @@ def config_from_args(a: argparse.Namespace):
     if a.spec:
         from pydantic import ValidationError
 
-        from rlbatch.sweep.local import TrialSpec
+        from rlbatch.study.ladder import TrialSpec
 
         try:
             spec = TrialSpec(**json.loads(Path(a.spec).read_text(encoding="utf-8")))

@@ -17,9 +17,10 @@ import shlex
 from pathlib import Path
 
 from rlbatch.errors import UserError
+from rlbatch.study.ladder import TrialSpec
 from rlbatch.scaling import scaled_lr
-from rlbatch.sweep.baseconfig import Entry, check_conflicts
-from rlbatch.sweep.launchplan import base_plan, checkpoint_dir, checkpoint_every, expected_log_path
+from rlbatch.backends.launch_config import Entry, check_conflicts
+from rlbatch.backends.launch_plan import base_plan, checkpoint_dir, checkpoint_every, expected_log_path
 
 #: role -> (dotted flag for OpenRLHF >= 0.10.2, flat flag for <= 0.10.1), without the leading ``--``
 FLAGS: dict[str, tuple[str, str]] = {
@@ -70,7 +71,7 @@ def controlled_flags(dialect: str = "dotted") -> dict[str, str]:
     return {flag(role, dialect): why for role, why in _REASONS.items()}
 
 
-def openrlhf_plan(trial: dict, out_dir: Path | str, base: list[Entry] | None = None, *,
+def openrlhf_plan(trial: TrialSpec, out_dir: Path | str, base: list[Entry] | None = None, *,
                   base_path: Path | str | None = None, base_critic_lr: float | None = None,
                   dialect: str = "dotted") -> dict:
     """The plan of one trial on OpenRLHF (see the module doc for the flags), in flag ``dialect``.
@@ -85,7 +86,7 @@ def openrlhf_plan(trial: dict, out_dir: Path | str, base: list[Entry] | None = N
     check_conflicts(base, controlled_flags(dialect), base_path)
     where = str(base_path) if base_path else None
     out = Path(out_dir).expanduser().resolve()
-    rid, p, g, b = trial["run_id"], trial["prompts_per_step"], trial["group_size"], trial["batch_size"]
+    rid, p, g, b = trial.run_id, trial.prompts_per_step, trial.group_size, trial.batch_size
     ckpt = str(checkpoint_dir(out, rid))
     plan = base_plan(trial, "openrlhf", out)
     flags: dict[str, object] = {
@@ -106,7 +107,7 @@ def openrlhf_plan(trial: dict, out_dir: Path | str, base: list[Entry] | None = N
         except (TypeError, ValueError):
             raise UserError(f"--{f('critic_lr')} must be a number", path=where) from None
     if critic_lr0 is not None:
-        flags[f("critic_lr")] = repr(scaled_lr(b, trial["base_batch"], critic_lr0, trial["lr_rule"]))
+        flags[f("critic_lr")] = repr(scaled_lr(b, trial.base_batch, critic_lr0, trial.lr_rule))
     try:
         tbs = int(flags[f("train_batch")])  # type: ignore[arg-type]
     except (TypeError, ValueError):
@@ -117,13 +118,13 @@ def openrlhf_plan(trial: dict, out_dir: Path | str, base: list[Entry] | None = N
     flags.update({
         f("rollout_batch"): p,
         f("n_samples"): g,
-        f("actor_lr"): repr(float(trial["lr"])),
+        f("actor_lr"): repr(float(trial.lr)),
         f("num_episodes"): 1,
-        f("max_samples"): trial["steps"] * p,
+        f("max_samples"): trial.steps * p,
         f("tensorboard"): str(log.parent),
         f("run_name"): rid,
         f("ckpt_path"): ckpt,
-        f("seed"): trial.get("seed", 0),
+        f("seed"): trial.seed,
     })
     cmd = ["python3", "-m", "openrlhf.cli.train_ppo_ray"]
     for k, v in flags.items():
