@@ -3,7 +3,8 @@ rate.
 
 :func:`plan_ladder` builds the plans of the ladder's trials (:mod:`rlbatch.backends.launch_plan`) on one backend
 (:func:`rlbatch.backends.launch_verl.verl_plan`, :func:`rlbatch.backends.launch_openrlhf.openrlhf_plan`,
-:func:`rlbatch.backends.launch_trl.trl_plan`); :func:`write_launch` writes ``launch.sh`` + one script per trial + ``plan.json``;
+:func:`rlbatch.backends.launch_trl.trl_plan`); :func:`write_launch` writes ``launch.sh`` + one script per trial +
+``plan.json``;
 :func:`submit_plans` submits them with Ray's job submission API; :func:`format_dry_run` prints them. :func:`launch`
 does all of it for a ladder (:func:`rlbatch.study.ladder.build_ladder` with a ``generated`` budget).
 """
@@ -17,7 +18,7 @@ from typing import Any
 
 from rlbatch.backends.launch_config import read_base_config
 from rlbatch.backends.launch_openrlhf import openrlhf_plan
-from rlbatch.backends.launch_plan import DEFAULT_PROJECT, LAUNCH_BACKENDS, unknown_backend
+from rlbatch.backends.launch_plan import DEFAULT_PROJECT, LAUNCH_BACKENDS, base_plan, unknown_backend
 from rlbatch.backends.launch_trl import trl_plan
 from rlbatch.backends.launch_verl import verl_plan
 from rlbatch.errors import UserError
@@ -47,16 +48,17 @@ def plan_ladder(trials: list[TrialSpec], backend: str, out_dir: Path | str, *,
     if any(t.budget != "generated" for t in trials):
         raise UserError(f"--backend {backend} launches a framework, which cannot stop at a retained count: give the "
                         "budget in generated responses (--generated-samples N; steps = ceil(N / B))", field="samples")
+    common = [base_plan(t, backend, out_dir, project) for t in trials]
     if backend == "verl":
         base = read_base_config(base_config, "hydra")
-        return [verl_plan(t, out_dir, base, project=project, base_path=base_config) for t in trials]
+        return [verl_plan(p, out_dir, base, project=project, base_path=base_config) for p in common]
     if backend == "openrlhf":
         base = read_base_config(base_config, "flags")
-        return [openrlhf_plan(t, out_dir, base, base_path=base_config, base_critic_lr=base_critic_lr,
-                              dialect=openrlhf_flags) for t in trials]
+        return [openrlhf_plan(p, out_dir, base, base_path=base_config, base_critic_lr=base_critic_lr,
+                              dialect=openrlhf_flags) for p in common]
     base = read_base_config(base_config, "mapping")
-    return [trl_plan(t, out_dir, base, base_path=base_config, num_processes=num_processes, script=trl_script)
-            for t in trials]
+    return [trl_plan(p, out_dir, base, base_path=base_config, num_processes=num_processes, script=trl_script)
+            for p in common]
 
 
 # --------------------------------------------------------------------------------------------------- rendering
@@ -110,17 +112,20 @@ def launch_script(plans: list[dict]) -> str:
 
 def write_launch(plans: list[dict], out_dir: Path | str) -> Path:
     """Write ``OUT/launch.sh``, ``OUT/trials/<run_id>.sh``, each plan's config files and ``OUT/plan.json`` (the
-    plans, including each trial's ``log_path``). Returns the path of ``launch.sh``."""
+    plans, including each trial's ``log_path``); every file is rendered first, then written atomically. Returns the
+    path of ``launch.sh``."""
     out = Path(out_dir).expanduser().resolve()
-    for p in plans:
-        for path, text in p.get("files", {}).items():
-            atomic_write_text(path, text)
-        atomic_write_text(p["script"], trial_script(p))
-        Path(p["script"]).chmod(0o755)
     launch = out / "launch.sh"
-    atomic_write_text(launch, launch_script(plans))
-    launch.chmod(0o755)
-    atomic_write_text(out / "plan.json", json.dumps({"trials": plans}, indent=2) + "\n")
+    files: dict[Path, str] = {}
+    for p in plans:
+        files.update({Path(path): text for path, text in p.get("files", {}).items()})
+        files[Path(p["script"])] = trial_script(p)
+    files[launch] = launch_script(plans)
+    files[out / "plan.json"] = json.dumps({"trials": plans}, indent=2) + "\n"
+    for path, text in files.items():
+        atomic_write_text(path, text)
+    for path in [Path(p["script"]) for p in plans] + [launch]:
+        path.chmod(0o755)
     return launch
 
 

@@ -21,9 +21,7 @@ from pathlib import Path
 import yaml
 
 from rlbatch.errors import UserError
-from rlbatch.study.ladder import TrialSpec
 from rlbatch.backends.launch_config import Entry, check_conflicts
-from rlbatch.backends.launch_plan import base_plan, checkpoint_dir, checkpoint_every, expected_log_path
 
 TRL_CONTROLLED = {
     "num_generations": "G, responses per prompt",
@@ -44,10 +42,10 @@ def _default_per_device(local: int, cap: int = 8) -> int:
     return max(d for d in range(1, min(cap, local) + 1) if local % d == 0)
 
 
-def trl_plan(trial: TrialSpec, out_dir: Path | str, base: list[Entry] | None = None, *,
+def trl_plan(plan: dict, out_dir: Path | str, base: list[Entry] | None = None, *,
              base_path: Path | str | None = None, num_processes: int = 1, script: str = "train_grpo.py") -> dict:
-    """The plan of one trial on TRL: a GRPOConfig YAML file (in ``plan["files"]``) and the ``accelerate launch``
-    command. ``per_device_train_batch_size`` comes from the base config or is the largest divisor of
+    """Complete one trial's common ``plan`` (:func:`rlbatch.backends.launch_plan.base_plan`) for TRL: a GRPOConfig
+    YAML file (in ``plan["files"]``) and the ``accelerate launch`` command. ``per_device_train_batch_size`` comes from the base config or is the largest divisor of
     B / ``num_processes`` up to 8; ``gradient_accumulation_steps`` = B / (per-device x processes).
 
     Raises :class:`UserError` when B is not divisible by ``num_processes`` x per-device batch, or on a conflict
@@ -58,8 +56,8 @@ def trl_plan(trial: TrialSpec, out_dir: Path | str, base: list[Entry] | None = N
     if num_processes < 1:
         raise UserError(f"--num-processes must be >= 1, got {num_processes}", field="num_processes")
     out = Path(out_dir).expanduser().resolve()
-    rid, g, b = trial.run_id, trial.group_size, trial.batch_size
-    ckpt = str(checkpoint_dir(out, rid))
+    rid, g, b = plan["run_id"], plan["group_size"], plan["batch_size"]
+    ckpt = plan["checkpoint_dir"]
     where = str(base_path) if base_path else None
     if b % num_processes:
         raise UserError(f"B = {b} (trial {rid}) is not divisible by --num-processes {num_processes}")
@@ -68,7 +66,7 @@ def trl_plan(trial: TrialSpec, out_dir: Path | str, base: list[Entry] | None = N
         "logging_steps": 1,
         "report_to": ["tensorboard"],
         "num_iterations": 1,
-        "save_steps": checkpoint_every(trial),
+        "save_steps": plan["checkpoint_every"],
     }
     for e in base:
         cfg[e.key] = e.value
@@ -84,23 +82,22 @@ def trl_plan(trial: TrialSpec, out_dir: Path | str, base: list[Entry] | None = N
     report = [report_to] if isinstance(report_to, str) else list(report_to or [])
     if "tensorboard" not in report and "all" not in report:
         report.append("tensorboard")
-    log = expected_log_path(trial, out, "trl")
+    log = Path(plan["log_path"])
     cfg.update({
         "output_dir": ckpt,
         "run_name": rid,
         "per_device_train_batch_size": per_device,
         "gradient_accumulation_steps": local // per_device,
         "num_generations": g,
-        "learning_rate": float(trial.lr),
-        "max_steps": trial.steps,
-        "seed": trial.seed,
+        "learning_rate": float(plan["lr"]),
+        "max_steps": plan["steps"],
+        "seed": plan["seed"],
         "report_to": report,
     })
     config_path = out / "trl" / f"{rid}.yaml"
-    header = (f"# rlbatch trial {rid}: P={trial.prompts_per_step} G={g} B={b} lr={trial.lr!r} "
-              f"({trial.lr_rule} rule) steps={trial.steps}\n")
+    header = (f"# rlbatch trial {rid}: P={plan['prompts_per_step']} G={g} B={b} lr={plan['lr']!r} "
+              f"({plan['lr_rule']} rule) steps={plan['steps']}\n")
     text = header + yaml.safe_dump(cfg, sort_keys=False, default_flow_style=False)
-    plan = base_plan(trial, "trl", out)
     plan.update(command=["accelerate", "launch", "--num_processes", str(num_processes), script,
                          "--config", str(config_path)],
                 env={"TENSORBOARD_LOGGING_DIR": str(log)}, files={str(config_path): text},

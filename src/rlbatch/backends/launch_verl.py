@@ -28,10 +28,8 @@ import shlex
 from pathlib import Path
 
 from rlbatch.errors import UserError
-from rlbatch.study.ladder import TrialSpec
 from rlbatch.backends.launch_config import Entry, check_conflicts
-from rlbatch.backends.launch_plan import (DEFAULT_PROJECT, base_plan, checkpoint_dir, checkpoint_every,
-                                      expected_log_path)
+from rlbatch.backends.launch_plan import DEFAULT_PROJECT
 
 #: Hydra keys rlbatch sets for every trial; a base config that sets one is an error (it would silently break P, G,
 #: the LR rule or the budget).
@@ -51,9 +49,10 @@ def _parse_logger_list(value: str) -> list[str]:
     return [x.strip().strip("'\"") for x in inner.split(",") if x.strip()]
 
 
-def verl_plan(trial: TrialSpec, out_dir: Path | str, base: list[Entry] | None = None, *,
+def verl_plan(plan: dict, out_dir: Path | str, base: list[Entry] | None = None, *,
               project: str = DEFAULT_PROJECT, base_path: Path | str | None = None) -> dict:
-    """The plan (command, environment, log path) of one trial on verl; see the module doc for the overrides.
+    """Complete one trial's common ``plan`` (:func:`rlbatch.backends.launch_plan.base_plan`) for verl: command,
+    environment and log format; see the module doc for the overrides.
 
     ``base`` are the user's Hydra overrides (:func:`rlbatch.backends.launch_config.read_base_config`); they come first
     and may replace rlbatch's defaults (``algorithm.adv_estimator=grpo``, ``trainer.resume_mode=auto``,
@@ -64,19 +63,18 @@ def verl_plan(trial: TrialSpec, out_dir: Path | str, base: list[Entry] | None = 
     base = base or []
     check_conflicts(base, VERL_CONTROLLED, base_path)
     out = Path(out_dir).expanduser().resolve()
-    rid, p, g = trial.run_id, trial.prompts_per_step, trial.group_size
+    rid, p, g = plan["run_id"], plan["prompts_per_step"], plan["group_size"]
     where = str(base_path) if base_path else None
-    log = expected_log_path(trial, out, "verl", project)
-    ckpt = str(checkpoint_dir(out, rid))
-    plan = base_plan(trial, "verl", out)
+    log = Path(plan["log_path"])
+    ckpt = plan["checkpoint_dir"]
 
     defaults: dict[str, str] = {
         "algorithm.adv_estimator": "grpo",
         "actor_rollout_ref.actor.ppo_mini_batch_size": str(p),
         "trainer.logger": "[console,file]",
         "trainer.resume_mode": "auto",
-        "trainer.save_freq": str(checkpoint_every(trial)),
-        "++data.seed": str(trial.seed),
+        "trainer.save_freq": str(plan["checkpoint_every"]),
+        "++data.seed": str(plan["seed"]),
         "hydra.run.dir": str(out / "hydra" / rid),
     }
     merged: dict[str, str] = dict(defaults)
@@ -104,8 +102,8 @@ def verl_plan(trial: TrialSpec, out_dir: Path | str, base: list[Entry] | None = 
     controlled = {
         "data.train_batch_size": str(p),
         "actor_rollout_ref.rollout.n": str(g),
-        "actor_rollout_ref.actor.optim.lr": repr(float(trial.lr)),
-        "trainer.total_training_steps": str(trial.steps),
+        "actor_rollout_ref.actor.optim.lr": repr(float(plan["lr"])),
+        "trainer.total_training_steps": str(plan["steps"]),
         "trainer.project_name": project,
         "trainer.experiment_name": rid,
         "trainer.default_local_dir": ckpt,

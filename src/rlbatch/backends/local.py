@@ -96,7 +96,8 @@ def run_sweep(specs: list[TrialSpec], out: Path | str, *, workers: int = 1, thre
     """Run every trial of ``specs`` not yet finished into ``out/trials/<run_id>``, keeping ``out/sweep.json``
     (the specs and each trial's state ``pending|running|finished|failed``). Trials of an existing manifest are kept
     (matched by run id) and new ones appended, so a re-run skips finished trials and resumes the others.
-    ``runner``: ``local`` (our trainer) or ``trl`` (each trial with TRL's GRPOTrainer, :mod:`rlbatch.backends.launch_trl`);
+    ``runner``: ``local`` (our trainer) or ``trl`` (each trial with TRL's GRPOTrainer,
+    :mod:`rlbatch.backends.local_trl`);
     it is the manifest's ``backend``. Returns the manifest."""
     from rlbatch.train.trainer import check_writable, lock_run_dir, remove_stale_temps
 

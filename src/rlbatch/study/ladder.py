@@ -3,7 +3,8 @@ rate and its budget. Every backend (local trainer, Ray, TRL here, the verl / Ope
 loop, the demo) runs the trials :func:`build_ladder` makes, so they all run the same study under the same run ids.
 
 One id scheme, :func:`trial_id`: ``B{B}-G{G}-{rule}{variant}-s{seed}``, e.g. ``B64-G8-sqrt-s0``; the fixed-LR control
-is ``B{B}-G{G}-fixed-s{seed}``; ``variant`` is the asynchronous-rollout tag (:func:`rlbatch.train.async_rollout.sweep_variants`).
+is ``B{B}-G{G}-fixed-s{seed}``; ``variant`` is the asynchronous-rollout tag
+(:func:`rlbatch.train.async_rollout.sweep_variants`).
 One budget per trial with an explicit kind (:data:`BudgetKind`): ``retained`` responses (what rlbatch's own trainer
 and TRL here stop at; the paper's x-axis) or ``generated`` responses (what a launched framework can be told:
 ``steps = ceil(samples / B)``).

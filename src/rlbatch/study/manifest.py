@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -50,3 +51,16 @@ def trial_finished(out: Path, entry: dict) -> bool:
     """Whether the manifest entry's trial is finished: its state says so and its run directory agrees."""
     run_dir = out / entry["run_dir"]
     return entry.get("state") == "finished" and is_run_dir(run_dir) and read_meta(run_dir).status == "finished"
+
+
+def ladder_settings(ladder: list[TrialSpec]) -> dict[str, Any]:
+    """The study's settings as the manifest records them, read back from its ladder: ``base_batch, base_lr,
+    batches, rule, fixed_lr_control, group_sizes, seeds, samples, budget, model, task, options``."""
+    t0 = ladder[0]
+    rule = next((t.lr_rule for t in ladder if t.lr_rule != "none"), t0.lr_rule)
+    fixed = sorted({t.batch_size for t in ladder if t.lr_rule == "none" and rule != "none"})
+    return dict(base_batch=t0.base_batch, base_lr=t0.base_lr,
+                batches=sorted({t.batch_size for t in ladder if t.lr_rule == rule}), rule=rule,
+                fixed_lr_control=fixed[0] if fixed else None, group_sizes=sorted({t.group_size for t in ladder}),
+                seeds=len({t.seed for t in ladder}), samples=t0.samples, budget=t0.budget, model=t0.model,
+                task=t0.task, options=t0.options)

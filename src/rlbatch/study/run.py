@@ -26,7 +26,7 @@ from rlbatch.backends.ray import run_sweep_ray, start_ray
 from rlbatch.errors import UserError
 from rlbatch.study.adaptive import AdaptiveResult, TrialRef, decide
 from rlbatch.study.ladder import TrialSpec, build_ladder
-from rlbatch.study.manifest import TRIALS_DIR, read_manifest, write_manifest
+from rlbatch.study.manifest import TRIALS_DIR, ladder_settings, read_manifest, write_manifest
 from rlbatch.study.report import adaptive_writer, finish_adaptive, report_sweep
 
 TRAINER_BACKENDS = ("local", "ray", "trl")
@@ -37,19 +37,6 @@ def launched(backend: str, dry_run: bool = False, submit: bool = False) -> bool:
     """Whether the study is launched on a framework (verl, openrlhf; trl with ``--dry-run`` / ``--submit``) rather
     than trained by rlbatch's runners: it decides the budget kind (generated vs retained responses)."""
     return backend in ("verl", "openrlhf") or (backend == "trl" and (dry_run or submit))
-
-
-def ladder_settings(ladder: list[TrialSpec]) -> dict[str, Any]:
-    """The study's settings as the manifest records them, read back from its ladder: ``base_batch, base_lr,
-    batches, rule, fixed_lr_control, group_sizes, seeds, samples, budget, model, task, options``."""
-    t0 = ladder[0]
-    rule = next((t.lr_rule for t in ladder if t.lr_rule != "none"), t0.lr_rule)
-    fixed = sorted({t.batch_size for t in ladder if t.lr_rule == "none" and rule != "none"})
-    return dict(base_batch=t0.base_batch, base_lr=t0.base_lr,
-                batches=sorted({t.batch_size for t in ladder if t.lr_rule == rule}), rule=rule,
-                fixed_lr_control=fixed[0] if fixed else None, group_sizes=sorted({t.group_size for t in ladder}),
-                seeds=len({t.seed for t in ladder}), samples=t0.samples, budget=t0.budget, model=t0.model,
-                task=t0.task, options=t0.options)
 
 
 def run_study(ladder: list[TrialSpec], *, backend: str, out: Path, target: float | None, workers: int = 1,
@@ -193,9 +180,10 @@ def doubling_ladder(base_spec: Any, max_doublings: int) -> list[TrialSpec]:
         raise UserError(f"max_doublings must be >= 0, got {max_doublings}", field="max_doublings")
     b0, g = int(base["prompts_per_step"]) * int(base["group_size"]), int(base["group_size"])
     extra = {k: base[k] for k in ("model", "task", "options") if base.get(k) is not None}
-    return build_ladder(base_batch=b0, base_lr=float(base["lr"]), batches=[b0 * 2 ** k for k in range(max_doublings + 1)],
-                        rule=base.get("lr_rule") or "sqrt", group_sizes=[g], seed_offset=int(base.get("seed") or 0),
-                        samples=int(base["samples"]), **extra)
+    return build_ladder(base_batch=b0, base_lr=float(base["lr"]),
+                        batches=[b0 * 2 ** k for k in range(max_doublings + 1)], rule=base.get("lr_rule") or "sqrt",
+                        group_sizes=[g], seed_offset=int(base.get("seed") or 0), samples=int(base["samples"]),
+                        **extra)
 
 
 def adaptive_sweep(run_trial_fn: Callable[[Any, Path], Any], base_spec: Any, sweep_dir: Path | str, *,
