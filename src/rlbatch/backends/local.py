@@ -57,7 +57,7 @@ def _init_worker(threads: int, parent_pid: int | None = None) -> None:
     os.environ["OMP_NUM_THREADS"] = str(threads)
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     warnings.filterwarnings("ignore")
-    import torch
+    import torch  # lazy: only a worker that trains pays for torch (see run_trial)
 
     torch.set_num_threads(threads)
 
@@ -65,7 +65,7 @@ def _init_worker(threads: int, parent_pid: int | None = None) -> None:
 def _prepare(model: str, device: str = "cpu") -> str:
     """Build the model cache once (e.g. the tiny preset's warm start) before trials start in parallel, on the
     trials' ``device`` (the GPU presets warm-start on it: :mod:`rlbatch.train.gpu_model`)."""
-    from rlbatch.train.models import load_model
+    from rlbatch.train.models import load_model  # lazy: imports torch (see run_trial)
 
     load_model(model, device)
     return model
@@ -99,7 +99,7 @@ def run_sweep(specs: list[TrialSpec], out: Path | str, *, workers: int = 1, thre
     ``runner``: ``local`` (our trainer) or ``trl`` (each trial with TRL's GRPOTrainer,
     :mod:`rlbatch.backends.local_trl`);
     it is the manifest's ``backend``. Returns the manifest."""
-    from rlbatch.train.trainer import check_writable, lock_run_dir, remove_stale_temps
+    from rlbatch.train.trainer import check_writable, lock_run_dir, remove_stale_temps  # lazy: imports torch
 
     out = Path(out)
     check_writable(out)

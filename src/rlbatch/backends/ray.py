@@ -3,12 +3,12 @@
 Each trial is one Ray task with a resource request (``cpus_per_trial``, ``gpus_per_trial``); Ray runs as many at once
 as the cluster has room for. Every trial writes its run directory ``OUT/trials/<run_id>`` (the run store) directly,
 so ``OUT`` must be on a filesystem all nodes share (NFS, Lustre, a mounted bucket). The driver alone writes the
-manifest ``OUT/sweep.json`` after every change, atomically. It is the local sweep's manifest
-(:mod:`rlbatch.backends.local`: each trial's ``run_id``, ``spec``, state ``pending|running|finished|failed``,
+manifest ``OUT/sweep.json`` after every change, atomically. It is the study's one manifest
+(:mod:`rlbatch.study.manifest`: each trial's ``run_id``, ``spec``, state ``pending|running|finished|failed``,
 ``run_dir`` relative to ``OUT``, ``attempts``, last ``error``, ``seconds``; top-level ``settings``, ``backend``), so
-a sweep started locally can be resumed on Ray and the other way round. A trial that fails (its worker process killed, its node lost, an exception) is submitted
-again, up to ``max_retries`` times; the trial function resumes from the trial's checkpoint, so nothing is repeated.
-Re-running the sweep skips finished trials and resumes the others.
+a sweep started locally can be resumed on Ray and the other way round. A trial that fails (its worker process killed,
+its node lost, an exception) is submitted again, up to ``max_retries`` times; the trial function resumes from the
+trial's checkpoint, so nothing is repeated. Re-running the sweep skips finished trials and resumes the others.
 
 We do not build a scheduler: Ray places the tasks; this module only submits, waits, retries and records.
 Without ``address`` a local Ray instance is started (``ray.init(num_cpus=...)``); with ``address`` (``auto``,
@@ -17,18 +17,15 @@ Without ``address`` a local Ray instance is started (``ray.init(num_cpus=...)``)
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Any, Callable
 
 from rlbatch.backends.local import run_trial
 from rlbatch.errors import UserError
-from rlbatch.runstore import atomic_write_text
 from rlbatch.study.ladder import TrialSpec
+from rlbatch.study.manifest import TRIALS_DIR, read_manifest_json, write_manifest_json
 
-MANIFEST = "sweep.json"
-TRIALS_DIR = "trials"
 STATES = ("pending", "running", "finished", "failed")
 
 TrialFn = Callable[[Any, Path], Any]
@@ -75,27 +72,6 @@ def execute_trial(trial_fn: TrialFn, spec: dict, run_dir: str) -> str:
     return str(trial_fn(spec, Path(run_dir)))
 
 
-def read_manifest(out_dir: Path | str) -> dict:
-    """Read ``OUT/sweep.json`` (``{"backend", "settings", "trials": [{run_id, spec, state, attempts, error, run_dir,
-    seconds}]}``, spec as a plain dict);
-    an absent file reads as no trials. Raises :class:`UserError` naming the file when it is malformed."""
-    path = Path(out_dir) / MANIFEST
-    if not path.exists():
-        return {"trials": []}
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise UserError(f"malformed JSON ({err.msg})", path=str(path), line=err.lineno) from None
-    if not isinstance(data, dict) or not isinstance(data.get("trials"), list):
-        raise UserError("expected an object with a 'trials' list", path=str(path))
-    return data
-
-
-def _write_manifest(out: Path, entries: dict[str, dict], extra: dict) -> None:
-    atomic_write_text(out / MANIFEST, json.dumps({**extra, "trials": list(entries.values())}, indent=2,
-                                                 default=str) + "\n")
-
-
 def _entry_id(e: dict) -> str | None:
     """Run id of a manifest entry (entries of older local manifests carry it only in their spec)."""
     return e.get("run_id") or (e.get("spec") or {}).get("run_id")
@@ -136,7 +112,7 @@ def run_sweep_ray(trials: list[dict], out_dir: Path | str, *, trial_fn: TrialFn 
     out.mkdir(parents=True, exist_ok=True)
     trial_fn = trial_fn or default_trial_fn
 
-    old_manifest = read_manifest(out)
+    old_manifest = read_manifest_json(out) or {"trials": []}
     previous = {_entry_id(e): e for e in old_manifest.get("trials", []) if isinstance(e, dict)}
     entries: dict[str, dict] = {}
     for t in trials:
@@ -158,7 +134,7 @@ def run_sweep_ray(trials: list[dict], out_dir: Path | str, *, trial_fn: TrialFn 
     extra.setdefault("created", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
     extra.update(backend="ray", ray={"address": address, "cpus_per_trial": cpus_per_trial,
                                      "gpus_per_trial": gpus_per_trial, "max_retries": max_retries})
-    _write_manifest(out, entries, extra)
+    write_manifest_json(out, {**extra, "trials": list(entries.values())})
 
     stop_ray = start_ray(address, num_cpus=num_cpus, runtime_env=runtime_env)
     say = log or (lambda _m: None)
@@ -175,7 +151,7 @@ def run_sweep_ray(trials: list[dict], out_dir: Path | str, *, trial_fn: TrialFn 
         budget[rid] -= 1
         started[rid] = time.monotonic()
         inflight[remote.remote(trial_fn, e["spec"], str(out / e["run_dir"]))] = rid
-        _write_manifest(out, entries, extra)
+        write_manifest_json(out, {**extra, "trials": list(entries.values())})
 
     t0 = time.monotonic()
     try:
@@ -197,17 +173,17 @@ def run_sweep_ray(trials: list[dict], out_dir: Path | str, *, trial_fn: TrialFn 
                     else:
                         e["state"] = "failed"
                         say(f"rlbatch: trial {rid} failed after {e['attempts']} attempt(s): {e['error']}")
-                        _write_manifest(out, entries, extra)
+                        write_manifest_json(out, {**extra, "trials": list(entries.values())})
                     continue
                 e["state"], e["error"] = "finished", None
                 say(f"rlbatch: trial {rid} finished ({e['attempts']} attempt(s))")
-                _write_manifest(out, entries, extra)
+                write_manifest_json(out, {**extra, "trials": list(entries.values())})
     except KeyboardInterrupt:
         for ref in inflight:
             ray.cancel(ref, force=True)
         for rid in inflight.values():
             entries[rid]["state"] = "pending"
-        _write_manifest(out, entries, extra)
+        write_manifest_json(out, {**extra, "trials": list(entries.values())})
         raise
     finally:
         if stop_ray is not None:

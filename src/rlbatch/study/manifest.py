@@ -22,29 +22,52 @@ SWEEP_JSON = "sweep.json"
 TRIALS_DIR = "trials"
 
 
-def read_manifest(out: Path) -> dict | None:
-    """``OUT/sweep.json`` with every trial's ``spec`` as a :class:`TrialSpec`, or None when there is none yet.
-    Raises :class:`UserError` naming the file when it is malformed."""
+def read_manifest_json(out: Path) -> dict | None:
+    """``OUT/sweep.json`` as plain JSON (every trial's ``spec`` a dict), or None when there is none yet. Raises
+    :class:`UserError` naming the file (and line) when it is not an object with a ``trials`` list."""
     path = out / SWEEP_JSON
     if not path.exists():
         return None
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise UserError(f"malformed sweep manifest ({err.msg}); move it away to start afresh", path=str(path),
+                        line=err.lineno) from None
+    if not isinstance(data, dict) or not isinstance(data.get("trials"), list):
+        raise UserError("malformed sweep manifest (expected an object with a 'trials' list); move it away to start "
+                        "afresh", path=str(path))
+    return data
+
+
+def read_manifest(out: Path) -> dict | None:
+    """``OUT/sweep.json`` (:func:`read_manifest_json`) with every trial's ``spec`` as a :class:`TrialSpec`, or None
+    when there is none yet. Raises :class:`UserError` naming the file when it is malformed."""
+    data = read_manifest_json(out)
+    if data is None:
+        return None
+    try:
         data["trials"] = [{**t, "spec": TrialSpec(**t["spec"])} for t in data["trials"]]
         return data
-    except (json.JSONDecodeError, KeyError, TypeError, ValidationError) as err:
+    except (KeyError, TypeError, ValidationError) as err:
         raise UserError(f"malformed sweep manifest ({str(err).splitlines()[0]}); move it away to start afresh",
-                        path=str(path)) from None
+                        path=str(out / SWEEP_JSON)) from None
+
+
+def write_manifest_json(out: Path, data: dict) -> None:
+    """Write ``out/sweep.json`` (plain JSON) atomically; :class:`UserError` naming it if it cannot be written (disk
+    full)."""
+    try:
+        atomic_write_text(out / SWEEP_JSON, json.dumps(data, indent=2, default=str) + "\n")
+    except OSError as err:
+        raise write_error(err, out / SWEEP_JSON, "; the previous sweep.json is intact") from None
 
 
 def write_manifest(out: Path, manifest: dict) -> None:
-    """Write ``out/sweep.json`` atomically; :class:`UserError` naming it if it cannot be written (disk full)."""
-    data = {**manifest, "trials": [{"run_id": t["spec"].run_id, **t, "spec": t["spec"].model_dump(mode="json")}
-                                   for t in manifest["trials"]]}
-    try:
-        atomic_write_text(out / SWEEP_JSON, json.dumps(data, indent=2) + "\n")
-    except OSError as err:
-        raise write_error(err, out / SWEEP_JSON, "; the previous sweep.json is intact") from None
+    """Write ``out/sweep.json`` from a manifest whose trials' ``spec`` are :class:`TrialSpec` objects
+    (:func:`write_manifest_json`)."""
+    write_manifest_json(out, {**manifest, "trials": [{"run_id": t["spec"].run_id, **t,
+                                                      "spec": t["spec"].model_dump(mode="json")}
+                                                     for t in manifest["trials"]]})
 
 
 def trial_finished(out: Path, entry: dict) -> bool:

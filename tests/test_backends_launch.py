@@ -21,7 +21,7 @@ Option names are checked against the projects' own definitions (stored versions 
   learning_rate, max_steps, logging_steps, output_dir, run_name, report_to, save_steps, seed (no logging_dir:
   transformers/integrations/integration_utils.py reads TENSORBOARD_LOGGING_DIR).
 
-Regenerate the golden files after an intended change with ``RLBATCH_UPDATE_GOLDEN=1 pytest tests/test_sweep_launch.py``.
+Regenerate the golden files after an intended change with ``RLBATCH_UPDATE_GOLDEN=1 pytest tests/test_backends_launch.py``.
 """
 
 from __future__ import annotations

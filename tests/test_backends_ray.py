@@ -17,7 +17,8 @@ else:
 
 from rlbatch.errors import UserError  # noqa: E402
 from rlbatch.runstore import read_jsonl, read_meta  # noqa: E402
-from rlbatch.backends.ray import read_manifest, run_sweep_ray  # noqa: E402
+from rlbatch.backends.ray import run_sweep_ray  # noqa: E402
+from rlbatch.study.manifest import read_manifest_json  # noqa: E402
 from rlbatch.study.ladder import build_ladder  # noqa: E402
 
 TESTS = Path(__file__).resolve().parent
@@ -69,7 +70,7 @@ def test_sweep_survives_a_killed_worker(local_ray, tmp_path):
     rows = read_jsonl(tmp_path / "trials" / "B16-G4-sqrt-s0" / "metrics.jsonl")
     assert [r["pid"] == killed_pid for r in rows] == [True, True, True, False, False, False]
     # the manifest on disk says the same
-    on_disk = {e["run_id"]: e["state"] for e in read_manifest(tmp_path)["trials"]}
+    on_disk = {e["run_id"]: e["state"] for e in read_manifest_json(tmp_path)["trials"]}
     assert set(on_disk.values()) == {"finished"}
 
     # a re-run resumes: nothing left to do, no trial runs again
