@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 from rlbatch.backends import local
 from rlbatch.backends.executors import ChunkExecutor, LogExecutor, ProcessJob, RayExecutor, RayJob
-from rlbatch.backends.launch import launch, plan_ladder, ray_job_client, write_launch
+from rlbatch.backends.launch import launch, ray_job_client
 from rlbatch.backends.local_trl import run_trial_trl
 from rlbatch.backends.ray import run_sweep_ray, start_ray
 from rlbatch.errors import UserError
@@ -29,7 +29,6 @@ from rlbatch.study.ladder import TrialSpec, build_ladder
 from rlbatch.study.manifest import TRIALS_DIR, ladder_settings, read_manifest, write_manifest
 from rlbatch.study.report import adaptive_writer, finish_adaptive, report_sweep
 
-TRAINER_BACKENDS = ("local", "ray", "trl")
 BACKENDS = ("local", "ray", "verl", "openrlhf", "trl")
 
 
@@ -64,13 +63,12 @@ def run_study(ladder: list[TrialSpec], *, backend: str, out: Path, target: float
             raise UserError("--adaptive runs the trials and watches them: not with --dry-run", field="adaptive")
         if adaptive and target is None:
             raise UserError("--adaptive needs --target (the held-out score every trial is timed to)", field="target")
-        if adaptive:
-            return {"kind": "adaptive", **run_adaptive_launched(
-                ladder, backend=backend, out=out, target=target, base_config=base_config,
-                address=address if submit else None, progress=progress, launch_kwargs=launch_kwargs)}
-        return {"kind": "launch", "launch": launch(ladder, backend=backend, out=out, base_config=base_config,
-                                                   dry_run=dry_run, submit=submit, address=address,
-                                                   **(launch_kwargs or {}))}
+        res = launch(ladder, backend=backend, out=out, base_config=base_config, dry_run=dry_run,
+                     submit=submit and not adaptive, address=address, **(launch_kwargs or {}))
+        if not adaptive:
+            return {"kind": "launch", "launch": res}
+        return {"kind": "adaptive", **watch_launched(ladder, res["plans"], backend=backend, out=out, target=target,
+                                                     address=address if submit else None, progress=progress)}
     for flag, val in (("--base-config", base_config), ("--dry-run", dry_run), ("--submit", submit)):
         if val and backend != "trl":
             raise UserError(f"{flag} applies to --backend verl, openrlhf or trl, not {backend}", field="backend")
@@ -132,18 +130,15 @@ def run_adaptive(ladder: list[TrialSpec], out: Path, *, backend: str = "local", 
     return finish_adaptive(res, out, out / TRIALS_DIR, target, title)
 
 
-def run_adaptive_launched(ladder: list[TrialSpec], *, backend: str, out: Path, target: float,
-                          base_config: Path | None = None, address: str | None = None, progress: bool = True,
-                          interval: float = 30.0, launch_kwargs: dict[str, Any] | None = None) -> dict[str, Any]:
-    """``--adaptive --backend verl|openrlhf``: the study's launch (:func:`rlbatch.backends.launch.plan_ladder`,
-    scripts written by :func:`rlbatch.backends.launch.write_launch`), every trial started at once as a process here
-    (:class:`rlbatch.backends.executors.ProcessJob`) or, with ``address`` (``--submit --address``), as a Ray job
+def watch_launched(ladder: list[TrialSpec], plans: list[dict], *, backend: str, out: Path, target: float,
+                   address: str | None = None, progress: bool = True, interval: float = 30.0) -> dict[str, Any]:
+    """``--adaptive --backend verl|openrlhf``: the launched study's trials (``plans``, their scripts already written
+    by :func:`rlbatch.backends.launch.launch`) started at once as processes here
+    (:class:`rlbatch.backends.executors.ProcessJob`) or, with ``address`` (``--submit --address``), as Ray jobs
     (:class:`rlbatch.backends.executors.RayJob`); their logs (verl's file logger, OpenRLHF's TensorBoard events) are
     re-read every ``interval`` seconds and :func:`rlbatch.study.adaptive.decide` stops the trials that cannot win
     (SIGTERM / ``ray job stop``; each resumes from its checkpoint when its script runs again). Writes
     ``OUT/adaptive.json`` as it goes and the report over the logs at the end."""
-    plans = plan_ladder(ladder, backend, out, base_config=base_config, **(launch_kwargs or {}))
-    write_launch(plans, out)
     client = ray_job_client(address) if address else None
     trials = []
     for t, p in zip(ladder, plans):
