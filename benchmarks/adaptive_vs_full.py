@@ -1,16 +1,16 @@
-"""The adaptive sweep (rlbatch.sweep.adaptive.decide) against the full sweep, on the same ladder and seeds.
+"""The adaptive sweep (rlbatch.study.adaptive.decide) against the full sweep, on the same ladder and seeds.
 
 The full sweep runs every trial to its target (not to the largest budget): its cost is, per trial, the retained
 samples and clock seconds up to its first crossing of the target (its whole run when it never reaches it), summed
 over trials; its best time-to-target is the accounting's (rlbatch analyze) over the full runs. The adaptive sweep
-watches the same trials as live jobs and stops them when the plan decides (rlbatch.sweep.replay: the stored run
+watches the same trials as live jobs and stops them when the plan decides (rlbatch.study.replay: the stored run
 store's lines written in the order of the trials' own clocks, all trials launched together). Reported per ladder:
 the samples and seconds the adaptive sweep let run, as fractions of the full sweep's, and whether its pick's measured
 time-to-target (full runs) is within 10% of the best's.
 
 Ladders: every stored sweep given (default tests/data/demo_sweep and demo_sweep_cpu at target 0.45, demo_sweep_v1cache
 at 0.3: the square-root LR ladder, 3 seeds; the fixed-LR control is a diagnostic, not a candidate), and the synthetic
-model of rlbatch.sweep.synthetic (known answer; the doubling ladder from B = 128).
+model of rlbatch.backends.synthetic (known answer; the doubling ladder from B = 128).
 
     PYTHONPATH=src python benchmarks/adaptive_vs_full.py [--sweep DIR:TARGET ...] [--seeds N] [--n-boot 100]
         [--no-synthetic]
@@ -29,6 +29,13 @@ import warnings
 from functools import partial
 from pathlib import Path
 
+from rlbatch.analysis.accounting import account_runs, estimate_configuration
+from rlbatch.analysis.throughput import clock_basis
+from rlbatch.backends.synthetic import SyntheticModel, synthetic_trial
+from rlbatch.study.adaptive import run_samples, run_seconds
+from rlbatch.study.replay import ladder_runs, replay_sweep
+from rlbatch.study.run import adaptive_sweep
+
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT = [f"{ROOT}/tests/data/demo_sweep:0.45", f"{ROOT}/tests/data/demo_sweep_cpu:0.45",
            f"{ROOT}/tests/data/demo_sweep_v1cache:0.3"]
@@ -36,9 +43,6 @@ DEFAULT = [f"{ROOT}/tests/data/demo_sweep:0.45", f"{ROOT}/tests/data/demo_sweep_
 
 def full_cost(runs, target: float, metric: str, clock: str) -> tuple[float, float]:
     """(samples, seconds) of the full sweep with every trial run to its target (its whole run if never)."""
-    from rlbatch.analysis.accounting import estimate_configuration
-    from rlbatch.sweep.adaptive import run_samples, run_seconds
-
     s_tot = t_tot = 0.0
     for r in runs:
         e = estimate_configuration([r], target, metric, n_boot=0, clock=clock)
@@ -52,10 +56,6 @@ def full_cost(runs, target: float, metric: str, clock: str) -> tuple[float, floa
 
 
 def compare(name: str, runs, target: float, metric: str, n_boot: int) -> dict:
-    from rlbatch.analysis.accounting import account_runs
-    from rlbatch.analysis.throughput import clock_basis
-    from rlbatch.sweep.replay import ladder_runs, replay_sweep
-
     runs = ladder_runs(runs)
     clock = clock_basis(runs)
     acc = account_runs(runs, target, metric, n_boot=200)
@@ -88,9 +88,6 @@ def compare(name: str, runs, target: float, metric: str, n_boot: int) -> dict:
 
 def synthetic(n_boot: int, target: float = 0.7) -> dict:
     """The doubling ladder B = 128 .. 8192 on the synthetic model, all trials launched together (chunks here)."""
-    from rlbatch.sweep.adaptive import adaptive_sweep
-    from rlbatch.sweep.synthetic import SyntheticModel, synthetic_trial
-
     m = SyntheticModel()
     ladder = [128 * 2 ** k for k in range(7)]
     best = min(ladder, key=lambda b: m.time_to_target(b, target))

@@ -67,7 +67,7 @@ def main() -> None:
                     help="asynchronous configurations to compare with the synchronous loop: k1, k2, partial")
     ap.add_argument("--json", default=None, help="also write the throughputs and ratios here (JSON)")
     args = ap.parse_args()
-    from rlbatch.sweep.demo import DEMOS
+    from rlbatch.study.demo import DEMOS
 
     # the lr of the model's demo study at this B under the sqrt rule (tiny: lr0 1e-4 at B0 16)
     base = DEMOS.get(args.model, DEMOS["tiny"])

@@ -7,7 +7,7 @@ The recipe is ``rlbatch.train.models.TINY_WARM`` (AdamW on the arithmetic traini
 threads; ~25 s on one core). Its result depends on the CPU's floating-point reduction order, which is why the
 weights are shipped instead of computed: on another machine this script may print another digest. A rebuild is a
 new version: bump ``TINY_VERSION`` (the file name follows), set ``TINY_SHA256`` to the printed digest, add the new
-file's negation to .gitignore and re-calibrate the demo (``rlbatch.sweep.demo.DEMOS["tiny"]``). See docs/design.md.
+file's negation to .gitignore and re-calibrate the demo (``rlbatch.study.demo.DEMOS["tiny"]``). See docs/design.md.
 """
 
 from __future__ import annotations

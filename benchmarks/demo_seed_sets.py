@@ -24,7 +24,7 @@ import json
 import sys
 from pathlib import Path
 
-from rlbatch.sweep.demo import demo_cost
+from rlbatch.study.demo import demo_cost
 
 
 def _ci(ci) -> str:

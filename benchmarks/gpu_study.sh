@@ -154,8 +154,8 @@ if [ ! -f "$WORK/study/report.json" ] && [ -f "$WORK/study/sweep.json" ]; then
   # ---------------------------------------------------------------- 4. the report of the trials that finished
   phase report "$T_REPORT" "$PY" - "$WORK/study" "$MODEL" <<'EOF'
 import sys
-from rlbatch.sweep.demo import DEMOS
-from rlbatch.sweep.study import report_sweep
+from rlbatch.study.demo import DEMOS
+from rlbatch.study.report import report_sweep
 rep = report_sweep(sys.argv[1], target=DEMOS[sys.argv[2]]["target"],
                    title=f"GPU study ({sys.argv[2]}), cut short by its time box: the trials that finished")
 print("report written:", sys.argv[1])

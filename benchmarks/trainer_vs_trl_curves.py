@@ -4,7 +4,7 @@ samples-to-target per configuration from each, their ratio, and each one's repor
     OMP_NUM_THREADS=1 python benchmarks/trainer_vs_trl_curves.py [--batches 16,32,64] [--seeds 2] [--samples 8192]
         [--target 0.35] [--workers 2] [--out runs/trainer_vs_trl] [--json benchmarks/results/trainer_vs_trl_curves.json]
 
-Both sweeps are :func:`rlbatch.sweep.local.plan_trials` + :func:`rlbatch.sweep.local.run_sweep` with the same trial
+Both sweeps are :func:`rlbatch.study.ladder.build_ladder` + :func:`rlbatch.backends.local.run_sweep` with the same trial
 specs (model ``tiny``, task ``arithmetic``, P, G, the sqrt rule's lr from B0 = 16 / lr0 = 1e-4, grad clip 1.0,
 clip_eps 0.2, no KL, token-level mean loss, micro-batch 8, new-token cap, the same prompts per step and seeds, the
 same greedy held-out evaluation every ``--eval-every`` retained samples): ``runner="local"`` trains with our
@@ -36,11 +36,12 @@ sys.path.insert(0, str(ROOT / "src"))
 
 
 def run_both(a) -> dict:
-    from rlbatch.sweep.local import plan_trials, run_sweep
+    from rlbatch.backends.local import run_sweep
+    from rlbatch.study.ladder import build_ladder
 
     opts = dict(eval_every=a.eval_every, eval_size=a.eval_size, eval_batch_size=256, max_new_tokens=a.max_new_tokens,
                 micro_batch_size=8, max_grad_norm=1.0, clip_eps=0.2, kl_coef=0.0, checkpoint_every=200)
-    specs = plan_trials(base_batch=16, base_lr=1e-4, batches=a.batches, rule="sqrt", group_sizes=[8], seeds=a.seeds,
+    specs = build_ladder(base_batch=16, base_lr=1e-4, batches=a.batches, rule="sqrt", group_sizes=[8], seeds=a.seeds,
                         samples=a.samples, model="tiny", task="arithmetic", options=opts)
     secs = {}
     for runner in ("local", "trl"):
@@ -55,7 +56,7 @@ def run_both(a) -> dict:
 def compare(a, secs: dict) -> dict:
     from rlbatch.analysis.accounting import accounting_summary, intervals_overlap
     from rlbatch.readers.collect import load_all
-    from rlbatch.sweep.study import report_sweep
+    from rlbatch.study.report import report_sweep
 
     acc = {}
     for name in ("ours", "trl"):

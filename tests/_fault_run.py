@@ -52,10 +52,11 @@ def run_train(out: Path | str, resume: bool = False, mini_batches: bool = False)
 
 
 def run_sweep(out: Path | str) -> dict:
-    from rlbatch.sweep.local import plan_trials, run_sweep as sweep
+    from rlbatch.backends.local import run_sweep as sweep
+    from rlbatch.study.ladder import build_ladder
 
     with coin_task_installed():
-        return sweep(plan_trials(**SWEEP), Path(out), progress=False)
+        return sweep(build_ladder(**SWEEP), Path(out), progress=False)
 
 
 if __name__ == "__main__":

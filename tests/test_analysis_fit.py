@@ -16,8 +16,8 @@ from rlbatch.analysis.curves import group_seeds
 from rlbatch.analysis.fit import fit_configuration, fit_configurations, invert, profile_interval, sigmoid
 from rlbatch.plan import plan_runs, truncate_runs
 from rlbatch.readers import load
-from rlbatch.sweep.synthetic import SyntheticModel, synthetic_trial
-from rlbatch.sweep.trials import make_trials
+from rlbatch.backends.synthetic import SyntheticModel, synthetic_trial
+from rlbatch.study.ladder import build_ladder
 
 
 # The plan's earlier method (rN measured at a score level below the target), kept here only to show that it
@@ -171,23 +171,23 @@ def test_late_penalty_case_is_what_the_issue_describes():
 
 def test_plan_from_30_percent_rejects_the_late_penalty_batch_the_old_method_picks(tmp_path):
     budget = int(1.2 * LATE.samples_to_target(128, LATE_TARGET))
-    for t in make_trials(64, 1e-6, [64, 128], "sqrt", 8, budget, seeds=3):
-        synthetic_trial(t, tmp_path / t["run_id"], LATE)
+    for t in build_ladder(base_batch=64, base_lr=1e-6, batches=[64, 128], samples=budget, seeds=3):
+        synthetic_trial(t, tmp_path / t.run_id, LATE)
     short = truncate_runs(load(tmp_path), 0.3)
     plan = plan_runs(short, LATE_TARGET, extend=False, n_boot=200)
     c = {x["run"]: x for x in plan["candidates"]}
-    big = c["P16-G8-sqrt"]
+    big = c["B128-G8-sqrt"]
     # not recommended; its predicted relative time 1.16 has an 80% interval that reaches down to 1.00 (the
     # profile likelihood widens the bootstrap's), so "slower" or "within noise", never "faster"
-    assert plan["recommended"] == "P8-G8-sqrt" and big["verdict"] in ("slower", "within noise")
+    assert plan["recommended"] == "B64-G8-sqrt" and big["verdict"] in ("slower", "within noise")
     assert big["predicted_relative_time"] > 1.05 and big["interval"][1] > 1.5
     assert big["rN_source"] == "fit" and big["rN_level"] == LATE_TARGET
     assert big["rN"] > big["relative_throughput"] and big["rN_ci"][0] > 1.3
     assert "fitted and extrapolated to the target" in big["sentence"]
     # the old method: rN measured below the target, taken to hold at it -> B=128 looked faster
     g = group_seeds(short)
-    level = probe_level(g["P8-G8-sqrt"], g["P16-G8-sqrt"], LATE_TARGET)
-    old, _ = rn_at_level(g["P8-G8-sqrt"], g["P16-G8-sqrt"], level, n_boot=0)
+    level = probe_level(g["B64-G8-sqrt"], g["B128-G8-sqrt"], LATE_TARGET)
+    old, _ = rn_at_level(g["B64-G8-sqrt"], g["B128-G8-sqrt"], level, n_boot=0)
     assert level < LATE_TARGET and old < big["relative_throughput"]
 
 

@@ -158,7 +158,7 @@ def _capture(monkeypatch, target: str, key: str | None = None):
 
 
 #: Where each command's working function lives (the CLI imports it from there when the command runs).
-HOME = {"run_study": "rlbatch.sweep.backends", "launch": "rlbatch.sweep.launch", "run_demo": "rlbatch.sweep.demo",
+HOME = {"run_study": "rlbatch.study.run", "launch": "rlbatch.backends.launch", "run_demo": "rlbatch.study.demo",
         "run_profile": "rlbatch.profile", "inspect_path": "rlbatch.explain"}
 
 
@@ -212,25 +212,32 @@ SWEEP = ["sweep", "--base-batch", "16", "--base-lr", "1e-4", "--batches", "16,32
          "0.3"]
 
 
+def _trial_options(seen) -> dict:
+    """The trainer options every trial of the ladder handed to run_study carries (one ladder, one set)."""
+    ladder = seen["args"][0]
+    assert len({repr(t.options) for t in ladder}) == 1
+    return ladder[0].options
+
+
 def test_sweep_aliases_and_new_trainer_options(monkeypatch, tmp_path):
     seen = _capture(monkeypatch, "run_study")
     res = _invoke(*SWEEP, "--out", tmp_path, "--stop-at-target")
     _deprecation(res, "--stop-at-target")
-    assert seen["options"]["stop_at_target"] == 0.3 and seen["options"]["stop_hold"] == 2
+    assert _trial_options(seen)["stop_at_target"] == 0.3 and _trial_options(seen)["stop_hold"] == 2
     # defaults: the trial options are exactly what they were before the sweep took train's settings
     _invoke(*SWEEP, "--out", tmp_path)
-    assert set(seen["options"]) == {"micro_batch_size", "max_new_tokens", "eval_every", "eval_size", "device"}
+    assert set(_trial_options(seen)) == {"micro_batch_size", "max_new_tokens", "eval_every", "eval_size", "device"}
     _invoke(*SWEEP, "--out", tmp_path, "--temperature", "0.7", "--kl-coef", "0.1", "--no-share-prompts",
             "--max-grad-norm", "0", "--ppo-epochs", "2", "--max-steps", "9", "--checkpoint-every", "3",
             "--micro-batch-tokens", "512", "--max-concurrent-sequences", "64", "--no-filter-groups")
-    o = seen["options"]
+    o = _trial_options(seen)
     assert (o["temperature"], o["kl_coef"], o["share_prompts"], o["max_grad_norm"], o["ppo_epochs"]) == \
         (0.7, 0.1, False, None, 2)
     assert (o["max_steps"], o["checkpoint_every"], o["micro_batch_tokens"], o["max_concurrent_sequences"],
             o["filter_groups"]) == (9, 3, 512, 64, False)
     res = _invoke(*SWEEP, "--out", tmp_path, "--verl-config", tmp_path / "base.txt")
     _deprecation(res, "--verl-config")
-    assert seen["verl_config"] == tmp_path / "base.txt"
+    assert seen["base_config"] == tmp_path / "base.txt"
 
 
 LAUNCH = ["launch", "--backend", "openrlhf", "--base-batch", "64", "--base-lr", "1e-6", "--batches", "64,128",
@@ -241,9 +248,9 @@ def test_launch_critic_lr_alias(monkeypatch, tmp_path):
     seen = _capture(monkeypatch, "launch")
     res = _invoke(*LAUNCH, "--out", tmp_path, "--critic-lr", "2e-6")
     _deprecation(res, "--critic-lr")
-    assert seen["base_critic_lr"] == 2e-6 and seen["group_size"] == 8  # -G defaults to the config's G
+    assert seen["base_critic_lr"] == 2e-6 and {t.group_size for t in seen["args"][0]} == {8}  # -G defaults to the config's G
     _invoke(*LAUNCH, "--out", tmp_path, "--critic-base-lr", "3e-6", "-G", "4")
-    assert seen["base_critic_lr"] == 3e-6 and seen["group_size"] == 4
+    assert seen["base_critic_lr"] == 3e-6 and {t.group_size for t in seen["args"][0]} == {4}
     res = _invoke(*LAUNCH, "--out", tmp_path, "--verl-config=b.txt")
     _deprecation(res, "--verl-config")
     assert str(seen["base_config"]) == "b.txt"

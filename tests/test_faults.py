@@ -101,7 +101,7 @@ def test_kill_between_mini_batch_updates_then_resume_is_identical(tmp_path):
 
 
 def test_sweep_killed_mid_trial_resumes_identically(tmp_path, monkeypatch):
-    from rlbatch.sweep import local
+    from rlbatch.backends import local
 
     full = tmp_path / "full"
     fr.run_sweep(full)
@@ -180,10 +180,11 @@ def test_disk_full_is_one_clear_error_and_loses_nothing(ref, tmp_path, monkeypat
 def test_unwritable_output_directories(monkeypatch, capsys, tmp_path):
     code, err = run_cli(monkeypatch, capsys, Path("/proc/rlbatch-no-such/run"), None)
     assert code == 2 and len(err.splitlines()) == 1 and "/proc/rlbatch-no-such/run" in err and "not writable" in err
-    from rlbatch.sweep.local import plan_trials, run_sweep
+    from rlbatch.backends.local import run_sweep
+    from rlbatch.study.ladder import build_ladder
 
     with pytest.raises(UserError, match="not writable"):
-        run_sweep(plan_trials(**fr.SWEEP), Path("/proc/rlbatch-sweep"), progress=False)
+        run_sweep(build_ladder(**fr.SWEEP), Path("/proc/rlbatch-sweep"), progress=False)
     # a run directory locked by another process (a second trainer on the same --out)
     out = tmp_path / "run"
     out.mkdir()
@@ -198,6 +199,6 @@ def test_unwritable_output_directories(monkeypatch, capsys, tmp_path):
     with pytest.raises(UserError, match="is in use by another rlbatch process"):  # a second sweep on one --out
         held = lock_run_dir(out)
         try:
-            run_sweep(plan_trials(**fr.SWEEP), out, progress=False)
+            run_sweep(build_ladder(**fr.SWEEP), out, progress=False)
         finally:
             held.close()

@@ -1,4 +1,4 @@
-"""The GPU presets (rlbatch.train.gpu_model, rlbatch.sweep.gpu_preset), the trainer's bf16 precision, and the CPU
+"""The GPU presets (rlbatch.train.gpu_model, rlbatch.study.gpu_preset), the trainer's bf16 precision, and the CPU
 rehearsal of benchmarks/gpu_study.sh: every code path of the GPU study runs here at toy size on CPU."""
 
 import importlib.util
@@ -13,8 +13,8 @@ import pytest
 import torch
 
 from rlbatch.errors import UserError
-from rlbatch.sweep.demo import DEMOS
-from rlbatch.sweep.local import plan_trials
+from rlbatch.study.demo import DEMOS
+from rlbatch.study.ladder import build_ladder
 from rlbatch.train.gpu_model import GPU_ARCHS, GPU_WARM, cache_key, param_count, sft_batch, warm_start_info
 from rlbatch.train.models import char_tokenizer, load_model
 from rlbatch.train.tasks import Item
@@ -130,7 +130,7 @@ def test_gpu_study_preset_reaches_past_the_critical_batch_with_a_control():
     d = DEMOS["gpu-small"]
     assert d["model"] == "gpu-small" and max(d["batches"]) >= 8192 and d["seeds"] >= 2
     assert d["options"]["precision"] == "bf16" and d["fixed_lr_control"] in d["batches"]
-    specs = plan_trials(base_batch=d["base_batch"], base_lr=d["base_lr"], batches=d["batches"], rule=d["rule"],
+    specs = build_ladder(base_batch=d["base_batch"], base_lr=d["base_lr"], batches=d["batches"], rule=d["rule"],
                         group_sizes=d["group_sizes"], seeds=d["seeds"], fixed_lr_control=d["fixed_lr_control"],
                         samples=d["samples"], model=d["model"], task=d["task"], options=d["options"])
     assert len(specs) == (len(d["batches"]) + 1) * d["seeds"]  # the ladder and the control, every seed

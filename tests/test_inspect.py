@@ -2,7 +2,7 @@
 
 The launches' batch is checked against what the frameworks' released packages make of the same settings (verl's
 ppo_trainer.yaml composed by Hydra, OpenRLHF's own argparse parser, TRL's GRPOConfig), installed as for
-tests/test_launch_schemas.py (``make test``: ``pip install --no-deps verl==0.9.1 openrlhf==0.11.2``; TRL from the
+tests/test_backends_launch_schemas.py (``make test``: ``pip install --no-deps verl==0.9.1 openrlhf==0.11.2``; TRL from the
 ``trl`` extra); a test skips only when its package is missing, and says so.
 """
 

@@ -16,8 +16,8 @@ from rlbatch.plan import (plan_runs, plan_table, profile_timings,
                           truncate_runs)
 from rlbatch.readers import load
 from rlbatch.analysis.accounting import account_runs
-from rlbatch.sweep.synthetic import SyntheticModel, synthetic_trial
-from rlbatch.sweep.trials import make_trials
+from rlbatch.backends.synthetic import SyntheticModel, synthetic_trial
+from rlbatch.study.ladder import build_ladder
 
 TARGET = 0.7
 MODEL = SyntheticModel()
@@ -36,8 +36,9 @@ def sweep(tmp_path_factory):
     """A synthetic full sweep: B = 128..4096 (sqrt rule), 3 seeds each, every trial long enough to reach 0.7."""
     root = tmp_path_factory.mktemp("sweep")
     budget = int(1.2 * MODEL.samples_to_target(4096, TARGET))
-    for t in make_trials(128, 1e-6, [128, 256, 512, 1024, 2048, 4096], "sqrt", 8, budget, seeds=3):
-        synthetic_trial(t, root / t["run_id"], MODEL)
+    for t in build_ladder(base_batch=128, base_lr=1e-6, batches=[128, 256, 512, 1024, 2048, 4096], samples=budget,
+                          seeds=3):
+        synthetic_trial(t, root / t.run_id, MODEL)
     return root
 
 
@@ -100,27 +101,27 @@ def test_full_sweep_measured_rn_matches_the_model(sweep):
     runs = load(sweep)
     plan = plan_runs(runs, TARGET)
     c = by_run(plan)
-    assert plan["reference"] == "P16-G8-sqrt" and c["P16-G8-sqrt"]["runs"] == [f"P16-G8-sqrt-s{i}" for i in range(3)]
+    assert plan["reference"] == "B128-G8-sqrt" and c["B128-G8-sqrt"]["runs"] == [f"B128-G8-sqrt-s{i}" for i in range(3)]
     for p, b in ((32, 256), (128, 1024), (512, 4096)):
-        got = c[f"P{p}-G8-sqrt"]
+        got = c[f"B{b}-G8-sqrt"]
         want = noise_model_rn(b, 128, MODEL.b_noise)
         assert got["rN_source"] == "measured" and got["throughput_source"] == "measured"
         assert got["rN"] == pytest.approx(want, rel=0.08)
         assert got["rN_ci"][0] <= got["rN"] <= got["rN_ci"][1]
         want_x = (b / MODEL.step_time(b)) / (128 / MODEL.step_time(128))
         assert got["relative_throughput"] == pytest.approx(want_x, rel=0.03)
-    assert plan["recommended"] == "P256-G8-sqrt"  # B* = sqrt(20 * 2048 / 0.01) ~ 2024: the ladder's best is 2048
+    assert plan["recommended"] == "B2048-G8-sqrt"  # B* = sqrt(20 * 2048 / 0.01) ~ 2024: the ladder's best is 2048
     assert plan["b_noise"]["source"] == "fit to rN" and plan["b_noise"]["value"] == pytest.approx(2048, rel=0.15)
     extra = [x for x in plan["candidates"] if x["run"] is None]
     assert [x["batch_size"] for x in extra] == [8192, 16384]
     assert all(x["rN_source"] == "noise-model" and x["throughput_source"] == "model" for x in extra)
-    assert c["P16-G8-sqrt"]["verdict"] == "reference" and c["P32-G8-sqrt"]["aligned"] is True  # rN ~ 1.06
-    assert c["P128-G8-sqrt"]["aligned"] is False
+    assert c["B128-G8-sqrt"]["verdict"] == "reference" and c["B256-G8-sqrt"]["aligned"] is True  # rN ~ 1.06
+    assert c["B1024-G8-sqrt"]["aligned"] is False
 
 
 def test_plan_from_first_30_percent_picks_a_batch_within_10_percent(sweep):
     runs = load(sweep)
-    acc = account_runs(runs, TARGET, reference="P16-G8-sqrt-s0")
+    acc = account_runs(runs, TARGET, reference="B128-G8-sqrt-s0")
     rows, ref = acc["rows"], acc["reference"]
     acc = pd.DataFrame(rows)
     # measured time-to-target per batch (mean over seeds, relative to the reference)
@@ -146,7 +147,7 @@ def test_truncate_runs_copies(sweep):
 
 
 def test_one_probe_with_noise_metrics_and_a_profile(sweep, tmp_path):
-    runs = [r for r in load(sweep) if r.run_id == "P16-G8-sqrt-s0"]
+    runs = [r for r in load(sweep) if r.run_id == "B128-G8-sqrt-s0"]
     profile = {"batches": [{"batch_size": b, "gen_s": MODEL.gen_s, "update_s": MODEL.train_s_per_response * b}
                            for b in (128, 512, 2048)]}
     assert len(profile_timings(profile)) == 3
@@ -183,7 +184,7 @@ def test_errors_say_what_is_missing(sweep):
 def test_cli_on_sweep_dir_and_error_exit(sweep):
     res = rlbatch("plan", sweep, "--target", TARGET, "--format", "json")
     assert res.returncode == 0, res.stderr
-    assert json.loads(res.stdout)["recommended"] == "P256-G8-sqrt"
+    assert json.loads(res.stdout)["recommended"] == "B2048-G8-sqrt"
     bad = rlbatch("plan", sweep, "--target", TARGET, "--reference", "P999")
     assert bad.returncode == 2 and "unknown reference" in bad.stderr and "Traceback" not in bad.stderr
 
@@ -195,16 +196,16 @@ def test_plan_section_in_report(sweep, tmp_path):
     sec = plan_section(runs, target=TARGET)
     assert set(sec) == {"title", "markdown", "figures", "captions", "json_key", "json"} and sec["json_key"] == "plan"
     # the plan's pick has the smallest point estimate; unrun extrapolations lie within noise of it
-    assert sec["markdown"].startswith("**Pick: P256-G8-sqrt-s0 (B=2048), predicted")
+    assert sec["markdown"].startswith("**Pick: B2048-G8-sqrt-s0 (B=2048), predicted")
     out = build_report(runs, tmp_path / "rep", target=TARGET, sections=[sec])
-    assert out["plan"]["recommended"] == "P256-G8-sqrt-s0"
+    assert out["plan"]["recommended"] == "B2048-G8-sqrt-s0"
 
 
 # --------------------------------------------------------------------------------------------------- adaptive sweep
 @pytest.mark.parametrize("max_active", [1, None])
 def test_adaptive_sweep_stops_at_the_right_batch(tmp_path, max_active):
     """The doubling ladder, one configuration after the other (max_active=1) or all probed together (None)."""
-    from rlbatch.sweep.adaptive import adaptive_sweep
+    from rlbatch.study.run import adaptive_sweep
 
     # by hand: T(B) ~ (1 + B/2048)(20/B + 0.01): B=512 0.0488, 1024 0.0443, 2048 0.0395 (best), 4096 0.0447,
     # 8192 0.0622 (evaluations every 4096 samples keep the fits cheap)
@@ -229,12 +230,12 @@ def test_adaptive_sweep_stops_at_the_right_batch(tmp_path, max_active):
     assert sorted(d.config for d in stops) == sorted(t.config for t in res.trials)
     assert all(d.reason and d.outcome for d in stops)
     # trials carry the square-root LR
-    t = load(tmp_path / "P256-G8-sqrt-s0")[0]
+    t = load(tmp_path / "B2048-G8-sqrt-s0")[0]
     assert t.meta.lr == pytest.approx(1e-6 * math.sqrt(4))
 
 
 def test_adaptive_sweep_base_without_budget_ends_on_budget(tmp_path):
-    from rlbatch.sweep.adaptive import adaptive_sweep
+    from rlbatch.study.run import adaptive_sweep
 
     res = adaptive_sweep(partial(synthetic_trial, model=MODEL),
                          {"prompts_per_step": 16, "group_size": 8, "lr": 1e-6, "samples": 4096}, tmp_path,
@@ -245,13 +246,14 @@ def test_adaptive_sweep_base_without_budget_ends_on_budget(tmp_path):
 
 def test_fixed_lr_control_is_outside_the_aligned_family(tmp_path):
     budget = int(1.2 * MODEL.samples_to_target(512, TARGET))
-    for t in make_trials(128, 1e-6, [128, 256, 512], "sqrt", 8, budget, fixed_lr_control=256):
-        synthetic_trial(t, tmp_path / t["run_id"], MODEL)
+    for t in build_ladder(base_batch=128, base_lr=1e-6, batches=[128, 256, 512], samples=budget,
+                          fixed_lr_control=256):
+        synthetic_trial(t, tmp_path / t.run_id, MODEL)
     plan = plan_runs(load(tmp_path), TARGET, n_boot=50)
     c = by_run(plan)
-    assert c["P32-G8-none-s0"]["on_lr_rule"] is False and c["P32-G8-none-s0"]["aligned"] is False
-    assert c["P32-G8-sqrt-s0"]["on_lr_rule"] is True and c["P32-G8-sqrt-s0"]["aligned"] is True
-    assert "off the square-root LR rule" in c["P32-G8-none-s0"]["sentence"]
+    assert c["B256-G8-fixed-s0"]["on_lr_rule"] is False and c["B256-G8-fixed-s0"]["aligned"] is False
+    assert c["B256-G8-sqrt-s0"]["on_lr_rule"] is True and c["B256-G8-sqrt-s0"]["aligned"] is True
+    assert "off the square-root LR rule" in c["B256-G8-fixed-s0"]["sentence"]
     assert plan["b_noise"]["batch_sizes"] == [256, 512]  # the control is not used to fit B_noise
 
 

@@ -80,15 +80,15 @@ def test_report_async_section_reads_the_accountings_estimates(tmp_path, monkeypa
 
 
 def test_sweep_runs_sync_and_async_ladders():
-    from rlbatch.sweep.local import plan_trials
+    from rlbatch.study.ladder import build_ladder
 
-    specs = plan_trials(base_batch=16, base_lr=1e-4, batches=[32], samples=64, seeds=1,
+    specs = build_ladder(base_batch=16, base_lr=1e-4, batches=[32], samples=64, seeds=1,
                         options={"max_new_tokens": 4, "async_rollouts": 1, "partial_rollout_tokens": 2})
     ids = [s.run_id for s in specs]
     assert ids == ["B16-G8-sqrt-s0", "B32-G8-sqrt-s0", "B16-G8-sqrt-stale1t2-s0", "B32-G8-sqrt-stale1t2-s0"]
     assert "async_rollouts" not in specs[0].options and specs[2].options["async_rollouts"] == 1
     assert sorted(ids)[0] == "B16-G8-sqrt-s0"  # the synchronous run sorts first: the default reference at equal B
-    plain = plan_trials(base_batch=16, base_lr=1e-4, batches=[32], samples=64, options={"max_new_tokens": 4})
+    plain = build_ladder(base_batch=16, base_lr=1e-4, batches=[32], samples=64, options={"max_new_tokens": 4})
     assert [s.run_id for s in plain] == ids[:2]
 
 

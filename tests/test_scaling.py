@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 
 from rlbatch.errors import UserError
-from rlbatch.scaling import batch_ladder, lr_table, parse_int_list, scaled_lr
+from rlbatch.scaling import lr_table, parse_int_list, scaled_lr
 
 
 def test_sqrt_rule_paper_values():
@@ -41,8 +41,7 @@ def test_bad_inputs():
         parse_int_list("1,x")
 
 
-def test_ladder_and_table():
-    assert batch_ladder(16, 3) == [16, 32, 64, 128]
+def test_lr_table():
     rows = lr_table(1024, 1e-6, [2048, 8192, 16384], "sqrt")
     assert [r["batch_size"] for r in rows] == [2048, 8192, 16384]
     assert [round(r["lr"] * 1e6, 3) for r in rows] == [1.414, 2.828, 4.0]

@@ -235,9 +235,9 @@ def test_train_cli_ppo_runs(monkeypatch, capsys, tmp_path):
 
 
 def test_sweep_plan_ppo_scales_critic_lr_by_its_own_base():
-    from rlbatch.sweep.local import plan_trials
+    from rlbatch.study.ladder import build_ladder
 
-    specs = plan_trials(base_batch=16, base_lr=1e-4, batches=[16, 64], group_sizes=[1], samples=100,
+    specs = build_ladder(base_batch=16, base_lr=1e-4, batches=[16, 64], group_sizes=[1], samples=100,
                         fixed_lr_control=64, options=dict(algo="ppo", critic_base_lr=1e-3))
     got = {s.run_id: (s.train_config().resolved_lr(), s.train_config().resolved_critic_lr()) for s in specs}
     assert got["B16-G1-sqrt-s0"] == pytest.approx((1e-4, 1e-3))

@@ -8,7 +8,7 @@ TRL #2858). :func:`batch_spec` reads a command line or a config file and says, i
 - the micro-batch (responses per device per forward/backward) and the gradient accumulation it implies;
 - the learning rate, and the one the square-root rule (:func:`rlbatch.scaling.scaled_lr`) gives for another B.
 
-Meanings, from the frameworks' own definitions (the launch adapters in :mod:`rlbatch.sweep` use the same):
+Meanings, from the frameworks' own definitions (the launch adapters in :mod:`rlbatch.backends` use the same):
 
 | | verl (``verl/trainer/config/ppo_trainer.yaml``) | OpenRLHF (``openrlhf/cli/train_ppo_ray.py``) | TRL (``trl/trainer/grpo_config.py``) |
 |---|---|---|---|
@@ -47,7 +47,7 @@ VERL_DEFAULTS: dict[str, Any] = {
     "trainer.nnodes": 1,
 }
 #: OpenRLHF roles -> (dotted flag >= 0.10.2, flat flag <= 0.10.1), without the leading ``--``: the one table of
-#: OpenRLHF's flag names, for reading a launch here and for writing one (:mod:`rlbatch.sweep.openrlhf`, which keeps
+#: OpenRLHF's flag names, for reading a launch here and for writing one (:mod:`rlbatch.backends.launch_openrlhf`, which keeps
 #: a copy of the roles it writes until it imports this one); :data:`OPENRLHF_DEFAULTS` holds 0.11.2's parser
 #: defaults of the roles a launch's batch depends on
 OPENRLHF_FLAGS: dict[str, tuple[str, str]] = {

@@ -160,7 +160,7 @@ def train_cmd(
 ) -> None:
     """Train with GRPO (or PPO with --algo ppo): one optimizer step per P x G rollout batch, metrics in
     DIR/metrics.jsonl (canonical names), greedy evaluations in DIR/eval.jsonl, checkpoints for --resume."""
-    from rlbatch.sweep.demo import DEMOS  # on use: --help loads no pandas / torch
+    from rlbatch.study.demo import DEMOS  # on use: --help loads no pandas / torch
     from rlbatch.runstore import read_run  # on use: --help loads no pandas / torch
     _quiet_transformers()
     from rlbatch.train.trainer import train  # imports torch: kept out of CLI startup (rlbatch --help)
@@ -250,18 +250,21 @@ def sweep_cmd(
     report.json in --out). --backend trl runs every trial with TRL's GRPOTrainer (same manifest and report);
     --backend verl|openrlhf (and trl with --dry-run/--submit) launches the study there instead (as rlbatch launch).
     --target is required for local, ray and --adaptive; the trainer settings are rlbatch train's."""
-    from rlbatch.sweep.backends import run_study  # on use: --help loads no pandas / torch
     _quiet_transformers()
-    samples = trial_budget(backend, samples, generated_samples, launched=backend in ("verl", "openrlhf")
-                           or (backend == "trl" and (dry_run or submit)))
+    from rlbatch.study.ladder import build_ladder  # on use: --help loads no pandas / torch
+    from rlbatch.study.run import launched, run_study  # on use: --help loads no pandas / torch
+
+    is_launch = launched(backend, dry_run, submit)
+    samples = trial_budget(backend, samples, generated_samples, launched=is_launch)
     opts = {**trainer_fields(task, algo, trainer, changed_only=True), **stop_fields(target, stop_on_target, hold)}
-    group_sizes = group_sizes or ("1" if algo == "ppo" else "8")
-    res = run_study(backend=backend, base_batch=base_batch, base_lr=base_lr, batches=parse_int_list(batches),
-                    rule=rule, group_sizes=parse_int_list(group_sizes, "group-sizes"), seeds=seeds, samples=samples,
-                    out=out, target=target, fixed_lr_control=fixed_lr_control, model=model, task=task, options=opts,
-                    workers=workers, adaptive=adaptive, address=address, cpus_per_trial=cpus_per_trial,
-                    gpus_per_trial=gpus_per_trial, max_retries=max_retries, verl_config=verl_config,
-                    dry_run=dry_run, submit=submit, progress=fmt is Format.table,
+    ladder = build_ladder(base_batch=base_batch, base_lr=base_lr, batches=batches, rule=rule,
+                          group_sizes=group_sizes or ("1" if algo == "ppo" else "8"), seeds=seeds,
+                          fixed_lr_control=fixed_lr_control, samples=samples,
+                          budget="generated" if is_launch else "retained", model=model, task=task, options=opts)
+    res = run_study(ladder, backend=backend, out=out, target=target, workers=workers, adaptive=adaptive,
+                    address=address, cpus_per_trial=cpus_per_trial, gpus_per_trial=gpus_per_trial,
+                    max_retries=max_retries, base_config=verl_config, dry_run=dry_run, submit=submit,
+                    progress=fmt is Format.table,
                     adaptive_options={"chunk": chunk_samples} if chunk_samples else None)
     if res["kind"] == "launch":
         _print_launch(res["launch"], backend, out, dry_run, fmt)
@@ -319,7 +322,7 @@ def demo_cmd(
     where the aligned family ends, the rejected larger batches and the recommendation. --seed-offset repeats it on
     another seed set. --model: tiny (minutes on 2 CPU cores), smollm2-135m (GPU), gpu-small (one GPU, ~5 min on
     an H200) or gpu-small-toy (its CPU rehearsal); --algo ppo: the preset's PPO study (G = 1, value model)."""
-    from rlbatch.sweep.demo import run_demo  # on use: --help loads no pandas / torch
+    from rlbatch.study.demo import run_demo  # on use: --help loads no pandas / torch
     _quiet_transformers()
 
     rep = run_demo(out, preset=model, seeds=seeds, samples=samples, workers=workers, device=device,
@@ -482,18 +485,21 @@ def launch_cmd(
     steps from the sample budget. Writes OUT/launch.sh + OUT/trials/*.sh + OUT/plan.json (default), prints the
     commands (--dry-run) or submits them as Ray jobs (--submit --address). Then: rlbatch analyze OUT/logs.
     The same as rlbatch sweep --backend verl|openrlhf|trl (kept as an alias with the launcher-only options)."""
-    from rlbatch.sweep.launch import launch  # on use: --help loads no pandas / torch
-    res = launch(backend=backend.value, base_batch=base_batch, base_lr=base_lr, batches=parse_int_list(batches),
-                 rule=rule, group_size=group_size, samples=samples, out=out, base_config=base_config,
-                 fixed_lr_control=fixed_lr_control, seeds=seeds, dry_run=dry_run, submit=submit, address=address,
-                 project=project, num_processes=num_processes, trl_script=trl_script, base_critic_lr=critic_base_lr,
-                 openrlhf_flags=openrlhf_flags)
+    from rlbatch.backends.launch import launch  # on use: --help loads no pandas / torch
+    from rlbatch.study.ladder import build_ladder  # on use: --help loads no pandas / torch
+
+    ladder = build_ladder(base_batch=base_batch, base_lr=base_lr, batches=batches, rule=rule,
+                          group_sizes=[group_size], seeds=seeds, fixed_lr_control=fixed_lr_control, samples=samples,
+                          budget="generated")
+    res = launch(ladder, backend=backend.value, out=out, base_config=base_config, dry_run=dry_run, submit=submit,
+                 address=address, project=project, num_processes=num_processes, trl_script=trl_script,
+                 base_critic_lr=critic_base_lr, openrlhf_flags=openrlhf_flags)
     _print_launch(res, backend.value, out, dry_run, fmt)
 
 
 def _print_launch(res: dict, backend: str, out: Path, dry_run: bool, fmt: Format) -> None:
 
-    from rlbatch.sweep.launch import format_dry_run  # on use: --help loads no pandas / torch
+    from rlbatch.backends.launch import format_dry_run  # on use: --help loads no pandas / torch
     plans = res["plans"]
     if fmt is Format.json:
         print_json({"trials": plans, "launch_script": res["launch_script"], "jobs": res["jobs"]})

@@ -39,13 +39,6 @@ def scaled_lr(batch_size: float, base_batch: float, base_lr: float, rule: str = 
     return base_lr
 
 
-def batch_ladder(base_batch: int, doublings: int = 4, factor: int = 2) -> list[int]:
-    """A geometric batch ladder ``[B0, B0*f, B0*f^2, ...]`` with ``doublings`` steps above B0 (default f=2)."""
-    if base_batch < 1 or doublings < 0 or factor < 2:
-        raise UserError("batch ladder needs base_batch >= 1, doublings >= 0, factor >= 2")
-    return [base_batch * factor**k for k in range(doublings + 1)]
-
-
 def lr_table(base_batch: int, base_lr: float, batches: Iterable[int], rule: str = "sqrt") -> list[dict]:
     """One row per batch: ``batch_size``, ``lr``, ``batch_ratio`` (B/B0), ``lr_ratio`` (lr/lr0), ``rule``."""
     rows = []

@@ -8,7 +8,7 @@ samples-to-target with its 80% interval (measured with its 95% interval once eve
 (:func:`rlbatch.analysis.throughput.run_throughput` on the accounting's clock) and the predicted time-to-target =
 samples-to-target / throughput (Li et al. 2026; the throughput taken as exact, as the plan does). For a sweep (two or
 more batch sizes) also the plan's ranking (:func:`rlbatch.plan.plan_runs`: predicted relative time-to-target and its
-interval) and which configurations the adaptive loop would stop now (:func:`rlbatch.sweep.adaptive.stop_verdict`).
+interval) and which configurations the adaptive loop would stop now (:func:`rlbatch.study.adaptive.stop_verdict`).
 
 It only reads: nothing is written into the watched directory.
 """
@@ -36,7 +36,7 @@ from rlbatch.analysis.throughput import run_throughput
 from rlbatch.errors import UserError
 from rlbatch.plan import plan_runs
 from rlbatch.readers.collect import load_all
-from rlbatch.sweep.adaptive import eval_points, run_samples, stop_verdict
+from rlbatch.study.adaptive import eval_points, run_samples, stop_verdict
 
 SPARK = "▁▂▃▄▅▆▇█"
 

@@ -137,7 +137,7 @@ class RlbatchCallback(TrainerCallback):
     to ``log`` (default: print one line). ``compare_with``: run directories, sweeps or logs of the other
     configurations of the study (re-read at each evaluation); with them the plan ranks this run among them, and with
     ``stop_when_cannot_win=True`` (opt-in) ``control.should_training_stop`` is set once the adaptive loop's rule
-    (:func:`rlbatch.sweep.adaptive.stop_verdict`) says this run cannot win or never reaches the target (the reason
+    (:func:`rlbatch.study.adaptive.stop_verdict`) says this run cannot win or never reaches the target (the reason
     goes to ``run.json``'s ``stop_reason``; the run stays resumable from its checkpoints)."""
 
     def __init__(self, out_dir: Path | str, *, run_id: str | None = None, meta: dict[str, Any] | None = None,

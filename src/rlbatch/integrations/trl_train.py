@@ -44,8 +44,8 @@ from pydantic import ValidationError
 from rlbatch.cli_options import RULE
 from rlbatch.errors import UserError
 from rlbatch.scaling import RULES
-from rlbatch.sweep.demo import DEMOS
-from rlbatch.sweep.local import TrialSpec
+from rlbatch.study.demo import DEMOS
+from rlbatch.study.ladder import TrialSpec
 from rlbatch.train.config import add_config_arguments, lr_fields, make_config, trainer_fields
 
 CHECKPOINTS = "checkpoints"
@@ -179,7 +179,7 @@ def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m rlbatch.integrations.trl_train",
                                  description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True, help="run-store directory to write (resumed if it exists)")
-    ap.add_argument("--spec", default=None, help="a sweep trial (rlbatch.sweep.local.TrialSpec JSON); the flags "
+    ap.add_argument("--spec", default=None, help="a sweep trial (rlbatch.backends.local.TrialSpec JSON); the flags "
                     "below are then ignored")
     ap.add_argument("--rule", default=RULE.default, choices=list(RULES), help=RULE.help)
     add_config_arguments(ap, TRL_FIELDS)

@@ -215,7 +215,7 @@ def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None,
     Seeds: runs that differ only in their seed (:func:`rlbatch.analysis.curves.group_seeds`) form one
     configuration; the accounting averages per-seed values, the figures draw the seed-averaged curves
     (:func:`rlbatch.analysis.curves.aggregate_seeds`), the noise fit and the plan use every seed. The sweep
-    (``rlbatch.sweep.study.report_sweep``) and ``rlbatch analyze --out`` both call this function. Raises
+    (``rlbatch.study.report.report_sweep``) and ``rlbatch analyze --out`` both call this function. Raises
     :class:`UserError` when ``runs`` is empty, a section is malformed, or the reference is unknown / never reached
     the target.
     """

@@ -315,7 +315,7 @@ def prepare_batch(model, o: dict, b: int, st: dict) -> dict:
 def _child(snap, opts: dict, cmd_q, res_q, shared, lock, ack) -> None:
     """The generation process: rounds on its own copy of the weights, commands from the trainer on ``cmd_q``
     (``weights`` v, ``snapshot``, ``stop``), results on ``res_q`` (``batch``, ``state``, ``error``)."""
-    from rlbatch.sweep.local import _die_with_parent
+    from rlbatch.backends.local import _die_with_parent
     from rlbatch.train.trainer import precision_context
 
     _die_with_parent(opts["parent_pid"])  # Linux: SIGKILLed by the kernel when the trainer dies (kill -9 too)

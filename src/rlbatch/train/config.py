@@ -251,7 +251,7 @@ def lr_fields(*, model: str, task: str, algo: str, lr: float | None, rule: str, 
     """The learning-rate fields of one run (``lr``, ``lr_rule``, ``base_batch``, ``base_lr``) and a note for the
     user, or None. ``lr`` wins (no rule recorded); else the rule from the given base; with neither and GRPO, the
     preset's calibrated base (``calibration``: its demo study, a mapping with ``task``, ``base_batch``,
-    ``base_lr``; ``rlbatch.sweep.demo.DEMOS[model]``) when it was calibrated on this task. Rule:
+    ``base_lr``; ``rlbatch.study.demo.DEMOS[model]``) when it was calibrated on this task. Rule:
     ``lr(M) = lr0 * sqrt(M / B0)`` (:func:`rlbatch.scaling.scaled_lr`)."""
     note = None
     if lr is None and base_batch is None and base_lr is None and algo == "grpo" and calibration is not None \

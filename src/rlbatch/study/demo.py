@@ -3,18 +3,22 @@ control, several seeds, then the report (accounting, curves, grad norm vs B, tim
 
 Presets: ``tiny`` (the default; minutes on 2 CPU cores), ``smollm2-135m`` (the real pretrained model on
 reasoning-gym ``chain_sum``; meant for a GPU, very slow on CPU) and ``gpu-small`` / ``gpu-small-toy`` (one GPU, and
-its CPU rehearsal: :mod:`rlbatch.sweep.gpu_preset`).
+its CPU rehearsal: :mod:`rlbatch.study.gpu_preset`).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from pathlib import Path
 from typing import Any
 
+from rlbatch.backends.local import run_sweep
 from rlbatch.errors import UserError
-from rlbatch.sweep.gpu_preset import GPU_DEMOS
+from rlbatch.study.gpu_preset import GPU_DEMOS
+from rlbatch.study.ladder import build_ladder
+from rlbatch.study.report import report_sweep
 
 #: The demo studies. tiny (issue 23: the same study on every machine; the warm start is the shipped tiny-v2):
 #:
@@ -52,7 +56,7 @@ DEMOS: dict[str, dict[str, Any]] = {
                                       micro_batch_size=8, max_grad_norm=1.0, checkpoint_every=5)),
 }
 
-DEMOS.update(GPU_DEMOS)  # gpu-small (one GPU) and its CPU rehearsal gpu-small-toy: rlbatch.sweep.gpu_preset
+DEMOS.update(GPU_DEMOS)  # gpu-small (one GPU) and its CPU rehearsal gpu-small-toy: rlbatch.study.gpu_preset
 
 #: PPO studies (``rlbatch demo --algo ppo``): key ``<preset>-ppo``. A P ladder with G = 1 (B = P responses per
 #: update), a value model copied from the policy, GAE with gamma = lambda = 1, the sqrt rule applied to the actor
@@ -76,9 +80,6 @@ def run_demo(out: Path | str = "runs/demo", *, preset: str = "tiny", seeds: int 
     independent repetition of the whole study).
     Returns the report's JSON object plus ``demo_seconds``. Raises :class:`UserError` for an unknown preset or
     backend."""
-    from rlbatch.sweep.local import plan_trials, run_sweep
-    from rlbatch.sweep.study import report_sweep
-
     if backend not in ("local", "trl") or (backend == "trl" and algo != "grpo"):
         raise UserError(f"demo --backend must be local, or trl with --algo grpo; got {backend!r} / {algo!r}",
                         field="backend")
@@ -96,10 +97,11 @@ def run_demo(out: Path | str = "runs/demo", *, preset: str = "tiny", seeds: int 
     opts = dict(d["options"], device=device)
     workers = workers or max(1, min(2, os.cpu_count() or 1))
     t0 = time.perf_counter()
-    specs = plan_trials(base_batch=d["base_batch"], base_lr=d["base_lr"], batches=d["batches"], rule=d["rule"],
-                        group_sizes=d["group_sizes"], seeds=d["seeds"], fixed_lr_control=d["fixed_lr_control"],
-                        samples=d["samples"], model=d["model"], task=d["task"], options=opts,
-                        seed_offset=seed_offset)
+    specs = build_ladder(base_batch=d["base_batch"], base_lr=d["base_lr"], batches=d["batches"], rule=d["rule"],
+                         group_sizes=d["group_sizes"], seeds=d["seeds"], fixed_lr_control=d["fixed_lr_control"],
+                         samples=d["samples"], model=d["model"], task=d["task"], options=opts,
+                         seed_offset=seed_offset)
+    specs[0].train_config()  # validate the trainer options once, before anything runs
     specs.sort(key=lambda s: s.seed)  # seed-major (stable): a study cut short still spans the whole ladder
     settings = {k: v for k, v in d.items() if k != "options"} | {"options": opts, "preset": preset,
                                                                  "workers": workers, "algo": algo,
@@ -118,8 +120,6 @@ def demo_cost(out: Path | str) -> dict[str, float]:
     """What the study cost, summed over its trials (``out/trials/*``): ``train_cpu_s`` (the trainer's process CPU
     seconds over its steps, ``time/cpu_s``), ``eval_s`` (evaluation seconds, ``time/eval_s``) and ``trials``. On a
     shared machine the wall-clock of the demo stretches with the load; these sums do not (CPU time) or much less."""
-    import json
-
     cpu = ev = 0.0
     n = 0
     for d in sorted(Path(out, "trials").glob("*")):

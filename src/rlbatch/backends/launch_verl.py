@@ -1,6 +1,6 @@
 """One trial of the study as a verl command, with the scaled learning rate.
 
-For a trial of :func:`rlbatch.sweep.trials.make_trials` :func:`verl_plan` builds the full
+For a trial of :func:`rlbatch.study.ladder.make_trials` :func:`verl_plan` builds the full
 ``python3 -m verl.trainer.main_ppo`` command with Hydra overrides:
 
 - ``data.train_batch_size`` = P (verl counts prompts per step),
@@ -18,8 +18,8 @@ The option names follow verl's ``verl/trainer/config/_generated_ppo_trainer.yaml
 (``FileLogger``: ``VERL_FILE_LOGGER_PATH``, else ``$VERL_FILE_LOGGER_ROOT/<project>/<experiment>.jsonl``) in
 github.com/verl-project/verl (formerly volcengine/verl).
 
-The plan's common fields and the sweep directory's layout are :mod:`rlbatch.sweep.launchplan`'s; planning all trials
-on any backend and writing, printing or submitting the plans is :mod:`rlbatch.sweep.launch`'s.
+The plan's common fields and the sweep directory's layout are :mod:`rlbatch.backends.launch_plan`'s; planning all trials
+on any backend and writing, printing or submitting the plans is :mod:`rlbatch.backends.launch`'s.
 """
 
 from __future__ import annotations
@@ -28,9 +28,8 @@ import shlex
 from pathlib import Path
 
 from rlbatch.errors import UserError
-from rlbatch.sweep.baseconfig import Entry, check_conflicts
-from rlbatch.sweep.launchplan import (DEFAULT_PROJECT, base_plan, checkpoint_dir, checkpoint_every,
-                                      expected_log_path)
+from rlbatch.backends.launch_config import Entry, check_conflicts
+from rlbatch.backends.launch_plan import DEFAULT_PROJECT
 
 #: Hydra keys rlbatch sets for every trial; a base config that sets one is an error (it would silently break P, G,
 #: the LR rule or the budget).
@@ -50,11 +49,12 @@ def _parse_logger_list(value: str) -> list[str]:
     return [x.strip().strip("'\"") for x in inner.split(",") if x.strip()]
 
 
-def verl_plan(trial: dict, out_dir: Path | str, base: list[Entry] | None = None, *,
+def verl_plan(plan: dict, out_dir: Path | str, base: list[Entry] | None = None, *,
               project: str = DEFAULT_PROJECT, base_path: Path | str | None = None) -> dict:
-    """The plan (command, environment, log path) of one trial on verl; see the module doc for the overrides.
+    """Complete one trial's common ``plan`` (:func:`rlbatch.backends.launch_plan.base_plan`) for verl: command,
+    environment and log format; see the module doc for the overrides.
 
-    ``base`` are the user's Hydra overrides (:func:`rlbatch.sweep.baseconfig.read_base_config`); they come first
+    ``base`` are the user's Hydra overrides (:func:`rlbatch.backends.launch_config.read_base_config`); they come first
     and may replace rlbatch's defaults (``algorithm.adv_estimator=grpo``, ``trainer.resume_mode=auto``,
     ``trainer.save_freq``, ``hydra.run.dir``) but not the per-trial keys in :data:`VERL_CONTROLLED`.
     ``trainer.logger`` from the base is kept and ``file`` added to it. Raises :class:`UserError` on a conflict or
@@ -63,19 +63,18 @@ def verl_plan(trial: dict, out_dir: Path | str, base: list[Entry] | None = None,
     base = base or []
     check_conflicts(base, VERL_CONTROLLED, base_path)
     out = Path(out_dir).expanduser().resolve()
-    rid, p, g = trial["run_id"], trial["prompts_per_step"], trial["group_size"]
+    rid, p, g = plan["run_id"], plan["prompts_per_step"], plan["group_size"]
     where = str(base_path) if base_path else None
-    log = expected_log_path(trial, out, "verl", project)
-    ckpt = str(checkpoint_dir(out, rid))
-    plan = base_plan(trial, "verl", out)
+    log = Path(plan["log_path"])
+    ckpt = plan["checkpoint_dir"]
 
     defaults: dict[str, str] = {
         "algorithm.adv_estimator": "grpo",
         "actor_rollout_ref.actor.ppo_mini_batch_size": str(p),
         "trainer.logger": "[console,file]",
         "trainer.resume_mode": "auto",
-        "trainer.save_freq": str(checkpoint_every(trial)),
-        "++data.seed": str(trial.get("seed", 0)),
+        "trainer.save_freq": str(plan["checkpoint_every"]),
+        "++data.seed": str(plan["seed"]),
         "hydra.run.dir": str(out / "hydra" / rid),
     }
     merged: dict[str, str] = dict(defaults)
@@ -103,8 +102,8 @@ def verl_plan(trial: dict, out_dir: Path | str, base: list[Entry] | None = None,
     controlled = {
         "data.train_batch_size": str(p),
         "actor_rollout_ref.rollout.n": str(g),
-        "actor_rollout_ref.actor.optim.lr": repr(float(trial["lr"])),
-        "trainer.total_training_steps": str(trial["steps"]),
+        "actor_rollout_ref.actor.optim.lr": repr(float(plan["lr"])),
+        "trainer.total_training_steps": str(plan["steps"]),
         "trainer.project_name": project,
         "trainer.experiment_name": rid,
         "trainer.default_local_dir": ckpt,

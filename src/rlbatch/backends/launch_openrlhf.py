@@ -18,8 +18,7 @@ from pathlib import Path
 
 from rlbatch.errors import UserError
 from rlbatch.scaling import scaled_lr
-from rlbatch.sweep.baseconfig import Entry, check_conflicts
-from rlbatch.sweep.launchplan import base_plan, checkpoint_dir, checkpoint_every, expected_log_path
+from rlbatch.backends.launch_config import Entry, check_conflicts
 
 #: role -> (dotted flag for OpenRLHF >= 0.10.2, flat flag for <= 0.10.1), without the leading ``--``
 FLAGS: dict[str, tuple[str, str]] = {
@@ -70,10 +69,11 @@ def controlled_flags(dialect: str = "dotted") -> dict[str, str]:
     return {flag(role, dialect): why for role, why in _REASONS.items()}
 
 
-def openrlhf_plan(trial: dict, out_dir: Path | str, base: list[Entry] | None = None, *,
+def openrlhf_plan(plan: dict, out_dir: Path | str, base: list[Entry] | None = None, *,
                   base_path: Path | str | None = None, base_critic_lr: float | None = None,
                   dialect: str = "dotted") -> dict:
-    """The plan of one trial on OpenRLHF (see the module doc for the flags), in flag ``dialect``.
+    """Complete one trial's common ``plan`` (:func:`rlbatch.backends.launch_plan.base_plan`) for OpenRLHF (see the
+    module doc for the flags), in flag ``dialect``.
 
     ``base`` are the user's flags (model, data, GPU layout, ...). The train batch flag may be set there to take
     several updates per rollout (it must divide P x G); otherwise it is P x G (one update per step). The critic lr in
@@ -85,15 +85,14 @@ def openrlhf_plan(trial: dict, out_dir: Path | str, base: list[Entry] | None = N
     check_conflicts(base, controlled_flags(dialect), base_path)
     where = str(base_path) if base_path else None
     out = Path(out_dir).expanduser().resolve()
-    rid, p, g, b = trial["run_id"], trial["prompts_per_step"], trial["group_size"], trial["batch_size"]
-    ckpt = str(checkpoint_dir(out, rid))
-    plan = base_plan(trial, "openrlhf", out)
+    rid, p, g, b = plan["run_id"], plan["prompts_per_step"], plan["group_size"], plan["batch_size"]
+    ckpt = plan["checkpoint_dir"]
     flags: dict[str, object] = {
         f("estimator"): "group_norm",
         f("train_batch"): b,
         f("max_epochs"): 1,
         f("logging_steps"): 1,
-        f("save_steps"): checkpoint_every(trial),
+        f("save_steps"): plan["checkpoint_every"],
         f("load_ckpt"): None,
         f("save_path"): str(out / "models" / rid),
     }
@@ -106,24 +105,24 @@ def openrlhf_plan(trial: dict, out_dir: Path | str, base: list[Entry] | None = N
         except (TypeError, ValueError):
             raise UserError(f"--{f('critic_lr')} must be a number", path=where) from None
     if critic_lr0 is not None:
-        flags[f("critic_lr")] = repr(scaled_lr(b, trial["base_batch"], critic_lr0, trial["lr_rule"]))
+        flags[f("critic_lr")] = repr(scaled_lr(b, plan["base_batch"], critic_lr0, plan["lr_rule"]))
     try:
         tbs = int(flags[f("train_batch")])  # type: ignore[arg-type]
     except (TypeError, ValueError):
         raise UserError(f"--{f('train_batch')} must be an integer", path=where) from None
     if tbs < 1 or b % tbs:
         raise UserError(f"--{f('train_batch')}={tbs} must divide B = P x G = {b} (trial {rid})", path=where)
-    log = expected_log_path(trial, out, "openrlhf")
+    log = Path(plan["log_path"])
     flags.update({
         f("rollout_batch"): p,
         f("n_samples"): g,
-        f("actor_lr"): repr(float(trial["lr"])),
+        f("actor_lr"): repr(float(plan["lr"])),
         f("num_episodes"): 1,
-        f("max_samples"): trial["steps"] * p,
+        f("max_samples"): plan["steps"] * p,
         f("tensorboard"): str(log.parent),
         f("run_name"): rid,
         f("ckpt_path"): ckpt,
-        f("seed"): trial.get("seed", 0),
+        f("seed"): plan["seed"],
     })
     cmd = ["python3", "-m", "openrlhf.cli.train_ppo_ray"]
     for k, v in flags.items():

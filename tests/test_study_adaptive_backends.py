@@ -1,5 +1,5 @@
 """`rlbatch sweep --adaptive` on the trainer backends (local, Ray, TRL) on the tiny preset at small budgets: each
-finishes with the same decisions format in OUT/adaptive.json (the loop of rlbatch.sweep.adaptive.decide)."""
+finishes with the same decisions format in OUT/adaptive.json (the loop of rlbatch.study.adaptive.decide)."""
 
 from __future__ import annotations
 

@@ -1,11 +1,12 @@
 """``rlbatch launch``: the study on verl, OpenRLHF or TRL, one training command per trial with the scaled learning
 rate.
 
-:func:`plan_trials` builds the plans of the trials (:mod:`rlbatch.sweep.launchplan`) on one backend
-(:func:`rlbatch.sweep.verl.verl_plan`, :func:`rlbatch.sweep.openrlhf.openrlhf_plan`,
-:func:`rlbatch.sweep.trl.trl_plan`); :func:`write_launch` writes ``launch.sh`` + one script per trial + ``plan.json``;
+:func:`plan_ladder` builds the plans of the ladder's trials (:mod:`rlbatch.backends.launch_plan`) on one backend
+(:func:`rlbatch.backends.launch_verl.verl_plan`, :func:`rlbatch.backends.launch_openrlhf.openrlhf_plan`,
+:func:`rlbatch.backends.launch_trl.trl_plan`); :func:`write_launch` writes ``launch.sh`` + one script per trial +
+``plan.json``;
 :func:`submit_plans` submits them with Ray's job submission API; :func:`format_dry_run` prints them. :func:`launch`
-does all of it from the study's settings.
+does all of it for a ladder (:func:`rlbatch.study.ladder.build_ladder` with a ``generated`` budget).
 """
 
 from __future__ import annotations
@@ -15,39 +16,49 @@ import shlex
 from pathlib import Path
 from typing import Any
 
+from rlbatch.backends.launch_config import read_base_config
+from rlbatch.backends.launch_openrlhf import openrlhf_plan
+from rlbatch.backends.launch_plan import DEFAULT_PROJECT, LAUNCH_BACKENDS, base_plan, unknown_backend
+from rlbatch.backends.launch_trl import trl_plan
+from rlbatch.backends.launch_verl import verl_plan
 from rlbatch.errors import UserError
 from rlbatch.runstore import atomic_write_text
-from rlbatch.sweep.baseconfig import read_base_config
-from rlbatch.sweep.launchplan import DEFAULT_PROJECT, unknown_backend
-from rlbatch.sweep.openrlhf import openrlhf_plan
-from rlbatch.sweep.trials import make_trials
-from rlbatch.sweep.trl import trl_plan
-from rlbatch.sweep.verl import verl_plan
+from rlbatch.study.ladder import TrialSpec
 
 
-def plan_trials(trials: list[dict], backend: str, out_dir: Path | str, *, base_config: Path | str | None = None,
-                project: str = DEFAULT_PROJECT, num_processes: int = 1, trl_script: str = "train_grpo.py",
-                base_critic_lr: float | None = None, openrlhf_flags: str = "dotted") -> list[dict]:
-    """Plans for all ``trials`` on ``backend`` (``verl``, ``openrlhf`` or ``trl``), reading ``base_config`` once.
+def plan_ladder(trials: list[TrialSpec], backend: str, out_dir: Path | str, *,
+                base_config: Path | str | None = None, project: str = DEFAULT_PROJECT, num_processes: int = 1,
+                trl_script: str = "train_grpo.py", base_critic_lr: float | None = None,
+                openrlhf_flags: str = "dotted") -> list[dict]:
+    """Plans for all ``trials`` of a ladder on ``backend`` (``verl``, ``openrlhf`` or ``trl``), reading
+    ``base_config`` once. A launched framework takes one group size and counts its budget in generated responses.
 
     Backend options: ``project`` (verl project name), ``num_processes`` (TRL: GPUs in ``accelerate launch``),
     ``trl_script`` (TRL: the user's GRPO training script taking ``--config``), ``base_critic_lr`` (OpenRLHF PPO:
     the critic's lr0 at B0, scaled by the same rule), ``openrlhf_flags`` (``dotted`` for OpenRLHF >= 0.10.2,
-    ``flat`` for older releases). Nothing is written. Raises :class:`UserError` for an unknown
-    backend or a bad base configuration (naming file and line).
+    ``flat`` for older releases). Nothing is written. Raises :class:`UserError` for an unknown backend, several
+    group sizes, a retained budget, or a bad base configuration (naming file and line).
     """
+    if backend not in LAUNCH_BACKENDS:
+        raise unknown_backend(backend)
+    sizes = sorted({t.group_size for t in trials})
+    if len(sizes) > 1:
+        raise UserError(f"--backend {backend} takes one group size (--group-sizes G), got {sizes}",
+                        field="group_sizes")
+    if any(t.budget != "generated" for t in trials):
+        raise UserError(f"--backend {backend} launches a framework, which cannot stop at a retained count: give the "
+                        "budget in generated responses (--generated-samples N; steps = ceil(N / B))", field="samples")
+    common = [base_plan(t, backend, out_dir, project) for t in trials]
     if backend == "verl":
         base = read_base_config(base_config, "hydra")
-        return [verl_plan(t, out_dir, base, project=project, base_path=base_config) for t in trials]
+        return [verl_plan(p, out_dir, base, project=project, base_path=base_config) for p in common]
     if backend == "openrlhf":
         base = read_base_config(base_config, "flags")
-        return [openrlhf_plan(t, out_dir, base, base_path=base_config, base_critic_lr=base_critic_lr,
-                              dialect=openrlhf_flags) for t in trials]
-    if backend == "trl":
-        base = read_base_config(base_config, "mapping")
-        return [trl_plan(t, out_dir, base, base_path=base_config, num_processes=num_processes, script=trl_script)
-                for t in trials]
-    raise unknown_backend(backend)
+        return [openrlhf_plan(p, out_dir, base, base_path=base_config, base_critic_lr=base_critic_lr,
+                              dialect=openrlhf_flags) for p in common]
+    base = read_base_config(base_config, "mapping")
+    return [trl_plan(p, out_dir, base, base_path=base_config, num_processes=num_processes, script=trl_script)
+            for p in common]
 
 
 # --------------------------------------------------------------------------------------------------- rendering
@@ -101,17 +112,20 @@ def launch_script(plans: list[dict]) -> str:
 
 def write_launch(plans: list[dict], out_dir: Path | str) -> Path:
     """Write ``OUT/launch.sh``, ``OUT/trials/<run_id>.sh``, each plan's config files and ``OUT/plan.json`` (the
-    plans, including each trial's ``log_path``). Returns the path of ``launch.sh``."""
+    plans, including each trial's ``log_path``); every file is rendered first, then written atomically. Returns the
+    path of ``launch.sh``."""
     out = Path(out_dir).expanduser().resolve()
-    for p in plans:
-        for path, text in p.get("files", {}).items():
-            atomic_write_text(path, text)
-        atomic_write_text(p["script"], trial_script(p))
-        Path(p["script"]).chmod(0o755)
     launch = out / "launch.sh"
-    atomic_write_text(launch, launch_script(plans))
-    launch.chmod(0o755)
-    atomic_write_text(out / "plan.json", json.dumps({"trials": plans}, indent=2) + "\n")
+    files: dict[Path, str] = {}
+    for p in plans:
+        files.update({Path(path): text for path, text in p.get("files", {}).items()})
+        files[Path(p["script"])] = trial_script(p)
+    files[launch] = launch_script(plans)
+    files[out / "plan.json"] = json.dumps({"trials": plans}, indent=2) + "\n"
+    for path, text in files.items():
+        atomic_write_text(path, text)
+    for path in [Path(p["script"]) for p in plans] + [launch]:
+        path.chmod(0o755)
     return launch
 
 
@@ -127,6 +141,20 @@ def format_dry_run(plans: list[dict]) -> str:
     return "\n\n".join(blocks) + "\n"
 
 
+def ray_job_client(address: str):
+    """Ray's ``JobSubmissionClient`` for the dashboard at ``address`` (e.g. ``http://HEAD:8265``). Raises
+    :class:`UserError` when Ray is missing or the address cannot be reached."""
+    try:
+        # lazy: Ray is an optional dependency (rlbatch[ray]) and slow to import
+        from ray.job_submission import JobSubmissionClient
+    except ImportError:
+        raise UserError("--submit needs Ray's job submission client: pip install 'rlbatch[ray]'") from None
+    try:
+        return JobSubmissionClient(address)
+    except Exception as err:  # connection refused, bad URL, version mismatch
+        raise UserError(f"--address {address}: cannot reach the Ray dashboard ({err})", field="address") from None
+
+
 def submit_plans(plans: list[dict], address: str, out_dir: Path | str) -> list[dict]:
     """Submit every trial as a Ray job to the dashboard at ``address`` (e.g. ``http://HEAD:8265``) with
     ``ray.job_submission.JobSubmissionClient``. The scripts are written first (:func:`write_launch`); the sweep
@@ -134,15 +162,8 @@ def submit_plans(plans: list[dict], address: str, out_dir: Path | str) -> list[d
     plan's environment in its runtime env. Returns ``[{run_id, job_id, log_path}]`` and writes it to
     ``OUT/jobs.json``. Raises :class:`UserError` when Ray is missing or the address cannot be reached.
     """
-    try:
-        from ray.job_submission import JobSubmissionClient
-    except ImportError:
-        raise UserError("--submit needs Ray's job submission client: pip install 'rlbatch[ray]'") from None
+    client = ray_job_client(address)
     write_launch(plans, out_dir)
-    try:
-        client = JobSubmissionClient(address)
-    except Exception as err:  # connection refused, bad URL, version mismatch
-        raise UserError(f"--address {address}: cannot reach the Ray dashboard ({err})", field="address") from None
     jobs = []
     for p in plans:
         job_id = client.submit_job(entrypoint=f"bash {shlex.quote(p['script'])}",
@@ -153,21 +174,20 @@ def submit_plans(plans: list[dict], address: str, out_dir: Path | str) -> list[d
     return jobs
 
 
-def launch(*, backend: str, base_batch: int, base_lr: float, batches: list[int], rule: str, group_size: int,
-           samples: int, out: Path | str, base_config: Path | str | None = None, fixed_lr_control: int | None = None,
-           seeds: int = 1, dry_run: bool = False, submit: bool = False, address: str | None = None,
+def launch(trials: list[TrialSpec], *, backend: str, out: Path | str, base_config: Path | str | None = None,
+           dry_run: bool = False, submit: bool = False, address: str | None = None,
            project: str = DEFAULT_PROJECT, num_processes: int = 1, trl_script: str = "train_grpo.py",
            base_critic_lr: float | None = None, openrlhf_flags: str = "dotted") -> dict[str, Any]:
-    """Everything ``rlbatch launch`` does: trials -> plans -> print (``dry_run``), write scripts (default) or
-    submit (``submit`` with ``address``). Returns ``{"plans": [...], "launch_script": path|None, "jobs": [...]}``.
-    Raises :class:`UserError` for bad options (e.g. ``--submit`` without ``--address``)."""
+    """Everything ``rlbatch launch`` does with a ladder: plans (:func:`plan_ladder`) -> print (``dry_run``), write
+    scripts (default) or submit (``submit`` with ``address``). Returns ``{"plans": [...], "launch_script":
+    path|None, "jobs": [...]}``. Raises :class:`UserError` for bad options (e.g. ``--submit`` without
+    ``--address``)."""
     if submit and not address:
         raise UserError("--submit needs --address http://HEAD:8265 (the Ray dashboard of the cluster)",
                         field="address")
     if dry_run and submit:
         raise UserError("choose one of --dry-run and --submit")
-    trials = make_trials(base_batch, base_lr, batches, rule, group_size, samples, fixed_lr_control, seeds)
-    plans = plan_trials(trials, backend, out, base_config=base_config, project=project,
+    plans = plan_ladder(trials, backend, out, base_config=base_config, project=project,
                         num_processes=num_processes, trl_script=trl_script, base_critic_lr=base_critic_lr,
                         openrlhf_flags=openrlhf_flags)
     result: dict[str, Any] = {"plans": plans, "launch_script": None, "jobs": []}

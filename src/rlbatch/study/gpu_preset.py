@@ -1,4 +1,4 @@
-"""The GPU study: the demo's batch-size study (:mod:`rlbatch.sweep.demo`) on the ``gpu-small`` model preset
+"""The GPU study: the demo's batch-size study (:mod:`rlbatch.study.demo`) on the ``gpu-small`` model preset
 (:mod:`rlbatch.train.gpu_model`, 25 M parameters, warm-started on the GPU), sized to run in about 5 minutes on one
 H200 inside ``benchmarks/gpu_study.sh``, and its CPU rehearsal ``gpu-small-toy``.
 
@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
-#: The GPU demo studies (the same keys as :data:`rlbatch.sweep.demo.DEMOS`, which includes them).
+#: The GPU demo studies (the same keys as :data:`rlbatch.study.demo.DEMOS`, which includes them).
 GPU_DEMOS: dict[str, dict[str, Any]] = {
     "gpu-small": dict(model="gpu-small", task="arithmetic", base_batch=32, base_lr=3e-5,
                       batches=[32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384], rule="sqrt",

@@ -1,13 +1,6 @@
-"""The study on TRL, two ways.
-
-**Run here** (``rlbatch sweep --backend trl``, :func:`run_trial_trl`): every trial of the local sweep (same trial
-list, manifest ``sweep.json`` and report as ``--backend local``; :func:`rlbatch.sweep.local.run_sweep` with
-``runner="trl"``) is trained by TRL's ``GRPOTrainer`` in its own process, with rlbatch's entry point
-:mod:`rlbatch.integrations.trl_train`, whose callback (:mod:`rlbatch.integrations.trl`) writes the trial's run
-directory ``OUT/trials/<run_id>``. A killed sweep resumes each unfinished trial from its newest TRL checkpoint.
-
-**Launch elsewhere** (``rlbatch launch --backend trl`` / ``rlbatch sweep --backend trl --dry-run``, :func:`trl_plan`):
-one trial as a TRL ``GRPOConfig`` (YAML) for ``accelerate launch SCRIPT --config FILE``.
+"""One trial of the study as a TRL launch (``rlbatch launch --backend trl`` / ``rlbatch sweep --backend trl --dry-run``,
+:func:`trl_plan`): a TRL ``GRPOConfig`` (YAML) for ``accelerate launch SCRIPT --config FILE``. (Training the trials
+here with TRL's ``GRPOTrainer`` is :mod:`rlbatch.backends.local_trl`.)
 
 Field names follow ``trl/trainer/grpo_config.py`` (github.com/huggingface/trl) and transformers'
 ``TrainingArguments``. In TRL the effective batch, in completions, is
@@ -15,22 +8,20 @@ Field names follow ``trl/trainer/grpo_config.py`` (github.com/huggingface/trl) a
 it (``steps_per_generation`` defaults to ``gradient_accumulation_steps``), so one generation batch of B = P x G
 completions is one optimizer step when ``num_iterations`` is 1. ``num_generations`` is G. The TensorBoard writer of
 transformers >= 5 logs to ``TENSORBOARD_LOGGING_DIR`` (``integrations/integration_utils.py``), which the trial
-script sets to :func:`rlbatch.sweep.launchplan.expected_log_path`; older versions write ``output_dir/runs/*``.
+script sets to :func:`rlbatch.backends.launch_plan.expected_log_path`; older versions write ``output_dir/runs/*``.
 The script is the user's (it must build a ``GRPOTrainer`` from ``TrlParser((GRPOConfig, ...))``, which reads
 ``--config``).
 """
 
 from __future__ import annotations
 
-import os
 import shlex
-import subprocess
-import sys
 from pathlib import Path
 
+import yaml
+
 from rlbatch.errors import UserError
-from rlbatch.sweep.baseconfig import Entry, check_conflicts
-from rlbatch.sweep.launchplan import base_plan, checkpoint_dir, checkpoint_every, expected_log_path
+from rlbatch.backends.launch_config import Entry, check_conflicts
 
 TRL_CONTROLLED = {
     "num_generations": "G, responses per prompt",
@@ -51,24 +42,22 @@ def _default_per_device(local: int, cap: int = 8) -> int:
     return max(d for d in range(1, min(cap, local) + 1) if local % d == 0)
 
 
-def trl_plan(trial: dict, out_dir: Path | str, base: list[Entry] | None = None, *,
+def trl_plan(plan: dict, out_dir: Path | str, base: list[Entry] | None = None, *,
              base_path: Path | str | None = None, num_processes: int = 1, script: str = "train_grpo.py") -> dict:
-    """The plan of one trial on TRL: a GRPOConfig YAML file (in ``plan["files"]``) and the ``accelerate launch``
-    command. ``per_device_train_batch_size`` comes from the base config or is the largest divisor of
+    """Complete one trial's common ``plan`` (:func:`rlbatch.backends.launch_plan.base_plan`) for TRL: a GRPOConfig
+    YAML file (in ``plan["files"]``) and the ``accelerate launch`` command. ``per_device_train_batch_size`` comes from the base config or is the largest divisor of
     B / ``num_processes`` up to 8; ``gradient_accumulation_steps`` = B / (per-device x processes).
 
     Raises :class:`UserError` when B is not divisible by ``num_processes`` x per-device batch, or on a conflict
     with :data:`TRL_CONTROLLED` (naming file and line).
     """
-    import yaml
-
     base = base or []
     check_conflicts(base, TRL_CONTROLLED, base_path)
     if num_processes < 1:
         raise UserError(f"--num-processes must be >= 1, got {num_processes}", field="num_processes")
     out = Path(out_dir).expanduser().resolve()
-    rid, g, b = trial["run_id"], trial["group_size"], trial["batch_size"]
-    ckpt = str(checkpoint_dir(out, rid))
+    rid, g, b = plan["run_id"], plan["group_size"], plan["batch_size"]
+    ckpt = plan["checkpoint_dir"]
     where = str(base_path) if base_path else None
     if b % num_processes:
         raise UserError(f"B = {b} (trial {rid}) is not divisible by --num-processes {num_processes}")
@@ -77,7 +66,7 @@ def trl_plan(trial: dict, out_dir: Path | str, base: list[Entry] | None = None, 
         "logging_steps": 1,
         "report_to": ["tensorboard"],
         "num_iterations": 1,
-        "save_steps": checkpoint_every(trial),
+        "save_steps": plan["checkpoint_every"],
     }
     for e in base:
         cfg[e.key] = e.value
@@ -93,23 +82,22 @@ def trl_plan(trial: dict, out_dir: Path | str, base: list[Entry] | None = None, 
     report = [report_to] if isinstance(report_to, str) else list(report_to or [])
     if "tensorboard" not in report and "all" not in report:
         report.append("tensorboard")
-    log = expected_log_path(trial, out, "trl")
+    log = Path(plan["log_path"])
     cfg.update({
         "output_dir": ckpt,
         "run_name": rid,
         "per_device_train_batch_size": per_device,
         "gradient_accumulation_steps": local // per_device,
         "num_generations": g,
-        "learning_rate": float(trial["lr"]),
-        "max_steps": trial["steps"],
-        "seed": trial.get("seed", 0),
+        "learning_rate": float(plan["lr"]),
+        "max_steps": plan["steps"],
+        "seed": plan["seed"],
         "report_to": report,
     })
     config_path = out / "trl" / f"{rid}.yaml"
-    header = (f"# rlbatch trial {rid}: P={trial['prompts_per_step']} G={g} B={b} lr={trial['lr']!r} "
-              f"({trial['lr_rule']} rule) steps={trial['steps']}\n")
+    header = (f"# rlbatch trial {rid}: P={plan['prompts_per_step']} G={g} B={b} lr={plan['lr']!r} "
+              f"({plan['lr_rule']} rule) steps={plan['steps']}\n")
     text = header + yaml.safe_dump(cfg, sort_keys=False, default_flow_style=False)
-    plan = base_plan(trial, "trl", out)
     plan.update(command=["accelerate", "launch", "--num_processes", str(num_processes), script,
                          "--config", str(config_path)],
                 env={"TENSORBOARD_LOGGING_DIR": str(log)}, files={str(config_path): text},
@@ -117,33 +105,3 @@ def trl_plan(trial: dict, out_dir: Path | str, base: list[Entry] | None = None, 
                 experiment_name=rid,
                 checkpoint_dir=ckpt, prepare=[f"mkdir -p {shlex.quote(str(log))}"])
     return plan
-
-
-def run_trial_trl(spec, run_dir: Path | str, *, timeout_s: float | None = None) -> Path:
-    """Train one sweep trial (a :class:`rlbatch.sweep.local.TrialSpec`) with TRL into ``run_dir``: writes
-    ``run_dir/trial_spec.json`` and runs ``python -m rlbatch.integrations.trl_train --spec ... --out run_dir`` in a
-    subprocess (TRL, datasets and accelerate are imported there, not in the sweep's workers; the thread count is the
-    worker's ``OMP_NUM_THREADS``). Resumes from the trial's newest TRL checkpoint; returns at once when it finished.
-
-    Raises :class:`UserError` when TRL is not installed or the trial's options are bad (the entry point's exit
-    code 2), ``RuntimeError`` with the end of its output when the training process fails."""
-    import importlib.util
-
-    if importlib.util.find_spec("trl") is None:
-        raise UserError("--backend trl needs TRL: pip install 'rlbatch[trl]'")
-    run_dir = Path(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    from rlbatch.runstore import atomic_write_text
-
-    spec_path = run_dir / "trial_spec.json"
-    atomic_write_text(spec_path, spec.model_dump_json(indent=1) + "\n")
-    src = str(Path(__file__).resolve().parents[2])
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, *filter(None, [os.environ.get("PYTHONPATH")])]),
-           "TOKENIZERS_PARALLELISM": "false", "WANDB_DISABLED": "true"}
-    r = subprocess.run([sys.executable, "-m", "rlbatch.integrations.trl_train", "--spec", str(spec_path),
-                        "--out", str(run_dir)], capture_output=True, text=True, env=env, timeout=timeout_s)
-    if r.returncode == 2:
-        raise UserError((r.stderr.strip().splitlines() or ["bad trial options"])[-1].removeprefix("rlbatch: error: "))
-    if r.returncode:
-        raise RuntimeError(f"TRL trial {spec.run_id} failed (exit {r.returncode}): {r.stderr[-1500:]}")
-    return run_dir

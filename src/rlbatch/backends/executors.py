@@ -1,4 +1,4 @@
-"""Trial executors of the adaptive loop (:func:`rlbatch.sweep.adaptive.decide`): where trials run, behind one small
+"""Trial executors of the adaptive loop (:func:`rlbatch.study.adaptive.decide`): where trials run, behind one small
 interface.
 
 Every executor has
@@ -38,13 +38,13 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
+from rlbatch.backends.ray import default_trial_fn, execute_trial, import_ray
 from rlbatch.errors import UserError
-from rlbatch.runstore import Run, atomic_write_text
+from rlbatch.readers import load
+from rlbatch.runstore import Run, write_meta
 
 
 def _read_store(run_dir: Path) -> Run | None:
-    from rlbatch.readers import load
-
     if not (run_dir / "run.json").is_file():
         return None
     with warnings.catch_warnings():
@@ -83,7 +83,7 @@ class ChunkExecutor:
     """A resumable trial function ``run_fn(spec, run_dir)`` (calling it again with a larger ``spec.samples``
     continues the same run) run here, one chunk per :meth:`poll`: the queued trial with the fewest samples asked
     goes next (every configuration gets its probe before any is extended). Trials live in ``sweep_dir/<run_id>``.
-    ``make``: the spec type to build from a dict spec (e.g. :class:`rlbatch.sweep.local.TrialSpec`)."""
+    ``make``: the spec type to build from a dict spec (e.g. :class:`rlbatch.backends.local.TrialSpec`)."""
 
     def __init__(self, run_fn: Callable[[Any, Path], Any], sweep_dir: Path, make: type | None = None):
         self.run_fn, self.dir, self.make = run_fn, Path(sweep_dir), make
@@ -119,7 +119,7 @@ class ChunkExecutor:
 
 class RayExecutor:
     """Each chunk of a trial is a Ray task (``trial_fn(spec_dict, run_dir)``, resumable; default the embedded
-    trainer, :func:`rlbatch.sweep.ray.default_trial_fn`) with ``cpus_per_trial`` / ``gpus_per_trial``; Ray runs
+    trainer, :func:`rlbatch.backends.ray.default_trial_fn`) with ``cpus_per_trial`` / ``gpus_per_trial``; Ray runs
     as many at once as the cluster has room for. :meth:`poll` waits for a task to end and re-reads the run
     directories (``sweep_dir`` must be shared by every node) for new evaluations while tasks run. :meth:`stop`
     cancels the task (``ray.cancel(force=True)``): the trial resumes from its last checkpoint. A task that fails is
@@ -127,12 +127,10 @@ class RayExecutor:
 
     def __init__(self, sweep_dir: Path, *, trial_fn: Callable | None = None, cpus_per_trial: float = 1,
                  gpus_per_trial: float = 0, max_retries: int = 2):
-        from rlbatch.sweep.ray import _execute, default_trial_fn, import_ray
-
         self.ray = import_ray()
         self.dir = Path(sweep_dir).resolve()
         self.trial_fn = trial_fn or default_trial_fn
-        self.remote = self.ray.remote(_execute).options(num_cpus=cpus_per_trial, num_gpus=gpus_per_trial,
+        self.remote = self.ray.remote(execute_trial).options(num_cpus=cpus_per_trial, num_gpus=gpus_per_trial,
                                                         max_retries=0, retry_exceptions=False)
         self.inflight: dict[Any, str] = {}
         self.trials: dict[str, Any] = {}
@@ -359,8 +357,6 @@ class ReplayJob:
         self.offset = self.feed.now - done_t
         self.live = True
         if self.feed.fmt == "rlbatch" and not (self.log_path / "run.json").exists():
-            from rlbatch.runstore import write_meta
-
             self.log_path.mkdir(parents=True, exist_ok=True)
             write_meta(self.log_path, self.run.meta.model_copy(update={"run_id": self.run_id, "status": "running"}))
 
@@ -432,8 +428,6 @@ class LogExecutor:
         return changed
 
     def read(self, run_id: str) -> Run | None:
-        from rlbatch.readers import load
-
         s = self.trials[run_id].spec
         path = Path(s["log_path"])
         if not path.exists():

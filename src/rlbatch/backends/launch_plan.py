@@ -1,11 +1,12 @@
-"""What the launch backends (:mod:`rlbatch.sweep.verl`, :mod:`rlbatch.sweep.openrlhf`, :mod:`rlbatch.sweep.trl`)
-share: the common part of a trial's plan and the layout of the sweep directory (logs, checkpoints, trial scripts).
+"""What the launch backends (:mod:`rlbatch.backends.launch_verl`, :mod:`rlbatch.backends.launch_openrlhf`,
+:mod:`rlbatch.backends.launch_trl`) share: the common part of a trial's plan and the layout of the sweep directory (logs, checkpoints, trial scripts).
 
 A *plan* is one dict per trial: the trial's fields plus ``backend``, ``command`` (argv list), ``env`` (variables to
 export), ``files`` (config files to write, path -> text), ``prepare`` (shell lines run before the command),
 ``log_path`` / ``log_format`` (where the trial's log will appear and in which format), ``script`` (the trial's shell
-script) and ``done_marker``. :func:`base_plan` fills in the fields every backend has; each backend adds its command,
-environment and log. :mod:`rlbatch.sweep.launch` turns trials into plans for a backend and plans into a launch.
+script) and ``done_marker``. :func:`base_plan` fills in the fields every backend has (including where the log and
+the checkpoints go); each backend's planner adds its command and environment. :mod:`rlbatch.backends.launch` turns
+trials into plans for a backend and plans into a launch.
 
 The sweep directory ``OUT``:
 
@@ -20,21 +21,19 @@ import math
 from pathlib import Path
 
 from rlbatch.errors import UserError
+from rlbatch.study.ladder import TrialSpec
 
-BACKENDS = ("verl", "openrlhf", "trl")
+LAUNCH_BACKENDS = ("verl", "openrlhf", "trl")
 DEFAULT_PROJECT = "rlbatch"
-
-#: trial fields every plan carries over
-TRIAL_KEYS = ("run_id", "prompts_per_step", "group_size", "batch_size", "lr", "lr_rule", "base_batch", "base_lr",
-              "samples", "steps", "seed")
 
 
 def unknown_backend(backend: str) -> UserError:
-    """The error for a launch backend that is none of :data:`BACKENDS`."""
-    return UserError(f"unknown launch backend {backend!r}; choose one of {', '.join(BACKENDS)}", field="backend")
+    """The error for a launch backend that is none of :data:`LAUNCH_BACKENDS`."""
+    return UserError(f"unknown launch backend {backend!r}; choose one of {', '.join(LAUNCH_BACKENDS)}",
+                     field="backend")
 
 
-def expected_log_path(trial: dict, out_dir: Path | str, backend: str = "verl",
+def expected_log_path(trial: TrialSpec, out_dir: Path | str, backend: str = "verl",
                       project: str = DEFAULT_PROJECT) -> Path:
     """Where the trial's training log will appear (absolute path), for ``backend``:
 
@@ -48,7 +47,7 @@ def expected_log_path(trial: dict, out_dir: Path | str, backend: str = "verl",
     This is the contract with the reader side: ``rlbatch analyze OUT/logs`` (or the path itself) reads it back.
     """
     out = Path(out_dir).expanduser().resolve()
-    rid = trial["run_id"]
+    rid = trial.run_id
     if backend == "verl":
         return out / "logs" / project / f"{rid}.jsonl"
     if backend in ("openrlhf", "trl"):
@@ -61,17 +60,21 @@ def checkpoint_dir(out: Path, run_id: str) -> Path:
     return out / "checkpoints" / run_id
 
 
-def checkpoint_every(trial: dict) -> int:
+def checkpoint_every(steps: int) -> int:
     """Steps between checkpoints: a tenth of the trial's steps, at least 1."""
-    return max(1, math.ceil(trial["steps"] / 10))
+    return max(1, math.ceil(steps / 10))
 
 
-def base_plan(trial: dict, backend: str, out: Path) -> dict:
-    """The fields every backend's plan has: the trial's (:data:`TRIAL_KEYS`), ``backend``, empty ``env`` /
-    ``files`` / ``prepare``, and the trial's ``script`` and ``done_marker`` under ``OUT/trials`` (``out`` already
-    resolved)."""
-    plan = {k: trial[k] for k in TRIAL_KEYS if k in trial}
+def base_plan(trial: TrialSpec, backend: str, out_dir: Path | str, project: str = DEFAULT_PROJECT) -> dict:
+    """The fields every backend's plan has, which the backend's planner then completes: the trial's
+    (:meth:`rlbatch.study.ladder.TrialSpec.row`), ``backend``, empty ``env`` / ``files`` / ``prepare``, the trial's
+    ``script`` and ``done_marker`` under ``OUT/trials``, its ``log_path`` (:func:`expected_log_path`),
+    ``checkpoint_dir`` (:func:`checkpoint_dir`) and ``checkpoint_every`` (steps between checkpoints)."""
+    out = Path(out_dir).expanduser().resolve()
+    plan = trial.row()
     plan.update(backend=backend, env={}, files={}, prepare=[],
-                script=str(out / "trials" / f"{trial['run_id']}.sh"),
-                done_marker=str(out / "trials" / f"{trial['run_id']}.done"))
+                script=str(out / "trials" / f"{trial.run_id}.sh"),
+                done_marker=str(out / "trials" / f"{trial.run_id}.done"),
+                log_path=str(expected_log_path(trial, out, backend, project)),
+                checkpoint_dir=str(checkpoint_dir(out, trial.run_id)), checkpoint_every=checkpoint_every(trial.steps))
     return plan

@@ -3,12 +3,12 @@
 Each trial is one Ray task with a resource request (``cpus_per_trial``, ``gpus_per_trial``); Ray runs as many at once
 as the cluster has room for. Every trial writes its run directory ``OUT/trials/<run_id>`` (the run store) directly,
 so ``OUT`` must be on a filesystem all nodes share (NFS, Lustre, a mounted bucket). The driver alone writes the
-manifest ``OUT/sweep.json`` after every change, atomically. It is the local sweep's manifest
-(:mod:`rlbatch.sweep.local`: each trial's ``run_id``, ``spec``, state ``pending|running|finished|failed``,
+manifest ``OUT/sweep.json`` after every change, atomically. It is the study's one manifest
+(:mod:`rlbatch.study.manifest`: each trial's ``run_id``, ``spec``, state ``pending|running|finished|failed``,
 ``run_dir`` relative to ``OUT``, ``attempts``, last ``error``, ``seconds``; top-level ``settings``, ``backend``), so
-a sweep started locally can be resumed on Ray and the other way round. A trial that fails (its worker process killed, its node lost, an exception) is submitted
-again, up to ``max_retries`` times; the trial function resumes from the trial's checkpoint, so nothing is repeated.
-Re-running the sweep skips finished trials and resumes the others.
+a sweep started locally can be resumed on Ray and the other way round. A trial that fails (its worker process killed,
+its node lost, an exception) is submitted again, up to ``max_retries`` times; the trial function resumes from the
+trial's checkpoint, so nothing is repeated. Re-running the sweep skips finished trials and resumes the others.
 
 We do not build a scheduler: Ray places the tasks; this module only submits, waits, retries and records.
 Without ``address`` a local Ray instance is started (``ray.init(num_cpus=...)``); with ``address`` (``auto``,
@@ -17,16 +17,15 @@ Without ``address`` a local Ray instance is started (``ray.init(num_cpus=...)``)
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Any, Callable
 
+from rlbatch.backends.local import run_trial
 from rlbatch.errors import UserError
-from rlbatch.runstore import atomic_write_text
+from rlbatch.study.ladder import TrialSpec
+from rlbatch.study.manifest import TRIALS_DIR, read_manifest_json, write_manifest_json
 
-MANIFEST = "sweep.json"
-TRIALS_DIR = "trials"
 STATES = ("pending", "running", "finished", "failed")
 
 TrialFn = Callable[[Any, Path], Any]
@@ -35,44 +34,42 @@ TrialFn = Callable[[Any, Path], Any]
 def import_ray():
     """Import Ray or raise :class:`UserError` with the install command."""
     try:
+        # lazy: Ray is an optional dependency (rlbatch[ray]) and slow to import
         import ray
     except ImportError:
         raise UserError("the Ray backend needs Ray: pip install 'rlbatch[ray]' (ray[default]>=2.9)") from None
     return ray
 
 
-def default_trial_fn(spec: dict, run_dir: Path) -> Path:
-    """Run one trial with the embedded trainer: ``rlbatch.sweep.local.run_trial(TrialSpec(**spec), run_dir)``
-    (resumable; imported lazily, on the worker)."""
-    from rlbatch.sweep.local import TrialSpec, run_trial
+def start_ray(address: str | None = None, *, num_cpus: int | None = None,
+              runtime_env: dict | None = None) -> Callable[[], None] | None:
+    """Join the Ray cluster at ``address`` (``auto``, ``HOST:6379``, ``ray://HOST:10001``) or, without one, start a
+    local instance with ``num_cpus`` CPUs, unless Ray is already initialised in this process (then it is used as
+    is). Returns ``ray.shutdown`` when this call started Ray, else None. Raises :class:`UserError` when Ray is
+    missing or the cluster cannot be reached."""
+    ray = import_ray()
+    if ray.is_initialized():
+        return None
+    kwargs: dict[str, Any] = {"runtime_env": runtime_env} if runtime_env else {}
+    try:
+        if address:  # an existing cluster (ray:// goes through Ray Client, which takes few init options)
+            ray.init(address=address, **kwargs)
+        else:
+            ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False, **kwargs)
+    except ConnectionError as err:
+        raise UserError(f"--address {address}: cannot connect to Ray ({err})", field="address") from None
+    return ray.shutdown
 
+
+def default_trial_fn(spec: dict, run_dir: Path) -> Path:
+    """Run one trial with the embedded trainer: ``rlbatch.backends.local.run_trial(TrialSpec(**spec), run_dir)``
+    (resumable)."""
     return run_trial(TrialSpec(**spec), run_dir)
 
 
-def _execute(trial_fn: TrialFn, spec: dict, run_dir: str) -> str:
+def execute_trial(trial_fn: TrialFn, spec: dict, run_dir: str) -> str:
     """Body of the Ray task: run the trial, return its run directory."""
     return str(trial_fn(spec, Path(run_dir)))
-
-
-def read_manifest(out_dir: Path | str) -> dict:
-    """Read ``OUT/sweep.json`` (``{"backend", "settings", "trials": [{run_id, spec, state, attempts, error, run_dir,
-    seconds}]}``, spec as a plain dict);
-    an absent file reads as no trials. Raises :class:`UserError` naming the file when it is malformed."""
-    path = Path(out_dir) / MANIFEST
-    if not path.exists():
-        return {"trials": []}
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise UserError(f"malformed JSON ({err.msg})", path=str(path), line=err.lineno) from None
-    if not isinstance(data, dict) or not isinstance(data.get("trials"), list):
-        raise UserError("expected an object with a 'trials' list", path=str(path))
-    return data
-
-
-def _write_manifest(out: Path, entries: dict[str, dict], extra: dict) -> None:
-    atomic_write_text(out / MANIFEST, json.dumps({**extra, "trials": list(entries.values())}, indent=2,
-                                                 default=str) + "\n")
 
 
 def _entry_id(e: dict) -> str | None:
@@ -90,7 +87,7 @@ def run_sweep_ray(trials: list[dict], out_dir: Path | str, *, trial_fn: TrialFn 
                   address: str | None = None, cpus_per_trial: float = 1, gpus_per_trial: float = 0,
                   max_retries: int = 2, num_cpus: int | None = None, runtime_env: dict | None = None,
                   log: Callable[[str], None] | None = print) -> dict:
-    """Run ``trials`` (dicts with at least ``run_id``; e.g. :func:`rlbatch.sweep.trials.make_trials` rows plus
+    """Run ``trials`` (dicts with at least ``run_id``; e.g. :func:`rlbatch.study.ladder.make_trials` rows plus
     trainer options) as Ray tasks and return the final manifest.
 
     - ``trial_fn(spec, run_dir)`` runs one trial and must be resumable (default :func:`default_trial_fn`, the
@@ -113,14 +110,9 @@ def run_sweep_ray(trials: list[dict], out_dir: Path | str, *, trial_fn: TrialFn 
         raise UserError("two trials share a run id; give each (batch, rule, seed) once", field="run_id")
     out = Path(out_dir).expanduser().resolve()
     out.mkdir(parents=True, exist_ok=True)
-    if trial_fn is None:
-        try:
-            import rlbatch.sweep.local  # noqa: F401  (fail early, on the driver, with a clear message)
-        except ImportError:
-            raise UserError("the embedded trainer (rlbatch.sweep.local) is not available in this build") from None
-        trial_fn = default_trial_fn
+    trial_fn = trial_fn or default_trial_fn
 
-    old_manifest = read_manifest(out)
+    old_manifest = read_manifest_json(out) or {"trials": []}
     previous = {_entry_id(e): e for e in old_manifest.get("trials", []) if isinstance(e, dict)}
     entries: dict[str, dict] = {}
     for t in trials:
@@ -142,21 +134,11 @@ def run_sweep_ray(trials: list[dict], out_dir: Path | str, *, trial_fn: TrialFn 
     extra.setdefault("created", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
     extra.update(backend="ray", ray={"address": address, "cpus_per_trial": cpus_per_trial,
                                      "gpus_per_trial": gpus_per_trial, "max_retries": max_retries})
-    _write_manifest(out, entries, extra)
+    write_manifest_json(out, {**extra, "trials": list(entries.values())})
 
-    started_here = False
-    if not ray.is_initialized():
-        kwargs: dict[str, Any] = {"runtime_env": runtime_env} if runtime_env else {}
-        try:
-            if address:  # an existing cluster (ray:// goes through Ray Client, which takes few init options)
-                ray.init(address=address, **kwargs)
-            else:
-                ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False, **kwargs)
-        except ConnectionError as err:
-            raise UserError(f"--address {address}: cannot connect to Ray ({err})", field="address") from None
-        started_here = True
+    stop_ray = start_ray(address, num_cpus=num_cpus, runtime_env=runtime_env)
     say = log or (lambda _m: None)
-    remote = ray.remote(_execute).options(num_cpus=cpus_per_trial, num_gpus=gpus_per_trial, max_retries=0,
+    remote = ray.remote(execute_trial).options(num_cpus=cpus_per_trial, num_gpus=gpus_per_trial, max_retries=0,
                                           retry_exceptions=False)
     todo = [t["run_id"] for t in trials if entries[t["run_id"]]["state"] != "finished"]
     started: dict[str, float] = {}
@@ -169,7 +151,7 @@ def run_sweep_ray(trials: list[dict], out_dir: Path | str, *, trial_fn: TrialFn 
         budget[rid] -= 1
         started[rid] = time.monotonic()
         inflight[remote.remote(trial_fn, e["spec"], str(out / e["run_dir"]))] = rid
-        _write_manifest(out, entries, extra)
+        write_manifest_json(out, {**extra, "trials": list(entries.values())})
 
     t0 = time.monotonic()
     try:
@@ -191,26 +173,20 @@ def run_sweep_ray(trials: list[dict], out_dir: Path | str, *, trial_fn: TrialFn 
                     else:
                         e["state"] = "failed"
                         say(f"rlbatch: trial {rid} failed after {e['attempts']} attempt(s): {e['error']}")
-                        _write_manifest(out, entries, extra)
+                        write_manifest_json(out, {**extra, "trials": list(entries.values())})
                     continue
                 e["state"], e["error"] = "finished", None
                 say(f"rlbatch: trial {rid} finished ({e['attempts']} attempt(s))")
-                _write_manifest(out, entries, extra)
+                write_manifest_json(out, {**extra, "trials": list(entries.values())})
     except KeyboardInterrupt:
         for ref in inflight:
             ray.cancel(ref, force=True)
         for rid in inflight.values():
             entries[rid]["state"] = "pending"
-        _write_manifest(out, entries, extra)
+        write_manifest_json(out, {**extra, "trials": list(entries.values())})
         raise
     finally:
-        if started_here:
-            ray.shutdown()
+        if stop_ray is not None:
+            stop_ray()
     manifest = {**extra, "trials": list(entries.values()), "wall_s": time.monotonic() - t0}
     return manifest
-
-
-def summary_rows(manifest: dict) -> list[dict]:
-    """One row per trial for ``--format table|json|markdown``: ``run_id, state, attempts, error, run_dir``."""
-    return [{"run_id": e["run_id"], "state": e["state"], "attempts": e["attempts"], "error": e.get("error"),
-             "run_dir": e["run_dir"]} for e in manifest["trials"]]

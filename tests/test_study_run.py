@@ -58,9 +58,10 @@ def test_sweep_report_is_the_analyze_report(tmp_path):
     """Two seeds per configuration (synthetic trials): the sweep's report and rlbatch analyze on the sweep directory
     hold the same accounting, seed table, noise fit and plan; curves are seed-averaged with bands."""
     from rlbatch.analyze import analyze
-    from rlbatch.sweep.local import TrialSpec, write_manifest
-    from rlbatch.sweep.study import report_sweep
-    from rlbatch.sweep.synthetic import synthetic_trial
+    from rlbatch.study.ladder import TrialSpec
+    from rlbatch.study.manifest import write_manifest
+    from rlbatch.study.report import report_sweep
+    from rlbatch.backends.synthetic import synthetic_trial
 
     trials = []
     for b in (16, 32, 64):
@@ -90,20 +91,21 @@ def test_sweep_report_is_the_analyze_report(tmp_path):
 def test_adaptive_wiring_writes_record_and_report(tmp_path, monkeypatch):
     """--adaptive: the decision loop with the local trial runner (here the synthetic trial), trials in OUT/trials,
     the record in OUT/adaptive.json and the report with the adaptive section and the plan."""
-    from rlbatch.sweep import local
-    from rlbatch.sweep.backends import run_study
-    from rlbatch.sweep.synthetic import synthetic_trial
+    from rlbatch.backends import local
+    from rlbatch.study.ladder import build_ladder
+    from rlbatch.study.run import run_study
+    from rlbatch.backends.synthetic import synthetic_trial
 
     monkeypatch.setattr(local, "run_trial", synthetic_trial)
-    monkeypatch.setattr(local, "_prepare", lambda model: model)
-    monkeypatch.setattr(local, "_init_worker", lambda threads: None)
-    res = run_study(backend="local", adaptive=True, base_batch=128, base_lr=1e-6, batches=[128, 512, 2048, 8192],
-                    rule="sqrt", group_sizes=[8], seeds=1, samples=400_000, out=tmp_path, target=0.7, progress=False,
+    monkeypatch.setattr(local, "prepare_here", lambda model: None)
+    ladder = build_ladder(base_batch=128, base_lr=1e-6, batches=[128, 512, 2048, 8192], rule="sqrt", group_sizes=[8],
+                          seeds=1, samples=400_000)
+    res = run_study(ladder, backend="local", adaptive=True, out=tmp_path, target=0.7, progress=False,
                     adaptive_options={"n_boot": 50})
     rec = res["adaptive"]
     assert res["kind"] == "adaptive" and rec["backend"] == "local"
     assert [t["batch_size"] for t in rec["trials"]] == [128, 512, 2048, 8192]
-    # by hand (rlbatch.sweep.synthetic): T(B) ~ (1 + B/2048)(20/B + 0.01): 2048 is the fastest of the ladder
+    # by hand (rlbatch.backends.synthetic): T(B) ~ (1 + B/2048)(20/B + 0.01): 2048 is the fastest of the ladder
     assert rec["recommended_batch_size"] == 2048
     assert rec["samples_spent"] < 4 * 400_000
     assert {d["action"] for d in rec["decisions"]} >= {"start", "stop"}

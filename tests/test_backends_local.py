@@ -7,14 +7,16 @@ import pytest
 pytest.importorskip("torch")
 
 from rlbatch.errors import UserError  # noqa: E402
-from rlbatch.sweep import local  # noqa: E402
-from rlbatch.sweep.local import plan_trials, read_manifest, run_sweep  # noqa: E402
+from rlbatch.backends import local  # noqa: E402
+from rlbatch.backends.local import run_sweep  # noqa: E402
+from rlbatch.study.ladder import build_ladder  # noqa: E402
+from rlbatch.study.manifest import read_manifest  # noqa: E402
 
 OPTS = dict(max_steps=2, max_new_tokens=3, eval_every=16, eval_size=16, micro_batch_size=4, checkpoint_every=1)
 
 
-def test_plan_trials_lr_rule_and_control():
-    specs = plan_trials(base_batch=16, base_lr=1e-4, batches=[32, 64], rule="sqrt", seeds=2, fixed_lr_control=64,
+def test_ladder_lr_rule_and_control():
+    specs = build_ladder(base_batch=16, base_lr=1e-4, batches=[32, 64], rule="sqrt", seeds=2, fixed_lr_control=64,
                         samples=1000, options={"eval_every": 256})
     ids = [s.run_id for s in specs]
     assert ids == ["B16-G8-sqrt-s0", "B16-G8-sqrt-s1", "B32-G8-sqrt-s0", "B32-G8-sqrt-s1", "B64-G8-sqrt-s0",
@@ -26,19 +28,19 @@ def test_plan_trials_lr_rule_and_control():
     assert specs[0].config_id == "B16-G8-sqrt"
 
 
-def test_plan_trials_seed_offset_is_another_seed_set():
-    specs = plan_trials(base_batch=16, base_lr=1e-4, batches=[32], seeds=2, fixed_lr_control=32, samples=1000,
+def test_ladder_seed_offset_is_another_seed_set():
+    specs = build_ladder(base_batch=16, base_lr=1e-4, batches=[32], seeds=2, fixed_lr_control=32, samples=1000,
                         seed_offset=100)
     assert [(s.run_id, s.seed) for s in specs] == [("B16-G8-sqrt-s100", 100), ("B16-G8-sqrt-s101", 101),
                                                    ("B32-G8-sqrt-s100", 100), ("B32-G8-sqrt-s101", 101),
                                                    ("B32-G8-fixed-s100", 100), ("B32-G8-fixed-s101", 101)]
     assert {s.config_id for s in specs} == {"B16-G8-sqrt", "B32-G8-sqrt", "B32-G8-fixed"}  # seeds group as before
     with pytest.raises(UserError, match="seed-offset"):
-        plan_trials(base_batch=16, base_lr=1e-4, batches=[32], samples=1000, seed_offset=-1)
+        build_ladder(base_batch=16, base_lr=1e-4, batches=[32], samples=1000, seed_offset=-1)
 
 
 def test_sweep_skips_finished_trials_and_reports(tmp_path, monkeypatch, capsys):
-    specs = plan_trials(base_batch=8, base_lr=1e-3, batches=[16], rule="sqrt", group_sizes=[4], seeds=1,
+    specs = build_ladder(base_batch=8, base_lr=1e-3, batches=[16], rule="sqrt", group_sizes=[4], seeds=1,
                         samples=10_000, model="tiny-random", task="arithmetic", options=OPTS)
     calls = []
     real = local.run_trial
@@ -71,7 +73,7 @@ def test_sweep_skips_finished_trials_and_reports(tmp_path, monkeypatch, capsys):
     assert "sweep: 1/1 B16-G4-sqrt-s0: finished" in capsys.readouterr().out
     assert (out / "trials" / "B8-G4-sqrt-s0" / "metrics.jsonl").read_text() == before
 
-    from rlbatch.sweep.study import report_sweep
+    from rlbatch.study.report import report_sweep
 
     rep = report_sweep(out, target=None)
     for name in ("report.html", "report.md", "report.json"):

@@ -3,10 +3,10 @@ plan re-predicts their time-to-target at every new evaluation; a configuration i
 time-to-target interval lies wholly above the best's, or its outcome is decided; the others are extended (Li et al.
 2026, "align, then accelerate": a larger batch is faster iff its throughput gain beats its sample penalty rN).
 
-Where the trials run is an *executor* (:mod:`rlbatch.sweep.executors`): the local trainer and TRL in chunks
-(:class:`~rlbatch.sweep.executors.ChunkExecutor`), Ray tasks (:class:`~rlbatch.sweep.executors.RayExecutor`),
+Where the trials run is an *executor* (:mod:`rlbatch.backends.executors`): the local trainer and TRL in chunks
+(:class:`~rlbatch.backends.executors.ChunkExecutor`), Ray tasks (:class:`~rlbatch.backends.executors.RayExecutor`),
 launched verl / OpenRLHF jobs whose logs are watched as they are written, or stored logs replayed in timestamp order
-(:class:`~rlbatch.sweep.executors.LogExecutor`). The loop only asks an executor to start or extend a trial to N
+(:class:`~rlbatch.backends.executors.LogExecutor`). The loop only asks an executor to start or extend a trial to N
 retained samples, to report which trials have new data, to read a trial as a run, and to stop a trial (resumable).
 
 The loop (:func:`decide`), per configuration (the seeds of one batch size and LR rule decide together):
@@ -35,11 +35,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from rlbatch.analysis.accounting import estimate_configuration
+from rlbatch.analysis.curves import metric_frame
 from rlbatch.analysis.interval import format_interval
+from rlbatch.analysis.throughput import clock_basis, run_clock
 from rlbatch.errors import UserError
+from rlbatch.plan import plan_runs
 
 VERSION = 1
 REACHED, NEVER, CANNOT_WIN, DECIDED, BUDGET, SKIPPED = ("reached", "never reaches", "cannot win", "decided",
@@ -134,16 +137,12 @@ def run_samples(run) -> float:
 
 def run_seconds(run, clock: str) -> float:
     """Seconds a run has spent on ``clock`` (:func:`rlbatch.analysis.throughput.run_clock`; 0 without)."""
-    from rlbatch.analysis.throughput import run_clock
-
     c = run_clock(run, clock) if run is not None else None
     return float(c[1][-1]) if c is not None else 0.0
 
 
 def eval_points(run, metric: str) -> int:
     """Evaluation points of ``metric`` in a run so far."""
-    from rlbatch.analysis.curves import metric_frame
-
     if run is None:
         return 0
     df = metric_frame(run, metric)
@@ -152,8 +151,6 @@ def eval_points(run, metric: str) -> int:
 
 def reached(run, target: float, metric: str) -> bool:
     """Whether the run's curve crossed the target (the accounting's samples-to-target is not None)."""
-    from rlbatch.analysis.accounting import estimate_configuration
-
     return run is not None and estimate_configuration([run], target, metric, n_boot=0)["samples_to_target"] is not None
 
 
@@ -162,8 +159,6 @@ def measured(runs: Sequence[Any], target: float, metric: str, n_boot: int = 200)
     accounting's 95% interval (:func:`rlbatch.analysis.accounting.estimate_configuration`: seeds resampled, or one
     seed's evaluation noise) is closed above, i.e. the crossing is not a noise blip at the last evaluation; else
     None (keep running: a reference or best measured only just at its crossing would leave every ratio to it open)."""
-    from rlbatch.analysis.accounting import estimate_configuration
-
     if any(r is None or not reached(r, target, metric) for r in runs):
         return None
     ci = estimate_configuration(list(runs), target, metric, n_boot=n_boot)["samples_to_target_ci"]
@@ -262,9 +257,6 @@ def decide(executor, trials: Sequence[TrialRef], *, target: float, metric: str =
     configuration needs before a fitted prediction may stop it; ``tol``, ``n_boot``, ``clock``: as
     :func:`rlbatch.plan.plan_runs`. ``on_update`` is called with the record so far after every re-plan (to write
     ``adaptive.json`` as it goes). Raises :class:`UserError` for an empty ladder or a bad parameter."""
-    from rlbatch.analysis.throughput import clock_basis
-    from rlbatch.plan import plan_runs
-
     trials = list(trials)
     if not trials:
         raise UserError("an adaptive sweep needs at least one trial", field="batches")
@@ -447,8 +439,6 @@ def _iv(ci) -> str:
 
 def _result(executor, configs, order, state, reason, runs, decisions, plan, target, metric, backend, event, batch,
             done: bool = False) -> AdaptiveResult:
-    from rlbatch.analysis.throughput import clock_basis
-
     have = [r for r in runs.values() if r is not None]
     clk = clock_basis(have) if have else "wall"
     outcomes = []
@@ -479,57 +469,3 @@ def _result(executor, configs, order, state, reason, runs, decisions, plan, targ
                           samples_spent=float(sum(o.samples for o in outcomes)),
                           time_spent_s=float(sum(o.time_s for o in outcomes)), stopped_because=why,
                           trials=outcomes, decisions=list(decisions), plan=plan, replans=event)
-
-
-# --------------------------------------------------------------------------------------------------- doubling
-def ladder_trials(base_spec: Any, max_doublings: int) -> list[TrialRef]:
-    """The doubling ladder B_k = B_0 x 2^k (k = 0..max_doublings) from a base spec (dict or pydantic model with
-    ``prompts_per_step``, ``group_size``, ``lr``, ``samples`` and optionally ``lr_rule`` (default ``sqrt``),
-    ``seed``, ``run_id`` and trainer options): P doubled, ``lr`` = :func:`rlbatch.scaling.scaled_lr`, ``run_id`` =
-    :func:`rlbatch.sweep.trials.trial_id` (the base keeps its own), ``base_batch`` / ``base_lr``; the spec of each
-    :class:`TrialRef` is a dict. Raises :class:`UserError` when a field is missing."""
-    from rlbatch.scaling import scaled_lr
-    from rlbatch.sweep.trials import trial_id
-
-    base = base_spec.model_dump() if hasattr(base_spec, "model_dump") else dict(base_spec)
-    for k in ("prompts_per_step", "group_size", "lr", "samples"):
-        if base.get(k) is None:
-            raise UserError(f"base trial spec lacks {k!r}", field=k)
-    if max_doublings < 0:
-        raise UserError(f"max_doublings must be >= 0, got {max_doublings}", field="max_doublings")
-    p0, g = int(base["prompts_per_step"]), int(base["group_size"])
-    b0, lr0 = p0 * g, float(base["lr"])
-    rule = base.get("lr_rule") or "sqrt"
-    seed = int(base.get("seed") or 0)
-    out = []
-    for k in range(max_doublings + 1):
-        p = p0 * 2 ** k
-        b = p * g
-        rid = base.get("run_id") if k == 0 and base.get("run_id") else trial_id(p, g, rule, seed)
-        d = {**base, "prompts_per_step": p, "group_size": g, "lr": scaled_lr(b, b0, lr0, rule), "lr_rule": rule,
-             "base_batch": b0, "base_lr": lr0, "seed": seed, "run_id": rid}
-        out.append(TrialRef(run_id=rid, batch_size=b, config=rid, spec=d))
-    return out
-
-
-def adaptive_sweep(run_trial_fn: Callable[[Any, Path], Any], base_spec: Any, sweep_dir: Path | str, *,
-                   target: float, metric: str = "eval/score", max_doublings: int = 6, chunk_fraction: float = 0.125,
-                   min_eval_points: int = 6, tol: float = 0.1, n_boot: int = 200, max_active: int | None = 1,
-                   progress: Callable[[str], None] | None = None, backend: str = "local") -> AdaptiveResult:
-    """The doubling sweep from one base spec (:func:`ladder_trials`) with a resumable trial function
-    ``run_trial_fn(spec, run_dir)`` (the local trainer :func:`rlbatch.sweep.local.run_trial`, TRL's
-    :func:`rlbatch.sweep.trl.run_trial_trl`, or :func:`rlbatch.sweep.synthetic.synthetic_trial`) run in chunks of
-    ``chunk_fraction x samples`` by a :class:`rlbatch.sweep.executors.ChunkExecutor`, decided by :func:`decide`
-    with the base spec's ``samples`` as every trial's budget. ``max_active`` 1 (default): one configuration after
-    the other, from the base up (the doubling order; larger ones are skipped once predicted or measured to lose)."""
-    from rlbatch.sweep.executors import ChunkExecutor
-
-    if not (0 < chunk_fraction <= 1):
-        raise UserError(f"chunk_fraction must be in (0, 1], got {chunk_fraction}", field="chunk_fraction")
-    trials = ladder_trials(base_spec, max_doublings)
-    budget = int(trials[0].spec["samples"])
-    make = type(base_spec) if hasattr(base_spec, "model_dump") else None
-    ex = ChunkExecutor(run_trial_fn, Path(sweep_dir), make=make)
-    return decide(ex, trials, target=target, metric=metric, budget=budget, chunk=int(chunk_fraction * budget),
-                  max_active=max_active, min_eval_points=min_eval_points, tol=tol, n_boot=n_boot,
-                  progress=progress, backend=backend)

@@ -6,10 +6,17 @@ a note on how its timings were measured and the manifest's trial states (``repor
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any, Callable
 
+from rlbatch.readers.collect import load_all
 from rlbatch.errors import UserError
 from rlbatch.readers import load
+from rlbatch.report import build_report
+from rlbatch.runstore import atomic_write_text
+from rlbatch.study.adaptive import AdaptiveResult
+from rlbatch.study.manifest import read_manifest
 
 
 def timing_note(settings: dict, hardware: dict) -> str:
@@ -26,9 +33,6 @@ def report_sweep(out: Path | str, *, target: float | None, reference: str | None
     ``report.html``, ``report.md`` and ``report.json`` there with :func:`rlbatch.report.build_report`.
     ``reference`` defaults to build_report's (the smallest batch that reached the target). Returns the report's JSON
     object. Raises :class:`UserError` when no trial has finished."""
-    from rlbatch.report import build_report
-    from rlbatch.sweep.local import read_manifest
-
     out = Path(out)
     manifest = read_manifest(out) or {"trials": [], "settings": {}}
     # read as rlbatch analyze reads them (the run-store reader), so both reports say the same
@@ -43,3 +47,45 @@ def report_sweep(out: Path | str, *, target: float | None, reference: str | None
                                    "attempts": t.get("attempts")} for t in manifest["trials"]]}}
     return build_report(runs, out, target=target, reference=reference, title=title, sections=sections,
                         extra_json=extra)
+
+
+def adaptive_section(rec: dict[str, Any]) -> dict[str, Any]:
+    """The report section of an adaptive sweep: the record under the JSON key ``adaptive`` and one Markdown
+    paragraph (each configuration's outcome and reason, the samples spent, the pick)."""
+    seen: dict[str, dict] = {}
+    for t in rec["trials"]:
+        seen.setdefault(t["config"], {**t, "samples": 0.0})["samples"] += t["samples"]
+    md = ("Adaptive sweep on " + rec["backend"] + ": "
+          + "; ".join(f"B={t['batch_size']} ({c}): {t['state']} after {t['samples']:.0f} samples ({t['decided_by']})"
+                      for c, t in seen.items())
+          + f". Samples spent over all trials: {rec['samples_spent']:.0f}; clock seconds: {rec['time_spent_s']:.0f}. "
+            f"Recommended: {rec['recommended']}"
+          + (f" (within noise: {', '.join(map(str, rec['within_noise']))})" if rec["within_noise"] else "") + ".")
+    return {"title": "Adaptive sweep", "json_key": "adaptive", "json": rec, "markdown": md}
+
+
+def adaptive_writer(out: Path) -> Callable[[AdaptiveResult], None]:
+    """The adaptive loop's ``on_update``: rewrite ``OUT/adaptive.json`` (atomically) after every re-plan."""
+    def write(res: AdaptiveResult) -> None:
+        out.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(out / "adaptive.json", json.dumps(res.to_json(), indent=2, default=str) + "\n")
+    return write
+
+
+def finish_adaptive(res: AdaptiveResult, out: Path, runs_dir, target: float, title: str) -> dict[str, Any]:
+    """Write the final ``OUT/adaptive.json`` and the report over the runs the loop ran (``runs_dir``: a directory
+    of run directories, or the runs as the loop read them: launched logs lack P and G, the plans give them) with
+    :func:`adaptive_section`. Returns ``{"adaptive": record, "report": report JSON ({} without runs)}``."""
+    adaptive_writer(out)(res)
+    rec = res.to_json()
+    if isinstance(runs_dir, list):
+        runs = runs_dir
+    else:
+        try:
+            runs, _ = load_all([runs_dir])
+        except UserError:
+            runs = []
+    if not runs:
+        return {"adaptive": rec, "report": {}}
+    rep = build_report(runs, out, target=target, title=title + " — adaptive", sections=[adaptive_section(rec)])
+    return {"adaptive": rec, "report": rep}

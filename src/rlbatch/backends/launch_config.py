@@ -17,6 +17,8 @@ import json
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
+
+import yaml
 from typing import Any
 
 from rlbatch.errors import UserError
@@ -76,8 +78,6 @@ def _load_mapping(path: Path, text: str) -> dict:
         except json.JSONDecodeError as err:
             raise UserError(f"malformed JSON ({err.msg})", path=str(path), line=err.lineno) from None
     else:
-        import yaml
-
         try:
             data = yaml.safe_load(text)
         except yaml.YAMLError as err:

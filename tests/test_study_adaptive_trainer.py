@@ -1,4 +1,4 @@
-"""The adaptive sweep with the real trainer (rlbatch.sweep.local.run_trial) on a tiny random model, and the trainer
+"""The adaptive sweep with the real trainer (rlbatch.backends.local.run_trial) on a tiny random model, and the trainer
 behaviour it relies on: a run that stopped on its budget continues when called again with a larger one."""
 
 import json
@@ -14,7 +14,8 @@ from _train_helpers import coin_task  # noqa: E402
 
 from rlbatch.train.trainer import TIME_KEYS  # noqa: E402
 
-from rlbatch.sweep.local import TrialSpec, run_trial  # noqa: E402
+from rlbatch.backends.local import run_trial  # noqa: E402
+from rlbatch.study.ladder import TrialSpec  # noqa: E402
 
 OPTS = dict(max_new_tokens=2, eval_every=32, micro_batch_size=8, checkpoint_every=1000)
 
@@ -55,11 +56,11 @@ def test_finished_run_continues_with_a_larger_budget(coin, tmp_path):
 
 
 def test_adaptive_sweep_with_the_real_trainer(coin, tmp_path):
-    from rlbatch.sweep.adaptive import adaptive_sweep
+    from rlbatch.study.run import adaptive_sweep
 
     res = adaptive_sweep(run_trial, _spec(512), tmp_path, target=0.8, max_doublings=2, min_eval_points=4, n_boot=50)
     ids = [t.run_id for t in res.trials]
-    assert ids == ["P2-G8-sqrt-s0", "P4-G8-sqrt-s0", "P8-G8-sqrt-s0"]  # the doubling ladder from the base
+    assert ids == ["B16-G8-sqrt-s0", "B32-G8-sqrt-s0", "B64-G8-sqrt-s0"]  # the doubling ladder from the base
     ran = [t.run_id for t in res.trials if t.state != "skipped"]
     assert ran[:2] == ids[:2] and res.reference in ran
     assert res.recommended_batch_size in (16, 32, 64)

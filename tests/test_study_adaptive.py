@@ -1,4 +1,4 @@
-"""The one adaptive decision loop (rlbatch.sweep.adaptive.decide) on its executors: a stored sweep replayed as live
+"""The one adaptive decision loop (rlbatch.study.adaptive.decide) on its executors: a stored sweep replayed as live
 verl jobs (the file logger's JSONL written line by line in timestamp order), the same record format as the local
 chunks, and the launched-job executor stopping a real process with a signal."""
 
@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from rlbatch.readers import detect_format, load
-from rlbatch.sweep.adaptive import CANNOT_WIN, TrialRef, decide, degenerate, informative, stop_verdict
-from rlbatch.sweep.executors import ChunkExecutor, LogExecutor, ProcessJob, verl_records
-from rlbatch.sweep.replay import ladder_runs, replay_sweep
-from rlbatch.sweep.synthetic import SyntheticModel, synthetic_trial
+from rlbatch.study.adaptive import CANNOT_WIN, TrialRef, decide, degenerate, informative, stop_verdict
+from rlbatch.backends.executors import ChunkExecutor, LogExecutor, ProcessJob, verl_records
+from rlbatch.study.replay import ladder_runs, replay_sweep
+from rlbatch.backends.synthetic import SyntheticModel, synthetic_trial
 
 DATA = Path(__file__).resolve().parent / "data" / "demo_sweep"
 

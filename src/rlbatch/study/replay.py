@@ -1,10 +1,10 @@
 """A finished sweep replayed as live jobs, decided by the adaptive loop: what the adaptive sweep would have spent and
 picked had it watched those trials as they ran.
 
-Every stored run becomes a launched job (:class:`rlbatch.sweep.executors.ReplayJob`) whose log (verl's file logger
+Every stored run becomes a launched job (:class:`rlbatch.backends.executors.ReplayJob`) whose log (verl's file logger
 JSONL, or the run store itself) is written line by line in the order of the runs' own clocks (all trials start
-together, as a cluster running the ladder in parallel would), and :func:`rlbatch.sweep.adaptive.decide` watches the
-logs through :class:`rlbatch.sweep.executors.LogExecutor`, exactly as it watches a launched verl job; a stopped job
+together, as a cluster running the ladder in parallel would), and :func:`rlbatch.study.adaptive.decide` watches the
+logs through :class:`rlbatch.backends.executors.LogExecutor`, exactly as it watches a launched verl job; a stopped job
 writes nothing more, so the samples and seconds it spent are those of the lines it let through.
 """
 
@@ -13,10 +13,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from rlbatch.backends.executors import LogExecutor, ReplayFeed
 from rlbatch.errors import UserError
 from rlbatch.runstore import Run
-from rlbatch.sweep.adaptive import AdaptiveResult, TrialRef, decide
-from rlbatch.sweep.executors import LogExecutor, ReplayFeed
+from rlbatch.study.adaptive import AdaptiveResult, TrialRef, decide, run_samples
+from rlbatch.study.ladder import config_id
 
 
 def ladder_runs(runs: Sequence[Run], rules: Sequence[str] = ("sqrt",)) -> list[Run]:
@@ -36,13 +37,10 @@ def replay_sweep(runs: Sequence[Run], out_dir: Path | str, *, target: float, fmt
                  metric: str = "eval/score", min_eval_points: int = 6, n_boot: int = 200, tol: float = 0.1,
                  progress: Callable[[str], None] | None = None, **kw: Any) -> AdaptiveResult:
     """Replay ``runs`` (a finished sweep; see :func:`ladder_runs`) as live jobs writing ``fmt`` logs into
-    ``out_dir`` and decide them with :func:`rlbatch.sweep.adaptive.decide` (``budget`` = the longest run's
+    ``out_dir`` and decide them with :func:`rlbatch.study.adaptive.decide` (``budget`` = the longest run's
     samples; each job runs to its stored end unless stopped). The trials' configurations group seeds as
-    :func:`rlbatch.sweep.local.config_id` (``B64-G8-sqrt-s1`` -> ``B64-G8-sqrt``). ``kw``: further options of
+    :func:`rlbatch.study.ladder.config_id` (``B64-G8-sqrt-s1`` -> ``B64-G8-sqrt``). ``kw``: further options of
     :func:`decide`. Returns its record (backend ``replay:<fmt>``)."""
-    from rlbatch.sweep.adaptive import run_samples
-    from rlbatch.sweep.local import config_id
-
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     feed = ReplayFeed(out, fmt, metric)
