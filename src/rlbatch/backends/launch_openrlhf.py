@@ -16,30 +16,14 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
+from rlbatch.batchspec import OPENRLHF_FLAGS
 from rlbatch.errors import UserError
 from rlbatch.scaling import scaled_lr
 from rlbatch.backends.launch_config import Entry, check_conflicts
 
-#: role -> (dotted flag for OpenRLHF >= 0.10.2, flat flag for <= 0.10.1), without the leading ``--``
-FLAGS: dict[str, tuple[str, str]] = {
-    "rollout_batch": ("rollout.batch_size", "rollout_batch_size"),
-    "n_samples": ("rollout.n_samples_per_prompt", "n_samples_per_prompt"),
-    "train_batch": ("train.batch_size", "train_batch_size"),
-    "actor_lr": ("actor.adam.lr", "actor_learning_rate"),
-    "critic_lr": ("critic.adam.lr", "critic_learning_rate"),
-    "num_episodes": ("train.num_episodes", "num_episodes"),
-    "max_samples": ("data.max_samples", "max_samples"),
-    "max_epochs": ("train.max_epochs", "max_epochs"),
-    "tensorboard": ("logger.tensorboard_dir", "use_tensorboard"),
-    "run_name": ("logger.wandb.run_name", "wandb_run_name"),
-    "ckpt_path": ("ckpt.path", "ckpt_path"),
-    "load_ckpt": ("ckpt.load_enable", "load_checkpoint"),
-    "save_steps": ("ckpt.save_steps", "save_steps"),
-    "logging_steps": ("logger.logging_steps", "logging_steps"),
-    "seed": ("train.seed", "seed"),
-    "estimator": ("algo.advantage.estimator", "advantage_estimator"),
-    "save_path": ("ckpt.output_dir", "save_path"),
-}
+#: role -> (dotted flag for OpenRLHF >= 0.10.2, flat flag for <= 0.10.1), without the leading ``--``: the one table
+#: that reading a launch (:mod:`rlbatch.batchspec`) and writing one share.
+FLAGS = OPENRLHF_FLAGS
 DIALECTS = ("dotted", "flat")
 
 
