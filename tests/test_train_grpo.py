@@ -10,7 +10,8 @@ torch = pytest.importorskip("torch")
 
 from rlbatch.errors import UserError  # noqa: E402
 from rlbatch.train.grpo import accumulate_gradients, group_advantages, micro_batches, optimizer_step  # noqa: E402
-from rlbatch.train.trainer import TIME_KEYS, make_config, train  # noqa: E402
+from rlbatch.runstore import TIME_KEYS  # noqa: E402
+from rlbatch.train.trainer import make_config, train  # noqa: E402
 
 from _train_helpers import Kill as _Kill, coin_task, fresh, killing_task  # noqa: E402
 

@@ -25,7 +25,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from rlbatch.errors import UserError
-from rlbatch.runstore import atomic_write_text, is_run_dir, read_meta
+from rlbatch.procs import die_with_parent
+from rlbatch.runstore import (atomic_write_text, check_writable, is_run_dir, lock_run_dir, read_meta,
+                              remove_stale_temps)
 
 SWEEP_JSON = "sweep.json"
 TRIALS_DIR = "trials"
@@ -161,23 +163,9 @@ def _trial_finished(out: Path, entry: dict) -> bool:
 
 
 # --------------------------------------------------------------------------------------------------- workers
-def _die_with_parent(parent_pid: int) -> None:
-    """Linux: have the kernel SIGKILL this worker when the sweep process dies (even by ``kill -9``), so no
-    orphaned worker keeps writing a trial that the re-run sweep resumes. Exits at once if the parent is gone."""
-    try:
-        import ctypes
-        import signal
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):  # pragma: no cover - not Linux
-        pass
-    if os.getppid() != parent_pid:
-        os._exit(1)
-
-
 def _init_worker(threads: int, parent_pid: int | None = None) -> None:
     if parent_pid is not None:
-        _die_with_parent(parent_pid)
+        die_with_parent(parent_pid)
     os.environ["OMP_NUM_THREADS"] = str(threads)
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     import warnings
@@ -219,8 +207,6 @@ def run_sweep(specs: list[TrialSpec], out: Path | str, *, workers: int = 1, thre
     (matched by run id) and new ones appended, so a re-run skips finished trials and resumes the others.
     ``runner``: ``local`` (our trainer) or ``trl`` (each trial with TRL's GRPOTrainer, :mod:`rlbatch.sweep.trl`);
     it is the manifest's ``backend``. Returns the manifest."""
-    from rlbatch.train.trainer import check_writable, lock_run_dir, remove_stale_temps
-
     out = Path(out)
     check_writable(out)
     lock = lock_run_dir(out)  # one sweep process per directory; released on exit, even by kill -9

@@ -13,12 +13,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
 
 from rlbatch import faults
-from rlbatch.train.rollout import Rollout, positions
+from rlbatch.analysis.noise import b_simple, grpo_noise_split
+from rlbatch.train.rollout import Batch, Rollout, positions
+from rlbatch.train.state import Learner, UpdateResult
 
 
 class NonFiniteError(ArithmeticError):
@@ -365,7 +368,8 @@ class GradResult:
     split_prompts: int = 0  # prompts whose group was taken in parts
 
 
-def _hmean(xs: list[float]) -> float:
+def harmonic_mean(xs: list[float]) -> float:
+    """Harmonic mean of positive sizes ``xs`` (NaN for none): the small-batch size of unequal units."""
     return float(len(xs) / sum(1.0 / x for x in xs)) if xs else float("nan")
 
 
@@ -463,10 +467,10 @@ def accumulate(module, n_rows: int, micro_batch_size: int, loss_of, *, group_siz
     if group_size is None:
         b_small = n_rows / max(len(layout), 1)
     else:
-        b_small = _hmean([r for _, _, r in units])
+        b_small = harmonic_mean([r for _, _, r in units])
     return GradResult(loss=loss_total, grad_sq_small=mean_sq(units), grad_sq_big=big, b_small=b_small,
                       n_micro=len(layout), n_tokens=n_tokens, stats=stats, grad_sq_micro=mean_sq(parts),
-                      grad_sq_prompt=mean_sq(prompts), b_micro=_hmean([r for _, _, r in parts]),
+                      grad_sq_prompt=mean_sq(prompts), b_micro=harmonic_mean([r for _, _, r in parts]),
                       group_size=group_size, prompts=n_rows // group_size if group_size else 0,
                       split_prompts=len(prompts))
 
@@ -484,8 +488,6 @@ def grpo_noise_metrics(res: GradResult, b_big: int) -> dict[str, float]:
     unless some group was taken in parts and at least two prompts were retained. Single-step values are noisy:
     the analysis averages the estimates over steps before dividing (:func:`rlbatch.analysis.noise.b_simple_smoothed`).
     """
-    from rlbatch.analysis.noise import b_simple, grpo_noise_split
-
     nan = float("nan")
     G, P = res.group_size, res.prompts
     two_batch = res.b_small < b_big
@@ -572,6 +574,18 @@ def token_budget_micro(rollout: Rollout, micro_batch_size: int, micro_batch_toke
     return max(1, min(micro_batch_size, micro_batch_tokens // max(width, 1)))
 
 
+def mini_batches(n: int, update_batch: int) -> list[np.ndarray]:
+    """The optimizer updates' row indices over a rollout of ``n`` responses: consecutive runs of ``update_batch``
+    (M; the last one shorter when ``n`` is not a multiple), in order: one update each per epoch (GRPO's and
+    PPO's mini-batches)."""
+    return [np.arange(i, min(i + update_batch, n)) for i in range(0, n, update_batch)]
+
+
+def was_clipped(norm: float, max_grad_norm: float | None) -> bool:
+    """Whether a gradient of L2 norm ``norm`` was clipped at ``max_grad_norm`` (None or 0: no clipping)."""
+    return bool(max_grad_norm and norm > max_grad_norm)
+
+
 def make_adamw(params, lr: float, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.0):
     """``torch.optim.AdamW`` with the fused kernel where torch has one for these parameters (CPU and CUDA, fp32/bf16):
     the same update rule (Loshchilov & Hutter 2019) as one kernel per parameter instead of a dozen Python-level
@@ -611,3 +625,77 @@ def optimizer_step(model, optimizer: torch.optim.Optimizer, lr: float, max_grad_
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
     return norm
+
+
+def grpo_updates(model, optimizer, lr: float, kept, adv, cfg, micro: int, ref_model=None,
+                old_logp=None, prepared=None):
+    """The GRPO updates of one step on the retained rollout ``kept`` ([B_ret, ...], rows grouped by prompt) with
+    advantages ``adv`` [B_ret]: ``cfg.ppo_epochs`` passes over mini-batches of ``cfg.update_batch`` responses (whole
+    groups, in order; the last one smaller when filtering left fewer), one optimizer step each, every update's loss
+    a token mean over its own mini-batch. With more than one update the old policy's log-probabilities are
+    computed once first (:func:`old_logprobs`), so the ratio clip binds from the second update
+    on; with one (the default) the old policy is the current one, as before. ``old_logp`` [B_ret, T] (asynchronous
+    rollouts, :mod:`rlbatch.train.async_rollout`): the behaviour policy's log-probabilities recorded at sampling
+    time, the old policy of every update instead. Micro-batches: ``micro`` responses,
+    fewer under ``cfg.micro_batch_tokens`` (:func:`token_budget_micro`). ``prepared``: the
+    passes' trim bounds and packing plans computed ahead (asynchronous rollouts), used for a single update.
+
+    Returns ``(metrics, tokens trained)``: ``grad_norm/actor``, ``noise/*`` and ``grad_clipped`` of the *first*
+    update (on-policy, batch M: the grad-norm fit's and noise scale's inputs), ``loss`` the mean over updates,
+    ``clip_frac`` (and ``kl``) over all updates' tokens, ``train/updates``, ``train/micro_batches`` (all passes).
+    Raises :class:`NonFiniteError` on a NaN/Inf loss or gradient (nothing of that update applied).
+    """
+    G = cfg.group_size
+    n = int(kept.response_ids.shape[0])
+    m = token_budget_micro(kept, micro, cfg.micro_batch_tokens)
+    M = cfg.update_batch
+    minis = mini_batches(n, M)
+    old = old_logp  # asynchronous rollouts: the behaviour policy's recorded log-probs [B_ret, T]
+    if old is None and (cfg.ppo_epochs > 1 or len(minis) > 1):
+        old = old_logprobs(model, kept, m, cfg.temperature, cfg.share_prompts)
+    rec: dict[str, Any] = {}
+    losses, clipped, kl, toks, passes, clipped_any = [], 0.0, 0.0, 0, 0, False
+    for _ in range(cfg.ppo_epochs):
+        for idx in minis:
+            sub = kept if len(minis) == 1 else kept.select(idx)
+            i = torch.as_tensor(idx, device=adv.device)
+            gr = accumulate_gradients(model, sub, adv[i], m, cfg.clip_eps, ref_model, cfg.kl_coef, group_size=G,
+                                      split_groups=cfg.noise_split_groups, temperature=cfg.temperature,
+                                      old_logp=None if old is None else old[i.to(old.device)],
+                                      share_prompts=cfg.share_prompts,
+                                      prepared=prepared if len(minis) == 1 and cfg.ppo_epochs == 1 else None)
+            if not math.isfinite(gr.loss):
+                raise NonFiniteError(f"non-finite loss ({gr.loss})")
+            gnorm = optimizer_step(model, optimizer, lr, cfg.max_grad_norm, gr.grad_sq_big)
+            if not rec:
+                rec = {"grad_norm/actor": gnorm, **grpo_noise_metrics(gr, len(idx))}
+            losses.append(gr.loss)
+            clipped += gr.stats["clipped"]
+            kl += gr.stats.get("kl", 0.0)
+            toks += gr.n_tokens
+            passes += gr.n_micro
+            clipped_any = clipped_any or was_clipped(gnorm, cfg.max_grad_norm)
+    rec.update({"loss": float(np.mean(losses)), "train/micro_batches": passes, "train/updates": len(losses),
+                "clip_frac": clipped / max(toks, 1), "grad_clipped": clipped_any})
+    if cfg.kl_coef > 0:
+        rec["kl"] = kl / max(toks, 1)
+    return rec, int(kept.response_mask.sum())
+
+
+def grpo_update(learner: Learner, batch: Batch, step: int) -> UpdateResult:
+    """GRPO's update of one step: group-normalised advantages, the groups with a learning signal kept
+    (:func:`retained_rows`: all-equal groups dropped under ``cfg.filter_groups``), then :func:`grpo_updates` on
+    them, against the behaviour log-probabilities when the batch carries them (asynchronous rollouts) and with the
+    passes it prepared ahead. No optimizer step when every group was dropped. ``step`` is unused (PPO's update
+    needs it; both have one signature)."""
+    cfg = learner.cfg
+    adv, keep, rows = retained_rows(batch.rewards, cfg.group_size, cfg.filter_groups)
+    b_ret = int(rows.numel())
+    rec, n_tok = {}, 0  # every group filtered: nothing to learn from, no optimizer step
+    if b_ret > 0:
+        blp = batch.behaviour_logp
+        rec, n_tok = grpo_updates(learner.model, learner.optimizer, learner.lr, batch.rollout.select(rows),
+                                  adv.view(-1)[rows], cfg, learner.micro, learner.ref_model,
+                                  old_logp=None if blp is None else blp[rows],
+                                  prepared=batch.prepared_passes(rows.tolist()))
+    return UpdateResult(rec, b_ret, int(keep.sum()), int(keep.numel()), n_tok)

@@ -12,7 +12,8 @@ torch = pytest.importorskip("torch")
 from rlbatch.train.async_rollout import Schedule, decode_piece, run_round  # noqa: E402
 from rlbatch.train.grpo import accumulate_gradients, token_logprobs  # noqa: E402
 from rlbatch.train.rollout import Rollout, left_pad  # noqa: E402
-from rlbatch.train.trainer import TIME_KEYS, make_config, train  # noqa: E402
+from rlbatch.runstore import TIME_KEYS  # noqa: E402
+from rlbatch.train.trainer import make_config, train  # noqa: E402
 
 from _train_helpers import Kill, coin_task, fresh, killing_task  # noqa: E402
 

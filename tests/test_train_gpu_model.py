@@ -15,10 +15,12 @@ import torch
 from rlbatch.errors import UserError
 from rlbatch.sweep.demo import DEMOS
 from rlbatch.sweep.local import plan_trials
-from rlbatch.train.gpu_model import GPU_ARCHS, GPU_WARM, cache_key, param_count, sft_batch, warm_start_info
-from rlbatch.train.models import char_tokenizer, load_model
+from rlbatch.train.gpu_model import GPU_ARCHS, GPU_WARM, cache_key, param_count, warm_start_info
+from rlbatch.train.model_base import char_tokenizer, sft_batch
+from rlbatch.train.models import load_model
 from rlbatch.train.tasks import Item
-from rlbatch.train.trainer import make_config, precision_context, train
+from rlbatch.train.precision import precision_context
+from rlbatch.train.trainer import make_config, train
 
 REPO = Path(__file__).resolve().parents[1]
 
