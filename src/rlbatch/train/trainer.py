@@ -23,6 +23,7 @@ import random
 import resource
 import time
 from dataclasses import dataclass
+from functools import partial
 from itertools import islice
 from pathlib import Path
 from typing import Any, Callable, Literal
@@ -341,7 +342,8 @@ def metrics_line(state: StepState, batch: Batch, upd: UpdateResult, lr: float, g
 class Run:
     """Everything :func:`run_loop` uses, built once by :func:`setup`: the configuration (with the fitted
     ``max_concurrent_sequences``), the run directory and its writers, the counters, the learner, the rollout source
-    and ``next_batch`` (its ``get``, counting fault steps when faults are armed), the update function,
+    and ``next_batch`` (its ``get``, counting fault steps when faults are armed), the update function and
+    ``algo_state`` (what the checkpoint keeps besides the policy: PPO's critic and its optimizer),
     ``settle`` (waits for queued CUDA kernels; a no-op on CPU), the evaluation's inputs (``greedy``: its sampler,
     with the ``gen`` fault point when armed) and the progress display."""
 
@@ -353,6 +355,7 @@ class Run:
     source: RolloutSource
     next_batch: Callable[[int], Batch]
     update: Callable[[Learner, Batch, int], UpdateResult]
+    algo_state: Callable[[], dict[str, Any]]
     settle: Callable[[], None]
     greedy: Sampler
     tok: Any
@@ -377,9 +380,8 @@ class Run:
         self.state.metrics_lines += 1
 
     def checkpoint(self) -> None:
-        """Save the checkpoint of this step (the learner, the counters, the critic and the source's state)."""
-        extra = {**(ppo.state_dict(self.learner.critic) if self.learner.critic is not None else {}),
-                 **self.source.checkpoint()}
+        """Save the checkpoint of this step (the learner, the counters, the algorithm's and the source's state)."""
+        extra = {**self.algo_state(), **self.source.checkpoint()}
         save_checkpoint(self.out, self.learner.model, self.learner.optimizer, self.state.to_dict(), extra or None)
         self.saved_step = self.state.step
 
@@ -470,8 +472,9 @@ def setup(cfg: TrainConfig, out: Path, lr: float, micro: int, resume: bool, prog
     faults.set_step(state.step, meta.run_id)
     return Run(cfg=cfg, out=out, run_id=meta.run_id, state=state, learner=learner, source=source,
                next_batch=faults.counting_steps(source.get, meta.run_id),
-               update=faults.then("optim", UPDATES[cfg.algo]), settle=torch.cuda.synchronize if cuda else _nothing,
-               greedy=faults.before("gen", greedy_sample),
+               update=faults.then("optim", UPDATES[cfg.algo]),
+               algo_state=partial(ppo.state_dict, critic) if critic is not None else dict,
+               settle=torch.cuda.synchronize if cuda else _nothing, greedy=faults.before("gen", greedy_sample),
                tok=tok, task=task, gen_stats=gen_stats, metrics=metrics, evals=evals,
                progress=_Progress(cfg.samples, out.name) if progress else _NoProgress(), saved_step=saved)
 
