@@ -17,11 +17,12 @@ Error points: ``nan_loss`` (the loss of micro-batch ``nth`` becomes NaN), ``inf_
 +Inf), ``enospc_metrics`` / ``enospc_eval`` / ``enospc_checkpoint`` (the write fails half-way with
 ``OSError(ENOSPC)``, as on a full disk).
 
-The trainer installs the step counter and the ``gen`` and ``optim`` points at set-up (:func:`counting_steps`,
-:func:`before` around the samplers of the decode loop, :func:`then` around the update): when ``RLBATCH_FAULT`` is
-unset they return the wrapped function itself, so the training and decode loops pay nothing. The other points are
-checked where the writes happen (checkpoint, metrics, eval lines) and per micro-batch of the update; there, when
-unset, one environment lookup per call.
+The trainer installs the step counter and the ``gen``, ``nan_loss``, ``inf_grad``, ``update`` and ``optim`` points
+at set-up (:func:`counting_steps`, :func:`before` around the samplers of the decode loop, :func:`around_backward`
+around each micro-batch's backward pass, :func:`then` around the update): when ``RLBATCH_FAULT`` is unset they
+return the wrapped function itself, so the training, update and decode loops pay nothing. The write points
+(checkpoint, metrics and eval lines) are checked where the writes happen; there, when unset, one environment lookup
+per write.
 """
 
 from __future__ import annotations
@@ -118,6 +119,26 @@ def before(point: str, fn: F) -> F:
         return fn(*args, **kwargs)
 
     return wrapped  # type: ignore[return-value]
+
+
+def around_backward(backward: F) -> F:
+    """``backward(loss, params) -> loss`` (a micro-batch's backward pass) with the update's fault points:
+    ``nan_loss`` (the loss becomes NaN before it; the NaN loss is returned), ``inf_grad`` (the first parameter
+    gradient's first entry becomes +Inf after it) and the kill point ``update`` (after it); ``backward`` itself when
+    no fault is configured."""
+    if not configured():
+        return backward
+
+    def faulty(loss, params):
+        if armed("nan_loss"):
+            loss = loss * float("nan")
+        loss = backward(loss, params)
+        if armed("inf_grad"):
+            next(p for p in params if p.grad is not None).grad.view(-1)[0] = float("inf")
+        fault("update")
+        return loss
+
+    return faulty  # type: ignore[return-value]
 
 
 def then(point: str, fn: F) -> F:

@@ -18,7 +18,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from rlbatch import faults
 from rlbatch.analysis.noise import b_simple, grpo_noise_split
 from rlbatch.train.rollout import Batch, Rollout, positions
 from rlbatch.train.state import Learner, UpdateResult
@@ -373,8 +372,16 @@ def harmonic_mean(xs: list[float]) -> float:
     return float(len(xs) / sum(1.0 / x for x in xs)) if xs else float("nan")
 
 
+def backward_pass(loss: torch.Tensor, params: list) -> torch.Tensor:
+    """One micro-batch's backward pass (``loss.backward()``; returns the loss it back-propagated): what
+    :func:`accumulate` runs after each forward; the trainer passes it wrapped with the fault points ``nan_loss``,
+    ``inf_grad`` and ``update`` (:func:`rlbatch.faults.around_backward`) when they are armed."""
+    loss.backward()
+    return loss
+
+
 def accumulate(module, n_rows: int, micro_batch_size: int, loss_of, *, group_size: int | None = None,
-               split_groups: int = 1) -> GradResult:
+               split_groups: int = 1, backward=None) -> GradResult:
     """Forward/backward ``loss_of(idx) -> (loss, n_tokens_i, stats)`` over micro-batches of ``n_rows``
     responses, leaving the full-batch gradient in ``p.grad`` of ``module``. Shared by GRPO
     (:func:`accumulate_gradients`) and PPO's actor and critic (:mod:`rlbatch.train.ppo`).
@@ -395,10 +402,10 @@ def accumulate(module, n_rows: int, micro_batch_size: int, loss_of, *, group_siz
       parts, ``b_micro`` their harmonic-mean size) and ``grad_sq_prompt`` (mean |g_prompt|^2 over the same,
       split prompts) are the paired within-prompt inputs of :func:`rlbatch.analysis.noise.grpo_noise_split`.
 
-    ``n_tokens`` of the result is the sum of the ``n_tokens_i``. Raises ``ValueError`` if ``n_rows`` is not a
-    multiple of ``group_size``; fault-injection points ``nan_loss``, ``inf_grad`` and ``update``
-    (:mod:`rlbatch.faults`) are checked per micro-batch.
+    ``n_tokens`` of the result is the sum of the ``n_tokens_i``. ``backward(loss, params) -> loss``: the backward
+    pass (default :func:`backward_pass`). Raises ``ValueError`` if ``n_rows`` is not a multiple of ``group_size``.
     """
+    backward = backward or backward_pass
     params = [p for p in module.parameters() if p.requires_grad]
     if group_size is None:
         layout = [(idx, -1) for idx in micro_batches(n_rows, micro_batch_size)]
@@ -426,12 +433,7 @@ def accumulate(module, n_rows: int, micro_batch_size: int, loss_of, *, group_siz
         for p in params:
             p.grad = None
         loss, n_i, st = loss_of(idx)
-        if faults.armed("nan_loss"):
-            loss = loss * float("nan")
-        loss.backward()
-        if faults.armed("inf_grad"):
-            next(p for p in params if p.grad is not None).grad.view(-1)[0] = float("inf")
-        faults.fault("update")
+        loss = backward(loss, params)
         grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
         n_i = int(n_i)
         if prompt < 0:
@@ -507,7 +509,7 @@ def accumulate_gradients(model, rollout: Rollout, adv: torch.Tensor, micro_batch
                          ref_model=None, kl_coef: float = 0.0, *, group_size: int | None = None,
                          split_groups: int = 1, temperature: float = 1.0,
                          old_logp: torch.Tensor | None = None, share_prompts: bool = True,
-                         prepared: list[PreparedPass] | None = None) -> GradResult:
+                         prepared: list[PreparedPass] | None = None, backward=None) -> GradResult:
     """Forward/backward over micro-batches of the retained ``rollout`` ([B, ...], advantages ``adv`` [B]); leaves
     the full-batch gradient (token-level mean loss) in ``p.grad`` (:func:`accumulate`). With ``group_size`` G
     (rows grouped by prompt, B a multiple of G) the micro-batches are laid out by prompt (:func:`prompt_layout`,
@@ -519,7 +521,7 @@ def accumulate_gradients(model, rollout: Rollout, adv: torch.Tensor, micro_batch
     sampling ``temperature``, a group's prompt computed once per micro-batch with ``share_prompts``
     (:func:`token_logprobs`). ``prepared``: the passes' trim bounds and layouts computed ahead
     (:func:`prepare_passes` with the same micro-batch size and split), used in order. Noise inputs as in
-    :func:`accumulate`.
+    :func:`accumulate` (``backward``: its backward pass).
     """
     adv = adv.to(rollout.response_ids.device)
     n_tokens = int(rollout.response_mask.sum())
@@ -543,7 +545,7 @@ def accumulate_gradients(model, rollout: Rollout, adv: torch.Tensor, micro_batch
         return loss, int(mb.response_mask.sum()), st
 
     res = accumulate(model, rollout.response_ids.shape[0], micro_batch_size, loss_of, group_size=group_size,
-                     split_groups=split_groups)
+                     split_groups=split_groups, backward=backward)
     res.stats = {"clipped": 0.0, "kl": 0.0, **res.stats}
     return res
 
@@ -628,7 +630,7 @@ def optimizer_step(model, optimizer: torch.optim.Optimizer, lr: float, max_grad_
 
 
 def grpo_updates(model, optimizer, lr: float, kept, adv, cfg, micro: int, ref_model=None,
-                old_logp=None, prepared=None):
+                 old_logp=None, prepared=None, backward=None):
     """The GRPO updates of one step on the retained rollout ``kept`` ([B_ret, ...], rows grouped by prompt) with
     advantages ``adv`` [B_ret]: ``cfg.ppo_epochs`` passes over mini-batches of ``cfg.update_batch`` responses (whole
     groups, in order; the last one smaller when filtering left fewer), one optimizer step each, every update's loss
@@ -663,7 +665,8 @@ def grpo_updates(model, optimizer, lr: float, kept, adv, cfg, micro: int, ref_mo
                                       split_groups=cfg.noise_split_groups, temperature=cfg.temperature,
                                       old_logp=None if old is None else old[i.to(old.device)],
                                       share_prompts=cfg.share_prompts,
-                                      prepared=prepared if len(minis) == 1 and cfg.ppo_epochs == 1 else None)
+                                      prepared=prepared if len(minis) == 1 and cfg.ppo_epochs == 1 else None,
+                                      backward=backward)
             if not math.isfinite(gr.loss):
                 raise NonFiniteError(f"non-finite loss ({gr.loss})")
             gnorm = optimizer_step(model, optimizer, lr, cfg.max_grad_norm, gr.grad_sq_big)
@@ -697,5 +700,5 @@ def grpo_update(learner: Learner, batch: Batch, step: int) -> UpdateResult:
         rec, n_tok = grpo_updates(learner.model, learner.optimizer, learner.lr, batch.rollout.select(rows),
                                   adv.view(-1)[rows], cfg, learner.micro, learner.ref_model,
                                   old_logp=None if blp is None else blp[rows],
-                                  prepared=batch.prepared_passes(rows.tolist()))
+                                  prepared=batch.prepared_passes(rows.tolist()), backward=learner.backward)
     return UpdateResult(rec, b_ret, int(keep.sum()), int(keep.numel()), n_tok)

@@ -197,7 +197,7 @@ def setup(cfg, policy, tokenizer) -> PPOParts:
 
 
 def ppo_step(model, actor_opt, actor_lr: float, parts: PPOParts, ro: Rollout, rewards: torch.Tensor, cfg,
-             micro: int, step: int, ref_model=None) -> tuple[dict, int]:
+             micro: int, step: int, ref_model=None, backward=None) -> tuple[dict, int]:
     """One PPO update on the rollout batch ``ro`` ([B, ...]) with rewards [B]: critic forward (values), GAE and
     whitened advantages, one critic step (clipped value loss), then — after ``cfg.critic_warmup_steps`` steps —
     one actor step (clipped surrogate with per-token advantages, optional k3 KL to ``ref_model``).
@@ -207,7 +207,8 @@ def ppo_step(model, actor_opt, actor_lr: float, parts: PPOParts, ro: Rollout, re
     updated, every actor metric the GRPO step logs (``grad_norm/actor``, ``loss``, ``noise/*``, ``clip_frac``...).
     """
     if cfg.ppo_epochs > 1 or cfg.update_batch < ro.response_ids.shape[0]:
-        return ppo_step_minibatches(model, actor_opt, actor_lr, parts, ro, rewards, cfg, micro, step, ref_model)
+        return ppo_step_minibatches(model, actor_opt, actor_lr, parts, ro, rewards, cfg, micro, step, ref_model,
+                                    backward)
     B = ro.response_ids.shape[0]
     mask = ro.response_mask
     n_tokens = int(mask.sum())
@@ -229,7 +230,7 @@ def ppo_step(model, actor_opt, actor_lr: float, parts: PPOParts, ro: Rollout, re
         loss, st = clipped_value_loss(v, old, ret, mb.response_mask, cfg.value_clip, n_tokens)
         return loss, int(mb.response_mask.sum()), st
 
-    cr = accumulate(critic, B, micro, value_loss_of)
+    cr = accumulate(critic, B, micro, value_loss_of, backward=backward)
     if not math.isfinite(cr.loss):
         raise NonFiniteError(f"non-finite value loss ({cr.loss})")
     cnorm = optimizer_step(critic, parts.optimizer, parts.lr, cfg.max_grad_norm)
@@ -260,7 +261,7 @@ def ppo_step(model, actor_opt, actor_lr: float, parts: PPOParts, ro: Rollout, re
                                    ref_logp, cfg.kl_coef)
         return loss, int(mb.response_mask.sum()), st
 
-    ar = accumulate(model, B, micro, actor_loss_of)
+    ar = accumulate(model, B, micro, actor_loss_of, backward=backward)
     if not math.isfinite(ar.loss):
         raise NonFiniteError(f"non-finite loss ({ar.loss})")
     gnorm = optimizer_step(model, actor_opt, actor_lr, cfg.max_grad_norm)
@@ -276,7 +277,7 @@ def ppo_step(model, actor_opt, actor_lr: float, parts: PPOParts, ro: Rollout, re
 
 
 def ppo_step_minibatches(model, actor_opt, actor_lr: float, parts: PPOParts, ro: Rollout, rewards: torch.Tensor,
-                         cfg, micro: int, step: int, ref_model=None) -> tuple[dict, int]:
+                         cfg, micro: int, step: int, ref_model=None, backward=None) -> tuple[dict, int]:
     """PPO as verl and baselines run it: the old values (no gradient), GAE, whitened advantages (over the whole
     rollout) and old log-probabilities are computed once; then ``cfg.ppo_epochs`` passes over mini-batches of
     ``cfg.update_batch`` responses (in order), each one critic step (clipped value loss against the old values)
@@ -316,7 +317,7 @@ def ppo_step_minibatches(model, actor_opt, actor_lr: float, parts: PPOParts, ro:
                 loss, st = clipped_value_loss(v, vals[r], rets[r], mb.response_mask, cfg.value_clip, n_sub)
                 return loss, int(mb.response_mask.sum()), st
 
-            cr = accumulate(critic, len(idx), micro, value_loss_of)
+            cr = accumulate(critic, len(idx), micro, value_loss_of, backward=backward)
             if not math.isfinite(cr.loss):
                 raise NonFiniteError(f"non-finite value loss ({cr.loss})")
             cnorm = optimizer_step(critic, parts.optimizer, parts.lr, cfg.max_grad_norm)
@@ -346,7 +347,7 @@ def ppo_step_minibatches(model, actor_opt, actor_lr: float, parts: PPOParts, ro:
                                            ref_logp, cfg.kl_coef)
                 return loss, int(mb.response_mask.sum()), st
 
-            ar = accumulate(model, len(idx), micro, actor_loss_of)
+            ar = accumulate(model, len(idx), micro, actor_loss_of, backward=backward)
             if not math.isfinite(ar.loss):
                 raise NonFiniteError(f"non-finite loss ({ar.loss})")
             gnorm = optimizer_step(model, actor_opt, actor_lr, cfg.max_grad_norm)
@@ -379,7 +380,7 @@ def ppo_update(learner: Learner, batch: Batch, step: int) -> UpdateResult:
     filtering), so all P prompts count as retained."""
     cfg = learner.cfg
     rec, n_tok = ppo_step(learner.model, learner.optimizer, learner.lr, learner.critic, batch.rollout, batch.rewards,
-                          cfg, learner.micro, step, learner.ref_model)
+                          cfg, learner.micro, step, learner.ref_model, learner.backward)
     return UpdateResult(rec, len(batch.items), cfg.prompts_per_step, cfg.prompts_per_step, n_tok)
 
 

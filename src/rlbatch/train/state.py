@@ -101,8 +101,10 @@ class UpdateResult:
 class Learner:
     """The policy being trained and what an update function needs besides the batch: its ``optimizer`` and
     learning rate ``lr``, the run's ``cfg`` (:class:`rlbatch.train.trainer.TrainConfig`), ``micro`` (responses per
-    micro-batch), the frozen ``ref_model`` of the KL term (None without one) and PPO's ``critic``
-    (:class:`rlbatch.train.ppo.PPOParts`; None for GRPO)."""
+    micro-batch), the frozen ``ref_model`` of the KL term (None without one), PPO's ``critic``
+    (:class:`rlbatch.train.ppo.PPOParts`; None for GRPO) and ``backward(loss, params) -> loss``, each
+    micro-batch's backward pass (None: :func:`rlbatch.train.grpo.backward_pass`; the trainer's carries the armed
+    fault points)."""
 
     model: Any
     optimizer: Any
@@ -111,3 +113,4 @@ class Learner:
     micro: int
     ref_model: Any = None
     critic: Any = None
+    backward: Any = None

@@ -42,7 +42,7 @@ from rlbatch.runstore import (CHECKPOINT, EVAL_JSONL, METRICS_JSONL, JsonlWriter
                               save_checkpoint, set_rng_states, truncate_lines, unlock_run_dir, update_meta,
                               write_error, write_meta)
 from rlbatch.train import async_rollout, ppo, tasks
-from rlbatch.train.grpo import NonFiniteError, grpo_update, make_adamw
+from rlbatch.train.grpo import NonFiniteError, backward_pass, grpo_update, make_adamw
 from rlbatch.train.models import load_model
 from rlbatch.train.precision import precision_context
 from rlbatch.train.rollout import (Batch, GenStats, RolloutSource, Sampler, SyncRollouts, evaluate,
@@ -429,7 +429,7 @@ def setup(cfg: TrainConfig, out: Path, lr: float, micro: int, resume: bool, prog
     optimizer = make_adamw(model.parameters(), lr=lr, betas=cfg.adam_betas, eps=cfg.adam_eps,
                            weight_decay=cfg.weight_decay)
     critic = ppo.setup(cfg, model, tok) if cfg.algo == "ppo" else None
-    learner = Learner(model, optimizer, lr, cfg, micro, ref_model, critic)
+    learner = Learner(model, optimizer, lr, cfg, micro, ref_model, critic, faults.around_backward(backward_pass))
     state, saved, ck = StepState(), None, {}
     if resume and ckpt_path.exists():
         ck = load_checkpoint(ckpt_path, cfg.device)
