@@ -124,7 +124,8 @@ from datasets import Dataset
 from trl import GRPOConfig, GRPOTrainer
 
 from rlbatch.integrations.trl import attach
-from rlbatch.train.models import char_tokenizer, tiny_model
+from rlbatch.train.model_base import char_tokenizer
+from rlbatch.train.models import tiny_model
 
 tok = char_tokenizer()
 model = tiny_model(0, tok)

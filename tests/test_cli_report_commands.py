@@ -109,20 +109,21 @@ def test_bad_model_or_task_is_named_first(monkeypatch, capsys, tmp_path, args, n
 
 def test_a_failed_run_leaves_no_stale_lock(monkeypatch, tmp_path):
     import rlbatch.train.trainer as trainer
+    from rlbatch.runstore import LOCK
     from rlbatch.train.config import TrainConfig
 
     def boom(*a, **k):
-        assert (tmp_path / "old" / trainer.LOCK).exists() or (tmp_path / "new" / trainer.LOCK).exists()
+        assert (tmp_path / "old" / LOCK).exists() or (tmp_path / "new" / LOCK).exists()
         raise UserError("failed on purpose")
 
-    monkeypatch.setattr(trainer, "_train", boom)
+    monkeypatch.setattr(trainer, "setup", boom)
     cfg = TrainConfig(model="tiny-random", lr=1e-4, prompts_per_step=2, group_size=4, samples=16)
     (tmp_path / "old").mkdir()
     (tmp_path / "old" / "keep.txt").write_text("x")
     for out in (tmp_path / "old", tmp_path / "new"):
         with pytest.raises(UserError, match="failed on purpose"):
             trainer.train(cfg, out, progress=False)
-    assert not (tmp_path / "old" / trainer.LOCK).exists() and (tmp_path / "old" / "keep.txt").exists()
+    assert not (tmp_path / "old" / LOCK).exists() and (tmp_path / "old" / "keep.txt").exists()
     assert not (tmp_path / "new").exists()  # created for the run, empty after it failed: removed
 
 

@@ -19,7 +19,7 @@ import _fault_run as fr  # noqa: E402
 
 from rlbatch import cli  # noqa: E402
 from rlbatch.errors import UserError  # noqa: E402
-from rlbatch.train.trainer import TIME_KEYS  # noqa: E402
+from rlbatch.runstore import TIME_KEYS  # noqa: E402
 
 HELPER = Path(fr.__file__)
 SRC = Path(__file__).resolve().parents[1] / "src"
@@ -188,7 +188,7 @@ def test_unwritable_output_directories(monkeypatch, capsys, tmp_path):
     # a run directory locked by another process (a second trainer on the same --out)
     out = tmp_path / "run"
     out.mkdir()
-    from rlbatch.train.trainer import lock_run_dir
+    from rlbatch.runstore import lock_run_dir
 
     held = lock_run_dir(out)
     try:

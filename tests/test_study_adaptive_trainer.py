@@ -12,7 +12,7 @@ pytest.importorskip("torch")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _train_helpers import coin_task  # noqa: E402
 
-from rlbatch.train.trainer import TIME_KEYS  # noqa: E402
+from rlbatch.runstore import TIME_KEYS  # noqa: E402
 
 from rlbatch.backends.local import run_trial  # noqa: E402
 from rlbatch.study.ladder import TrialSpec  # noqa: E402

@@ -10,8 +10,9 @@ torch = pytest.importorskip("torch")
 
 from rlbatch.errors import UserError  # noqa: E402
 from rlbatch.train.grpo import accumulate_gradients, group_advantages, micro_batches, optimizer_step  # noqa: E402
+from rlbatch.runstore import TIME_KEYS  # noqa: E402
 from rlbatch.train.config import make_config  # noqa: E402
-from rlbatch.train.trainer import TIME_KEYS, train  # noqa: E402
+from rlbatch.train.trainer import train  # noqa: E402
 
 from _train_helpers import Kill as _Kill, coin_task, fresh, killing_task  # noqa: E402
 

@@ -1,5 +1,5 @@
-"""GRPO micro-batches laid out by prompt and the unbiased simple noise scale with its between/within-prompt split
-(issue 12): a planted noise model through the real ``accumulate``, the layout, gradient equality, trainer metrics."""
+"""GRPO micro-batches laid out by prompt and the unbiased simple noise scale with its between/within-prompt split:
+a planted noise model through the real ``accumulate``, the layout, gradient equality, trainer metrics."""
 
 import json
 import math
@@ -61,7 +61,7 @@ TRUE_B_SIMPLE = (G * TR_B + TR_W) / 1.0  # 128 responses
 def _planted_steps(micro, steps, group_size=G, seed=0):
     """Per-step noise metrics of ``accumulate`` on planted gradients g_pi = G_true + u_p + e_pi (u_p ~ N(0,
     TR_B/D I), e_pi ~ N(0, TR_W/D I), |G_true| = 1), P prompts x G responses, one token per response.
-    ``group_size=None`` is the contiguous layout of independent responses (PPO's, and GRPO's before issue 12)."""
+    ``group_size=None`` is the contiguous layout of independent responses (PPO's)."""
     gen = torch.Generator().manual_seed(seed)
     g_true = torch.ones(D) / math.sqrt(D)
     m = _Planted(D)

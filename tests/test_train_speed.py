@@ -50,7 +50,8 @@ def test_trim_and_scored_positions_keep_log_probs(tiny):
 def test_fast_gelu_matches_new_gelu():
     from transformers.activations import GELUTanh, NewGELUActivation
 
-    from rlbatch.train.models import char_tokenizer, fast_activations, tiny_model
+    from rlbatch.train.model_base import char_tokenizer
+    from rlbatch.train.models import fast_activations, tiny_model
 
     m = tiny_model(0, char_tokenizer())
     slow = copy.deepcopy(m)

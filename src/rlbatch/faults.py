@@ -17,7 +17,12 @@ Error points: ``nan_loss`` (the loss of micro-batch ``nth`` becomes NaN), ``inf_
 +Inf), ``enospc_metrics`` / ``enospc_eval`` / ``enospc_checkpoint`` (the write fails half-way with
 ``OSError(ENOSPC)``, as on a full disk).
 
-Cost when unset: one environment lookup per call.
+The trainer installs the step counter and the ``gen``, ``nan_loss``, ``inf_grad``, ``update`` and ``optim`` points
+at set-up (:func:`counting_steps`, :func:`before` around the samplers of the decode loop, :func:`around_backward`
+around each micro-batch's backward pass, :func:`then` around the update): when ``RLBATCH_FAULT`` is unset they
+return the wrapped function itself, so the training, update and decode loops pay nothing. The write points
+(checkpoint, metrics and eval lines) are checked where the writes happen; there, when unset, one environment lookup
+per write.
 """
 
 from __future__ import annotations
@@ -25,6 +30,9 @@ from __future__ import annotations
 import errno
 import os
 import signal
+from typing import Callable, TypeVar
+
+F = TypeVar("F", bound=Callable)
 
 ENV = "RLBATCH_FAULT"
 _step = 0
@@ -81,3 +89,66 @@ def fault(point: str) -> None:
 def enospc(path: str | os.PathLike | None = None) -> OSError:
     """The error a full disk raises."""
     return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), None if path is None else str(path))
+
+
+def configured() -> bool:
+    """True when ``RLBATCH_FAULT`` names at least one fault."""
+    return bool(os.environ.get(ENV))
+
+
+def counting_steps(get: F, run: str | None) -> F:
+    """``get(step, ...)`` that first starts the hit counters of optimizer step ``step`` of run ``run``
+    (:func:`set_step`); ``get`` itself when no fault is configured."""
+    if not configured():
+        return get
+
+    def counted(step: int, *args, **kwargs):
+        set_step(step, run)
+        return get(step, *args, **kwargs)
+
+    return counted  # type: ignore[return-value]
+
+
+def before(point: str, fn: F) -> F:
+    """The kill point ``point`` (:func:`fault`), then ``fn``; ``fn`` itself when no fault is configured."""
+    if not configured():
+        return fn
+
+    def wrapped(*args, **kwargs):
+        fault(point)
+        return fn(*args, **kwargs)
+
+    return wrapped  # type: ignore[return-value]
+
+
+def around_backward(backward: F) -> F:
+    """``backward(loss, params) -> loss`` (a micro-batch's backward pass) with the update's fault points:
+    ``nan_loss`` (the loss becomes NaN before it; the NaN loss is returned), ``inf_grad`` (the first parameter
+    gradient's first entry becomes +Inf after it) and the kill point ``update`` (after it); ``backward`` itself when
+    no fault is configured."""
+    if not configured():
+        return backward
+
+    def faulty(loss, params):
+        if armed("nan_loss"):
+            loss = loss * float("nan")
+        loss = backward(loss, params)
+        if armed("inf_grad"):
+            next(p for p in params if p.grad is not None).grad.view(-1)[0] = float("inf")
+        fault("update")
+        return loss
+
+    return faulty  # type: ignore[return-value]
+
+
+def then(point: str, fn: F) -> F:
+    """``fn`` followed by the kill point ``point`` (:func:`fault`); ``fn`` itself when no fault is configured."""
+    if not configured():
+        return fn
+
+    def wrapped(*args, **kwargs):
+        out = fn(*args, **kwargs)
+        fault(point)
+        return out
+
+    return wrapped  # type: ignore[return-value]

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import random
 import re
 import tempfile
 import warnings
@@ -26,11 +27,17 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from rlbatch import faults
 from rlbatch.errors import UserError
 
 RUN_JSON = "run.json"
 METRICS_JSONL = "metrics.jsonl"
 EVAL_JSONL = "eval.jsonl"
+CHECKPOINT = "checkpoint.pt"
+LOCK = ".lock"
+#: Metric keys that measure time (excluded when comparing a resumed run with an uninterrupted one).
+TIME_KEYS = ("time/gen_s", "time/reward_s", "time/train_s", "time/step_s", "time/cpu_s", "time/wall_s",
+             "time/eval_s")
 
 #: Canonical metric names (DESIGN.md). Readers map foreign names onto these; see ``rlbatch.readers.names``.
 CANONICAL_METRICS: dict[str, str] = {
@@ -201,10 +208,11 @@ def atomic_write_text(path: Path | str, text: str) -> None:
         if isinstance(err, OSError) and err.filename is None:  # e.g. disk full on write: name the file
             raise OSError(err.errno, err.strerror, str(path)) from None
         raise
-    _fsync_dir(path.parent)
+    fsync_dir(path.parent)
 
 
-def _fsync_dir(directory: Path) -> None:
+def fsync_dir(directory: Path) -> None:
+    """fsync a directory (after a rename into it), so the new entry survives a crash; errors are ignored."""
     try:
         fd = os.open(directory, os.O_RDONLY)
     except OSError:
@@ -247,8 +255,6 @@ class JsonlWriter:
         self._point = self.path.stem
 
     def append(self, obj: dict[str, Any]) -> None:
-        from rlbatch import faults
-
         data = (dumps(obj) + "\n").encode("utf-8")
         fd = self._fd
         if fd is None:
@@ -483,3 +489,167 @@ def iter_run_dirs(root: Path | str) -> Iterable[Path]:
         return
     for p in sorted(root.rglob(RUN_JSON)):
         yield p.parent
+
+
+def finite_record(rec: dict[str, Any]) -> dict[str, Any]:
+    """``rec`` with every non-finite float (NaN, +-Inf) replaced by None (written as ``null``), as the trainer and
+    the TRL callback log their lines."""
+    return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in rec.items()}
+
+
+# --------------------------------------------------------------------------------------------------- run directories
+def check_writable(out: Path) -> None:
+    """Create ``out`` and check a file can be written there; :class:`UserError` otherwise."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / ".write-test"
+        probe.write_text("ok")
+        probe.unlink()
+    except OSError as err:
+        raise UserError(f"output directory is not writable ({err.strerror})", path=str(out)) from None
+
+
+def truncate_lines(path: Path, n: int) -> None:
+    """Keep the first ``n`` complete lines of ``path`` (a resumed run drops the lines written after its
+    checkpoint), rewritten atomically; nothing when the file is missing or already has exactly ``n``."""
+    if not path.exists():
+        return
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    lines = [x for x in lines if x.endswith("\n")]
+    if len(lines) != n:
+        atomic_write_text(path, "".join(lines[:n]))
+
+
+def lock_run_dir(out: Path):
+    """Take an exclusive lock on ``out/.lock`` for this process (released when it exits, even by ``kill -9``), so
+    two trainers never write one run directory; :class:`UserError` if another process holds it. Returns the open
+    file (keep it open while training); None where ``fcntl`` is unavailable."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        return None
+    fh = open(out / LOCK, "a+")
+    try:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        fh.seek(0)
+        holder = fh.read().strip() or "?"
+        fh.close()
+        raise UserError(f"directory is in use by another rlbatch process (pid {holder})", path=str(out)) from None
+    fh.seek(0)
+    fh.truncate()
+    fh.write(str(os.getpid()))
+    fh.flush()
+    return fh
+
+
+def unlock_run_dir(out: Path, lock, existed: bool = True) -> None:
+    """Release :func:`lock_run_dir`'s ``lock`` leaving no stale ``.lock`` (removed while still held); a directory
+    that did not exist before (``existed`` False) and is still empty is removed, so a run that failed before
+    writing anything leaves nothing behind."""
+    if lock is None:
+        return
+    (out / LOCK).unlink(missing_ok=True)
+    lock.close()
+    if not existed and out.is_dir() and not any(out.iterdir()):
+        out.rmdir()
+
+
+def remove_stale_temps(out: Path) -> None:
+    """Remove temp files a killed writer left behind (``.checkpoint.pt.tmp``, ``.run.json.*.tmp``,
+    ``.metrics.jsonl.*.tmp``, ...); call only while holding the run directory's lock."""
+    for p in out.glob(".*.tmp"):
+        try:
+            p.unlink()
+        except OSError:
+            pass
+
+
+# --------------------------------------------------------------------------------------------------- checkpoints
+# torch is imported inside the checkpoint functions: the CLI and the log readers import this module without torch.
+def rng_states() -> dict:
+    """The Python, numpy and torch (CPU) random-number-generator states, for a checkpoint."""
+    import torch
+
+    return {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+
+
+def set_rng_states(s: dict) -> None:
+    """Restore :func:`rng_states`."""
+    import torch
+
+    random.setstate(s["python"])
+    np.random.set_state(s["numpy"])
+    torch.set_rng_state(s["torch"])
+
+
+class _Sink:
+    """The checkpoint's file as ``torch.save`` sees it: passes writes through, keeps the ``OSError`` of a failed
+    write (torch reports it as a bare ``RuntimeError``) and hosts the ``ckpt_write`` / ``enospc_checkpoint``
+    fault points (:mod:`rlbatch.faults`), which fire on the third write, with part of the file on disk."""
+
+    def __init__(self, fh):
+        self.fh, self.n, self.error = fh, 0, None
+        self.kill, self.full = faults.armed("ckpt_write"), faults.armed("enospc_checkpoint")
+
+    def write(self, data) -> int:
+        self.n += 1
+        try:
+            if self.n == 3 and (self.kill or self.full):
+                self.fh.write(data[: len(data) // 2])
+                self.fh.flush()
+                if self.kill:
+                    os.fsync(self.fh.fileno())
+                    faults.kill()
+                raise faults.enospc()
+            return self.fh.write(data)
+        except OSError as err:
+            self.error = err
+            raise
+
+    def flush(self) -> None:
+        self.fh.flush()
+
+
+def save_checkpoint(out: Path, model, optimizer, state: dict, extra: dict | None = None) -> None:
+    """Atomically write ``out/checkpoint.pt`` (temp file + fsync + rename + directory fsync): model and optimizer
+    state dicts, RNG states (:func:`rng_states`) and the loop ``state`` (a plain dict: step = data-sampler
+    position, counters, metrics/eval line counts), plus ``extra`` entries. A kill at any moment leaves the previous
+    checkpoint in place and loadable (at worst a stale ``.checkpoint.pt.tmp``, removed on resume). A failed write
+    (disk full) removes the temp file and raises ``OSError`` naming ``out/checkpoint.pt``; the previous checkpoint
+    stays."""
+    import torch
+
+    final = out / CHECKPOINT
+    tmp = out / f".{CHECKPOINT}.tmp"
+    sink = None
+    try:
+        with open(tmp, "wb") as fh:
+            sink = _Sink(fh)
+            torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "rng": rng_states(),
+                        "state": state, **(extra or {})}, sink)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, final)
+    except (OSError, RuntimeError) as err:
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
+        cause = err if isinstance(err, OSError) else (sink.error if sink is not None else None)
+        if cause is None:
+            raise
+        raise OSError(cause.errno, cause.strerror, str(final)) from None
+    fsync_dir(out)
+    faults.fault("ckpt_done")
+
+
+def load_checkpoint(path: Path, device: str) -> dict:
+    """Read a checkpoint written by :func:`save_checkpoint`; :class:`UserError` naming the file if unreadable."""
+    import torch
+
+    try:
+        return torch.load(path, map_location=device, weights_only=False)
+    except Exception as err:  # noqa: BLE001 - truncated or foreign file
+        raise UserError(f"cannot read checkpoint ({type(err).__name__}: {str(err).splitlines()[0][:200]}); move it "
+                        "away to restart the run from scratch", path=str(path)) from None

@@ -24,6 +24,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from rlbatch.backends.local_trl import run_trial_trl
 from rlbatch.errors import UserError
+from rlbatch.procs import die_with_parent
+from rlbatch.runstore import check_writable, lock_run_dir, remove_stale_temps
 from rlbatch.study.ladder import TrialSpec
 from rlbatch.study.manifest import TRIALS_DIR, read_manifest, trial_finished, write_manifest
 
@@ -37,23 +39,9 @@ def run_trial(spec: TrialSpec, run_dir: Path | str) -> Path:
 
 
 # --------------------------------------------------------------------------------------------------- workers
-def _die_with_parent(parent_pid: int) -> None:
-    """Linux: have the kernel SIGKILL this worker when the sweep process dies (even by ``kill -9``), so no
-    orphaned worker keeps writing a trial that the re-run sweep resumes. Exits at once if the parent is gone."""
-    try:
-        import ctypes
-        import signal
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):  # pragma: no cover - not Linux
-        pass
-    if os.getppid() != parent_pid:
-        os._exit(1)
-
-
 def _init_worker(threads: int, parent_pid: int | None = None) -> None:
     if parent_pid is not None:
-        _die_with_parent(parent_pid)
+        die_with_parent(parent_pid)
     os.environ["OMP_NUM_THREADS"] = str(threads)
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     warnings.filterwarnings("ignore")
@@ -99,7 +87,6 @@ def run_sweep(specs: list[TrialSpec], out: Path | str, *, workers: int = 1, thre
     ``runner``: ``local`` (our trainer) or ``trl`` (each trial with TRL's GRPOTrainer,
     :mod:`rlbatch.backends.local_trl`);
     it is the manifest's ``backend``. Returns the manifest."""
-    from rlbatch.train.trainer import check_writable, lock_run_dir, remove_stale_temps  # lazy: imports torch
 
     out = Path(out)
     check_writable(out)

@@ -58,7 +58,6 @@ Everything else of the user's run is unchanged: the hooks only read gradients; t
 from __future__ import annotations
 
 import json
-import math
 import os
 import platform
 import threading
@@ -67,9 +66,17 @@ import warnings
 from pathlib import Path
 from typing import Any, Callable
 
+import torch
+import transformers
 from transformers import TrainerCallback
 
 from rlbatch.errors import UserError
+from rlbatch.readers.collect import load_all
+from rlbatch.runstore import JsonlWriter, atomic_write_text, finite_record, make_meta, update_meta, write_meta
+from rlbatch.train.grpo import GradResult, grpo_noise_metrics, harmonic_mean
+from rlbatch.train.state import StepState
+from rlbatch.watch import line as watch_line
+from rlbatch.watch import predict
 
 _SKIP_SHUFFLE = threading.local()  # set while an attached trainer prepares its inputs (see _patch_shuffle)
 
@@ -92,14 +99,6 @@ def _patch_shuffle() -> None:
     gt.shuffle_sequence_dict = shuffle_sequence_dict
 
 
-def _hmean(xs: list[float]) -> float:
-    return float(len(xs) / sum(1.0 / x for x in xs)) if xs else float("nan")
-
-
-def _clean(rec: dict[str, Any]) -> dict[str, Any]:
-    return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in rec.items()}
-
-
 def _truncate_jsonl(path: Path, keep: Callable[[dict], bool]) -> list[dict]:
     """Keep the leading lines of ``path`` for which ``keep`` holds (a resumed run drops what came after its
     checkpoint); returns them."""
@@ -115,8 +114,6 @@ def _truncate_jsonl(path: Path, keep: Callable[[dict], bool]) -> list[dict]:
             break
         kept.append(rec)
         lines.append(line)
-    from rlbatch.runstore import atomic_write_text
-
     atomic_write_text(path, "".join(x + "\n" for x in lines))
     return kept
 
@@ -158,7 +155,8 @@ class RlbatchCallback(TrainerCallback):
         self.prediction = None
         self.trainer = None
         self.cur: dict[str, Any] = {}
-        self.state: dict[str, Any] = {}
+        self.state = StepState()
+        self.stop_reason: str | None = None
         self._metrics = self._evals = None
 
     # ------------------------------------------------------------------------------------------- instrumentation
@@ -244,8 +242,6 @@ class RlbatchCallback(TrainerCallback):
         return hook
 
     def _on_rewards(self, rewards_per_func) -> None:
-        import torch
-
         tr = self.trainer
         w = tr.reward_weights.to(rewards_per_func.device)
         r = (rewards_per_func * w.unsqueeze(0)).nansum(dim=1).float().cpu()
@@ -276,8 +272,6 @@ class RlbatchCallback(TrainerCallback):
         self.cur["in_micro"] = True
 
     def _micro_end(self) -> None:
-        import torch
-
         self.cur["in_micro"] = False
         if "lens" not in self.cur or "keep" not in self.cur:
             return
@@ -306,8 +300,6 @@ class RlbatchCallback(TrainerCallback):
         return self.m * self.k / max(responses, 1)  # grpo / dr_grpo: mean over m responses, / k micro-batches
 
     def _noise(self, b_ret: int, t_ret: float) -> dict[str, float]:
-        from rlbatch.train.grpo import GradResult, grpo_noise_metrics
-
         gn = self.cur.get("grad_norm")
         if not self.noise_ok or gn is None or b_ret == 0 or self.cur.get("hook_multi"):
             return {}  # hook_multi: a parameter's gradient came in parts, so |c_u|^2 is not the sum of the hooks'
@@ -324,9 +316,9 @@ class RlbatchCallback(TrainerCallback):
             return {}
         mean = lambda xs: float(sum(x for x, _ in xs) / len(xs)) if xs else float("nan")  # noqa: E731
         res = GradResult(loss=float("nan"), grad_sq_small=mean(units), grad_sq_big=big,
-                         b_small=_hmean([r for _, r in units]), n_micro=len(self.cur.get("micro", [])),
+                         b_small=harmonic_mean([r for _, r in units]), n_micro=len(self.cur.get("micro", [])),
                          n_tokens=int(t_ret), stats={}, grad_sq_micro=mean(parts), grad_sq_prompt=mean(prompts),
-                         b_micro=_hmean([r for _, r in parts]), group_size=self.G, prompts=b_ret // self.G,
+                         b_micro=harmonic_mean([r for _, r in parts]), group_size=self.G, prompts=b_ret // self.G,
                          split_prompts=len(prompts))
         return grpo_noise_metrics(res, b_ret)
 
@@ -341,15 +333,9 @@ class RlbatchCallback(TrainerCallback):
         dt = time.perf_counter() - t
         if was_training:
             model.train()
-        st = self.state
-        self._evals.append(_clean({"step": st["step"], "samples/retained": st["samples/retained"],
-                                   "samples/generated": st["samples/generated"], "eval/score": float(score),
-                                   "eval/n": int(n), "time/eval_s": dt, "time/wall_s": st["time/wall_s"]}))
-        st["last_eval_step"] = st["step"]
+        self._evals.append(finite_record(self.state.eval_line(float(score), int(n), dt)))
 
     def on_train_begin(self, args, state, control, model=None, **kw):
-        from rlbatch.runstore import JsonlWriter, make_meta, write_meta
-
         if self.trainer is None:
             raise UserError("RlbatchCallback needs the trainer: use rlbatch.integrations.trl.attach(trainer, OUT) "
                             "instead of passing the callback to GRPOTrainer(callbacks=...)")
@@ -357,26 +343,22 @@ class RlbatchCallback(TrainerCallback):
             return
         self.out.mkdir(parents=True, exist_ok=True)
         step0 = int(state.global_step)
-        st = {"step": 0, "samples/retained": 0, "samples/generated": 0, "tokens/generated": 0, "tokens/trained": 0,
-              "time/wall_s": 0.0, "next_eval": 0, "last_eval_step": None}
+        st = StepState()
         if step0 > 0:  # resumed from a checkpoint: keep the lines up to its step
             kept = _truncate_jsonl(self.out / "metrics.jsonl", lambda r: int(r.get("step", 0)) <= step0)
             evals = _truncate_jsonl(self.out / "eval.jsonl", lambda r: int(r.get("step", 0)) <= step0)
             if kept:
-                last = kept[-1]
-                st.update({k: last.get(k, st[k]) for k in ("step", "samples/retained", "samples/generated",
-                                                           "tokens/generated", "tokens/trained", "time/wall_s")})
+                st = StepState.from_dict({k: v for k, v in kept[-1].items() if k in st.counters() or
+                                          k == "time/wall_s"})
             if evals:
-                st["last_eval_step"] = evals[-1]["step"]
+                st.last_eval_step = evals[-1]["step"]
                 ev = self.eval_every or 0
-                st["next_eval"] = (st["samples/retained"] // ev + 1) * ev if ev else float("inf")
+                st.next_eval = (st.samples_retained // ev + 1) * ev if ev else float("inf")
         else:
             for name in ("metrics.jsonl", "eval.jsonl"):
                 (self.out / name).unlink(missing_ok=True)
         self.state = st
-        import torch
-        import transformers
-        import trl
+        import trl  # the optional dependency this module adapts to: imported when a run starts
 
         G = self.G
         gen_batch = int(args.generation_batch_size)
@@ -396,7 +378,7 @@ class RlbatchCallback(TrainerCallback):
         self._evals = JsonlWriter(self.out / "eval.jsonl")
         if step0 == 0:
             self._write_eval(model)
-            st["next_eval"] = self.eval_every or float("inf")
+            st.next_eval = self.eval_every or float("inf")
 
     def on_step_begin(self, args, state, control, **kw):
         self.cur = {"t0": time.perf_counter(), "c0": time.process_time()}
@@ -407,8 +389,6 @@ class RlbatchCallback(TrainerCallback):
             self.cur["lr"] = float(optimizer.param_groups[0]["lr"])
 
     def on_step_end(self, args, state, control, model=None, **kw):
-        import torch
-
         t1, c1 = time.perf_counter(), time.process_time()
         cur, st = self.cur, self.state
         if not state.is_world_process_zero or "keep" not in cur or self._metrics is None:
@@ -419,41 +399,30 @@ class RlbatchCallback(TrainerCallback):
         rows_keep = keep.repeat_interleave(self.G)
         b_gen, b_ret = int(rewards.numel()), int(rows_keep.sum())
         t_gen, t_ret = float(lens.sum()), float(lens[rows_keep].sum())
-        st["step"] = int(state.global_step)
-        st["samples/retained"] += b_ret
-        st["samples/generated"] += b_gen
-        st["tokens/generated"] += int(t_gen)
-        st["tokens/trained"] += int(t_ret)
-        st["time/wall_s"] += step_s
+        st.advance(int(state.global_step), b_ret, b_gen, int(t_gen), int(t_ret), step_s)
         gn = cur.get("grad_norm")
-        line = {"step": st["step"], "samples/retained": st["samples/retained"],
-                "samples/generated": st["samples/generated"], "tokens/generated": st["tokens/generated"],
-                "tokens/trained": st["tokens/trained"], "time/gen_s": gen_total - reward_s, "time/reward_s": reward_s,
+        line = {**st.counters(), "time/gen_s": gen_total - reward_s, "time/reward_s": reward_s,
                 "time/train_s": step_s - gen_total, "time/step_s": step_s, "time/cpu_s": c1 - cur["c0"],
-                "time/wall_s": st["time/wall_s"], "reward/mean": float(torch.nanmean(rewards)),
+                "time/wall_s": st.wall_s, "reward/mean": float(torch.nanmean(rewards)),
                 "reward/std": float(rewards.std()) if b_gen > 1 else 0.0, "lr": cur.get("lr"),
                 "batch/retained": b_ret, "batch/generated": b_gen, "groups/retained": int(keep.sum()),
                 "groups/generated": int(keep.numel()), "response_length/mean": t_gen / max(b_gen, 1),
                 "train/micro_batches": len(cur.get("micro", [])), "grad_norm/actor": gn,
                 "grad_clipped": bool(args.max_grad_norm and gn is not None and gn > args.max_grad_norm),
                 **self._noise(b_ret, t_ret)}
-        self._metrics.append(_clean(line))
-        if st["samples/retained"] >= st["next_eval"]:
+        self._metrics.append(finite_record(line))
+        if st.eval_due():
             self._write_eval(model)
-            while st["next_eval"] <= st["samples/retained"]:
-                st["next_eval"] += self.eval_every
+            st.schedule_next_eval(self.eval_every)
             if self.target is not None and self.eval_fn is not None:
                 self.check_plan(control)
-        if self.max_samples is not None and st["samples/retained"] >= self.max_samples:
+        if self.max_samples is not None and st.samples_retained >= self.max_samples:
             control.should_training_stop = True
-            st["stop_reason"] = "retained-sample budget reached"
+            self.stop_reason = "retained-sample budget reached"
 
     def check_plan(self, control) -> Any:
         """Re-read this run (and ``compare_with``), log the live prediction and, opted in, stop the trainer when the
         run cannot win (class docstring). Returns the :class:`rlbatch.watch.WatchUpdate`."""
-        from rlbatch.readers.collect import load_all
-        from rlbatch.watch import line, predict
-
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             try:
@@ -463,28 +432,26 @@ class RlbatchCallback(TrainerCallback):
                 return None
         up = predict(runs, target=self.target, n_boot=self.n_boot, path=str(self.out))
         self.prediction = up
-        self.log("rlbatch: " + line(up))
+        self.log("rlbatch: " + watch_line(up))
         mine = next((v for v in up.configs if self.run_id in v.runs), None)
         verdict = next((r for r in up.ranking if mine is not None and r["config"] == mine.config), None)
         if self.stop_when_cannot_win and verdict is not None and verdict["would_stop"]:
             control.should_training_stop = True
-            self.state["stop_reason"] = f"adaptive: {verdict['why']}"
+            self.stop_reason = f"adaptive: {verdict['why']}"
             self.log(f"rlbatch: stopping {self.run_id}: {verdict['why']}")
         return up
 
     def on_train_end(self, args, state, control, model=None, **kw):
-        from rlbatch.runstore import update_meta
-
         if not state.is_world_process_zero or self._metrics is None:
             return
         st = self.state
-        if st.get("last_eval_step") != st["step"]:
+        if st.last_eval_step != st.step:
             self._write_eval(model)
         self._metrics.close()
         self._evals.close()
-        reason = st.get("stop_reason") or f"max_steps {args.max_steps} reached"
-        update_meta(self.out, status="finished", stop_reason=reason, steps=st["step"],
-                    samples_retained=st["samples/retained"], samples_generated=st["samples/generated"])
+        reason = self.stop_reason or f"max_steps {args.max_steps} reached"
+        update_meta(self.out, status="finished", stop_reason=reason, steps=st.step,
+                    samples_retained=st.samples_retained, samples_generated=st.samples_generated)
 
 
 def attach(trainer, out_dir: Path | str, **kw: Any) -> RlbatchCallback:

@@ -55,7 +55,8 @@ def hf_model_dir(model: str) -> Path:
     """The Hugging Face model directory of ``model``: a preset (``tiny``, ``tiny-random``, ``smollm2-135m``) is
     built by :func:`rlbatch.train.models.load_model` and saved once (model + tokenizer) under
     ``$RLBATCH_CACHE/hf/<preset>``; anything else must be an existing model directory and is returned as is."""
-    from rlbatch.train.models import PRESETS, _save_atomic, cache_root, load_model
+    from rlbatch.train.model_base import cache_root, save_pretrained_atomic
+    from rlbatch.train.models import PRESETS, load_model
 
     if model not in PRESETS:
         path = Path(model).expanduser()
@@ -68,7 +69,7 @@ def hf_model_dir(model: str) -> Path:
     target = cache_root() / "hf" / (f"{model}-{TINY_VERSION}" if model.startswith("tiny") else model)
     if not (target / "config.json").is_file():
         m, tok = load_model(model)
-        _save_atomic(m, tok, target)
+        save_pretrained_atomic(m, tok, target)
     return target
 
 

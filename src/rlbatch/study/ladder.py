@@ -96,7 +96,7 @@ class TrialSpec(BaseModel):
                 "seed": self.seed}
 
     def train_config(self):
-        """The trainer's configuration of this trial (:func:`rlbatch.train.trainer.make_config`); raises
+        """The trainer's configuration of this trial (:func:`rlbatch.train.config.make_config`); raises
         :class:`UserError` for an option the trainer does not take."""
         # lazy: the trainer imports torch, which `rlbatch --help` and the launch backends must not pay for
         from rlbatch.train.config import make_config

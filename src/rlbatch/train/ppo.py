@@ -33,11 +33,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from rlbatch import faults
+from rlbatch.analysis.noise import b_simple
 from rlbatch.errors import UserError
-from rlbatch.train.grpo import (GradResult, NonFiniteError, accumulate, clipped_surrogate, make_adamw,  # noqa: F401
-                                micro_batches, optimizer_step, token_logprobs)
-from rlbatch.train.rollout import Rollout, positions
+from rlbatch.train.grpo import (NonFiniteError, accumulate, clipped_surrogate, make_adamw, micro_batches,
+                                mini_batches, old_logprobs, optimizer_step, token_logprobs, was_clipped)
+from rlbatch.train.models import load_model
+from rlbatch.train.rollout import Batch, Rollout, positions
+from rlbatch.train.state import Learner, UpdateResult
 
 
 # --------------------------------------------------------------------------------------------------- the critic
@@ -69,8 +71,6 @@ def build_critic(policy, tokenizer, critic_model: str | None = None, device: str
     if critic_model is None:
         lm = copy.deepcopy(policy)
     else:
-        from rlbatch.train.models import load_model
-
         lm, ctok = load_model(critic_model, device)
         if ctok.get_vocab() != tokenizer.get_vocab():
             raise UserError(f"critic model {critic_model!r} has a different vocabulary from the policy; the critic "
@@ -197,7 +197,7 @@ def setup(cfg, policy, tokenizer) -> PPOParts:
 
 
 def ppo_step(model, actor_opt, actor_lr: float, parts: PPOParts, ro: Rollout, rewards: torch.Tensor, cfg,
-             micro: int, step: int, ref_model=None) -> tuple[dict, int]:
+             micro: int, step: int, ref_model=None, backward=None) -> tuple[dict, int]:
     """One PPO update on the rollout batch ``ro`` ([B, ...]) with rewards [B]: critic forward (values), GAE and
     whitened advantages, one critic step (clipped value loss), then — after ``cfg.critic_warmup_steps`` steps —
     one actor step (clipped surrogate with per-token advantages, optional k3 KL to ``ref_model``).
@@ -206,10 +206,9 @@ def ppo_step(model, actor_opt, actor_lr: float, parts: PPOParts, ro: Rollout, re
     ``value/mean``, ``value/explained_variance``, ``returns/mean``, ``noise/critic_*`` and, when the actor
     updated, every actor metric the GRPO step logs (``grad_norm/actor``, ``loss``, ``noise/*``, ``clip_frac``...).
     """
-    from rlbatch.analysis.noise import b_simple
-
     if cfg.ppo_epochs > 1 or cfg.update_batch < ro.response_ids.shape[0]:
-        return ppo_step_minibatches(model, actor_opt, actor_lr, parts, ro, rewards, cfg, micro, step, ref_model)
+        return ppo_step_minibatches(model, actor_opt, actor_lr, parts, ro, rewards, cfg, micro, step, ref_model,
+                                    backward)
     B = ro.response_ids.shape[0]
     mask = ro.response_mask
     n_tokens = int(mask.sum())
@@ -231,7 +230,7 @@ def ppo_step(model, actor_opt, actor_lr: float, parts: PPOParts, ro: Rollout, re
         loss, st = clipped_value_loss(v, old, ret, mb.response_mask, cfg.value_clip, n_tokens)
         return loss, int(mb.response_mask.sum()), st
 
-    cr = accumulate(critic, B, micro, value_loss_of)
+    cr = accumulate(critic, B, micro, value_loss_of, backward=backward)
     if not math.isfinite(cr.loss):
         raise NonFiniteError(f"non-finite value loss ({cr.loss})")
     cnorm = optimizer_step(critic, parts.optimizer, parts.lr, cfg.max_grad_norm)
@@ -244,7 +243,7 @@ def ppo_step(model, actor_opt, actor_lr: float, parts: PPOParts, ro: Rollout, re
         "noise/b_small": cr.b_small, "noise/b_big": B,
         "noise/critic_b_simple": (b_simple(cr.grad_sq_small, cr.grad_sq_big, cr.b_small, B)
                                   if cr.b_small < B else float("nan")),
-        "critic_grad_clipped": bool(cfg.max_grad_norm and cnorm > cfg.max_grad_norm)}
+        "critic_grad_clipped": was_clipped(cnorm, cfg.max_grad_norm)}
     if step <= cfg.critic_warmup_steps:
         rec["actor_updated"] = False
         return rec, n_tokens
@@ -262,7 +261,7 @@ def ppo_step(model, actor_opt, actor_lr: float, parts: PPOParts, ro: Rollout, re
                                    ref_logp, cfg.kl_coef)
         return loss, int(mb.response_mask.sum()), st
 
-    ar = accumulate(model, B, micro, actor_loss_of)
+    ar = accumulate(model, B, micro, actor_loss_of, backward=backward)
     if not math.isfinite(ar.loss):
         raise NonFiniteError(f"non-finite loss ({ar.loss})")
     gnorm = optimizer_step(model, actor_opt, actor_lr, cfg.max_grad_norm)
@@ -271,23 +270,20 @@ def ppo_step(model, actor_opt, actor_lr: float, parts: PPOParts, ro: Rollout, re
                 "noise/b_simple": (b_simple(ar.grad_sq_small, ar.grad_sq_big, ar.b_small, B)
                                    if ar.b_small < B else float("nan")),
                 "train/micro_batches": ar.n_micro, "clip_frac": ar.stats["clipped"] / max(n_tokens, 1),
-                "grad_clipped": bool(cfg.max_grad_norm and gnorm > cfg.max_grad_norm), "actor_updated": True})
+                "grad_clipped": was_clipped(gnorm, cfg.max_grad_norm), "actor_updated": True})
     if cfg.kl_coef > 0:
         rec["kl"] = ar.stats.get("kl", 0.0) / max(n_tokens, 1)
     return rec, n_tokens
 
 
 def ppo_step_minibatches(model, actor_opt, actor_lr: float, parts: PPOParts, ro: Rollout, rewards: torch.Tensor,
-                         cfg, micro: int, step: int, ref_model=None) -> tuple[dict, int]:
+                         cfg, micro: int, step: int, ref_model=None, backward=None) -> tuple[dict, int]:
     """PPO as verl and baselines run it: the old values (no gradient), GAE, whitened advantages (over the whole
     rollout) and old log-probabilities are computed once; then ``cfg.ppo_epochs`` passes over mini-batches of
     ``cfg.update_batch`` responses (in order), each one critic step (clipped value loss against the old values)
     and, after the warm-up, one actor step (clipped surrogate against the old log-probabilities), every loss a
     token mean over its mini-batch. Metrics as :func:`ppo_step`; norms and ``noise/*`` of the first update (batch
     M), ``clip_frac`` and ``value/clip_frac`` over all updates' tokens, ``train/updates``."""
-    from rlbatch.analysis.noise import b_simple
-    from rlbatch.train.grpo import old_logprobs
-
     B = ro.response_ids.shape[0]
     mask = ro.response_mask
     n_tokens = int(mask.sum())
@@ -303,7 +299,7 @@ def ppo_step_minibatches(model, actor_opt, actor_lr: float, parts: PPOParts, ro:
     actor = step > cfg.critic_warmup_steps
     old_lp = old_logprobs(model, ro, micro, cfg.temperature, cfg.share_prompts) if actor else None
     M = cfg.update_batch
-    minis = [np.arange(i, min(i + M, B)) for i in range(0, B, M)]
+    minis = mini_batches(B, M)
     rec: dict[str, Any] = {}
     vclip = clip = kl = 0.0
     toks = updates = passes = 0
@@ -321,7 +317,7 @@ def ppo_step_minibatches(model, actor_opt, actor_lr: float, parts: PPOParts, ro:
                 loss, st = clipped_value_loss(v, vals[r], rets[r], mb.response_mask, cfg.value_clip, n_sub)
                 return loss, int(mb.response_mask.sum()), st
 
-            cr = accumulate(critic, len(idx), micro, value_loss_of)
+            cr = accumulate(critic, len(idx), micro, value_loss_of, backward=backward)
             if not math.isfinite(cr.loss):
                 raise NonFiniteError(f"non-finite value loss ({cr.loss})")
             cnorm = optimizer_step(critic, parts.optimizer, parts.lr, cfg.max_grad_norm)
@@ -329,7 +325,7 @@ def ppo_step_minibatches(model, actor_opt, actor_lr: float, parts: PPOParts, ro:
             vclip += cr.stats["clipped"]
             toks += n_sub
             updates += 1
-            any_c = any_c or bool(cfg.max_grad_norm and cnorm > cfg.max_grad_norm)
+            any_c = any_c or was_clipped(cnorm, cfg.max_grad_norm)
             if not rec:
                 rec = {"grad_norm/critic": cnorm, "noise/critic_grad_sq_small": cr.grad_sq_small,
                        "noise/critic_grad_sq_big": cr.grad_sq_big, "noise/b_small": cr.b_small,
@@ -351,7 +347,7 @@ def ppo_step_minibatches(model, actor_opt, actor_lr: float, parts: PPOParts, ro:
                                            ref_logp, cfg.kl_coef)
                 return loss, int(mb.response_mask.sum()), st
 
-            ar = accumulate(model, len(idx), micro, actor_loss_of)
+            ar = accumulate(model, len(idx), micro, actor_loss_of, backward=backward)
             if not math.isfinite(ar.loss):
                 raise NonFiniteError(f"non-finite loss ({ar.loss})")
             gnorm = optimizer_step(model, actor_opt, actor_lr, cfg.max_grad_norm)
@@ -359,7 +355,7 @@ def ppo_step_minibatches(model, actor_opt, actor_lr: float, parts: PPOParts, ro:
             clip += ar.stats["clipped"]
             kl += ar.stats.get("kl", 0.0)
             passes += ar.n_micro
-            any_a = any_a or bool(cfg.max_grad_norm and gnorm > cfg.max_grad_norm)
+            any_a = any_a or was_clipped(gnorm, cfg.max_grad_norm)
             if "grad_norm/actor" not in rec:
                 rec.update({"grad_norm/actor": gnorm, "noise/grad_sq_small": ar.grad_sq_small,
                             "noise/grad_sq_big": ar.grad_sq_big,
@@ -379,6 +375,15 @@ def ppo_step_minibatches(model, actor_opt, actor_lr: float, parts: PPOParts, ro:
     return rec, n_tokens
 
 
+def ppo_update(learner: Learner, batch: Batch, step: int) -> UpdateResult:
+    """PPO's update of one step (:func:`ppo_step` with ``learner.critic``): every response is kept (no group
+    filtering), so all P prompts count as retained."""
+    cfg = learner.cfg
+    rec, n_tok = ppo_step(learner.model, learner.optimizer, learner.lr, learner.critic, batch.rollout, batch.rewards,
+                          cfg, learner.micro, step, learner.ref_model, learner.backward)
+    return UpdateResult(rec, len(batch.items), cfg.prompts_per_step, cfg.prompts_per_step, n_tok)
+
+
 def state_dict(parts: PPOParts) -> dict:
     """What the checkpoint keeps for PPO: the critic's and its optimizer's state dicts."""
     return {"critic": parts.critic.state_dict(), "critic_optimizer": parts.optimizer.state_dict()}
@@ -395,4 +400,4 @@ def load_state_dict(parts: PPOParts, ck: dict) -> None:
 
 __all__ = ["ValueModel", "build_critic", "token_values", "outcome_token_rewards", "gae", "whiten",
            "clipped_value_loss", "token_surrogate", "explained_variance", "accumulate", "PPOParts", "setup",
-           "ppo_step", "state_dict", "load_state_dict"]
+           "ppo_step", "ppo_update", "state_dict", "load_state_dict"]

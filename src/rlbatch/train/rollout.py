@@ -6,12 +6,16 @@ sampling with a caller-owned ``torch.Generator`` so that a run is reproducible f
 
 from __future__ import annotations
 
+import inspect
+import itertools
+import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol
 
+import numpy as np
 import torch
 
-from rlbatch.faults import fault
 from rlbatch.train.tasks import Item, Task
 
 
@@ -59,10 +63,6 @@ class Rollout:
 def pad_rows(seqs: list[list], value, dtype, left: bool = False):
     """Token lists as one padded numpy array [N, max len] (``value`` in the padding, on the left with ``left``) and
     its 0/1 mask, built in one scatter rather than a tensor per row."""
-    import itertools
-
-    import numpy as np
-
     lens = np.fromiter((len(x) for x in seqs), dtype=np.int64, count=len(seqs))
     n = int(lens.max()) if len(seqs) else 0
     out = np.full((len(seqs), n), value, dtype=dtype)
@@ -84,14 +84,13 @@ def positions(mask: torch.Tensor) -> torch.Tensor:
     return (mask.cumsum(-1) - 1).clamp(min=0)
 
 
-def _cache_kw(model) -> str:
+def cache_kwarg(model) -> str:
     """Name of the KV-cache argument: ``cache`` (transformers >= 5.2x) or ``past_key_values`` (older)."""
-    import inspect
-
     return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
 
 
-def _cache_of(out):
+def cache_of(out):
+    """The KV cache a forward pass returned (``out.cache``, or ``out.past_key_values`` before transformers 5.2x)."""
     c = getattr(out, "cache", None)
     return c if c is not None else out.past_key_values
 
@@ -119,8 +118,6 @@ def fitted_concurrency(model, context: int, budget_bytes: int | None = None) -> 
         if dev.type == "cuda":
             budget_bytes = torch.cuda.get_device_properties(dev).total_memory // 4
         else:
-            import os
-
             try:
                 budget_bytes = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 4
             except (ValueError, OSError, AttributeError):  # pragma: no cover - not POSIX
@@ -148,33 +145,142 @@ def _cache_nbytes(past) -> int:
     return sum(int(t.nbytes) for kv in past for t in kv)  # pragma: no cover - legacy tuple caches
 
 
+#: A sampling rule of the decode loop: ``sample(logits [N, V], generator) -> (tokens [N], log-probabilities [N])``.
+Sampler = Callable[[torch.Tensor, "torch.Generator | None"], tuple[torch.Tensor, torch.Tensor]]
+
+
+def greedy_sample(logits: torch.Tensor, generator=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """The argmax tokens [N] (evaluation); log-probabilities not recorded (0)."""
+    return logits.argmax(-1), torch.zeros(logits.shape[0], device=logits.device)
+
+
+def sampling(temperature: float) -> Sampler:
+    """Sampling at ``temperature`` from the full distribution (no top-k / top-p): ``softmax(logits / temperature)``
+    in float32, one ``torch.multinomial`` draw per row with the caller's generator; the drawn tokens'
+    log-probabilities come back as ``log p``."""
+    def sample(logits, generator):
+        probs = torch.softmax(logits.float() / temperature, dim=-1)
+        nxt = torch.multinomial(probs, 1, generator=generator)
+        return nxt.squeeze(1), probs.gather(-1, nxt).squeeze(1).log()
+    return sample
+
+
+def behaviour_sampling(temperature: float) -> Sampler:
+    """Sampling at ``temperature`` that records the behaviour policy's log-probabilities exactly as the loss computes
+    them (``log_softmax(logits / temperature)[token]``, the function of :func:`rlbatch.train.grpo.token_logprobs`),
+    drawing from their exponential: the asynchronous rollouts' sampler (their importance ratio is taken against these
+    values). The synchronous loop keeps :func:`sampling` (the same distribution, rounded differently; its published
+    runs were sampled with it)."""
+    def sample(logits, generator):
+        logp = torch.log_softmax(logits.float() / temperature, dim=-1)
+        nxt = torch.multinomial(logp.exp(), 1, generator=generator)
+        return nxt.squeeze(1), logp.gather(-1, nxt).squeeze(1)
+    return sample
+
+
+@dataclass
+class Decoded:
+    """What :func:`decode` produced for N rows, T = the steps it took: ``tokens`` [N, T] (pad after a row's end),
+    ``mask`` [N, T] (1 up to and including EOS or the row's limit), ``logprobs`` [N, T] (the sampler's, 0 past a
+    row's end), ``eos`` [N] (the row ended with EOS)."""
+
+    tokens: torch.Tensor
+    mask: torch.Tensor
+    logprobs: torch.Tensor
+    eos: torch.Tensor
+
+
+@torch.inference_mode()
+def decode(model, ids: torch.Tensor, mask: torch.Tensor, expand: torch.Tensor, limits: list[int], *, eos: int,
+           pad: int, sample: Sampler, generator=None, stats: GenStats | None = None) -> Decoded:
+    """THE decode loop (every rollout, evaluation and asynchronous piece): continue N sequences whose distinct
+    prefixes are ``ids`` / ``mask`` [U, L] (left-padded; a group's prompt, or a prompt + response so far) and whose
+    prefix rows are ``expand`` [N], by at most ``limits[i]`` new tokens each, stopping a row at EOS.
+
+    One prefill of the U prefixes (the LM head on the last position only), the KV cache expanded to the N rows, then
+    one forward per token with explicit position ids; ``sample(logits, generator)`` picks the tokens. Rows that have
+    finished are dropped from the batch (and their cache) once they are a quarter of it; the loop ends when every
+    row has. ``stats`` collects the peak KV-cache bytes (plus the step's logits) and rows in flight. Returns a
+    :class:`Decoded` on the model's device."""
+    stats = stats if stats is not None else GenStats()
+    device = ids.device
+    n, L = int(expand.numel()), ids.shape[1]
+    steps = int(max(limits))
+    pos0 = positions(mask)
+    out = model(input_ids=ids, attention_mask=mask, position_ids=pos0, use_cache=True, logits_to_keep=1)
+    past, logits = cache_of(out), out.logits[:, -1, :]
+    if ids.shape[0] != n:
+        past.reorder_cache(expand)
+        logits = logits.index_select(0, expand)
+    full = torch.ones((n, L + steps), dtype=mask.dtype, device=device)
+    full[:, :L] = mask.index_select(0, expand)
+    pos = pos0[:, -1:].index_select(0, expand)
+    lim = torch.as_tensor(limits, device=device)
+    act = torch.arange(n, device=device)  # batch row -> sequence
+    done = torch.zeros(n, dtype=torch.bool, device=device)
+    toks = torch.full((n, steps), pad, dtype=torch.long, device=device)
+    keep = torch.zeros((n, steps), dtype=torch.long, device=device)
+    lps = torch.zeros((n, steps), dtype=torch.float32, device=device)
+    eos_hit = torch.zeros(n, dtype=torch.bool, device=device)
+    kw = cache_kwarg(model)
+    for t in range(steps):
+        b = int(act.numel())
+        stats.peak_sequences = max(stats.peak_sequences, b)
+        stats.peak_kv_bytes = max(stats.peak_kv_bytes, _cache_nbytes(past) + 3 * int(logits.nbytes))
+        done = done | (lim <= t)
+        nxt, lp = sample(logits, generator)
+        alive = ~done
+        nxt = nxt.masked_fill(done, pad)
+        toks[act, t], keep[act, t], lps[act, t] = nxt, alive.long(), lp.float()
+        eos_hit[act] = eos_hit[act] | (alive & (nxt == eos))
+        done = done | (nxt == eos) | (lim <= t + 1)
+        n_done = int(done.sum())
+        if t == steps - 1 or n_done == b:
+            break
+        if 4 * n_done >= b:  # drop the finished rows: they would only be computed and masked
+            sel = torch.nonzero(~done, as_tuple=False).squeeze(1)
+            past.reorder_cache(sel)
+            act, nxt, done, pos, full, lim = act[sel], nxt[sel], done[sel], pos[sel], full[sel], lim[sel]
+        pos = pos + 1
+        out = model(input_ids=nxt.masked_fill(done, pad)[:, None], attention_mask=full[:, :L + t + 1],
+                    position_ids=pos, use_cache=True, **{kw: past})
+        past, logits = cache_of(out), out.logits[:, -1, :]
+    T = t + 1
+    return Decoded(toks[:, :T], keep[:, :T], lps[:, :T], eos_hit)
+
+
 def generate(model, tokenizer, prompts: list[list[int]], max_new_tokens: int, *, temperature: float = 1.0,
              greedy: bool = False, generator: torch.Generator | None = None, num_samples: int = 1,
-             max_concurrent: int | None = None, stats: GenStats | None = None) -> Rollout:
-    """Generate ``num_samples`` responses per prompt (rows grouped: prompt p's are rows ``p*n .. p*n+n-1``) with a
-    KV cache.
+             max_concurrent: int | None = None, stats: GenStats | None = None,
+             sample: Sampler | None = None) -> Rollout:
+    """Generate ``num_samples`` responses per prompt (rows grouped: prompt p's are rows ``p*n .. p*n+n-1``) with
+    :func:`decode`.
 
-    Sampling at ``temperature`` from the full distribution (no top-k/top-p), or argmax if ``greedy``. Stops at EOS
-    or after ``max_new_tokens``, and as soon as every sequence has hit EOS (so the response is only as wide as its
-    longest member). Scale and speed: rows go through in chunks of at most ``max_concurrent`` (None: all at once),
-    so the KV cache never holds more; each distinct prompt of a chunk is prefilled once and its cache expanded to
-    its samples; sequences that have finished are dropped from the batch (and their cache) once they are a quarter
-    of it. Runs under ``torch.inference_mode``; the LM head runs only on the last prompt position at prefill.
-    ``stats`` (a :class:`GenStats`) is filled with the peak KV-cache bytes and rows in flight. Returns a
-    :class:`Rollout` on the model's device (ordinary tensors, usable in a later autograd forward), every chunk
-    padded to one width (prompts left, responses right).
+    ``sample``: the sampling rule, by default :func:`sampling` at ``temperature``, or :func:`greedy_sample` with
+    ``greedy``. Stops at EOS or after ``max_new_tokens``, and as soon as every sequence has hit EOS (so the response
+    is only as wide as its longest member). Scale: rows go through in chunks of at most ``max_concurrent`` (None:
+    all at once), so the KV cache never holds more; each distinct prompt of a chunk is prefilled once and its cache
+    expanded to its samples. ``stats`` (a :class:`GenStats`) is filled with the peak KV-cache bytes and rows in
+    flight. Returns a :class:`Rollout` on the model's device (ordinary tensors, usable in a later autograd forward),
+    every chunk padded to one width (prompts left, responses right).
     """
     n = int(num_samples)
     rows = len(prompts) * n
     cap = rows if max_concurrent is None else max(1, int(max_concurrent))
     stats = stats if stats is not None else GenStats()
-    parts = []
-    with torch.inference_mode():
-        for lo in range(0, rows, cap):
-            stats.chunks += 1
-            parts.append(_generate(model, tokenizer, prompts, n, lo, min(rows, lo + cap), max_new_tokens,
-                                   temperature, greedy, generator, stats))
+    sample = sample or (greedy_sample if greedy else sampling(temperature))
+    device = next(model.parameters()).device
     pad = tokenizer.pad_token_id
+    parts = []
+    for lo in range(0, rows, cap):  # rows lo .. hi-1: row r is sample r % n of prompt r // n
+        hi = min(rows, lo + cap)
+        stats.chunks += 1
+        p_lo, p_hi = lo // n, (hi - 1) // n + 1
+        uniq, uniq_mask = left_pad(prompts[p_lo:p_hi], pad, device)
+        expand = torch.arange(lo, hi, device=device) // n - p_lo  # row -> its prompt within the chunk
+        d = decode(model, uniq, uniq_mask, expand, [max_new_tokens] * (hi - lo), eos=tokenizer.eos_token_id,
+                   pad=pad, sample=sample, generator=generator, stats=stats)
+        parts.append((uniq.index_select(0, expand), uniq_mask.index_select(0, expand), d.tokens, d.mask))
     L = max(p[0].shape[1] for p in parts)
     T = max(p[2].shape[1] for p in parts)
 
@@ -193,62 +299,89 @@ def generate(model, tokenizer, prompts: list[list[int]], max_new_tokens: int, *,
     return Rollout(ids, prompt_mask, resp, rmask, texts)
 
 
-def _generate(model, tokenizer, prompts, n_samples, lo, hi, max_new_tokens, temperature, greedy, generator,
-              stats: GenStats):
-    """Rows ``lo .. hi-1`` of the grouped batch (row r is sample ``r % n`` of prompt ``r // n``)."""
-    device = next(model.parameters()).device
-    eos, pad = tokenizer.eos_token_id, tokenizer.pad_token_id
-    p_lo, p_hi = lo // n_samples, (hi - 1) // n_samples + 1
-    uniq, uniq_mask = left_pad(prompts[p_lo:p_hi], pad, device)
-    n, L = hi - lo, uniq.shape[1]
-    expand = torch.arange(lo, hi, device=device) // n_samples - p_lo  # row -> its prompt within the chunk
-    ckw = _cache_kw(model)
-    upos = positions(uniq_mask)
-    out = model(input_ids=uniq, attention_mask=uniq_mask, position_ids=upos, use_cache=True, logits_to_keep=1)
-    past = _cache_of(out)
-    logits = out.logits[:, -1, :]
-    if n_samples > 1 or uniq.shape[0] != n:
-        past.reorder_cache(expand)
-        logits = logits.index_select(0, expand)
-    ids, prompt_mask = uniq.index_select(0, expand), uniq_mask.index_select(0, expand)
-    mask = torch.ones((n, L + max_new_tokens), dtype=prompt_mask.dtype, device=device)
-    mask[:, :L] = prompt_mask
-    pos = upos[:, -1:].index_select(0, expand)
-    act = torch.arange(n, device=device)  # batch row -> chunk row
-    fin = torch.zeros(n, dtype=torch.bool, device=device)  # finished, among the batch rows
-    toks = torch.full((n, max_new_tokens), pad, dtype=torch.long, device=device)
-    keep = torch.zeros((n, max_new_tokens), dtype=torch.long, device=device)
-    t_end = max_new_tokens
-    for t in range(max_new_tokens):
-        fault("gen")
-        b = int(act.numel())
-        stats.peak_sequences = max(stats.peak_sequences, b)
-        stats.peak_kv_bytes = max(stats.peak_kv_bytes, _cache_nbytes(past) + 3 * int(logits.nbytes))
-        if greedy:
-            nxt = logits.argmax(-1)
-        else:
-            probs = torch.softmax(logits.float() / temperature, dim=-1)
-            nxt = torch.multinomial(probs, 1, generator=generator).squeeze(1)
-        nxt = nxt.masked_fill(fin, pad)
-        toks[act, t] = nxt
-        keep[act, t] = (~fin).long()
-        fin = fin | (nxt == eos)
-        if t == max_new_tokens - 1:
-            break
-        n_fin = int(fin.sum())
-        if n_fin == b:
-            t_end = t + 1
-            break
-        if 4 * n_fin >= b:  # drop the finished rows: they would only be computed and masked
-            sel = torch.nonzero(~fin, as_tuple=False).squeeze(1)
-            past.reorder_cache(sel)
-            act, nxt, fin, pos, mask = act[sel], nxt[sel], fin[sel], pos[sel], mask[sel]
-        pos = pos + 1
-        out = model(input_ids=nxt[:, None], attention_mask=mask[:, :L + t + 1], position_ids=pos, use_cache=True,
-                    **{ckw: past})
-        past = _cache_of(out)
-        logits = out.logits[:, -1, :]
-    return ids, prompt_mask, toks[:, :t_end], keep[:, :t_end]
+def _no_passes(rows: list[int]) -> None:
+    return None
+
+
+@dataclass
+class Batch:
+    """One step's rollout batch as a rollout source delivers it: ``items`` [B] and ``rollout`` [B] (rows grouped by
+    prompt: prompt p's G responses are rows p*G .. p*G+G-1), ``rewards`` [B] (float32), the behaviour policy's
+    log-probabilities [B, T] recorded at sampling time (asynchronous rollouts; None: the current policy sampled
+    it), ``prepared_passes(rows)`` (the update's passes laid out ahead for retained ``rows``, or None), and the
+    seconds spent waiting for the batch (``gen_s``) and scoring it (``reward_s``)."""
+
+    items: list[Item]
+    rollout: Rollout
+    rewards: torch.Tensor
+    behaviour_logp: torch.Tensor | None = None
+    prepared_passes: Callable[[list[int]], list | None] = field(default=_no_passes)
+    gen_s: float = 0.0
+    reward_s: float = 0.0
+
+
+class RolloutSource(Protocol):
+    """Where the training loop gets each step's batch: :class:`SyncRollouts` (generated on demand with the current
+    weights) or :class:`rlbatch.train.async_rollout.AsyncRollouts` (decoded ahead in its own process, up to K policy
+    versions behind)."""
+
+    def get(self, step: int) -> Batch:
+        """Step ``step``'s batch (prompts drawn by :meth:`rlbatch.train.tasks.Task.step_prompts`), scored."""
+
+    def publish(self, step: int, model, snapshot: bool = False) -> None:
+        """After update ``step``: the new weights (policy version ``step``); ``snapshot``: a checkpoint follows."""
+
+    def step_metrics(self, cpu_s: float) -> dict[str, Any]:
+        """The source's own metrics-line entries for the step just taken (``cpu_s``: the trainer's CPU seconds)."""
+
+    def checkpoint(self) -> dict[str, Any]:
+        """What a checkpoint must keep to resume the source exactly (``{}`` when nothing)."""
+
+    def close(self) -> None:
+        """Release the source's resources (processes)."""
+
+
+def rollout_step(model, tok, task, cfg, step: int, stats=None, sample: Sampler | None = None):
+    """Sample P prompts for ``step`` and G responses each. Returns ``(items [B], rollout [B])``, grouped
+    contiguously (responses of prompt p are rows p*G .. p*G+G-1), in chunks of at most
+    ``cfg.max_concurrent_sequences`` rows; ``stats`` (:class:`GenStats`) collects the peak KV-cache bytes;
+    ``sample``: the sampling rule (default :func:`sampling` at ``cfg.temperature``)."""
+    prompts = task.step_prompts(cfg.seed, step, cfg.prompts_per_step)
+    items = [it for it in prompts for _ in range(cfg.group_size)]
+    ids = [render_prompt(it, tok) for it in prompts]  # tokenised and prefilled once per prompt
+    gen = torch.Generator(device=cfg.device).manual_seed(int(cfg.seed) * 1_000_003 + step)
+    ro = generate(model, tok, ids, cfg.max_new_tokens, temperature=cfg.temperature, generator=gen,
+                  num_samples=cfg.group_size, max_concurrent=cfg.max_concurrent_sequences, stats=stats, sample=sample)
+    return items, ro
+
+
+class SyncRollouts:
+    """The synchronous rollout source: step s's batch is generated when the loop asks for it, with the weights of
+    the moment (version s-1), and scored by the task's verifier (:func:`rollout_step`, :func:`score`); ``sample``:
+    the sampling rule (default :func:`sampling` at ``cfg.temperature``)."""
+
+    def __init__(self, model, tok, task: Task, cfg, stats: GenStats | None = None, sample: Sampler | None = None):
+        self.model, self.tok, self.task, self.cfg, self.stats = model, tok, task, cfg, stats
+        self.sample = sample or sampling(cfg.temperature)
+
+    def get(self, step: int) -> Batch:
+        t0 = time.perf_counter()
+        items, ro = rollout_step(self.model, self.tok, self.task, self.cfg, step, self.stats, self.sample)
+        t1 = time.perf_counter()
+        rewards = score(self.task, items, ro.texts)
+        return Batch(items, ro, rewards, gen_s=t1 - t0, reward_s=time.perf_counter() - t1)
+
+    def publish(self, step: int, model, snapshot: bool = False) -> None:
+        pass  # the next batch is generated with ``model`` itself
+
+    def step_metrics(self, cpu_s: float) -> dict[str, Any]:
+        return {}
+
+    def checkpoint(self) -> dict[str, Any]:
+        return {}
+
+    def close(self) -> None:
+        pass
 
 
 def score(task: Task, items: list[Item], texts: list[str]) -> torch.Tensor:
@@ -258,14 +391,15 @@ def score(task: Task, items: list[Item], texts: list[str]) -> torch.Tensor:
 
 @torch.no_grad()
 def evaluate(model, tokenizer, task: Task, max_new_tokens: int, batch_size: int = 256,
-             max_concurrent: int | None = None) -> tuple[float, int, float]:
-    """Greedy accuracy on the task's fixed held-out set: ``(mean score in [0, 1], number of items, seconds)``."""
+             max_concurrent: int | None = None, sample: Sampler = greedy_sample) -> tuple[float, int, float]:
+    """Greedy accuracy on the task's fixed held-out set: ``(mean score in [0, 1], number of items, seconds)``;
+    ``sample``: :func:`greedy_sample` (or a wrapper of it, e.g. with a fault point)."""
     t0 = time.perf_counter()
     items = task.eval_items
     total = 0.0
     for i in range(0, len(items), batch_size):
         chunk = items[i:i + batch_size]
-        ro = generate(model, tokenizer, [render_prompt(it, tokenizer) for it in chunk], max_new_tokens, greedy=True,
-                      max_concurrent=max_concurrent)
+        ro = generate(model, tokenizer, [render_prompt(it, tokenizer) for it in chunk], max_new_tokens,
+                      max_concurrent=max_concurrent, sample=sample)
         total += float(score(task, chunk, ro.texts).sum())
     return total / max(len(items), 1), len(items), time.perf_counter() - t0

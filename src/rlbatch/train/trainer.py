@@ -1,283 +1,64 @@
-"""The GRPO training loop: rollout -> score -> advantages/filter -> one optimizer step per rollout batch, logging
-every canonical metric of DESIGN.md into a run directory, greedy evaluation every N retained samples, atomic
-checkpoints and exact resume.
+"""The training loop, top to bottom in :func:`run_loop`: a rollout source gives step s's scored batch
+(:class:`rlbatch.train.rollout.SyncRollouts`, or :class:`rlbatch.train.async_rollout.AsyncRollouts` decoding ahead
+in its own process), the algorithm's update function trains on it (:func:`rlbatch.train.grpo.grpo_update`: group
+advantages, filtering, one optimizer step per rollout batch or per mini-batch; :func:`rlbatch.train.ppo.ppo_update`:
+value model, GAE, a separate critic optimizer), and the run's counters (:class:`rlbatch.train.state.StepState`) go
+into a run directory with every canonical metric of DESIGN.md, greedy evaluations every N retained samples, atomic
+checkpoints and exact resume (:mod:`rlbatch.runstore`). Everything that differs between GRPO and PPO, synchronous
+and asynchronous rollouts, or CPU and CUDA is chosen once, in :func:`setup`.
 
 Reproducibility: the prompts of step s are drawn with ``numpy.random.default_rng([seed, s])`` and the responses
 sampled with a ``torch.Generator`` seeded from ``(seed, s)``, so a run's data depend only on its seed and step; a
 checkpoint (model, optimizer, RNG states, data-sampler position = step, counters, metrics/eval line counts) lets
 ``resume=True`` continue a killed run with metrics identical (timing aside) to an uninterrupted run on CPU.
-
-With ``algo="ppo"`` the same loop runs PPO: the update step is :func:`rlbatch.train.ppo.ppo_step` (value model, GAE,
-separate critic optimizer), every response is kept (no group filtering), and the checkpoint also holds the critic
-and its optimizer.
 """
 
 from __future__ import annotations
 
+import copy
 import math
 import os
 import platform
 import random
+import resource
 import time
+from dataclasses import dataclass
+from functools import partial
+from itertools import islice
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
+import torch
+import transformers
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from rlbatch import faults
 from rlbatch.errors import UserError
-from rlbatch.runstore import (EVAL_JSONL, METRICS_JSONL, JsonlWriter, make_meta, read_meta, update_meta, write_error,
-                              write_meta)
+from rlbatch.procs import threads_beside
+from rlbatch.runstore import (CHECKPOINT, EVAL_JSONL, METRICS_JSONL, JsonlWriter, check_writable,
+                              finite_record, load_checkpoint, lock_run_dir, make_meta, read_meta, remove_stale_temps,
+                              save_checkpoint, set_rng_states, truncate_lines, unlock_run_dir, update_meta,
+                              write_error, write_meta)
+from rlbatch.train import async_rollout, ppo, tasks
+from rlbatch.train.grpo import NonFiniteError, backward_pass, grpo_update, make_adamw
+from rlbatch.train.models import load_model
+from rlbatch.train.precision import precision_context
+from rlbatch.train.rollout import (Batch, GenStats, RolloutSource, Sampler, SyncRollouts, evaluate,
+                                   fitted_concurrency, greedy_sample, render_prompt, sampling)
 from rlbatch.train.config import TrainConfig
+from rlbatch.train.state import Learner, StepState, UpdateResult
 
-CHECKPOINT = "checkpoint.pt"
-LOCK = ".lock"
-#: Metric keys that measure time (excluded when comparing a resumed run with an uninterrupted one).
-TIME_KEYS = ("time/gen_s", "time/reward_s", "time/train_s", "time/step_s", "time/cpu_s", "time/wall_s",
-             "time/eval_s")
+#: The update function of each algorithm: ``update(learner, batch, step) -> UpdateResult``.
+UPDATES: dict[str, Callable[[Learner, Batch, int], UpdateResult]] = {"grpo": grpo_update, "ppo": ppo.ppo_update}
 
 
-# --------------------------------------------------------------------------------------------------- helpers
-def _clean(rec: dict[str, Any]) -> dict[str, Any]:
-    return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in rec.items()}
 
 
-def check_writable(out: Path) -> None:
-    """Create ``out`` and check a file can be written there; :class:`UserError` otherwise."""
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        probe = out / ".write-test"
-        probe.write_text("ok")
-        probe.unlink()
-    except OSError as err:
-        raise UserError(f"output directory is not writable ({err.strerror})", path=str(out)) from None
-
-
-def _truncate_lines(path: Path, n: int) -> None:
-    if not path.exists():
-        return
-    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
-    lines = [x for x in lines if x.endswith("\n")]
-    if len(lines) != n:
-        from rlbatch.runstore import atomic_write_text
-
-        atomic_write_text(path, "".join(lines[:n]))
-
-
-def lock_run_dir(out: Path):
-    """Take an exclusive lock on ``out/.lock`` for this process (released when it exits, even by ``kill -9``), so
-    two trainers never write one run directory; :class:`UserError` if another process holds it. Returns the open
-    file (keep it open while training); None where ``fcntl`` is unavailable."""
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - not POSIX
-        return None
-    fh = open(out / LOCK, "a+")
-    try:
-        fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        fh.seek(0)
-        holder = fh.read().strip() or "?"
-        fh.close()
-        raise UserError(f"directory is in use by another rlbatch process (pid {holder})", path=str(out)) from None
-    fh.seek(0)
-    fh.truncate()
-    fh.write(str(os.getpid()))
-    fh.flush()
-    return fh
-
-
-def remove_stale_temps(out: Path) -> None:
-    """Remove temp files a killed writer left behind (``.checkpoint.pt.tmp``, ``.run.json.*.tmp``,
-    ``.metrics.jsonl.*.tmp``, ...); call only while holding the run directory's lock."""
-    for p in out.glob(".*.tmp"):
-        try:
-            p.unlink()
-        except OSError:
-            pass
-
-
-def _rng_states() -> dict:
-    import torch
-
-    return {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
-
-
-def _set_rng_states(s: dict) -> None:
-    import torch
-
-    random.setstate(s["python"])
-    np.random.set_state(s["numpy"])
-    torch.set_rng_state(s["torch"])
-
-
-class _Sink:
-    """The checkpoint's file as ``torch.save`` sees it: passes writes through, keeps the ``OSError`` of a failed
-    write (torch reports it as a bare ``RuntimeError``) and hosts the ``ckpt_write`` / ``enospc_checkpoint``
-    fault points (:mod:`rlbatch.faults`), which fire on the third write, with part of the file on disk."""
-
-    def __init__(self, fh):
-        from rlbatch import faults
-
-        self.fh, self.n, self.error = fh, 0, None
-        self.kill, self.full = faults.armed("ckpt_write"), faults.armed("enospc_checkpoint")
-
-    def write(self, data) -> int:
-        from rlbatch import faults
-
-        self.n += 1
-        try:
-            if self.n == 3 and (self.kill or self.full):
-                self.fh.write(data[: len(data) // 2])
-                self.fh.flush()
-                if self.kill:
-                    os.fsync(self.fh.fileno())
-                    faults.kill()
-                raise faults.enospc()
-            return self.fh.write(data)
-        except OSError as err:
-            self.error = err
-            raise
-
-    def flush(self) -> None:
-        self.fh.flush()
-
-
-def save_checkpoint(out: Path, model, optimizer, state: dict, extra: dict | None = None) -> None:
-    """Atomically write ``out/checkpoint.pt`` (temp file + fsync + rename + directory fsync): model and optimizer
-    state dicts, RNG states and the loop ``state`` (step = data-sampler position, counters, metrics/eval line
-    counts). A kill at any moment leaves the previous checkpoint in place and loadable (at worst a stale
-    ``.checkpoint.pt.tmp``, removed on resume). A failed write (disk full) removes the temp file and raises
-    ``OSError`` naming ``out/checkpoint.pt``; the previous checkpoint stays."""
-    import torch
-
-    from rlbatch import faults
-    from rlbatch.runstore import _fsync_dir
-
-    final = out / CHECKPOINT
-    tmp = out / f".{CHECKPOINT}.tmp"
-    sink = None
-    try:
-        with open(tmp, "wb") as fh:
-            sink = _Sink(fh)
-            torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "rng": _rng_states(),
-                        "state": state, **(extra or {})}, sink)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, final)
-    except (OSError, RuntimeError) as err:
-        try:
-            tmp.unlink()
-        except OSError:
-            pass
-        cause = err if isinstance(err, OSError) else (sink.error if sink is not None else None)
-        if cause is None:
-            raise
-        raise OSError(cause.errno, cause.strerror, str(final)) from None
-    _fsync_dir(out)
-    faults.fault("ckpt_done")
-
-
-def load_checkpoint(path: Path, device: str) -> dict:
-    """Read a checkpoint written by :func:`save_checkpoint`; :class:`UserError` naming the file if unreadable."""
-    import torch
-
-    try:
-        return torch.load(path, map_location=device, weights_only=False)
-    except Exception as err:  # noqa: BLE001 - truncated or foreign file
-        raise UserError(f"cannot read checkpoint ({type(err).__name__}: {str(err).splitlines()[0][:200]}); move it "
-                        "away to restart the run from scratch", path=str(path)) from None
-
-
-def _software() -> dict:
-    import torch
-    import transformers
-
-    return {"torch": torch.__version__, "transformers": transformers.__version__, "python": platform.python_version()}
-
-
-# --------------------------------------------------------------------------------------------------- the loop
-def rollout_step(model, tok, task, cfg: TrainConfig, step: int, stats=None):
-    """Sample P prompts for ``step`` and G responses each. Returns ``(items [B], rollout [B])``, grouped
-    contiguously (responses of prompt p are rows p*G .. p*G+G-1), in chunks of at most
-    ``cfg.max_concurrent_sequences`` rows; ``stats`` (:class:`rlbatch.train.rollout.GenStats`) collects the peak
-    KV-cache bytes."""
-    import torch
-
-    from rlbatch.train.rollout import generate, render_prompt
-
-    prompts = task.step_prompts(cfg.seed, step, cfg.prompts_per_step)
-    items = [it for it in prompts for _ in range(cfg.group_size)]
-    ids = [render_prompt(it, tok) for it in prompts]  # tokenised and prefilled once per prompt
-    gen = torch.Generator(device=cfg.device).manual_seed(int(cfg.seed) * 1_000_003 + step)
-    ro = generate(model, tok, ids, cfg.max_new_tokens, temperature=cfg.temperature, generator=gen,
-                  num_samples=cfg.group_size, max_concurrent=cfg.max_concurrent_sequences, stats=stats)
-    return items, ro
-
-
-def grpo_update(model, optimizer, lr: float, kept, adv, cfg: TrainConfig, micro: int, ref_model=None,
-                old_logp=None, prepared=None):
-    """The GRPO updates of one step on the retained rollout ``kept`` ([B_ret, ...], rows grouped by prompt) with
-    advantages ``adv`` [B_ret]: ``cfg.ppo_epochs`` passes over mini-batches of ``cfg.update_batch`` responses (whole
-    groups, in order; the last one smaller when filtering left fewer), one optimizer step each, every update's loss
-    a token mean over its own mini-batch. With more than one update the old policy's log-probabilities are
-    computed once first (:func:`rlbatch.train.grpo.old_logprobs`), so the ratio clip binds from the second update
-    on; with one (the default) the old policy is the current one, as before. ``old_logp`` [B_ret, T] (asynchronous
-    rollouts, :mod:`rlbatch.train.async_rollout`): the behaviour policy's log-probabilities recorded at sampling
-    time, the old policy of every update instead. Micro-batches: ``micro`` responses,
-    fewer under ``cfg.micro_batch_tokens`` (:func:`rlbatch.train.grpo.token_budget_micro`). ``prepared``: the
-    passes' trim bounds and packing plans computed ahead (asynchronous rollouts), used for a single update.
-
-    Returns ``(metrics, tokens trained)``: ``grad_norm/actor``, ``noise/*`` and ``grad_clipped`` of the *first*
-    update (on-policy, batch M: the grad-norm fit's and noise scale's inputs), ``loss`` the mean over updates,
-    ``clip_frac`` (and ``kl``) over all updates' tokens, ``train/updates``, ``train/micro_batches`` (all passes).
-    Raises :class:`rlbatch.train.grpo.NonFiniteError` on a NaN/Inf loss or gradient (nothing of that update applied).
-    """
-    import numpy as np
-    import torch
-
-    from rlbatch.train.grpo import (NonFiniteError, accumulate_gradients, grpo_noise_metrics, old_logprobs,
-                                    optimizer_step, token_budget_micro)
-
-    G = cfg.group_size
-    n = int(kept.response_ids.shape[0])
-    m = token_budget_micro(kept, micro, cfg.micro_batch_tokens)
-    M = cfg.update_batch
-    minis = [np.arange(i, min(i + M, n)) for i in range(0, n, M)]
-    old = old_logp  # asynchronous rollouts: the behaviour policy's recorded log-probs [B_ret, T]
-    if old is None and (cfg.ppo_epochs > 1 or len(minis) > 1):
-        old = old_logprobs(model, kept, m, cfg.temperature, cfg.share_prompts)
-    rec: dict[str, Any] = {}
-    losses, clipped, kl, toks, passes, clipped_any = [], 0.0, 0.0, 0, 0, False
-    for _ in range(cfg.ppo_epochs):
-        for idx in minis:
-            sub = kept if len(minis) == 1 else kept.select(idx)
-            i = torch.as_tensor(idx, device=adv.device)
-            gr = accumulate_gradients(model, sub, adv[i], m, cfg.clip_eps, ref_model, cfg.kl_coef, group_size=G,
-                                      split_groups=cfg.noise_split_groups, temperature=cfg.temperature,
-                                      old_logp=None if old is None else old[i.to(old.device)],
-                                      share_prompts=cfg.share_prompts,
-                                      prepared=prepared if len(minis) == 1 and cfg.ppo_epochs == 1 else None)
-            if not math.isfinite(gr.loss):
-                raise NonFiniteError(f"non-finite loss ({gr.loss})")
-            gnorm = optimizer_step(model, optimizer, lr, cfg.max_grad_norm, gr.grad_sq_big)
-            if not rec:
-                rec = {"grad_norm/actor": gnorm, **grpo_noise_metrics(gr, len(idx))}
-            losses.append(gr.loss)
-            clipped += gr.stats["clipped"]
-            kl += gr.stats.get("kl", 0.0)
-            toks += gr.n_tokens
-            passes += gr.n_micro
-            clipped_any = clipped_any or bool(cfg.max_grad_norm and gnorm > cfg.max_grad_norm)
-    rec.update({"loss": float(np.mean(losses)), "train/micro_batches": passes, "train/updates": len(losses),
-                "clip_frac": clipped / max(toks, 1), "grad_clipped": clipped_any})
-    if cfg.kl_coef > 0:
-        rec["kl"] = kl / max(toks, 1)
-    return rec, int(kept.response_mask.sum())
-
-
+# --------------------------------------------------------------------------------------------------- entry point
 def train(cfg: TrainConfig, out_dir: Path | str, *, resume: bool = False, progress: bool = False,
           model_tok=None, task=None) -> Path:
-    """Run (or resume) GRPO as configured, writing the run directory ``out_dir``; returns it.
+    """Run (or resume) GRPO or PPO as configured, writing the run directory ``out_dir``; returns it.
 
     ``model_tok``/``task`` may be passed pre-built (tests, sweeps); otherwise ``load_model(cfg.model)`` and
     ``get_task(cfg.task, seed=cfg.split_seed)``. Stops when ``samples/retained`` reaches ``cfg.samples``, the
@@ -291,25 +72,14 @@ def train(cfg: TrainConfig, out_dir: Path | str, *, resume: bool = False, progre
     a failed write (disk full, unwritable) raises :class:`UserError` naming the file, earlier lines and the last
     checkpoint intact.
     """
-    import torch
-
-    from rlbatch.train.tasks import get_task
-
     out = Path(out_dir)
     # what the user named first: an unknown --task or --model fails before any other setting is checked
-    task = task or get_task(cfg.task, seed=cfg.split_seed, eval_size=cfg.eval_size)
-    if model_tok is None:
-        from rlbatch.train.models import load_model
-
-        model_tok = load_model(cfg.model, cfg.device)
+    task = task or tasks.get_task(cfg.task, seed=cfg.split_seed, eval_size=cfg.eval_size)
+    model_tok = model_tok or load_model(cfg.model, cfg.device)
     cfg.check_updates()
-    lr = cfg.resolved_lr()
-    micro = cfg.resolved_micro()
-    from rlbatch.train import async_rollout
-
-    async_rollout.check_config(cfg)  # async hook
-    if cfg.algo == "ppo":
-        cfg.resolved_critic_lr()  # PPO hook: a bad critic-lr configuration fails before anything is written
+    lr, micro = cfg.resolved_lr(), cfg.resolved_micro()
+    async_rollout.check_config(cfg)
+    cfg.resolved_critic_lr()  # a bad critic-lr configuration fails before anything is written (PPO; GRPO: the lr)
     ckpt_path = out / CHECKPOINT
     if not resume and ((out / METRICS_JSONL).exists() or ckpt_path.exists()):
         raise UserError("already holds a run; pass --resume to continue it or choose another --out", path=str(out))
@@ -319,280 +89,273 @@ def train(cfg: TrainConfig, out_dir: Path | str, *, resume: bool = False, progre
         if not (done.stop_reason == "retained-sample budget reached" and ckpt_path.exists()
                 and (getattr(done, "samples_retained", None) or 0) < cfg.samples):
             return out
-    if cfg.threads:
-        torch.set_num_threads(cfg.threads)
-    else:  # asynchronous rollouts: leave the generation process its cores (torch's default takes them all)
-        from rlbatch.train.async_rollout import default_trainer_threads
-
-        n = default_trainer_threads(cfg)
-        if n:
-            torch.set_num_threads(n)
-
+    threads = cfg.threads or default_trainer_threads(cfg)
+    if threads:
+        torch.set_num_threads(threads)
     existed = out.exists()
     check_writable(out)
     lock = lock_run_dir(out)
     try:
         with precision_context(cfg.precision, cfg.device):
-            return _train(cfg, out, lr, micro, resume, progress, model_tok, task)
+            return run_loop(setup(cfg, out, lr, micro, resume, progress, model_tok, task))
     finally:
-        if lock is not None:  # no stale lock: removed while still held, then released
-            (out / LOCK).unlink(missing_ok=True)
-            lock.close()
-            if not existed and out.is_dir() and not any(out.iterdir()):
-                out.rmdir()  # a run that failed before writing anything leaves no empty directory
+        unlock_run_dir(out, lock, existed)
 
 
-def _train(cfg: TrainConfig, out: Path, lr: float, micro: int, resume: bool, progress: bool, model_tok,
-           task) -> Path:
-    import torch
+def default_trainer_threads(cfg: TrainConfig) -> int | None:
+    """The trainer's torch threads when ``cfg.threads`` is not given: with asynchronous rollouts the usable cores
+    less the generation process's ``rollout_threads`` (:func:`rlbatch.procs.threads_beside`), so the two processes
+    do not oversubscribe the machine; None (torch's default) for the synchronous loop."""
+    return threads_beside(cfg.rollout_threads) if async_rollout.enabled(cfg) else None
 
-    from rlbatch import faults
-    from rlbatch.train.grpo import NonFiniteError, make_adamw, retained_rows
-    from rlbatch.train.models import load_model
-    from rlbatch.train.rollout import GenStats, evaluate, fitted_concurrency, score
 
+# --------------------------------------------------------------------------------------------------- the loop
+def run_loop(r: "Run") -> Path:
+    """Train until :func:`stop_reason` says stop: each step gets its scored batch from the rollout source, updates
+    the policy with the algorithm's update function, logs one metrics line, evaluates every ``eval_every``
+    retained samples and checkpoints every ``checkpoint_every`` steps; then a last evaluation and checkpoint and
+    ``run.json`` finished. Returns the run directory."""
+    cfg, state = r.cfg, r.state
+    try:
+        if state.step == 0 and state.eval_lines == 0:
+            r.evaluate()
+            state.next_eval = cfg.eval_every
+        while (why := stop_reason(cfg, state)) is None:
+            step = state.step + 1
+            t0, c0 = time.perf_counter(), time.process_time()
+            batch = r.next_batch(step)  # sampled and scored (synchronously, or decoded ahead)
+            t2 = time.perf_counter()
+            upd = r.update(r.learner, batch, step)  # GRPO or PPO: zero or more optimizer steps
+            r.source.publish(step, r.learner.model, snapshot=step % cfg.checkpoint_every == 0)
+            r.settle()  # CUDA: the optimizer step's kernels count in this step's update time
+            t3, c3 = time.perf_counter(), time.process_time()
+            gen_tok = int(batch.rollout.response_mask.sum())
+            state.advance(step, upd.retained, len(batch.items), gen_tok, upd.tokens_trained, t3 - t0)
+            line = metrics_line(state, batch, upd, r.learner.lr, gen_tok, step_s=t3 - t0, train_s=t3 - t2,
+                                cpu_s=c3 - c0)
+            r.log_metrics({**line, **r.source.step_metrics(c3 - c0)})
+            if state.eval_due():
+                r.evaluate()
+                state.schedule_next_eval(cfg.eval_every)
+            if step % cfg.checkpoint_every == 0:
+                r.checkpoint()
+            r.progress.update(state, float(batch.rewards.mean()))
+        if state.last_eval_step != state.step:
+            r.evaluate()
+        r.checkpoint()
+        update_meta(r.out, status="finished", stop_reason=why, steps=state.step,
+                    samples_retained=state.samples_retained, samples_generated=state.samples_generated,
+                    max_concurrent_sequences=cfg.max_concurrent_sequences, **peak_memory(cfg.device, r.gen_stats))
+    except BaseException as err:
+        final = r.failed(err)
+        if final is not err:
+            raise final from None
+        raise
+    finally:
+        r.close()
+    return r.out
+
+
+def stop_reason(cfg: TrainConfig, state: StepState) -> str | None:
+    """Why the run stops before step ``state.step + 1`` (the sentence run.json records), or None to go on: the
+    target reached and held, the retained-sample budget, ``max_steps``, ``max_time_s``, or ``max_empty_steps``
+    steps in a row with every group filtered."""
+    if cfg.stop_at_target is not None and state.hold >= cfg.stop_hold:
+        return f"target {cfg.stop_at_target:g} reached and held for {cfg.stop_hold} evaluations"
+    if state.samples_retained >= cfg.samples:
+        return "retained-sample budget reached"
+    if cfg.max_steps is not None and state.step >= cfg.max_steps:
+        return f"max_steps {cfg.max_steps} reached"
+    if cfg.max_time_s is not None and state.wall_s >= cfg.max_time_s:
+        return f"max_time_s {cfg.max_time_s:g} reached"
+    if state.empty >= cfg.max_empty_steps:
+        return (f"no learning signal: {cfg.max_empty_steps} consecutive steps had every group filtered (all "
+                "rewards equal)")
+    return None
+
+
+def metrics_line(state: StepState, batch: Batch, upd: UpdateResult, lr: float, gen_tokens: int, *, step_s: float,
+                 train_s: float, cpu_s: float) -> dict[str, Any]:
+    """The metrics.jsonl line of the step ``state`` has just counted (DESIGN.md names; seconds; ``gen_tokens``:
+    the batch's response tokens): counters, timings (generation and scoring from the batch, ``train_s`` the
+    update, ``step_s`` the whole step, ``cpu_s`` the trainer's CPU seconds), reward mean/std over the batch,
+    ``lr``, batch and group sizes before/after filtering, mean response length, then the update's own metrics."""
+    n, rewards = len(batch.items), batch.rewards
+    return {**state.counters(), "time/gen_s": batch.gen_s, "time/reward_s": batch.reward_s, "time/train_s": train_s,
+            "time/step_s": step_s, "time/cpu_s": cpu_s, "time/wall_s": state.wall_s,
+            "reward/mean": float(rewards.mean()), "reward/std": float(rewards.std()) if len(rewards) > 1 else 0.0,
+            "lr": lr, "batch/retained": upd.retained, "batch/generated": n, "groups/retained": upd.groups_retained,
+            "groups/generated": upd.groups, "response_length/mean": gen_tokens / n, **upd.metrics}
+
+
+# --------------------------------------------------------------------------------------------------- set-up
+@dataclass
+class Run:
+    """Everything :func:`run_loop` uses, built once by :func:`setup`: the configuration (with the fitted
+    ``max_concurrent_sequences``), the run directory and its writers, the counters, the learner, the rollout source
+    and ``next_batch`` (its ``get``, counting fault steps when faults are armed), the update function and
+    ``algo_state`` (what the checkpoint keeps besides the policy: PPO's critic and its optimizer),
+    ``settle`` (waits for queued CUDA kernels; a no-op on CPU), the evaluation's inputs (``greedy``: its sampler,
+    with the ``gen`` fault point when armed) and the progress display."""
+
+    cfg: TrainConfig
+    out: Path
+    run_id: str
+    state: StepState
+    learner: Learner
+    source: RolloutSource
+    next_batch: Callable[[int], Batch]
+    update: Callable[[Learner, Batch, int], UpdateResult]
+    algo_state: Callable[[], dict[str, Any]]
+    settle: Callable[[], None]
+    greedy: Sampler
+    tok: Any
+    task: Any
+    gen_stats: GenStats
+    metrics: JsonlWriter
+    evals: JsonlWriter
+    progress: Any
+    saved_step: int | None = None
+
+    def evaluate(self) -> float:
+        """Greedy evaluation on the task's held-out items; one eval.jsonl line."""
+        sc, n, dt = evaluate(self.learner.model, self.tok, self.task, self.cfg.max_new_tokens,
+                             self.cfg.eval_batch_size, max_concurrent=self.cfg.max_concurrent_sequences,
+                             sample=self.greedy)
+        self.evals.append(finite_record(self.state.eval_line(sc, n, dt, self.cfg.stop_at_target)))
+        self.state.eval_lines += 1
+        return sc
+
+    def log_metrics(self, line: dict[str, Any]) -> None:
+        self.metrics.append(finite_record(line))
+        self.state.metrics_lines += 1
+
+    def checkpoint(self) -> None:
+        """Save the checkpoint of this step (the learner, the counters, the algorithm's and the source's state)."""
+        extra = {**self.algo_state(), **self.source.checkpoint()}
+        save_checkpoint(self.out, self.learner.model, self.learner.optimizer, self.state.to_dict(), extra or None)
+        self.saved_step = self.state.step
+
+    def kept_note(self) -> str:
+        ck = (f"the last checkpoint (step {self.saved_step}) is intact" if self.saved_step is not None
+              else "no checkpoint yet")
+        return f"; earlier lines are intact, {ck}; free space and rerun with --resume"
+
+    def failed(self, err: BaseException) -> BaseException:
+        """Record the failure in run.json; returns the error to raise (a :class:`UserError` for a failed write or a
+        diverged step, else ``err`` itself)."""
+        if isinstance(err, OSError):
+            final = write_error(err, self.out, self.kept_note())
+        elif isinstance(err, NonFiniteError):
+            final = _diverged(self.out, self.state.step + 1, err, self.saved_step)
+        else:
+            final = err
+        try:
+            why = str(final) if isinstance(final, UserError) else f"{type(err).__name__}: {err}"
+            update_meta(self.out, status="failed", stop_reason=why[:500])
+        except Exception:
+            pass
+        return final
+
+    def close(self) -> None:
+        self.source.close()
+        self.metrics.close()
+        self.evals.close()
+        self.progress.close()
+
+
+def setup(cfg: TrainConfig, out: Path, lr: float, micro: int, resume: bool, progress: bool, model_tok,
+          task) -> Run:
+    """Build the :class:`Run` of ``cfg`` in ``out``: the model (and a frozen reference copy with a KL term), AdamW,
+    PPO's critic, the counters (fresh and seeded, or restored with the RNG states from the checkpoint), run.json and
+    the metrics/eval writers (lines past the checkpoint dropped), the fitted generation concurrency, the rollout
+    source (asynchronous with ``async_rollouts`` / ``partial_rollout_tokens``) and the update of ``cfg.algo``, with
+    the fault points (:mod:`rlbatch.faults`) wrapped around them when ``RLBATCH_FAULT`` is set."""
     ckpt_path = out / CHECKPOINT
     remove_stale_temps(out)
-    model, tok = model_tok or load_model(cfg.model, cfg.device)
+    model, tok = model_tok
     model.to(cfg.device)
     model.eval()  # dropout off for rollouts and updates (the tiny preset has none; standard in RL fine-tuning)
-    ref_model = None
-    if cfg.kl_coef > 0:
-        import copy
-
-        ref_model = copy.deepcopy(model).requires_grad_(False)
+    ref_model = copy.deepcopy(model).requires_grad_(False) if cfg.kl_coef > 0 else None
     optimizer = make_adamw(model.parameters(), lr=lr, betas=cfg.adam_betas, eps=cfg.adam_eps,
                            weight_decay=cfg.weight_decay)
-    ppo = None  # PPO hook: critic + its optimizer (rlbatch.train.ppo)
-    if cfg.algo == "ppo":
-        from rlbatch.train import ppo as ppo_mod
-
-        ppo = ppo_mod.setup(cfg, model, tok)
-
-    state = {"step": 0, "samples/retained": 0, "samples/generated": 0, "tokens/generated": 0, "tokens/trained": 0,
-             "time/wall_s": 0.0, "next_eval": 0, "hold": 0, "metrics_lines": 0, "eval_lines": 0, "last_eval": None}
-    saved = {"step": None}  # step of the last checkpoint on disk (for error messages)
+    critic = ppo.setup(cfg, model, tok) if cfg.algo == "ppo" else None
+    learner = Learner(model, optimizer, lr, cfg, micro, ref_model, critic, faults.around_backward(backward_pass))
+    state, saved, ck = StepState(), None, {}
     if resume and ckpt_path.exists():
         ck = load_checkpoint(ckpt_path, cfg.device)
         model.load_state_dict(ck["model"])
         optimizer.load_state_dict(ck["optimizer"])
-        _set_rng_states(ck["rng"])
-        if ppo is not None:
-            ppo_mod.load_state_dict(ppo, ck)
-        state = ck["state"]
-        saved["step"] = state["step"]
+        set_rng_states(ck["rng"])
+        if critic is not None:
+            ppo.load_state_dict(critic, ck)
+        state = StepState.from_dict(ck["state"])
+        saved = state.step
         if ref_model is not None:  # the reference is the initial policy: rebuild it from the preset
             ref_model.load_state_dict(load_model(cfg.model, cfg.device)[0].state_dict())
     else:
         random.seed(cfg.seed)
         np.random.seed(cfg.seed % 2**32)
         torch.manual_seed(cfg.seed)
-
-    def kept_note() -> str:
-        ck = (f"the last checkpoint (step {saved['step']}) is intact" if saved["step"] is not None
-              else "no checkpoint yet")
-        return f"; earlier lines are intact, {ck}; free space and rerun with --resume"
-
-    meta_fields = dict(run_id=cfg.run_id or out.name or "run", algorithm=cfg.algo, model=cfg.model, task=cfg.task,
-                       prompts_per_step=cfg.prompts_per_step, group_size=cfg.group_size, lr=lr,
-                       lr_rule=cfg.lr_rule, base_batch=cfg.base_batch, base_lr=cfg.base_lr, seed=cfg.seed,
-                       backend="rlbatch",
-                       hardware={"device": cfg.device, "cpu_count": os.cpu_count(),
-                                 "torch_threads": torch.get_num_threads(), "machine": platform.machine()},
-                       software=_software(), status="running", stop_reason=None,
-                       config=cfg.model_dump(mode="json"), micro_batch_size=micro,
-                       batch_size=cfg.update_batch, rollout_batch_size=cfg.batch_size, ppo_epochs=cfg.ppo_epochs,
-                       train_prompts=task.train_size, eval_items=len(task.eval_items),
-                       **({"critic_lr": ppo.lr, "critic_base_lr": cfg.critic_base_lr} if ppo else {}))
-    meta = make_meta(out / "run.json", **meta_fields)
+    run_id = cfg.run_id or out.name or "run"
+    meta = make_meta(out / "run.json", **_meta_fields(cfg, run_id, lr, micro, task, critic))
     try:
-        _truncate_lines(out / METRICS_JSONL, state["metrics_lines"])
-        _truncate_lines(out / EVAL_JSONL, state["eval_lines"])
+        truncate_lines(out / METRICS_JSONL, state.metrics_lines)
+        truncate_lines(out / EVAL_JSONL, state.eval_lines)
         write_meta(out, meta)
-        metrics = JsonlWriter(out / METRICS_JSONL)
-        evals = JsonlWriter(out / EVAL_JSONL)
+        metrics, evals = JsonlWriter(out / METRICS_JSONL), JsonlWriter(out / EVAL_JSONL)
     except OSError as err:
-        raise write_error(err, out, kept_note()) from None
-    G = cfg.group_size
+        note = f"the last checkpoint (step {saved}) is intact" if saved is not None else "no checkpoint yet"
+        raise write_error(err, out, f"; earlier lines are intact, {note}; free space and rerun with --resume") \
+            from None
     gen_stats = GenStats()
     if cfg.max_concurrent_sequences is None:  # fitted to memory: prompt of the task's longest item + response
         cfg = cfg.model_copy(update={"max_concurrent_sequences": fitted_concurrency(
             model, _context_of(model, tok, task, cfg))})
+        learner.cfg = cfg
     cuda = cfg.device.startswith("cuda")
     if cuda:
         torch.cuda.reset_peak_memory_stats()
-    # async hook: the generation process (rlbatch.train.async_rollout), None for the synchronous loop
-    from rlbatch.train import async_rollout
-
-    pipe = (async_rollout.AsyncRollouts(cfg, model, tok, task, state["step"], ck.get(async_rollout.CKPT_KEY)
-                                        if resume and ckpt_path.exists() else None, micro=micro)
-            if async_rollout.enabled(cfg) else None)
-
-    def ckpt_extra() -> dict | None:
-        extra = {**(ppo_mod.state_dict(ppo) if ppo else {}), **(pipe.checkpoint() if pipe else {})}
-        return extra or None
-
-    bar = _Progress(cfg.samples, out.name) if progress else None
-    t_start = time.perf_counter()
-    stop_reason = "retained-sample budget reached"
-
-    def run_eval() -> float:
-        sc, n, dt = evaluate(model, tok, task, cfg.max_new_tokens, cfg.eval_batch_size,
-                             max_concurrent=cfg.max_concurrent_sequences)
-        evals.append(_clean({"step": state["step"], "samples/retained": state["samples/retained"],
-                             "samples/generated": state["samples/generated"], "eval/score": sc, "eval/n": n,
-                             "time/eval_s": dt, "time/wall_s": state["time/wall_s"]}))
-        state["eval_lines"] += 1
-        state["last_eval"] = sc
-        state["last_eval_step"] = state["step"]
-        if cfg.stop_at_target is not None:
-            state["hold"] = state["hold"] + 1 if sc >= cfg.stop_at_target else 0
-        return sc
-
-    try:
-        faults.set_step(state["step"], meta.run_id)
-        if state["step"] == 0 and state["eval_lines"] == 0:
-            run_eval()
-            state["next_eval"] = cfg.eval_every
-        while True:
-            if cfg.stop_at_target is not None and state["hold"] >= cfg.stop_hold:
-                stop_reason = f"target {cfg.stop_at_target:g} reached and held for {cfg.stop_hold} evaluations"
-                break
-            if state["samples/retained"] >= cfg.samples:
-                break
-            if cfg.max_steps is not None and state["step"] >= cfg.max_steps:
-                stop_reason = f"max_steps {cfg.max_steps} reached"
-                break
-            if cfg.max_time_s is not None and state["time/wall_s"] >= cfg.max_time_s:
-                stop_reason = f"max_time_s {cfg.max_time_s:g} reached"
-                break
-            if state.get("empty", 0) >= cfg.max_empty_steps:
-                stop_reason = (f"no learning signal: {cfg.max_empty_steps} consecutive steps had every group "
-                               f"filtered (all rewards equal)")
-                break
-            step = state["step"] + 1
-            faults.set_step(step, meta.run_id)
-            t0, c0 = time.perf_counter(), time.process_time()
-            behaviour_logp = None
-            if pipe is not None:  # async hook: the batch decoded ahead, with its recorded log-probabilities
-                items, ro, behaviour_logp = pipe.get(step)
-            else:
-                items, ro = rollout_step(model, tok, task, cfg, step, gen_stats)
-            t1 = time.perf_counter()
-            rewards = pipe.prepared_rewards() if pipe is not None else None  # async hook: scored ahead
-            if rewards is None:
-                rewards = score(task, items, ro.texts)
-            t2 = time.perf_counter()
-            rec: dict[str, Any] = {}
-            if ppo is not None:  # PPO hook: every response is kept (B_train = P x G)
-                keep = torch.ones(cfg.prompts_per_step, dtype=torch.bool)
-                b_ret = len(items)
-                try:
-                    rec, n_tok = ppo_mod.ppo_step(model, optimizer, lr, ppo, ro, rewards, cfg, micro, step, ref_model)
-                except NonFiniteError as err:
-                    raise _diverged(out, step, err, saved["step"]) from None
-            else:
-                adv, keep, rows = retained_rows(rewards, G, cfg.filter_groups)
-                b_ret = int(rows.numel())
-            if ppo is None and b_ret > 0:
-                try:
-                    ahead = pipe.prepared_passes(rows.tolist()) if pipe is not None else None  # async hook
-                    rec, n_tok = grpo_update(model, optimizer, lr, ro.select(rows), adv.view(-1)[rows], cfg, micro,
-                                             ref_model, old_logp=None if behaviour_logp is None  # async hook
-                                             else behaviour_logp[rows], prepared=ahead)
-                except NonFiniteError as err:
-                    raise _diverged(out, step, err, saved["step"]) from None
-            elif ppo is None:
-                n_tok = 0  # every group filtered: nothing to learn from, no optimizer step
-            faults.fault("optim")
-            if pipe is not None:  # async hook: hand the new version to the generator
-                pipe.publish(step, model, snapshot=step % cfg.checkpoint_every == 0)
-            if cuda:  # the optimizer step's kernels run asynchronously: count them in this step's update time
-                torch.cuda.synchronize()
-            t3, c3 = time.perf_counter(), time.process_time()
-            gen_tok = int(ro.response_mask.sum())
-            state["step"] = step
-            state["empty"] = 0 if b_ret else state.get("empty", 0) + 1
-            state["samples/retained"] += b_ret
-            state["samples/generated"] += len(items)
-            state["tokens/generated"] += gen_tok
-            state["tokens/trained"] += n_tok
-            state["time/wall_s"] += t3 - t0
-            line = {"step": step, "samples/retained": state["samples/retained"],
-                    "samples/generated": state["samples/generated"], "tokens/generated": state["tokens/generated"],
-                    "tokens/trained": state["tokens/trained"], "time/gen_s": t1 - t0, "time/reward_s": t2 - t1,
-                    "time/train_s": t3 - t2, "time/step_s": t3 - t0, "time/cpu_s": c3 - c0,
-                    "time/wall_s": state["time/wall_s"],
-                    "reward/mean": float(rewards.mean()), "reward/std": float(rewards.std()) if len(rewards) > 1
-                    else 0.0, "lr": lr, "batch/retained": b_ret, "batch/generated": len(items),
-                    "groups/retained": int(keep.sum()), "groups/generated": int(keep.numel()),
-                    "response_length/mean": gen_tok / len(items), **rec}
-            if pipe is not None:  # async hook: staleness, partial fraction, overlap
-                line.update(pipe.step_metrics(c3 - c0))
-            metrics.append(_clean(line))
-            state["metrics_lines"] += 1
-            if state["samples/retained"] >= state["next_eval"]:
-                run_eval()
-                while state["next_eval"] <= state["samples/retained"]:
-                    state["next_eval"] += cfg.eval_every
-            if step % cfg.checkpoint_every == 0:
-                save_checkpoint(out, model, optimizer, state, ckpt_extra())
-                saved["step"] = step
-            if bar:
-                bar.update(state, float(rewards.mean()), time.perf_counter() - t_start)
-        if state.get("last_eval_step") != state["step"]:
-            run_eval()
-        save_checkpoint(out, model, optimizer, state, ckpt_extra())
-        saved["step"] = state["step"]
-        update_meta(out, status="finished", stop_reason=stop_reason, steps=state["step"],
-                    samples_retained=state["samples/retained"], samples_generated=state["samples/generated"],
-                    max_concurrent_sequences=cfg.max_concurrent_sequences, **peak_memory(cfg.device, gen_stats))
-    except BaseException as err:
-        final = write_error(err, out, kept_note()) if isinstance(err, OSError) else err
-        try:
-            why = str(final) if isinstance(final, UserError) else f"{type(err).__name__}: {err}"
-            update_meta(out, status="failed", stop_reason=why[:500])
-        except Exception:
-            pass
-        if final is not err:
-            raise final from None
-        raise
-    finally:
-        if pipe is not None:
-            pipe.close()
-        metrics.close()
-        evals.close()
-        if bar:
-            bar.close()
-    return out
+    source = (async_rollout.AsyncRollouts(cfg, model, tok, task, state.step, ck.get(async_rollout.CKPT_KEY)
+                                          if ck else None, micro=micro)
+              if async_rollout.enabled(cfg)
+              else SyncRollouts(model, tok, task, cfg, gen_stats, faults.before("gen", sampling(cfg.temperature))))
+    faults.set_step(state.step, meta.run_id)
+    return Run(cfg=cfg, out=out, run_id=meta.run_id, state=state, learner=learner, source=source,
+               next_batch=faults.counting_steps(source.get, meta.run_id),
+               update=faults.then("optim", UPDATES[cfg.algo]),
+               algo_state=partial(ppo.state_dict, critic) if critic is not None else dict,
+               settle=torch.cuda.synchronize if cuda else _nothing, greedy=faults.before("gen", greedy_sample),
+               tok=tok, task=task, gen_stats=gen_stats, metrics=metrics, evals=evals,
+               progress=_Progress(cfg.samples, out.name) if progress else _NoProgress(), saved_step=saved)
 
 
-def precision_context(precision: str, device: str):
-    """The context the trainer's forward passes run in: ``torch.autocast(device type, torch.bfloat16)`` for
-    ``precision="bf16"`` (matmuls and attention in bfloat16, softmax / log-softmax / norms in float32, parameters
-    untouched: mixed precision as in Micikevicius et al. 2018, without a loss scale, which bfloat16's float32
-    exponent range makes unnecessary; the weights are cast afresh in every forward), a no-op context for ``"fp32"``. Raises :class:`UserError` for another value.
-    The asynchronous generation process enters the same context (:mod:`rlbatch.train.async_rollout`)."""
-    import contextlib
+def _nothing() -> None:
+    pass
 
-    import torch
 
-    if precision == "fp32":
-        return contextlib.nullcontext()
-    if precision != "bf16":
-        raise UserError(f"--precision must be fp32 or bf16, got {precision!r}", field="precision")
-    # cache_enabled=False: the loop runs in one autocast region, and autocast's cache of bfloat16 weight copies lives
-    # until the region exits, so it would keep serving the weights of before the first optimizer step
-    return torch.autocast(device_type=torch.device(device).type, dtype=torch.bfloat16, cache_enabled=False)
+def _meta_fields(cfg: TrainConfig, run_id: str, lr: float, micro: int, task, critic) -> dict[str, Any]:
+    """run.json's fields of a trainer run (DESIGN.md: run store)."""
+    return dict(run_id=run_id, algorithm=cfg.algo, model=cfg.model, task=cfg.task,
+                prompts_per_step=cfg.prompts_per_step, group_size=cfg.group_size, lr=lr,
+                lr_rule=cfg.lr_rule, base_batch=cfg.base_batch, base_lr=cfg.base_lr, seed=cfg.seed,
+                backend="rlbatch",
+                hardware={"device": cfg.device, "cpu_count": os.cpu_count(),
+                          "torch_threads": torch.get_num_threads(), "machine": platform.machine()},
+                software=_software(), status="running", stop_reason=None,
+                config=cfg.model_dump(mode="json"), micro_batch_size=micro,
+                batch_size=cfg.update_batch, rollout_batch_size=cfg.batch_size, ppo_epochs=cfg.ppo_epochs,
+                train_prompts=task.train_size, eval_items=len(task.eval_items),
+                **({"critic_lr": critic.lr, "critic_base_lr": cfg.critic_base_lr} if critic is not None else {}))
+
+
+def _software() -> dict:
+    return {"torch": torch.__version__, "transformers": transformers.__version__, "python": platform.python_version()}
 
 
 def _context_of(model, tok, task, cfg: TrainConfig) -> int:
     """Tokens one sequence may hold, for the fitted ``max_concurrent_sequences``: the longest of the first 256
     training prompts plus ``max_new_tokens``."""
-    from itertools import islice
-
-    from rlbatch.train.rollout import render_prompt
-
     longest = max((len(render_prompt(it, tok)) for it in islice(task.train, 256)), default=1)
     return longest + cfg.max_new_tokens
 
@@ -601,13 +364,9 @@ def peak_memory(device: str, gen_stats) -> dict:
     """Peak memory of the run so far, bytes: ``peak_memory_bytes`` (CUDA: ``torch.cuda.max_memory_allocated``; CPU:
     the process's peak resident set, ``ru_maxrss``) and ``peak_kv_cache_bytes`` (the largest KV cache plus logits a
     generation step held, measured on the tensors: :class:`rlbatch.train.rollout.GenStats`)."""
-    import torch
-
     if device.startswith("cuda"):
         peak = int(torch.cuda.max_memory_allocated())
     else:
-        import resource
-
         peak = int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024  # kB on Linux
     return {"peak_memory_bytes": peak, "peak_kv_cache_bytes": int(gen_stats.peak_kv_bytes),
             "peak_concurrent_sequences": int(gen_stats.peak_sequences)}
@@ -624,19 +383,27 @@ class _Progress:
     """A rich progress bar over retained samples showing reward, last eval score and samples/s."""
 
     def __init__(self, total: int, name: str):
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
         self.p = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                           TextColumn("{task.fields[info]}"), TimeElapsedColumn())
         self.p.start()
         self.t = self.p.add_task(name or "train", total=total, info="")
 
-    def update(self, state: dict, reward: float, elapsed: float) -> None:
-        ev = state.get("last_eval")
+    def update(self, state: StepState, reward: float) -> None:
+        ev = state.last_eval
         ev_s = f"{ev:.3f}" if ev is not None else "—"
-        info = f"step {state['step']}  reward {reward:.3f}  eval {ev_s}  " \
-               f"{state['samples/retained'] / max(state['time/wall_s'], 1e-9):.1f} samples/s"
-        self.p.update(self.t, completed=min(state["samples/retained"], self.p.tasks[0].total), info=info)
+        info = f"step {state.step}  reward {reward:.3f}  eval {ev_s}  " \
+               f"{state.samples_retained / max(state.wall_s, 1e-9):.1f} samples/s"
+        self.p.update(self.t, completed=min(state.samples_retained, self.p.tasks[0].total), info=info)
 
     def close(self) -> None:
         self.p.stop()
+
+
+class _NoProgress:
+    """No progress display (``progress=False``)."""
+
+    def update(self, state: StepState, reward: float) -> None:
+        pass
+
+    def close(self) -> None:
+        pass

@@ -1,4 +1,4 @@
-"""Prompt sharing in the update (issue 16): the responses of one prompt packed after a single copy of it under a
+"""Prompt sharing in the update: the responses of one prompt packed after a single copy of it under a
 block attention mask give the same log-probabilities and the same gradient as one padded row per response, for
 GPT-2 (learned positions) and Llama (rotary positions), with the sdpa and eager attention paths, unequal prompt
 lengths, one-token responses and groups split over micro-batches; and the layout is only used where it pays."""
@@ -35,7 +35,7 @@ def _gpt2(attn: str):
 def _llama(attn: str):
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from rlbatch.train.models import char_tokenizer
+    from rlbatch.train.model_base import char_tokenizer
 
     tok = char_tokenizer()
     torch.manual_seed(0)

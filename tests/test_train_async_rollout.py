@@ -12,8 +12,9 @@ torch = pytest.importorskip("torch")
 from rlbatch.train.async_rollout import Schedule, decode_piece, run_round  # noqa: E402
 from rlbatch.train.grpo import accumulate_gradients, token_logprobs  # noqa: E402
 from rlbatch.train.rollout import Rollout, left_pad  # noqa: E402
+from rlbatch.runstore import TIME_KEYS  # noqa: E402
 from rlbatch.train.config import make_config  # noqa: E402
-from rlbatch.train.trainer import TIME_KEYS, train  # noqa: E402
+from rlbatch.train.trainer import train  # noqa: E402
 
 from _train_helpers import Kill, coin_task, fresh, killing_task  # noqa: E402
 

@@ -15,11 +15,13 @@ import torch
 from rlbatch.errors import UserError
 from rlbatch.study.demo import DEMOS
 from rlbatch.study.ladder import build_ladder
-from rlbatch.train.gpu_model import GPU_ARCHS, GPU_WARM, cache_key, param_count, sft_batch, warm_start_info
-from rlbatch.train.models import char_tokenizer, load_model
-from rlbatch.train.tasks import Item
 from rlbatch.train.config import make_config
-from rlbatch.train.trainer import precision_context, train
+from rlbatch.train.gpu_model import GPU_ARCHS, GPU_WARM, cache_key, param_count, warm_start_info
+from rlbatch.train.model_base import char_tokenizer, sft_batch
+from rlbatch.train.models import load_model
+from rlbatch.train.precision import precision_context
+from rlbatch.train.tasks import Item
+from rlbatch.train.trainer import train
 
 REPO = Path(__file__).resolve().parents[1]
 

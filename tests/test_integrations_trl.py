@@ -51,7 +51,7 @@ def test_callback_stops_a_run_that_cannot_win(trials, tmp_path, mine, others, st
     assert logged[0].startswith("rlbatch: update 0: ") and mine in logged[0]
     assert control.should_training_stop is stops
     if stops:
-        assert cb.state["stop_reason"].startswith("adaptive: cannot win") and "stopping" in logged[-1]
+        assert cb.stop_reason.startswith("adaptive: cannot win") and "stopping" in logged[-1]
     # without the opt-in the prediction is logged but the trainer is never stopped
     cb2 = RlbatchCallback(out, run_id=mine, target=0.45, compare_with=[trials / o for o in others],
                           log=logged.append, n_boot=30)

@@ -1,4 +1,4 @@
-"""The tiny preset's warm start: its weights ship as package data and are bit-identical on every machine (issue 23),
+"""The tiny preset's warm start: its weights ship as package data and are bit-identical on every machine,
 and the recipe that rebuilds them does not depend on the caller's torch thread count (it is chaotic in the reduction
 order: built on one thread the model scored 0.13 held-out, on two 0.24)."""
 
@@ -7,8 +7,8 @@ import torch
 
 from rlbatch.errors import UserError
 from rlbatch.train import models
-from rlbatch.train.models import (TINY_SHA256, char_tokenizer, load_model, tiny_model, tiny_weights_path, warm_start,
-                                  weights_digest)
+from rlbatch.train.model_base import char_tokenizer
+from rlbatch.train.models import TINY_SHA256, load_model, tiny_model, tiny_weights_path, warm_start, weights_digest
 
 #: The digest committed for tiny-v2 (src/rlbatch/data/tiny-v2.safetensors); written out here as well so that changing
 #: the shipped weights needs a deliberate edit of the test too.

@@ -44,7 +44,7 @@ def test_sampling_with_chunks_is_reproducible_and_grouped(tiny):
 def _long_context_model():
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    from rlbatch.train.models import char_tokenizer
+    from rlbatch.train.model_base import char_tokenizer
 
     tok = char_tokenizer()
     cfg = GPT2Config(vocab_size=len(tok), n_layer=1, n_embd=32, n_head=2, n_positions=512, resid_pdrop=0.0,

@@ -57,7 +57,7 @@ def test_missing_lr_and_rule_base(monkeypatch, capsys, tmp_path):
 
 
 def test_preset_without_lr_takes_its_demo_base(monkeypatch, capsys, tmp_path):
-    """... and the demo's B0 = 16, lr0 = 1e-4 under the sqrt rule for the tiny preset (issue 16's literal command:
+    """... and the demo's B0 = 16, lr0 = 1e-4 under the sqrt rule for the tiny preset (the command
     ``rlbatch train --model tiny -P 512 -G 8 --samples 8192 --max-concurrent-sequences 256``): lr = 1e-4 x
     sqrt(4096 / 16) = 1.6e-3, said on stderr."""
     import rlbatch.train.trainer as trainer
