@@ -123,7 +123,7 @@ SCRIPT = r'''
 from datasets import Dataset
 from trl import GRPOConfig, GRPOTrainer
 
-from rlbatch.integrations.trl import attach
+from rlbatch.integrations.trl_callback import attach
 from rlbatch.train.model_base import char_tokenizer
 from rlbatch.train.models import tiny_model
 

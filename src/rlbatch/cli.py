@@ -15,7 +15,8 @@ import typer
 from rich.console import Console
 from rich.progress import Progress
 
-from rlbatch.cli_options import (ADDRESS, BASE_BATCH, BASE_CONFIG, BASE_LR, BATCHES, CONFIG, DRY_RUN,
+from rlbatch.cli_options import (ADDRESS, BASE_BATCH, BASE_CONFIG, BASE_LR, BATCHES, CLOCK, CONFIG, DRY_RUN, EMA,
+                                 LOG_FORMAT, MAPPING, METRIC, REFERENCE, SETS, SUSTAINED,
                                  FIXED_LR_CONTROL, GROUP_SIZES, RULE, SEEDS, STOP_ON_TARGET, SUBMIT, SWEEP_SETTINGS,
                                  TARGET, TRAIN_SETTINGS, AliasGroup, with_config_options)
 from rlbatch.errors import UserError
@@ -395,26 +396,16 @@ def analyze_cmd(
                                        "trainer_state.json, W&B/CSV/JSONL exports, run dirs or sweep dirs."),
     target: Optional[float] = typer.Option(None, "--target", help="Target score: adds samples-to-target, the "
                                            "accounting and a recommendation."),
-    metric: str = typer.Option("eval/score", "--metric", help="Metric the target applies to (eval/score, "
-                               "reward/mean, ...)."),
-    reference: Optional[str] = typer.Option(None, "--reference", help="Reference run for rN (default: the "
-                                            "smallest batch that reached the target)."),
-    sets: Optional[list[str]] = typer.Option(None, "--set", help="Override run metadata: RUN:field=value or "
-                                             "field=value for all runs (prompts_per_step, group_size, lr, ...)."),
-    mapping: Optional[list[str]] = typer.Option(None, "--map", help="Map a foreign metric name: foreign=canonical "
-                                                "(e.g. acc=eval/score). Repeatable."),
-    log_format: Optional[str] = typer.Option(None, "--log-format", help="Input format instead of detecting it: "
-                                             "verl, verl-jsonl, tensorboard, trl, wandb-csv, csv, jsonl, rlbatch, wandb (W&B "
-                                             "run directories), mlflow (mlruns/ or mlflow.db)."),
+    metric: str = METRIC,
+    reference: Optional[str] = REFERENCE,
+    sets: Optional[list[str]] = SETS,
+    mapping: Optional[list[str]] = MAPPING,
+    log_format: Optional[str] = LOG_FORMAT,
     out: Optional[Path] = typer.Option(None, "--out", help="Write report.html, report.md (+PNG) and report.json "
                                        "here."),
-    ema: Optional[float] = typer.Option(None, "--ema", help="Smooth the metric with an EMA of this weight in [0, 1) "
-                                        "(TensorBoard's convention) before finding samples-to-target."),
-    sustained: bool = typer.Option(False, "--sustained", help="Count a target as reached only if the score stays at "
-                                   "or above it afterwards."),
-    clock: str = typer.Option("auto", "--clock", help="Clock for time-to-target and throughput: auto (process CPU "
-                              "time for runs on a CPU device that log time/cpu_s, where parallel trials share the "
-                              "cores; else wall-clock), wall or cpu."),
+    ema: Optional[float] = EMA,
+    sustained: bool = SUSTAINED,
+    clock: str = CLOCK,
     fmt: Format = typer.Option(Format.table, "--format", help="Output format."),
 ) -> None:
     """Read RL training logs (verl, TRL, OpenRLHF/TensorBoard, W&B, CSV/JSONL, rlbatch runs) and summarise each
@@ -434,9 +425,9 @@ def inspect_cmd(
                                           "(responses per update) to give the rule's learning rate for (default: "
                                           "half and double the launch's B)."),
     rule: str = RULE,
-    sets: Optional[list[str]] = typer.Option(None, "--set", help="As in analyze: RUN:field=value."),
-    mapping: Optional[list[str]] = typer.Option(None, "--map", help="As in analyze: foreign=canonical."),
-    log_format: Optional[str] = typer.Option(None, "--log-format", help="Input format instead of detecting it."),
+    sets: Optional[list[str]] = SETS,
+    mapping: Optional[list[str]] = MAPPING,
+    log_format: Optional[str] = LOG_FORMAT,
     fmt: Format = typer.Option(Format.table, "--format", help="Output format (table and markdown print text)."),
 ) -> None:
     """Say what a log holds and where each number came from (format, step counters, which name became which
@@ -528,21 +519,17 @@ def plan_cmd(
                                        "one accounting table (CSV with samples_to_target, as rlbatch account)."),
     target: Optional[float] = typer.Option(None, "--target", help="Target score (required for runs; a table is "
                                            "already at its target)."),
-    reference: Optional[str] = typer.Option(None, "--reference", help="Reference run, configuration or batch size "
-                                            "(default: as rlbatch analyze, the smallest batch that reached the "
-                                            "target)."),
+    reference: Optional[str] = REFERENCE,
     candidates: Optional[str] = typer.Option(None, "--candidates", help="Comma-separated batch sizes to predict "
                                              "besides the runs' own, e.g. 2048,4096."),
     profile: Optional[Path] = typer.Option(None, "--profile", help="Throughput profile JSON (rlbatch profile) for "
                                            "every candidate's throughput."),
-    metric: str = typer.Option("eval/score", "--metric", help="Metric the target applies to."),
+    metric: str = METRIC,
     tolerance: float = typer.Option(0.1, "--tolerance", help="Aligned family: rN <= 1 + tolerance."),
-    sets: Optional[list[str]] = typer.Option(None, "--set", help="Override run metadata: RUN:field=value."),
-    mapping: Optional[list[str]] = typer.Option(None, "--map", help="Map a foreign metric name: foreign=canonical."),
-    log_format: Optional[str] = typer.Option(None, "--log-format", help="Input log format instead of detecting it."),
-    clock: str = typer.Option("auto", "--clock", help="Clock for time-to-target and throughput: auto (process CPU "
-                              "time for runs on a CPU device that log time/cpu_s, where parallel trials share the "
-                              "cores; else wall-clock), wall or cpu."),
+    sets: Optional[list[str]] = SETS,
+    mapping: Optional[list[str]] = MAPPING,
+    log_format: Optional[str] = LOG_FORMAT,
+    clock: str = CLOCK,
     fmt: Format = typer.Option(Format.table, "--format", help="Output format."),
 ) -> None:
     """Align, then accelerate: predict each candidate batch's time-to-target (rN / throughput gain, with an
@@ -586,8 +573,8 @@ def watch_cmd(
     once: bool = typer.Option(False, "--once", help="Print one update and exit."),
     interval: float = typer.Option(5.0, "--interval", help="Seconds between checks for new lines."),
     max_updates: Optional[int] = typer.Option(None, "--max-updates", help="Exit after this many updates."),
-    metric: str = typer.Option("eval/score", "--metric", help="Metric the target applies to."),
-    log_format: Optional[str] = typer.Option(None, "--log-format", help="Input log format instead of detecting it."),
+    metric: str = METRIC,
+    log_format: Optional[str] = LOG_FORMAT,
     prompts_per_step: Optional[int] = typer.Option(None, "--prompts-per-step", help="P for logs that lack it."),
     group_size: Optional[int] = typer.Option(None, "--group-size", help="G for logs that lack it."),
 ) -> None:

@@ -103,6 +103,26 @@ SUBMIT = typer.Option(False, "--submit", help="verl/openrlhf/trl: submit each tr
 BASE_CONFIG = typer.Option(None, "--base-config", help="verl/openrlhf/trl: your base settings: Hydra overrides "
                            "(verl), flags (OpenRLHF) or a GRPOConfig YAML (TRL); one per line or YAML.")
 
+#: The options of the commands that read logs (analyze, inspect, plan, watch): one definition each.
+SETS = typer.Option(None, "--set", help="Override run metadata: RUN:field=value, or field=value for all "
+                    "runs (prompts_per_step, group_size, lr, ...). Repeatable.")
+MAPPING = typer.Option(None, "--map", help="Map a foreign metric name: foreign=canonical (e.g. "
+                       "acc=eval/score). Repeatable.")
+LOG_FORMAT = typer.Option(None, "--log-format", help="Input format instead of detecting it: verl, "
+                          "verl-jsonl, tensorboard, trl, wandb-csv, csv, jsonl, rlbatch, wandb (W&B run directories), "
+                          "mlflow (mlruns/ or mlflow.db).")
+METRIC = typer.Option("eval/score", "--metric", help="Metric the target applies to (eval/score, "
+                      "reward/mean, ...).")
+REFERENCE = typer.Option(None, "--reference", help="Reference run, configuration or batch size for "
+                         "rN (default: the smallest batch that reached the target).")
+CLOCK = typer.Option("auto", "--clock", help="Clock for time-to-target and throughput: auto (process "
+                     "CPU time for runs on a CPU device that log time/cpu_s, where parallel trials share the cores; "
+                     "else wall-clock), wall or cpu.")
+EMA = typer.Option(None, "--ema", help="Smooth the metric with an EMA of this weight in [0, 1) "
+                   "(TensorBoard's convention) before finding samples-to-target.")
+SUSTAINED = typer.Option(False, "--sustained", help="Count a target as reached only if the score "
+                         "stays at or above it afterwards.")
+
 
 # ----------------------------------------------------------------------------------------- deprecated spellings
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """The study's trials trained here by TRL's ``GRPOTrainer`` (``rlbatch sweep --backend trl``, ``rlbatch demo --backend
 trl``): the local sweep's ladder, manifest ``sweep.json`` and report (:func:`rlbatch.backends.local.run_sweep` with
 ``runner="trl"``), each trial in its own process with rlbatch's entry point :mod:`rlbatch.integrations.trl_train`,
-whose callback (:mod:`rlbatch.integrations.trl`) writes the trial's run directory ``OUT/trials/<run_id>``. A killed
+whose callback (:mod:`rlbatch.integrations.trl_callback`) writes the trial's run directory ``OUT/trials/<run_id>``. A killed
 sweep resumes each unfinished trial from its newest TRL checkpoint. (Launching the study on TRL elsewhere is
 :mod:`rlbatch.backends.launch_trl`.)
 """

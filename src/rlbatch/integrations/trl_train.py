@@ -1,5 +1,5 @@
 """The TRL training entry point rlbatch ships: one GRPO run with TRL's ``GRPOTrainer`` on an rlbatch task and model,
-written as a run-store directory by :mod:`rlbatch.integrations.trl` (``rlbatch sweep --backend trl`` runs one per
+written as a run-store directory by :mod:`rlbatch.integrations.trl_callback` (``rlbatch sweep --backend trl`` runs one per
 trial, in its own process; no user script is needed).
 
     python -m rlbatch.integrations.trl_train --out runs/t1 --model tiny --task arithmetic -P 16 -G 8 --lr 1e-4 \\
@@ -126,7 +126,7 @@ def train_trl(cfg, out_dir: Path | str) -> Path:
     from transformers.trainer_utils import get_last_checkpoint
     from trl import GRPOTrainer
 
-    from rlbatch.integrations.trl import attach
+    from rlbatch.integrations.trl_callback import attach
     from rlbatch.runstore import is_run_dir, read_meta
     from rlbatch.train.models import load_model
     from rlbatch.train.rollout import evaluate

@@ -1,5 +1,5 @@
 """What one training step hands to the next, shared by our trainer (:mod:`rlbatch.train.trainer`) and the TRL
-callback (:mod:`rlbatch.integrations.trl`): the run's counters (:class:`StepState`), the policy and what updates
+callback (:mod:`rlbatch.integrations.trl_callback`): the run's counters (:class:`StepState`), the policy and what updates
 it (:class:`Learner`), and what an update did (:class:`UpdateResult`); a step's batch is
 :class:`rlbatch.train.rollout.Batch`."""
 

@@ -3,7 +3,7 @@
 
 Use it in any TRL script, one line after building the trainer::
 
-    from rlbatch.integrations.trl import attach
+    from rlbatch.integrations.trl_callback import attach
     trainer = GRPOTrainer(model=..., reward_funcs=..., args=GRPOConfig(...), train_dataset=...)
     attach(trainer, "runs/my-run")            # optional: eval_fn=..., eval_every=..., meta={...}
     trainer.train()
@@ -337,7 +337,7 @@ class RlbatchCallback(TrainerCallback):
 
     def on_train_begin(self, args, state, control, model=None, **kw):
         if self.trainer is None:
-            raise UserError("RlbatchCallback needs the trainer: use rlbatch.integrations.trl.attach(trainer, OUT) "
+            raise UserError("RlbatchCallback needs the trainer: use rlbatch.integrations.trl_callback.attach(trainer, OUT) "
                             "instead of passing the callback to GRPOTrainer(callbacks=...)")
         if not state.is_world_process_zero:
             return

@@ -13,7 +13,7 @@ import pytest
 pytest.importorskip("transformers", reason="transformers is not installed (pip install 'rlbatch[trl]')")
 
 from rlbatch.errors import UserError  # noqa: E402
-from rlbatch.integrations.trl import RlbatchCallback  # noqa: E402
+from rlbatch.integrations.trl_callback import RlbatchCallback  # noqa: E402
 from rlbatch.plan import truncate_runs  # noqa: E402
 from rlbatch.readers import load  # noqa: E402
 from rlbatch.runstore import write_run  # noqa: E402
