@@ -23,7 +23,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from rlbatch.errors import UserError
 from rlbatch.scaling import scaled_lr
-from rlbatch.train.tasks import default_max_new_tokens
 
 
 class TrainConfig(BaseModel):
@@ -305,6 +304,8 @@ def trainer_fields(task: str, algo: str, settings: Mapping[str, Any], *, changed
     ppo = _ppo_fields(algo, *(take(n) for n in PPO_SETTINGS))
     asynchronous = _async_fields(*(take(n) for n in ASYNC_SETTINGS))
     if "max_new_tokens" in rest:
+        from rlbatch.train.tasks import default_max_new_tokens  # on use: tasks loads numpy, the CLI's options must not
+
         rest["max_new_tokens"] = rest["max_new_tokens"] or default_max_new_tokens(task)
     if "max_grad_norm" in rest:
         rest["max_grad_norm"] = rest["max_grad_norm"] or None
