@@ -215,3 +215,22 @@ def test_earliest_crossing_is_the_accountings_first_crossing(tmp_path):
     b = run([0, 1000, 2000, 3000], [0.24, 0.30, 0.32, 0.33], "b")
     assert earliest_crossing([a, b], 0.37, "eval/score") == pytest.approx(2500)
     assert earliest_crossing([b], 0.37, "eval/score") is None
+
+
+def test_the_pick_is_never_a_configuration_the_loop_stopped():
+    """demo0 seed 1 (issue 27): the loop stopped B = 512 as "never reaches"; the final plan over everything that ran
+    (B = 512's fit then open above, the noise model standing in) ranked it first. The pick is the best-ranked
+    configuration the loop did not stop; a plan whose pick was not stopped is returned as it is."""
+    from rlbatch.study.adaptive import _loop_pick
+
+    def cand(b, t):
+        return {"run": f"B{b}", "runs": [f"B{b}-s1"], "batch_size": b, "predicted_relative_time": t}
+
+    cands = {"B256": cand(256, 0.62), "B512": cand(512, 0.40), "B128": cand(128, 0.70)}
+    plan = {"recommended": "B512", "recommended_batch_size": 512, "within_noise": ["B256"]}
+    state = {"B256": "reached", "B512": NEVER, "B128": "reached"}
+    out = _loop_pick(plan, cands, state)
+    assert out["recommended"] == "B256" and out["recommended_batch_size"] == 256
+    assert "B512" in out["pick_note"] and "never reaches" in out["pick_note"] and plan["recommended"] == "B512"
+    state["B512"] = "reached"
+    assert _loop_pick(plan, cands, state) is plan

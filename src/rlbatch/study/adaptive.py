@@ -445,11 +445,37 @@ def decide(executor, trials: Sequence[TrialRef], *, target: float, metric: str =
             final = plan_runs(have, target, metric=metric, tol=tol, n_boot=n_boot, extend=False, clock=clock)
         except UserError:
             pass
+    final = _loop_pick(final, {c: cand(final, c) for c in order}, state)
     res = _result(executor, configs, order, state, reason, runs, decisions, final, target, metric, backend, event,
                   batch, done=True)
     if clock == "auto" and have:
         res.clock = clock_basis(have)
     return res
+
+
+def _loop_pick(plan: dict[str, Any] | None, cands: dict[str, dict[str, Any] | None],
+               state: dict[str, str]) -> dict[str, Any] | None:
+    """The final plan with its pick among the configurations the loop did not stop as ``never reaches`` or
+    ``cannot win`` (nor skip): the final plan re-fits everything that ran, and a trial stopped early can look
+    better there (e.g. its fit open above, the noise model standing in) than the verdict that stopped it, which
+    was on the evidence the loop acted on. ``cands``: {configuration: its candidate in ``plan``}. Returns the plan
+    unchanged when its pick is allowed, else a copy with ``recommended`` / ``recommended_batch_size`` the allowed
+    candidate of the smallest predicted relative time (None when there is none) and ``pick_note`` saying why."""
+    if plan is None:
+        return None
+    lost = {c for c, st in state.items() if st in (NEVER, CANNOT_WIN, SKIPPED)}
+    rec = plan.get("recommended")
+    by_run = {x["run"]: c for c, x in cands.items() if x is not None and x.get("run") is not None}
+    if by_run.get(rec) not in lost:
+        return plan
+    ok = [x for c, x in cands.items() if x is not None and c not in lost and x.get("runs")
+          and x.get("predicted_relative_time") is not None]
+    best = min(ok, key=lambda x: (x["predicted_relative_time"], x["batch_size"] or 0), default=None)
+    return {**plan, "recommended": best["run"] if best else None,
+            "recommended_batch_size": best["batch_size"] if best else None,
+            "within_noise": [w for w in plan.get("within_noise") or [] if by_run.get(w) not in lost],
+            "pick_note": f"the final plan ranked {rec} first, which the loop had stopped ({state[by_run[rec]]}); "
+                         "picked among the configurations it did not stop"}
 
 
 def _iv(ci) -> str:
