@@ -185,10 +185,9 @@ def profile_interval(curves: Sequence[tuple[np.ndarray, np.ndarray]], target: fl
     SSE - SSE_min <= F_{1,n-4}(conf) * s^2 * k, with s^2 = SSE_min / (n - 4) (or the comparison's pooled evaluation
     noise ``noise`` = (variance, degrees of freedom) when that is larger: :func:`_noise_scale`) and k >= 1 the
     inflation for correlated evaluations (:func:`_inflation`; Venzon & Moolgavkar 1988 for profile intervals). The
-    best curve that saturates
-    below the target (A <= T) is tested the same way. ``curves``: per seed (xs, ys) as :func:`fit_configuration`;
-    ``params``: a fit (R0, A, C_mid, b) to start from (a joint fit's; this configuration's own best fit is used when
-    it fits better).
+    best curve that saturates below the target (A <= T) is tested the same way. ``curves``: per seed (xs, ys) as
+    :func:`fit_configuration`; ``params``: a fit (R0, A, C_mid, b) to start from (a joint fit's; this
+    configuration's own best fit is used when it fits better).
 
     Returns {``ci``: [lo, hi] of the mean curve's crossing (hi = +inf when a curve that reaches the target only at the
     horizon or never fits; [inf, inf] when no reaching curve does), ``never_plausible``, ``reach_plausible``,
