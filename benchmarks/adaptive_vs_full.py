@@ -12,7 +12,7 @@ Ladders: every stored sweep given (default tests/data/demo_sweep and demo_sweep_
 at 0.3: the square-root LR ladder, 3 seeds; the fixed-LR control is a diagnostic, not a candidate), and the synthetic
 model of rlbatch.backends.synthetic (known answer; the doubling ladder from B = 128).
 
-    PYTHONPATH=src python benchmarks/adaptive_vs_full.py [--sweep DIR:TARGET ...] [--seeds N] [--n-boot 100]
+    PYTHONPATH=src python benchmarks/adaptive_vs_full.py [--sweep DIR:TARGET ...] [--seeds N] [--seed K ...] [--n-boot 100]
         [--no-synthetic]
 
 Each ladder ends with ``adaptive_sample_fraction=X adaptive_pick_within_10pct=yes|no``.
@@ -120,14 +120,18 @@ def main() -> None:
     ap.add_argument("--metric", default="eval/score")
     ap.add_argument("--n-boot", type=int, default=100)
     ap.add_argument("--seeds", type=int, default=None, help="use the first N seeds of each stored sweep (default all)")
+    ap.add_argument("--seed", type=int, action="append", default=None,
+                    help="use only this seed of each stored sweep (repeatable; with --seeds, both must hold)")
     ap.add_argument("--no-synthetic", action="store_true")
     a = ap.parse_args()
     warnings.simplefilter("ignore")
     out = []
     for item in a.sweep or DEFAULT:
         path, _, target = item.rpartition(":")
-        runs = [r for r in load_sweep(Path(path)) if a.seeds is None or (r.meta.seed or 0) < a.seeds]
-        name = Path(path).name + (f"[seeds<{a.seeds}]" if a.seeds is not None else "")
+        runs = [r for r in load_sweep(Path(path)) if (a.seeds is None or (r.meta.seed or 0) < a.seeds)
+                and (a.seed is None or (r.meta.seed or 0) in a.seed)]
+        name = (Path(path).name + (f"[seeds<{a.seeds}]" if a.seeds is not None else "")
+                + (f"[seed={','.join(map(str, a.seed))}]" if a.seed is not None else ""))
         out.append(compare(name, runs, float(target), a.metric, a.n_boot))
     if not a.no_synthetic:
         out.append(synthetic(a.n_boot))

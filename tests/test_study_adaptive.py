@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from rlbatch.readers import detect_format, load
-from rlbatch.study.adaptive import CANNOT_WIN, TrialRef, decide, degenerate, informative, stop_verdict
+from rlbatch.study.adaptive import (CANNOT_WIN, NEVER, TrialRef, decide, degenerate, earliest_crossing, informative,
+                                    stop_verdict)
 from rlbatch.backends.executors import ChunkExecutor, LogExecutor, ProcessJob, verl_records
 from rlbatch.study.replay import ladder_runs, replay_sweep
 from rlbatch.backends.synthetic import SyntheticModel, synthetic_trial
@@ -182,3 +183,54 @@ def test_nan_interval_ends_are_open():
     assert stop_verdict(_cand("B16", [1.5, 3.0], 2.0), _cand("B128", [0.5, nan], 0.8), n_eval=10) is None
     assert stop_verdict(_cand("B16", [nan, 3.0], 2.0), ok, n_eval=10) is None
     assert stop_verdict(_cand("B16", [1.5, 3.0], 2.0), ok, n_eval=10)[0] == CANNOT_WIN
+
+
+def test_never_reaches_waits_for_the_sweeps_earliest_crossing():
+    """A fit's "never reaches" stops a trial only once it has run as many samples as a comparable trial of the
+    sweep needed to cross the target (issue 27: demo0 seed 1's B = 512 was rejected at 2760 samples after a dip,
+    0.305 -> 0.281, and reached 0.37 at 10648; the sweep's earliest crossing, B = 32's, came at 3336)."""
+    c = {**_cand("B512", [2.0, None], 2.5), "never_reaches": "fitted asymptote A = 0.298"}
+    assert stop_verdict(c, None, n_eval=10) is None  # no crossing in the sweep yet: keep running
+    assert stop_verdict(c, None, n_eval=10, samples=2760, crossed_at=3336) is None
+    v = stop_verdict(c, None, n_eval=10, samples=3400, crossed_at=3336)
+    assert v[0] == NEVER and "3336" in v[1] and "0.298" in v[1]
+    assert stop_verdict(c, None, n_eval=5, samples=3400, crossed_at=3336) is None  # too few evaluations
+
+
+def test_earliest_crossing_is_the_accountings_first_crossing(tmp_path):
+    """The smallest samples-to-target over runs, interpolated between the evaluations around the first crossing
+    (0.36 at 2000, 0.38 at 3000 -> 2500 samples at 0.37); None when no run reached it."""
+    def run(xs, ys, rid):
+        d = tmp_path / rid
+        d.mkdir()
+        (d / "run.json").write_text(json.dumps({"run_id": rid, "batch_size": 16, "lr": 1e-5, "seed": 0}))
+        (d / "metrics.jsonl").write_text("".join(json.dumps({"step": i, "samples/retained": x, "time/wall_s": i})
+                                                 + "\n" for i, x in enumerate(xs)))
+        (d / "eval.jsonl").write_text("".join(json.dumps({"step": i, "samples/retained": x, "eval/score": y,
+                                                          "time/wall_s": i}) + "\n"
+                                              for i, (x, y) in enumerate(zip(xs, ys))))
+        return load(d, "rlbatch")[0]
+
+    a = run([0, 1000, 2000, 3000], [0.24, 0.30, 0.36, 0.38], "a")
+    b = run([0, 1000, 2000, 3000], [0.24, 0.30, 0.32, 0.33], "b")
+    assert earliest_crossing([a, b], 0.37, "eval/score") == pytest.approx(2500)
+    assert earliest_crossing([b], 0.37, "eval/score") is None
+
+
+def test_the_pick_is_never_a_configuration_the_loop_stopped():
+    """demo0 seed 1 (issue 27): the loop stopped B = 512 as "never reaches"; the final plan over everything that ran
+    (B = 512's fit then open above, the noise model standing in) ranked it first. The pick is the best-ranked
+    configuration the loop did not stop; a plan whose pick was not stopped is returned as it is."""
+    from rlbatch.study.adaptive import _loop_pick
+
+    def cand(b, t):
+        return {"run": f"B{b}", "runs": [f"B{b}-s1"], "batch_size": b, "predicted_relative_time": t}
+
+    cands = {"B256": cand(256, 0.62), "B512": cand(512, 0.40), "B128": cand(128, 0.70)}
+    plan = {"recommended": "B512", "recommended_batch_size": 512, "within_noise": ["B256"]}
+    state = {"B256": "reached", "B512": NEVER, "B128": "reached"}
+    out = _loop_pick(plan, cands, state)
+    assert out["recommended"] == "B256" and out["recommended_batch_size"] == 256
+    assert "B512" in out["pick_note"] and "never reaches" in out["pick_note"] and plan["recommended"] == "B512"
+    state["B512"] = "reached"
+    assert _loop_pick(plan, cands, state) is plan

@@ -36,7 +36,7 @@ from rlbatch.analysis.throughput import run_throughput
 from rlbatch.errors import UserError
 from rlbatch.plan import plan_runs
 from rlbatch.readers.collect import load_all
-from rlbatch.study.adaptive import eval_points, run_samples, stop_verdict
+from rlbatch.study.adaptive import earliest_crossing, eval_points, run_samples, stop_verdict
 
 SPARK = "▁▂▃▄▅▆▇█"
 
@@ -175,9 +175,12 @@ def predict(runs: list, *, target: float | None, metric: str = "eval/score", upd
         else:
             up.recommended = plan["recommended"]
             best = next((c for c in plan["candidates"] if c["run"] == plan["recommended"]), None)
+            crossed = earliest_crossing(runs, target, metric)
             for c in plan["candidates"]:
                 n = min((eval_points(r, metric) for r in groups.get(c["run"], [])), default=0)
-                verdict = stop_verdict(c, best, n, reference=plan.get("reference"))
+                verdict = stop_verdict(c, best, n, reference=plan.get("reference"),
+                                       samples=min((run_samples(r) for r in groups.get(c["run"], [])), default=0.0),
+                                       crossed_at=crossed)
                 up.ranking.append({"config": c["run"], "batch_size": c["batch_size"],
                                    "predicted_relative_time": c["predicted_relative_time"],
                                    "interval": c["interval"], "rN": c["rN"], "rN_source": c["rN_source"],

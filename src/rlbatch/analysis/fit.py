@@ -41,7 +41,7 @@ from typing import Any, Sequence
 
 import numpy as np
 from scipy.optimize import least_squares
-from scipy.stats import chi2
+from scipy.stats import f as f_dist
 
 from rlbatch.analysis.accounting import sample_ratio
 from rlbatch.analysis.curves import crossing, curve
@@ -158,8 +158,23 @@ def _inflation(curves: Sequence[tuple[np.ndarray, np.ndarray]], fitted: Sequence
     return float(min(6.0, max(1.0, ac, seed)))
 
 
+def _noise_scale(s2: float, df: int, noise: tuple[float, int] | None, level: float) -> float:
+    """The profile likelihood's threshold per unit of inflation at ``level``: F_{1,df}(level) * s^2 (Bates & Watts
+    1988, sec. 6.1: the variance is estimated from the same ``df`` = n - 4 residual degrees of freedom, so the
+    chi2_1 quantile of a known variance is too small on a short probe: 3.84 against F_{1,3} = 10.1 at 95% with 7
+    points), or the same for the evaluation noise pooled over the comparison's configurations (``noise`` = (variance,
+    degrees of freedom), :func:`fit_configurations`), whichever is larger: a curve of few points that a 4-parameter
+    form follows closely does not make the evaluation noise smaller than the one the comparison's other curves show
+    on the same evaluation set."""
+    own = float(f_dist.ppf(level, 1, max(1, df))) * s2
+    if noise is None or not noise[0] > 0:
+        return own
+    return max(own, float(f_dist.ppf(level, 1, max(1, noise[1]))) * float(noise[0]))
+
+
 def profile_interval(curves: Sequence[tuple[np.ndarray, np.ndarray]], target: float, params: Sequence[float], *,
-                     conf: float = CONF, horizon: float, n_grid: int = 32) -> dict[str, Any]:
+                     conf: float = CONF, horizon: float, n_grid: int = 32,
+                     noise: tuple[float, int] | None = None) -> dict[str, Any]:
     """Profile likelihood of where one configuration's mean curve reaches ``target``: the extreme curves that still
     fit its points.
 
@@ -167,11 +182,12 @@ def profile_interval(curves: Sequence[tuple[np.ndarray, np.ndarray]], target: fl
     (T - R0) - 1)^(1/b), A > T > R0); for each S on a geometric grid from half the first evaluation to ``horizon``
     retained samples (finer around the best fit's crossing), the residual sum of squares is minimised over
     (R0, A, b). A curve is plausible when
-    SSE - SSE_min <= chi2_1(conf) * s^2 * k, with s^2 = SSE_min / (n - 4) and k >= 1 the inflation for correlated
-    evaluations (:func:`_inflation`; Venzon & Moolgavkar 1988 for profile intervals). The best curve that saturates
-    below the target (A <= T) is tested the same way. ``curves``: per seed (xs, ys) as :func:`fit_configuration`;
-    ``params``: a fit (R0, A, C_mid, b) to start from (a joint fit's; this configuration's own best fit is used when
-    it fits better).
+    SSE - SSE_min <= F_{1,n-4}(conf) * s^2 * k, with s^2 = SSE_min / (n - 4) (or the comparison's pooled evaluation
+    noise ``noise`` = (variance, degrees of freedom) when that is larger: :func:`_noise_scale`) and k >= 1 the
+    inflation for correlated evaluations (:func:`_inflation`; Venzon & Moolgavkar 1988 for profile intervals). The
+    best curve that saturates below the target (A <= T) is tested the same way. ``curves``: per seed (xs, ys) as
+    :func:`fit_configuration`; ``params``: a fit (R0, A, C_mid, b) to start from (a joint fit's; this
+    configuration's own best fit is used when it fits better).
 
     Returns {``ci``: [lo, hi] of the mean curve's crossing (hi = +inf when a curve that reaches the target only at the
     horizon or never fits; [inf, inf] when no reaching curve does), ``never_plausible``, ``reach_plausible``,
@@ -191,7 +207,8 @@ def profile_interval(curves: Sequence[tuple[np.ndarray, np.ndarray]], target: fl
     sse0 = float(sum(float(((y - f) ** 2).sum()) for (_, y), f in zip(curves, fitted)))
     s2 = sse0 / max(1, len(xs) - 4)
     infl = _inflation(curves, fitted, s2)
-    thr = float(chi2.ppf(conf, 1)) * s2 * infl
+    df = len(xs) - 4
+    thr = _noise_scale(s2, df, noise, conf) * infl
     lo_y = float(ys.min())
     r0_lb = lo_y - 0.5 * abs(lo_y) - 1e-3
     out = {"ci": [math.inf, math.inf], "never_plausible": False, "reach_plausible": False, "extremes": [],
@@ -256,7 +273,7 @@ def profile_interval(curves: Sequence[tuple[np.ndarray, np.ndarray]], target: fl
         sses.append(sse)
     ok = np.array(ok, bool)
     # a rejection ("never") is decided at the stricter REJECT_CONF: no reaching curve fits even at that level
-    ok_r = np.array(sses) - sse0 <= float(chi2.ppf(REJECT_CONF, 1)) * s2 * infl
+    ok_r = np.array(sses) - sse0 <= _noise_scale(s2, df, noise, REJECT_CONF) * infl
     if ok_r.any():
         out["reach_possible_from"] = float(grid[np.flatnonzero(ok_r)[0]])
     if ok.any():
@@ -284,7 +301,7 @@ def profile_interval(curves: Sequence[tuple[np.ndarray, np.ndarray]], target: fl
 
 
 def _finish(res: dict[str, Any], curves, target: float | None, conf: float, horizon: float,
-            rng: np.random.Generator | None = None) -> dict[str, Any]:
+            rng: np.random.Generator | None = None, noise: tuple[float, int] | None = None) -> dict[str, Any]:
     """Fold the profile likelihood (:func:`profile_interval`) into a fit's result and classify it.
 
     What the accounting measures is each seed's first *noisy* evaluation at the target, so the extreme plausible
@@ -300,7 +317,7 @@ def _finish(res: dict[str, Any], curves, target: float | None, conf: float, hori
         res["status"] = None
         return res
     p = [res["params"][k] for k in ("R0", "A", "C_mid", "b")]
-    pr = profile_interval(curves, target, p, conf=conf, horizon=horizon)
+    pr = profile_interval(curves, target, p, conf=conf, horizon=horizon, noise=noise)
     rng = rng if rng is not None else np.random.default_rng(len(curves))
     resid = [y - sigmoid(x, *pr["params"]) for x, y in curves]
     ends = [float(np.median(_predicted_crossing(curves, resid, q, target, horizon, rng, 100)))
@@ -508,6 +525,12 @@ def fit_configurations(curves: dict[str, Sequence[tuple[np.ndarray, np.ndarray]]
                 hz = horizon_factor * float(pooled[k][0].max())
                 S_b[n].append(_predicted_crossing(cv[n], resid[n], Q[k], target, hz, rng, 1)[0])
     token = object()  # replicates of one joint fit are paired (same bootstrap draw for every configuration)
+    # the evaluation noise pooled over the comparison (same evaluation set): residual variance of the joint fit,
+    # degrees of freedom = points - (2 shared + 2 per configuration) parameters
+    n_all = sum(len(x) for x, _ in pooled)
+    sse_all = sum(float((e ** 2).sum()) for n in names for e in resid[n])
+    df_all = n_all - 2 - 2 * len(names)
+    noise = (sse_all / df_all, df_all) if df_all > 0 else None
     for k, n in enumerate(names):
         r0, a, cm, b = (float(v) for v in P[k])
         hz = horizon_factor * float(pooled[k][0].max())
@@ -531,7 +554,7 @@ def fit_configurations(curves: dict[str, Sequence[tuple[np.ndarray, np.ndarray]]
                                                                   if a_ci else "")
                              + f" with evaluation noise {rmse:.2g} does not reach the target {target:g} within "
                              f"{hz:.3g} samples")
-        out[n] = _finish(res, cv[n], target, conf, hz)
+        out[n] = _finish(res, cv[n], target, conf, hz, noise=noise)
     return out
 
 

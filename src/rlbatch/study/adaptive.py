@@ -15,7 +15,8 @@ The loop (:func:`decide`), per configuration (the seeds of one batch size and LR
 2. once every running trial has new data (a round), re-plan (:func:`rlbatch.plan.plan_runs` over every run so far, the
    not-yet-started batches as candidates) and decide each active configuration:
    - ``reached``: every seed reached the target (samples-to-target measured; nothing more to learn);
-   - ``never reaches``: with ``min_eval_points`` evaluations per seed, the fit predicts it never reaches the target;
+   - ``never reaches``: with ``min_eval_points`` evaluations per seed, the fit predicts it never reaches the target
+     and the trial has run at least as many samples as the sweep's earliest measured crossing of the target;
    - ``cannot win``: with ``min_eval_points`` evaluations, the interval of its predicted relative time-to-target
      (rN / relative throughput; fitted or measured rN only, never the noise model alone) lies wholly above the
      interval of the best configuration's (the smallest predicted relative time);
@@ -154,6 +155,15 @@ def reached(run, target: float, metric: str) -> bool:
     return run is not None and estimate_configuration([run], target, metric, n_boot=0)["samples_to_target"] is not None
 
 
+def earliest_crossing(runs: Sequence[Any], target: float, metric: str) -> float | None:
+    """The fewest retained samples at which any of ``runs`` first reached the target (the accounting's
+    samples-to-target of each run: :func:`rlbatch.analysis.accounting.estimate_configuration`); None when none has.
+    The evidence :func:`stop_verdict` needs before a fit may call a trial ``never reaches``."""
+    s = [estimate_configuration([r], target, metric, n_boot=0)["samples_to_target"] for r in runs if r is not None]
+    s = [float(v) for v in s if v is not None]
+    return min(s) if s else None
+
+
 def measured(runs: Sequence[Any], target: float, metric: str, n_boot: int = 200) -> list[float] | None:
     """The configuration's samples-to-target interval once it is measured: every seed reached the target and the
     accounting's 95% interval (:func:`rlbatch.analysis.accounting.estimate_configuration`: seeds resampled, or one
@@ -199,11 +209,17 @@ def informative(c: dict[str, Any] | None) -> bool:
 
 
 def stop_verdict(c: dict[str, Any] | None, best: dict[str, Any] | None, n_eval: int,
-                 min_eval_points: int = 6, reference: str | None = None) -> tuple[str, str] | None:
+                 min_eval_points: int = 6, reference: str | None = None, samples: float | None = None,
+                 crossed_at: float | None = None) -> tuple[str, str] | None:
     """The loop's stopping rule for one plan candidate with runs (``c``, a :func:`rlbatch.plan.plan_runs`
     candidate) against the best (``best``; None when ``c`` is the best): ``(outcome, reason)`` or None to go on.
     With at least ``min_eval_points`` evaluations per seed: ``never reaches`` when the fit predicts it never reaches
-    the target; ``cannot win`` when its predicted relative time-to-target interval (rN fitted or measured, never
+    the target and the trial has run (``samples``: its seeds' fewest retained samples) at least as far as the samples
+    at which a comparable trial of the sweep first crossed it (``crossed_at``, :func:`earliest_crossing`; no such
+    stop while none has): a short probe's fit cannot tell a curve that levels off below the target from one that
+    dips, stays flat and rises later (issue 27: demo0's B = 16, 512 and 1024 were rejected at 1.7-4k samples and
+    all reached the target), while a fit whose plateau is real still stops it once a rival shows at how many
+    samples curves of this sweep cross; ``cannot win`` when its predicted relative time-to-target interval (rN fitted or measured, never
     the noise model alone) lies wholly above the best's. A degenerate (zero-width) interval never justifies a
     stop: ``c``'s and the best's must have width > 0, except the plan's ``reference`` (its run name), whose [1, 1]
     is so by construction (its uncertainty is in the other side's ratio interval). Stopping the reference itself
@@ -211,8 +227,9 @@ def stop_verdict(c: dict[str, Any] | None, best: dict[str, Any] | None, n_eval: 
     one-seed measured interval is the evaluation-noise bootstrap alone). NaN ends are open. Used by :func:`decide` and ``rlbatch watch``."""
     if c is None or n_eval < min_eval_points:
         return None
-    if c.get("never_reaches"):
-        return NEVER, f"fit: never reaches the target ({c['never_reaches']})"
+    if c.get("never_reaches") and crossed_at is not None and samples is not None and samples >= crossed_at:
+        return NEVER, (f"fit: never reaches the target ({c['never_reaches']}), after {samples:.0f} samples, past "
+                       f"the earliest crossing of the target in this sweep ({crossed_at:.0f} samples)")
     if best is not None and best is not c and best.get("run") != c.get("run") \
             and c.get("rN_source") in ("fit", "measured") \
             and (informative(best) if c.get("run") == reference else not degenerate(c.get("interval"))) \
@@ -353,6 +370,7 @@ def decide(executor, trials: Sequence[TrialRef], *, target: float, metric: str =
                 except UserError:
                     plan = None
             best = _best(plan) if plan else None
+            crossed = earliest_crossing(have, target, metric)
             best_cfg = next((c for c in order if best is not None and best.get("runs")
                              and set(best["runs"]) == {t.run_id for t in configs[c]}), None)
             for c in active:
@@ -362,7 +380,8 @@ def decide(executor, trials: Sequence[TrialRef], *, target: float, metric: str =
                 npts = min(eval_points(r, metric) for r in rs)
                 ev.update(eval_points=npts, samples=[run_samples(r) for r in rs])
                 v = stop_verdict(x, best if c != best_cfg else None, npts, min_eval_points,
-                                 reference=plan.get("reference") if plan else None)
+                                 reference=plan.get("reference") if plan else None,
+                                 samples=min(run_samples(r) for r in rs), crossed_at=crossed)
                 if v is not None:
                     finish(c, v[0], v[1], ev)
             # the best is decided once nothing else is left to compare with
@@ -426,11 +445,37 @@ def decide(executor, trials: Sequence[TrialRef], *, target: float, metric: str =
             final = plan_runs(have, target, metric=metric, tol=tol, n_boot=n_boot, extend=False, clock=clock)
         except UserError:
             pass
+    final = _loop_pick(final, {c: cand(final, c) for c in order}, state)
     res = _result(executor, configs, order, state, reason, runs, decisions, final, target, metric, backend, event,
                   batch, done=True)
     if clock == "auto" and have:
         res.clock = clock_basis(have)
     return res
+
+
+def _loop_pick(plan: dict[str, Any] | None, cands: dict[str, dict[str, Any] | None],
+               state: dict[str, str]) -> dict[str, Any] | None:
+    """The final plan with its pick among the configurations the loop did not stop as ``never reaches`` or
+    ``cannot win`` (nor skip): the final plan re-fits everything that ran, and a trial stopped early can look
+    better there (e.g. its fit open above, the noise model standing in) than the verdict that stopped it, which
+    was on the evidence the loop acted on. ``cands``: {configuration: its candidate in ``plan``}. Returns the plan
+    unchanged when its pick is allowed, else a copy with ``recommended`` / ``recommended_batch_size`` the allowed
+    candidate of the smallest predicted relative time (None when there is none) and ``pick_note`` saying why."""
+    if plan is None:
+        return None
+    lost = {c for c, st in state.items() if st in (NEVER, CANNOT_WIN, SKIPPED)}
+    rec = plan.get("recommended")
+    by_run = {x["run"]: c for c, x in cands.items() if x is not None and x.get("run") is not None}
+    if by_run.get(rec) not in lost:
+        return plan
+    ok = [x for c, x in cands.items() if x is not None and c not in lost and x.get("runs")
+          and x.get("predicted_relative_time") is not None]
+    best = min(ok, key=lambda x: (x["predicted_relative_time"], x["batch_size"] or 0), default=None)
+    return {**plan, "recommended": best["run"] if best else None,
+            "recommended_batch_size": best["batch_size"] if best else None,
+            "within_noise": [w for w in plan.get("within_noise") or [] if by_run.get(w) not in lost],
+            "pick_note": f"the final plan ranked {rec} first, which the loop had stopped ({state[by_run[rec]]}); "
+                         "picked among the configurations it did not stop"}
 
 
 def _iv(ci) -> str:
