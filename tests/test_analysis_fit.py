@@ -5,12 +5,12 @@ from short probes, on the synthetic model (properties, the late-penalty case) an
 import importlib.util
 import json
 import math
-import tarfile
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from _stored_sweeps import unpack
 from rlbatch.analysis.accounting import SMOOTH_WINDOW
 from rlbatch.analysis.interval import bootstrap_interval
 from rlbatch.analysis.curves import group_seeds
@@ -244,8 +244,7 @@ def test_plan_from_30_percent_rejects_the_late_penalty_batch_the_old_method_pick
 # --------------------------------------------------------------------------------------------------- real sweeps
 def _stored(name, tmp_path_factory):
     root = tmp_path_factory.mktemp(name)
-    with tarfile.open(DATA / name / "trials.tar.gz") as tar:
-        tar.extractall(root, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
+    unpack(DATA / name / "trials.tar.gz", root)
     return load(root / "trials", "rlbatch")
 
 

@@ -6,7 +6,6 @@ configuration once and runs the accounting once (the Study)."""
 import json
 import math
 import sys
-import tarfile
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +13,7 @@ import pandas as pd
 import pytest
 
 import rlbatch.analysis.accounting as accounting
+from _stored_sweeps import unpack
 from rlbatch.analysis.accounting import account_runs, estimate_configuration
 from rlbatch.analysis.study import Study
 from rlbatch.analysis.throughput import clock_basis, fit_throughput_model, predict, step_timings
@@ -182,8 +182,7 @@ def test_analyze_does_not_compare_runs_of_different_models(tmp_path):
 @pytest.fixture(scope="module")
 def demo_dir(tmp_path_factory):
     root = tmp_path_factory.mktemp("demo_sweep")
-    with tarfile.open(DATA / "trials.tar.gz") as tar:
-        tar.extractall(root, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
+    unpack(DATA / "trials.tar.gz", root)
     return root / "trials"
 
 
@@ -220,8 +219,7 @@ DEMO_CPU = Path(__file__).resolve().parent / "data" / "demo_sweep_cpu" / "trials
 @pytest.fixture(scope="module")
 def demo_runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("demo_cpu")
-    with tarfile.open(DEMO_CPU) as tf:
-        tf.extractall(root, filter="data")
+    unpack(DEMO_CPU, root)
     runs, _ = load_all([root / "trials"])
     return runs
 

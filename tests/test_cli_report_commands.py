@@ -7,13 +7,13 @@ import math
 import os
 import subprocess
 import sys
-import tarfile
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
+from _stored_sweeps import unpack
 from rlbatch import cli
 from rlbatch.errors import UserError
 from rlbatch.runstore import Run, make_meta, natural_key, run_order, write_run
@@ -50,8 +50,7 @@ def linear_run(run_id, b, steps=40, slope=2e-4, seed=0):
 @pytest.fixture(scope="module")
 def demo_dir(tmp_path_factory):
     d = tmp_path_factory.mktemp("demo")
-    with tarfile.open(DEMO) as tf:
-        tf.extractall(d, filter="data")
+    unpack(DEMO, d)
     return d / "trials"
 
 

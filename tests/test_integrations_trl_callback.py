@@ -4,7 +4,6 @@ against the study's other configurations (stored demo sweep runs stand in for th
 
 from __future__ import annotations
 
-import tarfile
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -12,6 +11,7 @@ import pytest
 
 pytest.importorskip("transformers", reason="transformers is not installed (pip install 'rlbatch[trl]')")
 
+from _stored_sweeps import unpack
 from rlbatch.errors import UserError  # noqa: E402
 from rlbatch.integrations.trl_callback import RlbatchCallback  # noqa: E402
 from rlbatch.plan import truncate_runs  # noqa: E402
@@ -24,8 +24,7 @@ DATA = Path(__file__).resolve().parent / "data" / "demo_sweep"
 @pytest.fixture(scope="module")
 def trials(tmp_path_factory):
     root = tmp_path_factory.mktemp("demo")
-    with tarfile.open(DATA / "trials.tar.gz") as tar:
-        tar.extractall(root, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
+    unpack(DATA / "trials.tar.gz", root)
     return root / "trials"
 
 

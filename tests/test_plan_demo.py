@@ -4,11 +4,11 @@ every trial's samples must pick a batch whose measured time-to-target (from the 
 the report's accounting) is within 10% of the best measured."""
 
 import json
-import tarfile
 from pathlib import Path
 
 import pytest
 
+from _stored_sweeps import unpack
 from rlbatch.plan import plan_runs, truncate_runs
 from rlbatch.readers import load
 from rlbatch.analysis.accounting import account_runs
@@ -19,8 +19,7 @@ DATA = Path(__file__).resolve().parent / "data" / "demo_sweep"
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory):
     root = tmp_path_factory.mktemp("demo_sweep")
-    with tarfile.open(DATA / "trials.tar.gz") as tar:
-        tar.extractall(root, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
+    unpack(DATA / "trials.tar.gz", root)
     settings = json.loads((DATA / "settings.json").read_text())
     return load(root / "trials", "rlbatch"), settings
 

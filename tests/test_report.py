@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from _stored_sweeps import unpack
 from rlbatch.errors import UserError
 from rlbatch.report import build_report
 from rlbatch.report.figures import new_figure
@@ -174,14 +175,12 @@ def test_demo_page_in_chromium_has_one_value_per_quantity_and_whole_figures(tmp_
     recorded in report.json as the page is drawn); the tables of the rendered DOM show one value per quantity
     (tests/_page_check.py); the headline is three lines, then a list. A full-page screenshot is written beside
     the report (and copied to ``$RLBATCH_SCREENSHOTS`` when set)."""
-    import tarfile
 
     from _page_check import conflicts, page_values
     from rlbatch.readers.collect import load_all
 
     exe = _chromium_or_skip()
-    with tarfile.open(Path(__file__).parent / "data" / "demo_sweep_cpu" / "trials.tar.gz") as tf:
-        tf.extractall(tmp_path, filter="data")
+    unpack(Path(__file__).parent / "data" / "demo_sweep_cpu" / "trials.tar.gz", tmp_path)
     runs, _ = load_all([tmp_path / "trials"])
     out = tmp_path / "report"
     res = build_report(runs, out, target=0.45)

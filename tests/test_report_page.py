@@ -6,13 +6,13 @@ and a headline of three lines then bullets.
 The page checker (:func:`page_values`, :func:`conflicts`) reads the report's HTML tables; the Chromium test in
 tests/test_report.py runs the same checker on the rendered DOM."""
 
-import tarfile
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from _page_check import conflicts, page_values
+from _stored_sweeps import unpack
 from rlbatch.analysis.curves import group_seeds
 from rlbatch.analysis.throughput import configuration_timings
 from rlbatch.readers.collect import load_all
@@ -26,8 +26,7 @@ DEMO = Path(__file__).parent / "data" / "demo_sweep_cpu" / "trials.tar.gz"
 def demo(tmp_path_factory):
     """``(report JSON, report dir, runs)`` of the stored demo sweep at its target 0.45."""
     d = tmp_path_factory.mktemp("demo")
-    with tarfile.open(DEMO) as tf:
-        tf.extractall(d, filter="data")
+    unpack(DEMO, d)
     runs, _ = load_all([d / "trials"])
     out = d / "report"
     return build_report(runs, out, target=0.45), out, runs

@@ -3,6 +3,7 @@ from pathlib import Path
 
 import pytest
 
+from _stored_sweeps import unpack
 from rlbatch.errors import UserError
 from rlbatch.scaling import lr_table, parse_int_list, scaled_lr
 
@@ -118,13 +119,11 @@ def test_accounting_judges_a_sweep_ladder_without_its_fixed_lr_control():
 def test_headline_lr_note_names_the_fixed_lr_control(tmp_path):
     # the stored demo sweep (tests/data/demo_sweep: B16..B128 on the sqrt rule + the fixed-LR control at B128)
     import json
-    import tarfile
 
     from rlbatch.analyze import analyze
 
     data = Path(__file__).parent / "data" / "demo_sweep"
-    with tarfile.open(data / "trials.tar.gz") as tar:
-        tar.extractall(tmp_path, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
+    unpack(data / "trials.tar.gz", tmp_path)
     out = analyze([tmp_path / "trials"], target=json.loads((data / "settings.json").read_text())["target"])
     note = out["headline"]["lr_note"]
     assert note.endswith("Not on it: B128-G8-fixed (B=128, fixed LR), whose rN measures its learning-rate setting "

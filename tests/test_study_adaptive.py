@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import json
 import sys
-import tarfile
 import time
 from functools import partial
 from pathlib import Path
 
 import pytest
 
+from _stored_sweeps import unpack
 from rlbatch.readers import detect_format, load
 from rlbatch.study.adaptive import (CANNOT_WIN, NEVER, TrialRef, decide, degenerate, earliest_crossing, informative,
                                     stop_verdict)
@@ -26,8 +26,7 @@ DATA = Path(__file__).resolve().parent / "data" / "demo_sweep"
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory):
     root = tmp_path_factory.mktemp("demo")
-    with tarfile.open(DATA / "trials.tar.gz") as tar:
-        tar.extractall(root, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
+    unpack(DATA / "trials.tar.gz", root)
     return {r.run_id: r for r in load(root / "trials")}
 
 

@@ -7,13 +7,12 @@ import hashlib
 import json
 import subprocess
 import sys
-import tarfile
 import threading
-import time
 from pathlib import Path
 
 import pytest
 
+from _stored_sweeps import unpack
 from rlbatch.watch import watch
 
 DATA = Path(__file__).resolve().parent / "data" / "demo_sweep"
@@ -23,8 +22,7 @@ SRC = str(Path(__file__).resolve().parents[1] / "src")
 @pytest.fixture(scope="module")
 def stored(tmp_path_factory):
     root = tmp_path_factory.mktemp("demo")
-    with tarfile.open(DATA / "trials.tar.gz") as tar:
-        tar.extractall(root, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
+    unpack(DATA / "trials.tar.gz", root)
     return root / "trials"
 
 
