@@ -55,7 +55,7 @@ def full_cost(runs, target: float, metric: str, clock: str) -> tuple[float, floa
     return s_tot, t_tot
 
 
-def compare(name: str, runs, target: float, metric: str, n_boot: int) -> dict:
+def compare(name: str, runs, target: float, metric: str, n_boot: int, **kw) -> dict:
     runs = ladder_runs(runs)
     clock = clock_basis(runs)
     acc = account_runs(runs, target, metric, n_boot=200)
@@ -64,7 +64,7 @@ def compare(name: str, runs, target: float, metric: str, n_boot: int) -> dict:
     s_full, t_full = full_cost(runs, target, metric, clock)
     t0 = time.process_time()
     with tempfile.TemporaryDirectory() as tmp:
-        res = replay_sweep(runs, tmp, target=target, fmt="rlbatch", metric=metric, n_boot=n_boot)
+        res = replay_sweep(runs, tmp, target=target, fmt="rlbatch", metric=metric, n_boot=n_boot, **kw)
     cpu = time.process_time() - t0
     pick = res.recommended
     # the pick as a configuration of the full accounting (the plan names a configuration, or a run of one)
@@ -123,6 +123,12 @@ def main() -> None:
     ap.add_argument("--seed", type=int, action="append", default=None,
                     help="use only this seed of each stored sweep (repeatable; with --seeds, both must hold)")
     ap.add_argument("--no-synthetic", action="store_true")
+    ap.add_argument("--max-active", type=int, default=None,
+                    help="configurations running at once (default all: the whole ladder launched together; k: the "
+                         "first k in ladder order, the next one when a slot frees, larger ones skipped once "
+                         "--patience batches above the best lost)")
+    ap.add_argument("--patience", type=int, default=2, help="lost batches above the best before larger ones are "
+                                                            "skipped (with --max-active)")
     a = ap.parse_args()
     warnings.simplefilter("ignore")
     out = []
@@ -132,7 +138,8 @@ def main() -> None:
                 and (a.seed is None or (r.meta.seed or 0) in a.seed)]
         name = (Path(path).name + (f"[seeds<{a.seeds}]" if a.seeds is not None else "")
                 + (f"[seed={','.join(map(str, a.seed))}]" if a.seed is not None else ""))
-        out.append(compare(name, runs, float(target), a.metric, a.n_boot))
+        out.append(compare(name + (f"[max_active={a.max_active}]" if a.max_active else ""), runs, float(target),
+                           a.metric, a.n_boot, max_active=a.max_active, patience=a.patience))
     if not a.no_synthetic:
         out.append(synthetic(a.n_boot))
     print("summary: " + "; ".join(f"{o['name']} {o['fraction']:.3f} {'yes' if o['within'] else 'no'}" for o in out))

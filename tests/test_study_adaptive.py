@@ -15,7 +15,7 @@ import pytest
 from _stored_sweeps import unpack
 from rlbatch.readers import detect_format, load
 from rlbatch.study.adaptive import (CANNOT_WIN, NEVER, TrialRef, decide, degenerate, earliest_crossing, informative,
-                                    stop_verdict)
+                                    race, race_verdict, stop_verdict, time_floor)
 from rlbatch.backends.executors import ChunkExecutor, LogExecutor, ProcessJob, verl_records
 from rlbatch.study.replay import ladder_runs, replay_sweep
 from rlbatch.backends.synthetic import SyntheticModel, synthetic_trial
@@ -43,7 +43,7 @@ def test_replayed_verl_sweep_is_decided_by_the_loop(replayed):
     assert [r.run_id for r in runs] == ["B16-G8-sqrt-s0", "B128-G8-sqrt-s0"]  # ladder order: the smaller first
     by = {t.run_id: t for t in res.trials}
     # stored: B=128 reaches 0.45 at a quarter of B=16's time (analyze on the full runs: relative time 0.28)
-    assert res.recommended == "B128-G8-sqrt-s0" and by["B128-G8-sqrt-s0"].state == "reached"
+    assert res.recommended == "B128-G8-sqrt-s0" and by["B128-G8-sqrt-s0"].state in ("reached", "decided")
     assert by["B16-G8-sqrt-s0"].state == "cannot win"
     # what the loop read is verl's file logger, written as the job would (one line per step, in order)
     log = out / "B16-G8-sqrt-s0.jsonl"
@@ -54,16 +54,14 @@ def test_replayed_verl_sweep_is_decided_by_the_loop(replayed):
     # (verl counts every generated response: B = 16 crossed 0.45 at step 1064 = 17,024 samples in the full log)
     assert len(rows) - 1 < len(runs[0].metrics)
     assert by["B16-G8-sqrt-s0"].samples == (len(rows) - 1) * 16 < 17024
-    # the stop was decided on the evidence recorded with it
+    # the stop was decided on the evidence recorded with it: B = 128 reached the target first on its own clock
+    # (9.4 s vs B = 16's 33.6 s in the full runs), so B = 16 lost the race once its clock passed B = 128's
     stop = next(d for d in res.decisions if d.config == "B16-G8-sqrt" and d.action == "stop")
-    assert stop.outcome == "cannot win" and stop.evidence["interval"][0] > stop.evidence["best_interval"][1]
-    assert stop.evidence["eval_points"] >= 6 and stop.evidence["best"] == "B128-G8-sqrt-s0"
-    # in timestamp order on one clock: B=128 reached (stopped) first, B=16 ran on after it until its own stop
-    t16 = sum(r["data"].get("timing_s/step", 0) for r in rows)
-    t128 = sum(json.loads(x)["data"].get("timing_s/step", 0) for x in (out / "B128-G8-sqrt-s0.jsonl").read_text()
-               .splitlines())
-    assert t128 < t16
-    assert res.decisions.index(stop) > next(i for i, d in enumerate(res.decisions) if d.outcome == "reached")
+    assert stop.outcome == "cannot win" and stop.reason.startswith("lost the race")
+    assert stop.evidence["time_floor_s"] > stop.evidence["best_time_to_target_s"] > 0
+    assert stop.evidence["best"] == "B128-G8-sqrt"
+    # in timestamp order on one clock: B = 16 ran until just past B = 128's time-to-target, not to its own
+    assert stop.evidence["time_floor_s"] < 1.2 * stop.evidence["best_time_to_target_s"]  # stopped at the next poll
 
 
 def test_record_format_is_the_same_for_every_backend(replayed, tmp_path):
@@ -196,24 +194,57 @@ def test_never_reaches_waits_for_the_sweeps_earliest_crossing():
     assert stop_verdict(c, None, n_eval=5, samples=3400, crossed_at=3336) is None  # too few evaluations
 
 
+def _run(root, xs, ys, rid, secs=None, batch=16):
+    """A run-store run: retained samples ``xs`` with evaluation scores ``ys`` at wall seconds ``secs`` (default
+    one per step)."""
+    secs = list(range(len(xs))) if secs is None else secs
+    d = root / rid
+    d.mkdir()
+    (d / "run.json").write_text(json.dumps({"run_id": rid, "batch_size": batch, "lr": 1e-5, "seed": 0}))
+    (d / "metrics.jsonl").write_text("".join(json.dumps({"step": i, "samples/retained": x, "time/wall_s": t})
+                                             + "\n" for i, (x, t) in enumerate(zip(xs, secs))))
+    (d / "eval.jsonl").write_text("".join(json.dumps({"step": i, "samples/retained": x, "eval/score": y,
+                                                      "time/wall_s": t}) + "\n"
+                                          for i, (x, y, t) in enumerate(zip(xs, ys, secs))))
+    return load(d, "rlbatch")[0]
+
+
 def test_earliest_crossing_is_the_accountings_first_crossing(tmp_path):
     """The smallest samples-to-target over runs, interpolated between the evaluations around the first crossing
     (0.36 at 2000, 0.38 at 3000 -> 2500 samples at 0.37); None when no run reached it."""
-    def run(xs, ys, rid):
-        d = tmp_path / rid
-        d.mkdir()
-        (d / "run.json").write_text(json.dumps({"run_id": rid, "batch_size": 16, "lr": 1e-5, "seed": 0}))
-        (d / "metrics.jsonl").write_text("".join(json.dumps({"step": i, "samples/retained": x, "time/wall_s": i})
-                                                 + "\n" for i, x in enumerate(xs)))
-        (d / "eval.jsonl").write_text("".join(json.dumps({"step": i, "samples/retained": x, "eval/score": y,
-                                                          "time/wall_s": i}) + "\n"
-                                              for i, (x, y) in enumerate(zip(xs, ys))))
-        return load(d, "rlbatch")[0]
-
-    a = run([0, 1000, 2000, 3000], [0.24, 0.30, 0.36, 0.38], "a")
-    b = run([0, 1000, 2000, 3000], [0.24, 0.30, 0.32, 0.33], "b")
+    a = _run(tmp_path, [0, 1000, 2000, 3000], [0.24, 0.30, 0.36, 0.38], "a")
+    b = _run(tmp_path, [0, 1000, 2000, 3000], [0.24, 0.30, 0.32, 0.33], "b")
     assert earliest_crossing([a, b], 0.37, "eval/score") == pytest.approx(2500)
     assert earliest_crossing([b], 0.37, "eval/score") is None
+
+
+def test_the_race_stops_what_is_already_slower_than_the_best_measured(tmp_path):
+    """The race (by hand): A crosses 0.37 at 2500 samples = 2.5 s on its clock (one second per 1000 samples);
+    B has run 6 s without crossing: its time-to-target is above 6 s > 2.5 s, it lost. C has run 1.5 s: it may still
+    win. A configuration of two seeds (D: one reached at 2.0 s, the other still below after 2.8 s) has the
+    accounting's mean-over-seeds time-to-target >= (2.0 + 2.8) / 2 = 2.4 s, not yet lost; after 3.2 s it is >= 2.6 s
+    and lost. A configuration that reached later than the best (E: 3.5 s) lost on its measured value."""
+    xs = [0, 1000, 2000, 3000]
+    a = _run(tmp_path, xs, [0.24, 0.30, 0.36, 0.38], "a")
+    b = _run(tmp_path, xs, [0.24, 0.30, 0.32, 0.33], "b", secs=[0, 2, 4, 6])
+    c = _run(tmp_path, xs, [0.24, 0.30, 0.32, 0.33], "c", secs=[0, 0.5, 1.0, 1.5])
+    d1 = _run(tmp_path, xs, [0.24, 0.30, 0.37, 0.40], "d1")  # crosses at 2000 samples = 2.0 s
+    d2 = _run(tmp_path, xs, [0.24, 0.30, 0.32, 0.33], "d2", secs=[0, 0.9, 1.9, 2.8])
+    d3 = _run(tmp_path, xs, [0.24, 0.30, 0.32, 0.33], "d3", secs=[0, 1.1, 2.1, 3.2])
+    e = _run(tmp_path, xs, [0.24, 0.30, 0.36, 0.38], "e", secs=[0, 1.4, 2.8, 4.2])  # crosses at 2500 = 3.5 s
+    assert time_floor([a], 0.37, "eval/score", "wall") == (pytest.approx(2.5), True)
+    assert time_floor([b], 0.37, "eval/score", "wall") == (pytest.approx(6.0), False)
+    assert time_floor([d1, d2], 0.37, "eval/score", "wall") == (pytest.approx(2.4), False)
+    now = race({"C": [c], "A": [a], "B": [b], "D": [d1, d2], "D'": [d1, d3], "E": [e]}, 0.37, "eval/score", "wall")
+    assert now.best == "A" and now.best_s == pytest.approx(2.5)
+    assert now.verdict("A") is None and now.verdict("C") is None and now.verdict("D") is None
+    for name in ("B", "D'", "E"):
+        out, why = now.verdict(name)
+        assert out == CANNOT_WIN and why.startswith("lost the race") and "A 2.5 s" in why
+    assert "measured time-to-target, 3.5 s" in now.verdict("E")[1]
+    # nobody has reached the target: no race yet
+    assert race({"B": [b], "C": [c]}, 0.37, "eval/score", "wall").verdict("B") is None
+    assert race_verdict(None, 2.5, "A") is None and race_verdict(2.5, 2.5, "A") is None
 
 
 def test_the_pick_is_never_a_configuration_the_loop_stopped():
@@ -233,3 +264,36 @@ def test_the_pick_is_never_a_configuration_the_loop_stopped():
     assert "B512" in out["pick_note"] and "never reaches" in out["pick_note"] and plan["recommended"] == "B512"
     state["B512"] = "reached"
     assert _loop_pick(plan, cands, state) is plan
+
+
+def test_a_lone_survivor_races_on_against_a_measured_best(tmp_path):
+    """demo_sweep_cpu seed 0 (issue 27), B = 32 then B = 128 (one at a time, the doubling order), target 0.45: B = 32
+    reaches the target in 11.8 s on its clock (B = 128 needs 16.6 s in the full runs). Then B = 128 is the only one
+    left and the plan ranks it first from its first evaluations (before the fix it was "decided" after 1072 samples
+    and picked); it races on instead and loses at B = 32's time, so the pick is the measured best."""
+    root = tmp_path / "stored"
+    unpack(Path(__file__).resolve().parent / "data" / "demo_sweep_cpu" / "trials.tar.gz", root)
+    runs = {r.run_id: r for r in load(root / "trials")}
+    res = replay_sweep(ladder_runs([runs["B32-G8-sqrt-s0"], runs["B128-G8-sqrt-s0"]]), tmp_path / "replay",
+                       target=0.45, fmt="rlbatch", n_boot=30, max_active=1)
+    by = {t.config: t for t in res.trials}
+    assert by["B32-G8-sqrt"].state == "reached" and res.recommended in ("B32-G8-sqrt-s0", "B32-G8-sqrt")
+    assert by["B128-G8-sqrt"].state == "cannot win" and by["B128-G8-sqrt"].decided_by.startswith("lost the race")
+    assert not any(d.outcome == "decided" for d in res.decisions)
+
+
+def test_a_batch_without_runs_is_never_the_best_a_trial_is_stopped_against():
+    """demo_sweep seed 2 with two configurations at a time (issue 27): B = 128, not started, predicted by the noise
+    model alone at 0.33 [0.33, 0.34], stopped B = 64 (0.52 [0.35, open]), the measured best. The best to stop
+    against is a configuration with runs."""
+    from rlbatch.study.adaptive import _best
+
+    b64 = {**_cand("B64", [0.35, None], 0.52), "runs": ["B64-s2"], "batch_size": 64}
+    b32 = {**_cand("B32", [0.8, 1.4], 1.0), "runs": ["B32-s2"], "batch_size": 32}
+    b128 = {"run": None, "runs": [], "batch_size": 128, "predicted_relative_time": 0.33, "interval": [0.33, 0.34],
+            "rN_source": "noise-model"}
+    assert stop_verdict(b64, b128, n_eval=10) is None
+    plan = {"recommended": 128, "candidates": [b32, b64, b128]}
+    assert _best(plan) is b64
+    plan["recommended"] = "B32"
+    assert _best(plan) is b32

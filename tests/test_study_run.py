@@ -45,6 +45,9 @@ def test_sweep_backend_verl_dry_run_and_json(tmp_path):
     (["--backend", "trl", "--target", "0.5", *GEN], "--backend trl trains to --samples retained responses"),
     (["--backend", "local", "--target", "0.5", *GEN], "--generated-samples applies to launched studies"),
     (["--backend", "local", "--target", "0.5"], "--samples N (retained responses per trial) is required"),
+    (["--backend", "local", "--target", "0.5", "--max-active", "2", *RET], "--max-active applies to --adaptive"),
+    (["--backend", "local", "--target", "0.5", "--chunk-samples", "64", *RET],
+     "--chunk-samples applies to --adaptive"),
 ])
 def test_sweep_backend_errors(tmp_path, extra, message):
     args = [a for a in BASE if a != "8"] if "--group-sizes" in extra else BASE
@@ -114,3 +117,31 @@ def test_adaptive_wiring_writes_record_and_report(tmp_path, monkeypatch):
                                                                              if t["state"] != "skipped")
     assert res["report"]["adaptive"]["stopped_because"] == rec["stopped_because"]
     assert "## Adaptive sweep" in (tmp_path / "report.md").read_text()
+
+
+def test_adaptive_max_active_climbs_the_ladder(tmp_path, monkeypatch):
+    """--adaptive --max-active 2 on the synthetic trial (known answer: B = 2048 fastest of 128 ... 8192): never
+    more than two configurations running; B = 128 and 512 start first, the next one only when a slot frees; the pick
+    is the same as with all launched together."""
+    from rlbatch.backends import local
+    from rlbatch.study.ladder import build_ladder
+    from rlbatch.study.run import run_study
+    from rlbatch.backends.synthetic import synthetic_trial
+
+    monkeypatch.setattr(local, "run_trial", synthetic_trial)
+    monkeypatch.setattr(local, "prepare_here", lambda model: None)
+    ladder = build_ladder(base_batch=128, base_lr=1e-6, batches=[128, 512, 2048, 8192], rule="sqrt", group_sizes=[8],
+                          seeds=1, samples=400_000)
+    rec = run_study(ladder, backend="local", adaptive=True, out=tmp_path, target=0.7, progress=False,
+                    adaptive_options={"n_boot": 50, "max_active": 2})["adaptive"]
+    running, most = set(), 0
+    for d in rec["decisions"]:
+        if d["action"] == "start":
+            running.add(d["config"])
+        elif d["action"] in ("stop", "skip"):
+            running.discard(d["config"])
+        most = max(most, len(running))
+    assert most == 2
+    starts = [d["config"] for d in rec["decisions"] if d["action"] == "start"]
+    assert starts[:2] == ["B128-G8-sqrt", "B512-G8-sqrt"]
+    assert rec["recommended_batch_size"] == 2048

@@ -102,6 +102,11 @@ def test_watch_cli_json_once_on_a_sweep_leaves_it_unchanged(stored, tmp_path):
     assert up["recommended"] == "B128-G8-sqrt"
     ranks = {r["config"]: r for r in up["ranking"]}
     assert ranks["B16-G8-sqrt"]["would_stop"] and not ranks["B128-G8-sqrt"]["would_stop"]
+    # the finished sweep: every configuration reached the target; all but the fastest lost the race (the adaptive
+    # loop's rule, rlbatch.study.adaptive.race), on their measured time-to-target
+    for c in ("B16-G8-sqrt", "B32-G8-sqrt", "B64-G8-sqrt"):
+        assert ranks[c]["why"].startswith("cannot win: lost the race: its measured time-to-target"), ranks[c]["why"]
+        assert "B128-G8-sqrt" in ranks[c]["why"]
     assert _tree(stored) == before
     # piped: one plain line per update
     r = subprocess.run([sys.executable, "-m", "rlbatch.cli", "watch", str(stored / "B16-G8-sqrt-s0"), "--once"],

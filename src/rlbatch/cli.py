@@ -232,6 +232,11 @@ def sweep_cmd(
     chunk_samples: Optional[int] = typer.Option(None, "--chunk-samples", help="--adaptive (local/ray/trl): retained "
                                                 "samples per start or extension of a trial (default --samples / 8); "
                                                 "the plan is re-made after every round of new evaluations."),
+    max_active: Optional[int] = typer.Option(None, "--max-active", min=1, help="--adaptive: configurations running "
+                                             "at once (default all, launched together). With fewer, the ladder is "
+                                             "climbed from its smallest batch: the next one starts when a slot "
+                                             "frees, and larger ones are skipped once two batches above the best "
+                                             "lost (time-to-target is unimodal in B)."),
     address: Optional[str] = ADDRESS,
     cpus_per_trial: float = typer.Option(1, "--cpus-per-trial", help="ray: CPUs requested per trial."),
     gpus_per_trial: float = typer.Option(0, "--gpus-per-trial", help="ray: GPUs requested per trial."),
@@ -266,7 +271,8 @@ def sweep_cmd(
                     address=address, cpus_per_trial=cpus_per_trial, gpus_per_trial=gpus_per_trial,
                     max_retries=max_retries, base_config=verl_config, dry_run=dry_run, submit=submit,
                     progress=fmt is Format.table,
-                    adaptive_options={"chunk": chunk_samples} if chunk_samples else None)
+                    adaptive_options={k: v for k, v in (("chunk", chunk_samples), ("max_active", max_active))
+                                      if v})
     if res["kind"] == "launch":
         _print_launch(res["launch"], backend, out, dry_run, fmt)
         return

@@ -8,7 +8,8 @@ samples-to-target with its 80% interval (measured with its 95% interval once eve
 (:func:`rlbatch.analysis.throughput.run_throughput` on the accounting's clock) and the predicted time-to-target =
 samples-to-target / throughput (Li et al. 2026; the throughput taken as exact, as the plan does). For a sweep (two or
 more batch sizes) also the plan's ranking (:func:`rlbatch.plan.plan_runs`: predicted relative time-to-target and its
-interval) and which configurations the adaptive loop would stop now (:func:`rlbatch.study.adaptive.stop_verdict`).
+interval) and which configurations the adaptive loop would stop now (:func:`rlbatch.study.adaptive.race`, then
+:func:`rlbatch.study.adaptive.stop_verdict`).
 
 It only reads: nothing is written into the watched directory.
 """
@@ -36,7 +37,7 @@ from rlbatch.analysis.throughput import run_throughput
 from rlbatch.errors import UserError
 from rlbatch.plan import plan_runs
 from rlbatch.readers.collect import load_all
-from rlbatch.study.adaptive import earliest_crossing, eval_points, run_samples, stop_verdict
+from rlbatch.study.adaptive import earliest_crossing, eval_points, race, run_samples, stop_verdict
 
 SPARK = "▁▂▃▄▅▆▇█"
 
@@ -176,11 +177,12 @@ def predict(runs: list, *, target: float | None, metric: str = "eval/score", upd
             up.recommended = plan["recommended"]
             best = next((c for c in plan["candidates"] if c["run"] == plan["recommended"]), None)
             crossed = earliest_crossing(runs, target, metric)
+            now = race(groups, target, metric, clock)
             for c in plan["candidates"]:
                 n = min((eval_points(r, metric) for r in groups.get(c["run"], [])), default=0)
-                verdict = stop_verdict(c, best, n, reference=plan.get("reference"),
-                                       samples=min((run_samples(r) for r in groups.get(c["run"], [])), default=0.0),
-                                       crossed_at=crossed)
+                verdict = now.verdict(c["run"]) or stop_verdict(
+                    c, best, n, reference=plan.get("reference"), crossed_at=crossed,
+                    samples=min((run_samples(r) for r in groups.get(c["run"], [])), default=0.0))
                 up.ranking.append({"config": c["run"], "batch_size": c["batch_size"],
                                    "predicted_relative_time": c["predicted_relative_time"],
                                    "interval": c["interval"], "rN": c["rN"], "rN_source": c["rN_source"],

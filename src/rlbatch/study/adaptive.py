@@ -12,7 +12,10 @@ retained samples, to report which trials have new data, to read a trial as a run
 The loop (:func:`decide`), per configuration (the seeds of one batch size and LR rule decide together):
 
 1. start: every trial, or the first ``max_active`` in ladder order, with a first chunk of ``chunk`` samples;
-2. once every running trial has new data (a round), re-plan (:func:`rlbatch.plan.plan_runs` over every run so far, the
+2. the race, at every new evaluation (no model): a configuration whose time-to-target is already above the best
+   measured one (:func:`time_floor`: every seed that has not reached the target has run longer on its own clock
+   than the best needed) is stopped, ``cannot win`` (:func:`race_verdict`);
+3. once every running trial has new data (a round), re-plan (:func:`rlbatch.plan.plan_runs` over every run so far, the
    not-yet-started batches as candidates) and decide each active configuration:
    - ``reached``: every seed reached the target (samples-to-target measured; nothing more to learn);
    - ``never reaches``: with ``min_eval_points`` evaluations per seed, the fit predicts it never reaches the target
@@ -20,13 +23,19 @@ The loop (:func:`decide`), per configuration (the seeds of one batch size and LR
    - ``cannot win``: with ``min_eval_points`` evaluations, the interval of its predicted relative time-to-target
      (rN / relative throughput; fitted or measured rN only, never the noise model alone) lies wholly above the
      interval of the best configuration's (the smallest predicted relative time);
-   - ``decided``: it is the best and every other configuration has been decided (nothing left to compare);
+   - ``decided``: it is the best and every other configuration has been decided (nothing left to compare), and no
+     other configuration's measured time-to-target is still to beat (then it races on: issue 27's demo_sweep_cpu
+     seed 0 had B = 128 "decided" from a fit at 3088 samples while B = 32 had reached the target faster);
    - ``budget``: a seed spent ``budget`` samples without reaching the target;
    the rest are extended by another ``chunk`` when their executor finished the previous one;
-3. a configuration not started yet is ``skipped`` when its noise-model interval (plan candidate without runs) lies
-   wholly above the best's, or (``unimodal``) when a smaller batch above the best already lost (time-to-target is
-   unimodal in B on the aligned family: the sample penalty rN grows with B while the throughput gain saturates);
-4. the recommendation is the final plan over every run.
+4. configurations not started yet climb the ladder above the lead (the best measured time-to-target, else the
+   plan's best; ``unimodal``): one is ``skipped`` once ``patience`` batches between the lead and it lost
+   (time-to-target is unimodal in B on the aligned family: the sample penalty rN grows with B while the throughput
+   gain saturates), and starts when a slot is free and no batch between the lead and it is still running (its
+   outcome may skip it: above the lead the ladder is probed one batch at a time); never skipped on the noise model
+   alone (issue 27: with two configurations at a time on demo0 seed 0 its interval for B = 64, [0.53, 0.55], lay
+   above the best's and skipped the true best);
+5. the recommendation is the final plan over every run, its pick among the configurations the loop did not stop.
 
 Every decision is recorded with its reason and evidence (:class:`Decision`); :meth:`AdaptiveResult.to_json` is the
 ``adaptive.json`` of every backend.
@@ -38,7 +47,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Sequence
 
-from rlbatch.analysis.accounting import estimate_configuration
+from rlbatch.analysis.accounting import estimate_configuration, seed_estimate
 from rlbatch.analysis.curves import metric_frame
 from rlbatch.analysis.interval import format_interval
 from rlbatch.analysis.throughput import clock_basis, run_clock
@@ -164,6 +173,70 @@ def earliest_crossing(runs: Sequence[Any], target: float, metric: str) -> float 
     return min(s) if s else None
 
 
+def time_floor(runs: Sequence[Any], target: float, metric: str, clock: str) -> tuple[float | None, bool]:
+    """``(seconds, measured)``: a lower bound on a configuration's time-to-target (seconds on ``clock``) from its
+    seeds ``runs`` so far, and whether it is the measured value itself. The accounting's time-to-target of a
+    configuration is the mean over its seeds of each seed's (:func:`rlbatch.analysis.accounting.seed_estimate`):
+    a seed that reached the target contributes its time-to-target, one that has not yet contributes the seconds it
+    has run (it can only reach later). ``measured`` when every seed reached the target. ``(None, False)`` when a
+    seed has no run or no clock yet."""
+    ts, done = [], True
+    for r in runs:
+        e = seed_estimate(r, target, metric, clock=clock) if r is not None else None
+        if e is None or e["seconds"] is None:
+            return None, False
+        if e["time_to_target_s"] is not None:
+            ts.append(float(e["time_to_target_s"]))
+        else:
+            ts.append(float(e["seconds"]))
+            done = False
+    return (sum(ts) / len(ts), done) if ts else (None, False)
+
+
+def race_verdict(floor_s: float | None, best_s: float | None, best: str | None,
+                 measured: bool = False) -> tuple[str, str] | None:
+    """The race rule of the loop: a configuration whose time-to-target is already above the best measured one
+    (``floor_s`` from :func:`time_floor`, ``measured`` when it is its own measured value, > ``best_s``, the
+    smallest measured time-to-target among the configurations every seed of which reached the target, ``best`` its
+    name) cannot be the fastest to the target on these seeds: ``(CANNOT_WIN, reason)``, else None. Exact on the
+    measured values (no model): every trial runs on its own clock, so one that has spent more seconds than the
+    winner needed without reaching the target lost (Li et al. 2026: the batch size to pick is the one of the least
+    time-to-target). Used through :func:`race` by :func:`decide`, ``rlbatch watch`` and the TRL callback."""
+    if floor_s is None or best_s is None or not floor_s > best_s:
+        return None
+    what = (f"its measured time-to-target, {floor_s:.1f} s," if measured else
+            f"{floor_s:.1f} s on its clock without reaching the target,")
+    return CANNOT_WIN, f"lost the race: {what} is more than the best measured time-to-target, {best} {best_s:.1f} s"
+
+
+@dataclass
+class Race:
+    """The race among configurations on their own clocks (:func:`race`): ``best`` (its name) and ``best_s`` (its
+    measured time-to-target, seconds; None while no configuration has one), and per configuration ``floors``
+    (:func:`time_floor`'s ``(seconds, measured)``)."""
+
+    best: str | None
+    best_s: float | None
+    floors: dict[str, tuple[float | None, bool]]
+
+    def verdict(self, name: str) -> tuple[str, str] | None:
+        """:func:`race_verdict` for configuration ``name`` (None for the best itself or an unknown name)."""
+        if name == self.best or name not in self.floors:
+            return None
+        floor, is_measured = self.floors[name]
+        return race_verdict(floor, self.best_s, self.best, is_measured)
+
+
+def race(groups: dict[str, Sequence[Any]], target: float, metric: str, clock: str) -> Race:
+    """The race over ``groups`` ({configuration: its seeds' runs so far}, in ladder order: a tie in measured
+    time-to-target goes to the first): every configuration's :func:`time_floor` on ``clock`` and the best measured
+    one. The one implementation of the race rule for :func:`decide`, ``rlbatch watch`` and the TRL callback."""
+    floors = {c: time_floor(rs, target, metric, clock) for c, rs in groups.items()}
+    done = [(v[0], i, c) for i, (c, v) in enumerate(floors.items()) if v[1] and v[0] is not None]
+    t, _, best = min(done) if done else (None, 0, None)
+    return Race(best, t, floors)
+
+
 def measured(runs: Sequence[Any], target: float, metric: str, n_boot: int = 200) -> list[float] | None:
     """The configuration's samples-to-target interval once it is measured: every seed reached the target and the
     accounting's 95% interval (:func:`rlbatch.analysis.accounting.estimate_configuration`: seeds resampled, or one
@@ -220,7 +293,8 @@ def stop_verdict(c: dict[str, Any] | None, best: dict[str, Any] | None, n_eval: 
     dips, stays flat and rises later (issue 27: demo0's B = 16, 512 and 1024 were rejected at 1.7-4k samples and
     all reached the target), while a fit whose plateau is real still stops it once a rival shows at how many
     samples curves of this sweep cross; ``cannot win`` when its predicted relative time-to-target interval (rN fitted or measured, never
-    the noise model alone) lies wholly above the best's. A degenerate (zero-width) interval never justifies a
+    the noise model alone) lies wholly above the best's (a configuration with runs: a batch predicted by the
+    noise model alone never stops a trial). A degenerate (zero-width) interval never justifies a
     stop: ``c``'s and the best's must have width > 0, except the plan's ``reference`` (its run name), whose [1, 1]
     is so by construction (its uncertainty is in the other side's ratio interval). Stopping the reference itself
     rests wholly on the best's interval, which must then be :func:`informative` (from a fit or >= 2 seeds: a
@@ -230,7 +304,7 @@ def stop_verdict(c: dict[str, Any] | None, best: dict[str, Any] | None, n_eval: 
     if c.get("never_reaches") and crossed_at is not None and samples is not None and samples >= crossed_at:
         return NEVER, (f"fit: never reaches the target ({c['never_reaches']}), after {samples:.0f} samples, past "
                        f"the earliest crossing of the target in this sweep ({crossed_at:.0f} samples)")
-    if best is not None and best is not c and best.get("run") != c.get("run") \
+    if best is not None and best is not c and best.get("run") != c.get("run") and best.get("runs") \
             and c.get("rN_source") in ("fit", "measured") \
             and (informative(best) if c.get("run") == reference else not degenerate(c.get("interval"))) \
             and (best.get("run") == reference or not degenerate(best.get("interval"))) \
@@ -254,15 +328,22 @@ def _evidence(c: dict[str, Any] | None, best: dict[str, Any] | None) -> dict[str
 
 
 def _best(plan: dict[str, Any]) -> dict[str, Any] | None:
+    """The plan's best configuration with runs: its recommendation when that has runs, else the candidate with runs of
+    the smallest predicted relative time-to-target. A batch without runs (the noise model alone) is never the best a
+    trial is stopped against (issue 27: with two configurations at a time on demo_sweep seed 2, B = 128 not started
+    yet, predicted 0.33 [0.33, 0.34], stopped B = 64, the measured best)."""
     rec = plan.get("recommended")
-    return next((c for c in plan["candidates"] if c["run"] == rec or (c["run"] is None and c["batch_size"] == rec)),
-                None)
+    ran = [c for c in plan["candidates"] if c.get("runs")]
+    return next((c for c in ran if c["run"] == rec), None) or min(
+        (c for c in ran if c.get("predicted_relative_time") is not None),
+        key=lambda c: (c["predicted_relative_time"], c["batch_size"] or 0), default=None)
 
 
 # --------------------------------------------------------------------------------------------------- the loop
 def decide(executor, trials: Sequence[TrialRef], *, target: float, metric: str = "eval/score", budget: int,
            chunk: int | None = None, max_active: int | None = None, min_eval_points: int = 6, tol: float = 0.1,
-           n_boot: int = 200, unimodal: bool = True, poll_timeout: float = 5.0, clock: str = "auto",
+           n_boot: int = 200, unimodal: bool = True, patience: int = 2, poll_timeout: float = 5.0,
+           clock: str = "auto",
            backend: str = "local", progress: Callable[[str], None] | None = None,
            on_update: Callable[[AdaptiveResult], None] | None = None) -> AdaptiveResult:
     """Run the adaptive decision loop (module docstring) over ``trials`` (ordered by the ladder; the first
@@ -271,7 +352,10 @@ def decide(executor, trials: Sequence[TrialRef], *, target: float, metric: str =
     ``budget``: the most retained samples a trial may spend; ``chunk``: samples per start / extension (default
     budget / 8, at least B); ``max_active``: configurations running at once (default all; 1 runs the ladder one
     configuration after the other, the doubling order); ``min_eval_points``: evaluations every seed of a
-    configuration needs before a fitted prediction may stop it; ``tol``, ``n_boot``, ``clock``: as
+    configuration needs before a fitted prediction may stop it; ``unimodal`` / ``patience``: skip a configuration
+    not started yet once ``patience`` batches between the best and it have lost (1 trusts one measured loss; 2,
+    the default, tolerates one noisy loss: issue 27's four-rung ladders had one-seed time-to-target curves that dip
+    again after a loss); ``tol``, ``n_boot``, ``clock``: as
     :func:`rlbatch.plan.plan_runs`. ``on_update`` is called with the record so far after every re-plan (to write
     ``adaptive.json`` as it goes). Raises :class:`UserError` for an empty ladder or a bad parameter."""
     trials = list(trials)
@@ -279,6 +363,8 @@ def decide(executor, trials: Sequence[TrialRef], *, target: float, metric: str =
         raise UserError("an adaptive sweep needs at least one trial", field="batches")
     if budget < 1:
         raise UserError(f"budget must be >= 1 sample, got {budget}", field="samples")
+    if patience < 1:
+        raise UserError(f"patience must be >= 1 lost batch, got {patience}", field="patience")
     if min_eval_points < 3:
         raise UserError(f"min_eval_points must be >= 3 (a curve fit needs them), got {min_eval_points}",
                         field="min_eval_points")
@@ -333,7 +419,7 @@ def decide(executor, trials: Sequence[TrialRef], *, target: float, metric: str =
     for c in order[:limit]:
         start(c, "probe" if limit > 1 else "first configuration of the ladder")
     fresh: dict[str, set[str]] = {c: set() for c in order}
-    plan, best, best_cfg = None, None, None
+    plan, best, best_cfg, now = None, None, None, None
     while any(state[c] == "active" for c in order):
         new = executor.poll(poll_timeout)
         for rid in new:
@@ -350,6 +436,19 @@ def decide(executor, trials: Sequence[TrialRef], *, target: float, metric: str =
                                    f"{ci[0]:.0f}-{ci[1]:.0f})",
                        {"samples": [run_samples(r) for r in rs], "samples_to_target_ci": ci,
                         "eval_points": min(eval_points(r, metric) for r in rs)})
+        # the race: a configuration already slower than the best measured time-to-target is stopped (no plan needed)
+        if any(fresh.values()):
+            clk = clock if clock != "auto" else clock_basis([r for r in runs.values() if r is not None])
+            now = race({c: [runs.get(t.run_id) for t in configs[c]] for c in order
+                        if state[c] not in ("pending", SKIPPED)}, target, metric, clk)
+            for c in [c for c in order if state[c] == "active"]:
+                v = now.verdict(c)
+                if v is not None:
+                    rs = [runs.get(t.run_id) for t in configs[c]]
+                    finish(c, v[0], v[1], {"time_floor_s": now.floors[c][0], "best": now.best,
+                                           "best_time_to_target_s": now.best_s, "clock": clk,
+                                           "samples": [run_samples(r) for r in rs],
+                                           "eval_points": min(eval_points(r, metric) for r in rs)})
         active = [c for c in order if state[c] == "active"]
         # re-plan once every running trial has new data (a round) or is idle (waits for a decision)
         ready = all(all(t.run_id in fresh[c] or executor.idle(t.run_id) for t in configs[c]) for c in active) \
@@ -386,28 +485,33 @@ def decide(executor, trials: Sequence[TrialRef], *, target: float, metric: str =
                     finish(c, v[0], v[1], ev)
             # the best is decided once nothing else is left to compare with
             active = [c for c in order if state[c] == "active"]
+            # (not while another configuration's measured time-to-target is still to beat: then it races on)
             if len(active) == 1 and not any(state[c] == "pending" for c in order) and active[0] == best_cfg \
-                    and len(order) > 1:
+                    and len(order) > 1 and (now is None or now.best in (None, active[0])):
                 c = active[0]
                 finish(c, DECIDED, "every other configuration is decided (stopped, reached or skipped): the best "
                                    "predicted time-to-target", _evidence(cand(plan, c), best))
         # configurations not started yet: skip the ones that cannot win, start the next ones
+        # configurations not started yet, climbing the ladder above the lead (the best measured time-to-target, else
+        # the plan's best): skip once `patience` batches between the lead and them lost; start the next one when a
+        # slot is free and no batch between the lead and it is still running (its outcome may skip it)
+        lead = batch[now.best] if now is not None and now.best is not None else (
+            best["batch_size"] if best is not None else None)
         lost = [batch[c] for c in order if state[c] in (CANNOT_WIN, NEVER)]
         for c in order:
             if state[c] != "pending":
                 continue
-            x = cand(plan, c)
-            if (x is not None and best is not None and x.get("interval") and not degenerate(x["interval"])
-                    and _above(x["interval"], best["interval"])):
-                finish(c, SKIPPED, f"predicted (noise model, {x.get('rN_source')}): relative time-to-target "
-                                   f"{x['predicted_relative_time']:.2f} (interval {_iv(x['interval'])}) lies wholly "
-                                   f"above the best's {_iv(best['interval'])}", _evidence(x, best))
-            elif unimodal and best is not None and any(best["batch_size"] < b < batch[c] for b in lost):
-                b = min(b for b in lost if best["batch_size"] < b < batch[c])
-                finish(c, SKIPPED, f"a smaller batch above the best, B={b}, already lost to B={best['batch_size']} "
-                                   "(time-to-target is unimodal in B)", _evidence(x, best))
+            if unimodal and lead is not None and \
+                    len(between := sorted(b for b in lost if lead < b < batch[c])) >= patience:
+                finish(c, SKIPPED, f"smaller batches above the best, B={', '.join(map(str, between))}, already lost "
+                                   f"to B={lead} (time-to-target is unimodal in B; skipped after {patience} such "
+                                   "losses)", _evidence(cand(plan, c), best))
         while sum(state[c] == "active" for c in order) < limit and any(state[c] == "pending" for c in order):
-            start(next(c for c in order if state[c] == "pending"), "a slot is free")
+            c = next(c for c in order if state[c] == "pending")
+            if unimodal and lead is not None and any(state[a] == "active" and lead < batch[a] < batch[c]
+                                                     for a in order):
+                break
+            start(c, "a slot is free")
         # extend the active ones whose executor is idle
         for c in [c for c in order if state[c] == "active"]:
             for t in configs[c]:

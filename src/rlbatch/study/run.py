@@ -50,10 +50,14 @@ def run_study(ladder: list[TrialSpec], *, backend: str, out: Path, target: float
 
     Raises :class:`UserError` for an unknown backend, a ladder whose budget kind the backend cannot run, options
     that do not apply to it (``--base-config``, ``--dry-run``, ``--submit`` outside verl/openrlhf/trl; ``--adaptive``
-    with ``--dry-run``), or a missing target. ``adaptive_options``: ``chunk``, ``min_eval_points``, ``n_boot`` of
-    :func:`run_adaptive`."""
+    with ``--dry-run``), or a missing target. ``adaptive_options``: ``chunk``, ``min_eval_points``, ``n_boot``,
+    ``max_active`` of :func:`run_adaptive` (``max_active`` also for the launched backends)."""
     if backend not in BACKENDS:
         raise UserError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}", field="backend")
+    for k in adaptive_options or {}:
+        if not adaptive:
+            flag = {"chunk": "--chunk-samples"}.get(k, "--" + k.replace("_", "-"))
+            raise UserError(f"{flag} applies to --adaptive", field=k)
     want = "generated" if launched(backend, dry_run, submit) else "retained"
     if ladder[0].budget != want:
         raise UserError(f"--backend {backend} runs a budget of {want} responses, the ladder counts "
@@ -68,7 +72,8 @@ def run_study(ladder: list[TrialSpec], *, backend: str, out: Path, target: float
         if not adaptive:
             return {"kind": "launch", "launch": res}
         return {"kind": "adaptive", **watch_launched(ladder, res["plans"], backend=backend, out=out, target=target,
-                                                     address=address if submit else None, progress=progress)}
+                                                     address=address if submit else None, progress=progress,
+                                                     max_active=(adaptive_options or {}).get("max_active"))}
     for flag, val in (("--base-config", base_config), ("--dry-run", dry_run), ("--submit", submit)):
         if val and backend != "trl":
             raise UserError(f"{flag} applies to --backend verl, openrlhf or trl, not {backend}", field="backend")
@@ -102,11 +107,11 @@ def run_study(ladder: list[TrialSpec], *, backend: str, out: Path, target: float
 def run_adaptive(ladder: list[TrialSpec], out: Path, *, backend: str = "local", target: float, title: str,
                  progress: bool = True, address: str | None = None, cpus_per_trial: float = 1,
                  gpus_per_trial: float = 0, max_retries: int = 2, chunk: int | None = None,
-                 min_eval_points: int = 6, n_boot: int = 200) -> dict[str, Any]:
+                 min_eval_points: int = 6, n_boot: int = 200, max_active: int | None = None) -> dict[str, Any]:
     """``--adaptive`` on a trainer backend: every trial of ``ladder`` (the ladder's first configuration is the
     reference) run by the backend's executor (``local``: the embedded trainer, ``trl``: TRL's entry point, both in
     chunks here; ``ray``: Ray tasks) under :func:`rlbatch.study.adaptive.decide` with each trial's ``samples`` as
-    its budget; trials in ``OUT/trials``, the record in ``OUT/adaptive.json`` (rewritten after every re-plan), then
+    its budget (``max_active``: configurations running at once, default all); trials in ``OUT/trials``, the record in ``OUT/adaptive.json`` (rewritten after every re-plan), then
     the report over every trial it ran with the record under the key ``adaptive``. Returns ``{"adaptive": record,
     "report": report JSON}``."""
     trials = [TrialRef(run_id=s.run_id, batch_size=s.batch_size, config=s.config_id, spec=s) for s in ladder]
@@ -121,7 +126,7 @@ def run_adaptive(ladder: list[TrialSpec], out: Path, *, backend: str = "local", 
         local.prepare_here(ladder[0].model)
         ex = ChunkExecutor(local.run_trial, out / TRIALS_DIR)
     try:
-        res = decide(ex, trials, target=target, budget=ladder[0].samples, chunk=chunk,
+        res = decide(ex, trials, target=target, budget=ladder[0].samples, chunk=chunk, max_active=max_active,
                      min_eval_points=min_eval_points, n_boot=n_boot, backend=backend,
                      progress=print if progress else None, on_update=adaptive_writer(out))
     finally:
@@ -131,7 +136,8 @@ def run_adaptive(ladder: list[TrialSpec], out: Path, *, backend: str = "local", 
 
 
 def watch_launched(ladder: list[TrialSpec], plans: list[dict], *, backend: str, out: Path, target: float,
-                   address: str | None = None, progress: bool = True, interval: float = 30.0) -> dict[str, Any]:
+                   address: str | None = None, progress: bool = True, interval: float = 30.0,
+                   max_active: int | None = None) -> dict[str, Any]:
     """``--adaptive --backend verl|openrlhf``: the launched study's trials (``plans``, their scripts already written
     by :func:`rlbatch.backends.launch.launch`) started at once as processes here
     (:class:`rlbatch.backends.executors.ProcessJob`) or, with ``address`` (``--submit --address``), as Ray jobs
@@ -151,7 +157,7 @@ def watch_launched(ladder: list[TrialSpec], plans: list[dict], *, backend: str, 
     ex = LogExecutor(trials, interval=interval)
     try:
         res = decide(ex, trials, target=target, budget=max(t.spec["samples"] for t in trials), backend=backend,
-                     progress=print if progress else None, on_update=adaptive_writer(out))
+                     max_active=max_active, progress=print if progress else None, on_update=adaptive_writer(out))
     finally:
         for t in trials:  # interrupted: leave nothing running behind
             if not ex.idle(t.run_id):
