@@ -204,7 +204,9 @@ def test_plan_section_in_report(sweep, tmp_path):
 # --------------------------------------------------------------------------------------------------- adaptive sweep
 @pytest.mark.parametrize("max_active", [1, None])
 def test_adaptive_sweep_stops_at_the_right_batch(tmp_path, max_active):
-    """The doubling ladder, one configuration after the other (max_active=1) or all probed together (None)."""
+    """The doubling ladder, one configuration after the other stopping at the first loss (max_active=1,
+    skip_after=1: the paper's doubling; the synthetic model's time-to-target is unimodal in B) or all probed together
+    (None)."""
     from rlbatch.study.run import adaptive_sweep
 
     # by hand: T(B) ~ (1 + B/2048)(20/B + 0.01): B=512 0.0488, 1024 0.0443, 2048 0.0395 (best), 4096 0.0447,
@@ -215,14 +217,15 @@ def test_adaptive_sweep_stops_at_the_right_batch(tmp_path, max_active):
     budget = int(1.15 * model.samples_to_target(8192, TARGET))
     res = adaptive_sweep(partial(synthetic_trial, model=model),
                          {"prompts_per_step": 64, "group_size": 8, "lr": 1e-6, "samples": budget, "seed": 0},
-                         tmp_path, target=TARGET, max_doublings=4, max_active=max_active, n_boot=30)
+                         tmp_path, target=TARGET, max_doublings=4, max_active=max_active, n_boot=30,
+                         skip_after=1 if max_active == 1 else None)
     assert res.recommended_batch_size == 2048
     states = {t.batch_size: t.state for t in res.trials}
     assert [t.batch_size for t in res.trials] == ladder
     # every configuration ended with a recorded outcome; none ran past its budget
     assert set(states.values()) <= {"reached", "cannot win", "never reaches", "decided", "budget", "skipped"}
     assert all(t.samples <= budget + t.batch_size for t in res.trials)
-    if max_active == 1:  # the doubling order: 8192 is predicted to lose and never runs
+    if max_active == 1:  # the doubling order: 4096 lost to 2048, so 8192 never runs
         assert states[8192] == "skipped" and res.trials[-1].samples == 0
     full = sum(math.ceil(budget / b) * b for b in ladder)
     assert res.samples_spent < 0.45 * full

@@ -233,10 +233,9 @@ def sweep_cmd(
                                                 "samples per start or extension of a trial (default --samples / 8); "
                                                 "the plan is re-made after every round of new evaluations."),
     max_active: Optional[int] = typer.Option(None, "--max-active", min=1, help="--adaptive: configurations running "
-                                             "at once (default all, launched together). With fewer, the ladder is "
-                                             "climbed from its smallest batch: the next one starts when a slot "
-                                             "frees, and larger ones are skipped once two batches above the best "
-                                             "lost (time-to-target is unimodal in B)."),
+                                             "at once (default all, launched together); with fewer, the next one "
+                                             "in ladder order starts when a slot frees and races against the best "
+                                             "time-to-target measured so far."),
     address: Optional[str] = ADDRESS,
     cpus_per_trial: float = typer.Option(1, "--cpus-per-trial", help="ray: CPUs requested per trial."),
     gpus_per_trial: float = typer.Option(0, "--gpus-per-trial", help="ray: GPUs requested per trial."),

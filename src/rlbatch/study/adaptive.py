@@ -28,13 +28,14 @@ The loop (:func:`decide`), per configuration (the seeds of one batch size and LR
      seed 0 had B = 128 "decided" from a fit at 3088 samples while B = 32 had reached the target faster);
    - ``budget``: a seed spent ``budget`` samples without reaching the target;
    the rest are extended by another ``chunk`` when their executor finished the previous one;
-4. configurations not started yet climb the ladder above the lead (the best measured time-to-target, else the
-   plan's best; ``unimodal``): one is ``skipped`` once ``patience`` batches between the lead and it lost
-   (time-to-target is unimodal in B on the aligned family: the sample penalty rN grows with B while the throughput
-   gain saturates), and starts when a slot is free and no batch between the lead and it is still running (its
-   outcome may skip it: above the lead the ladder is probed one batch at a time); never skipped on the noise model
-   alone (issue 27: with two configurations at a time on demo0 seed 0 its interval for B = 64, [0.53, 0.55], lay
-   above the best's and skipped the true best);
+4. configurations not started yet start in ladder order when a slot is free. Opt-in (``skip_after`` K), they climb
+   the ladder above the lead (the best measured time-to-target, else the plan's best): one is ``skipped`` once K
+   batches between the lead and it lost (assuming time-to-target unimodal in B: the sample penalty rN grows with B
+   while the throughput gain saturates), and starts only when no batch between the lead and it is still running
+   (its outcome may skip it). Off by default: one-seed time-to-target on the CPU demo ladders is not unimodal
+   (issue 27: with K = 2 the pick was wrong on 3 of 10 replayed ladders). Never skipped on the noise model alone
+   (with two configurations at a time on demo0 seed 0 its interval for B = 64, [0.53, 0.55], lay above the best's
+   and skipped the true best);
 5. the recommendation is the final plan over every run, its pick among the configurations the loop did not stop.
 
 Every decision is recorded with its reason and evidence (:class:`Decision`); :meth:`AdaptiveResult.to_json` is the
@@ -342,7 +343,7 @@ def _best(plan: dict[str, Any]) -> dict[str, Any] | None:
 # --------------------------------------------------------------------------------------------------- the loop
 def decide(executor, trials: Sequence[TrialRef], *, target: float, metric: str = "eval/score", budget: int,
            chunk: int | None = None, max_active: int | None = None, min_eval_points: int = 6, tol: float = 0.1,
-           n_boot: int = 200, unimodal: bool = True, patience: int = 2, poll_timeout: float = 5.0,
+           n_boot: int = 200, skip_after: int | None = None, poll_timeout: float = 5.0,
            clock: str = "auto",
            backend: str = "local", progress: Callable[[str], None] | None = None,
            on_update: Callable[[AdaptiveResult], None] | None = None) -> AdaptiveResult:
@@ -352,10 +353,9 @@ def decide(executor, trials: Sequence[TrialRef], *, target: float, metric: str =
     ``budget``: the most retained samples a trial may spend; ``chunk``: samples per start / extension (default
     budget / 8, at least B); ``max_active``: configurations running at once (default all; 1 runs the ladder one
     configuration after the other, the doubling order); ``min_eval_points``: evaluations every seed of a
-    configuration needs before a fitted prediction may stop it; ``unimodal`` / ``patience``: skip a configuration
-    not started yet once ``patience`` batches between the best and it have lost (1 trusts one measured loss; 2,
-    the default, tolerates one noisy loss: issue 27's four-rung ladders had one-seed time-to-target curves that dip
-    again after a loss); ``tol``, ``n_boot``, ``clock``: as
+    configuration needs before a fitted prediction may stop it; ``skip_after``: skip a configuration
+    not started yet once that many batches between the lead and it have lost (None, the default: never; step 4 of
+    the module docstring); ``tol``, ``n_boot``, ``clock``: as
     :func:`rlbatch.plan.plan_runs`. ``on_update`` is called with the record so far after every re-plan (to write
     ``adaptive.json`` as it goes). Raises :class:`UserError` for an empty ladder or a bad parameter."""
     trials = list(trials)
@@ -363,8 +363,8 @@ def decide(executor, trials: Sequence[TrialRef], *, target: float, metric: str =
         raise UserError("an adaptive sweep needs at least one trial", field="batches")
     if budget < 1:
         raise UserError(f"budget must be >= 1 sample, got {budget}", field="samples")
-    if patience < 1:
-        raise UserError(f"patience must be >= 1 lost batch, got {patience}", field="patience")
+    if skip_after is not None and skip_after < 1:
+        raise UserError(f"skip_after must be >= 1 lost batch, got {skip_after}", field="skip_after")
     if min_eval_points < 3:
         raise UserError(f"min_eval_points must be >= 3 (a curve fit needs them), got {min_eval_points}",
                         field="min_eval_points")
@@ -492,23 +492,23 @@ def decide(executor, trials: Sequence[TrialRef], *, target: float, metric: str =
                 finish(c, DECIDED, "every other configuration is decided (stopped, reached or skipped): the best "
                                    "predicted time-to-target", _evidence(cand(plan, c), best))
         # configurations not started yet: skip the ones that cannot win, start the next ones
-        # configurations not started yet, climbing the ladder above the lead (the best measured time-to-target, else
-        # the plan's best): skip once `patience` batches between the lead and them lost; start the next one when a
-        # slot is free and no batch between the lead and it is still running (its outcome may skip it)
+        # configurations not started yet: start the next one when a slot is free; with skip_after, climb above the
+        # lead (the best measured time-to-target, else the plan's best): skip once skip_after batches between the
+        # lead and it lost, and start it only when no batch between the lead and it is still running
         lead = batch[now.best] if now is not None and now.best is not None else (
             best["batch_size"] if best is not None else None)
         lost = [batch[c] for c in order if state[c] in (CANNOT_WIN, NEVER)]
         for c in order:
             if state[c] != "pending":
                 continue
-            if unimodal and lead is not None and \
-                    len(between := sorted(b for b in lost if lead < b < batch[c])) >= patience:
+            if skip_after and lead is not None and \
+                    len(between := sorted(b for b in lost if lead < b < batch[c])) >= skip_after:
                 finish(c, SKIPPED, f"smaller batches above the best, B={', '.join(map(str, between))}, already lost "
-                                   f"to B={lead} (time-to-target is unimodal in B; skipped after {patience} such "
+                                   f"to B={lead} (time-to-target taken as unimodal in B; skipped after {skip_after} "
                                    "losses)", _evidence(cand(plan, c), best))
         while sum(state[c] == "active" for c in order) < limit and any(state[c] == "pending" for c in order):
             c = next(c for c in order if state[c] == "pending")
-            if unimodal and lead is not None and any(state[a] == "active" and lead < batch[a] < batch[c]
+            if skip_after and lead is not None and any(state[a] == "active" and lead < batch[a] < batch[c]
                                                      for a in order):
                 break
             start(c, "a slot is free")

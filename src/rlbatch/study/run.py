@@ -190,14 +190,15 @@ def doubling_ladder(base_spec: Any, max_doublings: int) -> list[TrialSpec]:
 def adaptive_sweep(run_trial_fn: Callable[[Any, Path], Any], base_spec: Any, sweep_dir: Path | str, *,
                    target: float, metric: str = "eval/score", max_doublings: int = 6, chunk_fraction: float = 0.125,
                    min_eval_points: int = 6, tol: float = 0.1, n_boot: int = 200, max_active: int | None = 1,
-                   progress: Callable[[str], None] | None = None, backend: str = "local") -> AdaptiveResult:
+                   skip_after: int | None = None, progress: Callable[[str], None] | None = None,
+                   backend: str = "local") -> AdaptiveResult:
     """The doubling sweep from one base spec (:func:`doubling_ladder`) with a resumable trial function
     ``run_trial_fn(spec, run_dir)`` (the local trainer :func:`rlbatch.backends.local.run_trial`, TRL's
     :func:`rlbatch.backends.local_trl.run_trial_trl`, or :func:`rlbatch.backends.synthetic.synthetic_trial`) run in
     chunks of ``chunk_fraction x samples`` by a :class:`rlbatch.backends.executors.ChunkExecutor`, decided by
     :func:`decide` with the base spec's ``samples`` as every trial's budget. ``max_active`` 1 (default): one
-    configuration after the other, from the base up (the doubling order; larger ones are skipped once predicted or
-    measured to lose)."""
+    configuration after the other, from the base up (the doubling order); ``skip_after`` 1 stops raising B at the
+    first loss, the paper's doubling (:func:`decide`'s step 4; default: never skip)."""
     if not (0 < chunk_fraction <= 1):
         raise UserError(f"chunk_fraction must be in (0, 1], got {chunk_fraction}", field="chunk_fraction")
     ladder = doubling_ladder(base_spec, max_doublings)
@@ -205,5 +206,5 @@ def adaptive_sweep(run_trial_fn: Callable[[Any, Path], Any], base_spec: Any, swe
     budget = ladder[0].samples
     ex = ChunkExecutor(run_trial_fn, Path(sweep_dir))
     return decide(ex, trials, target=target, metric=metric, budget=budget, chunk=int(chunk_fraction * budget),
-                  max_active=max_active, min_eval_points=min_eval_points, tol=tol, n_boot=n_boot,
-                  progress=progress, backend=backend)
+                  max_active=max_active, skip_after=skip_after, min_eval_points=min_eval_points, tol=tol,
+                  n_boot=n_boot, progress=progress, backend=backend)
