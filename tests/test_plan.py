@@ -8,7 +8,6 @@ import pandas as pd
 import pytest
 
 from conftest import PAPER_CSV
-from rlbatch.analysis.accounting import fastest
 from rlbatch.errors import UserError
 from rlbatch.report.plan import plan_section
 from rlbatch.analysis.noise_model import fit_b_noise, noise_model_rn
@@ -122,7 +121,7 @@ def test_full_sweep_measured_rn_matches_the_model(sweep):
 def test_plan_from_first_30_percent_picks_a_batch_within_10_percent(sweep):
     runs = load(sweep)
     acc = account_runs(runs, TARGET, reference="B128-G8-sqrt-s0")
-    rows, ref = acc["rows"], acc["reference"]
+    rows = acc["rows"]
     acc = pd.DataFrame(rows)
     # measured time-to-target per batch (mean over seeds, relative to the reference)
     acc["batch_size"] = acc["batch_size"].astype(int)
