@@ -297,3 +297,26 @@ def test_a_batch_without_runs_is_never_the_best_a_trial_is_stopped_against():
     assert _best(plan) is b64
     plan["recommended"] = "B32"
     assert _best(plan) is b32
+
+
+def test_the_record_counts_what_a_stopped_trial_wrote_after_its_stop(demo, tmp_path, monkeypatch):
+    """A trial stopped mid-chunk may write past the evaluation the loop stopped it on (issue 27: a Ray task cancelled
+    while its chunk ran wrote 128 samples, the record said 112). Here every stopped replay job lets one more step land
+    after its stop; the record's samples are still those of each trial's run store."""
+    from rlbatch.backends.executors import ReplayJob
+
+    stop = ReplayJob.stop
+
+    def late_stop(job):
+        if job.pos < len(job.recs):  # the in-flight step lands after the stop
+            job.release(job.recs[job.pos][0] + job.offset)
+        stop(job)
+
+    monkeypatch.setattr(ReplayJob, "stop", late_stop)
+    runs = ladder_runs([demo["B128-G8-sqrt-s0"], demo["B16-G8-sqrt-s0"]])
+    res = replay_sweep(runs, tmp_path, target=0.45, fmt="rlbatch", n_boot=30)
+    for t in res.trials:
+        m = [json.loads(x) for x in (tmp_path / t.run_id / "metrics.jsonl").read_text().splitlines()]
+        assert t.samples == m[-1]["samples/retained"], t.run_id
+    assert res.samples_spent == sum(t.samples for t in res.trials)
+    assert any(t.state == "cannot win" for t in res.trials)

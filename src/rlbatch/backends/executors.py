@@ -184,6 +184,10 @@ class RayExecutor:
             if rid == trial.run_id:
                 self.ray.cancel(ref, force=True)
                 self.inflight.pop(ref)
+                try:  # wait until the task is gone: nothing is written into the trial after stop returns
+                    self.ray.get(ref, timeout=30)
+                except Exception:  # TaskCancelledError / WorkerCrashedError: the cancel took; a timeout: it did not
+                    pass
 
     def resume_hint(self, trial) -> str:
         return f"{self.dir / trial.run_id}: resubmitted with a larger budget it continues from its last checkpoint"

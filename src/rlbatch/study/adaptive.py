@@ -541,7 +541,12 @@ def decide(executor, trials: Sequence[TrialRef], *, target: float, metric: str =
         if on_update is not None and ready:
             on_update(_result(executor, configs, order, state, reason, runs, decisions, last_plan, target, metric,
                               backend, event, batch))
-    # the final plan over every run
+    # what every trial spent: its run as it stands after the stops (a stopped chunk may have written past the
+    # evaluation the loop stopped it on: issue 27, a Ray task cancelled mid-chunk), then the final plan over every run
+    for t in trials:
+        r = executor.read(t.run_id) if state[t.config] != SKIPPED else None
+        if r is not None:
+            runs[t.run_id] = r
     have = [runs[t.run_id] for c in order for t in configs[c] if t.run_id in runs]
     final = last_plan
     if len({r.meta.batch_size for r in have}) >= 2:
