@@ -44,9 +44,12 @@ def check_record(out: Path, backend: str) -> dict:
 
 
 def test_adaptive_local(tmp_path):
-    r = sweep(*ARGS, "--backend", "local", "--out", tmp_path / "sw")
+    # --max-active 1: one configuration at a time, B = 32 starts only once B = 16 is decided
+    r = sweep(*ARGS, "--backend", "local", "--max-active", "1", "--out", tmp_path / "sw")
     assert r.returncode == 0, r.stderr[-3000:]
     rec = check_record(tmp_path / "sw", "local")
+    acts = [(d["action"], d["config"]) for d in rec["decisions"] if d["action"] in ("start", "stop")]
+    assert acts[:3] == [("start", "B16-G8-sqrt"), ("stop", "B16-G8-sqrt"), ("start", "B32-G8-sqrt")], acts
     assert json.loads(r.stdout)["adaptive"]["recommended"] == rec["recommended"] if "adaptive" in r.stdout else True
     assert "## Adaptive sweep" in (tmp_path / "sw" / "report.md").read_text()
 

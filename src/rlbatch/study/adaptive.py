@@ -420,7 +420,7 @@ def decide(executor, trials: Sequence[TrialRef], *, target: float, metric: str =
         start(c, "probe" if limit > 1 else "first configuration of the ladder")
     fresh: dict[str, set[str]] = {c: set() for c in order}
     plan, best, best_cfg, now = None, None, None, None
-    while any(state[c] == "active" for c in order):
+    while any(state[c] in ("active", "pending") for c in order):  # a pending one starts when a slot frees
         new = executor.poll(poll_timeout)
         for rid in new:
             r = executor.read(rid)
