@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from _cli import run_in_process
 from _stored_sweeps import unpack
 from rlbatch import cli
 from rlbatch.errors import UserError
@@ -27,13 +28,6 @@ def rlbatch(*args, timeout=300):
     return subprocess.run([sys.executable, "-m", "rlbatch.cli", *map(str, args)], capture_output=True, text=True,
                           env=env, timeout=timeout)
 
-
-def run_main(monkeypatch, capsys, *args):
-    monkeypatch.setattr(sys, "argv", ["rlbatch", *args])
-    with pytest.raises(SystemExit) as exc:
-        cli.main()
-    out = capsys.readouterr()
-    return exc.value.code, out.out, out.err.strip()
 
 
 def linear_run(run_id, b, steps=40, slope=2e-4, seed=0):
@@ -101,7 +95,7 @@ def test_library_warnings_are_not_shown_raw_and_ours_are_one_line(capsys):
     (["--task", "nosuchtask"], "unknown task 'nosuchtask'"),
 ])
 def test_bad_model_or_task_is_named_first(monkeypatch, capsys, tmp_path, args, needle):
-    code, _, err = run_main(monkeypatch, capsys, "train", "--out", str(tmp_path / "run"), *args)
+    code, _, err = run_in_process(monkeypatch, capsys, "train", "--out", str(tmp_path / "run"), *args)
     assert code == 2 and needle in err and len(err.splitlines()) == 1
     assert not (tmp_path / "run").exists()
 
@@ -133,12 +127,12 @@ def test_a_failed_run_leaves_no_stale_lock(monkeypatch, tmp_path):
     (["nosuchcommand"], "No such command 'nosuchcommand'"),
 ])
 def test_usage_errors_are_one_line_with_exit_2(monkeypatch, capsys, args, needle):
-    code, out, err = run_main(monkeypatch, capsys, *args)
+    code, out, err = run_in_process(monkeypatch, capsys, *args)
     assert code == 2 and out == ""
     assert len(err.splitlines()) == 1 and err.startswith("rlbatch: error: ") and needle in err, err
     assert f"(see 'rlbatch{' ' + args[0] if args[0] != 'nosuchcommand' else ''} --help')" in err
 
 
 def test_help_still_exits_0(monkeypatch, capsys):
-    code, out, _ = run_main(monkeypatch, capsys, "plan", "--help")
+    code, out, _ = run_in_process(monkeypatch, capsys, "plan", "--help")
     assert code == 0 and "--target" in out

@@ -1,18 +1,13 @@
 """Bad input to `rlbatch train`: one-line error, exit code 2 (run in-process through cli.main)."""
 
-import sys
-
 import pytest
 
-from rlbatch import cli
+from _cli import run_in_process
 
 
 def run_cli(monkeypatch, capsys, *args):
-    monkeypatch.setattr(sys, "argv", ["rlbatch", *args])
-    with pytest.raises(SystemExit) as exc:
-        cli.main()
-    err = capsys.readouterr().err.strip()
-    return exc.value.code, err
+    code, _, err = run_in_process(monkeypatch, capsys, *args)
+    return code, err
 
 
 @pytest.mark.parametrize("extra, needle", [

@@ -17,7 +17,7 @@ torch = pytest.importorskip("torch")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _fault_run as fr  # noqa: E402
 
-from rlbatch import cli  # noqa: E402
+from _cli import run_in_process  # noqa: E402
 from rlbatch.errors import UserError  # noqa: E402
 from rlbatch.runstore import TIME_KEYS  # noqa: E402
 
@@ -131,15 +131,12 @@ def run_cli(monkeypatch, capsys, out: Path, fault: str | None):
     else:
         monkeypatch.delenv("RLBATCH_FAULT", raising=False)
     c = fr.TRAIN
-    monkeypatch.setattr(sys, "argv", [
-        "rlbatch", "train", "--model", c["model"], "--task", "coin", "-P", str(c["prompts_per_step"]),
-        "-G", str(c["group_size"]), "--lr", str(c["lr"]), "--max-steps", str(c["max_steps"]),
-        "--max-new-tokens", str(c["max_new_tokens"]), "--eval-every", str(c["eval_every"]),
-        "--eval-size", str(c["eval_size"]), "--checkpoint-every", str(c["checkpoint_every"]),
-        "--micro-batch-size", str(c["micro_batch_size"]), "--out", str(out), "--format", "json"])
-    with pytest.raises(SystemExit) as exc:
-        cli.main()
-    return exc.value.code, capsys.readouterr().err.strip()
+    code, _, err = run_in_process(
+        monkeypatch, capsys, "train", "--model", c["model"], "--task", "coin", "-P", c["prompts_per_step"],
+        "-G", c["group_size"], "--lr", c["lr"], "--max-steps", c["max_steps"], "--max-new-tokens", c["max_new_tokens"],
+        "--eval-every", c["eval_every"], "--eval-size", c["eval_size"], "--checkpoint-every", c["checkpoint_every"],
+        "--micro-batch-size", c["micro_batch_size"], "--out", out, "--format", "json")
+    return code, err
 
 
 @pytest.mark.parametrize("fault, why", [("nan_loss:3", "non-finite loss (nan)"),

@@ -4,6 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from _cli import run_in_process
 from rlbatch.report import build_report
 from rlbatch.report.async_section import async_rows, async_section, async_setting
 from rlbatch.runstore import Run, RunMeta
@@ -98,13 +99,6 @@ def test_sweep_runs_sync_and_async_ladders():
     (["--partial-rollout-tokens", "0"], "partial_rollout_tokens"),
 ])
 def test_train_cli_async_errors(monkeypatch, capsys, tmp_path, extra, needle):
-    import sys
-
-    from rlbatch import cli
-
-    monkeypatch.setattr(sys, "argv", ["rlbatch", "train", "--model", "tiny-random", "--samples", "8", "--lr", "1e-3", "--out",
-                                      str(tmp_path / "r"), *extra])
-    with pytest.raises(SystemExit) as exc:
-        cli.main()
-    err = capsys.readouterr().err.strip()
-    assert exc.value.code == 2 and needle in err and "Traceback" not in err
+    code, _, err = run_in_process(monkeypatch, capsys, "train", "--model", "tiny-random", "--samples", "8", "--lr",
+                                  "1e-3", "--out", tmp_path / "r", *extra)
+    assert code == 2 and needle in err and "Traceback" not in err

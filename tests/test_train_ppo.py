@@ -15,6 +15,7 @@ from rlbatch.runstore import TIME_KEYS  # noqa: E402
 from rlbatch.train.config import make_config  # noqa: E402
 from rlbatch.train.trainer import train  # noqa: E402
 
+from _cli import run_in_process  # noqa: E402
 from _train_helpers import Kill as _Kill, coin_task, fresh, killing_task  # noqa: E402
 
 torch.set_num_threads(1)
@@ -200,17 +201,6 @@ def test_ppo_tiny_preset_raises_held_out_score(tmp_path):
 
 
 # --------------------------------------------------------------------------------------------------- CLI, sweep
-def _cli(monkeypatch, capsys, *args):
-    import sys
-
-    from rlbatch import cli
-
-    monkeypatch.setattr(sys, "argv", ["rlbatch", *args])
-    with pytest.raises(SystemExit) as exc:
-        cli.main()
-    out = capsys.readouterr()
-    return exc.value.code, out.out, out.err.strip()
-
 
 @pytest.mark.parametrize("extra, needle", [
     (["--algo", "a2c"], "--algo must be grpo or ppo"),
@@ -218,14 +208,14 @@ def _cli(monkeypatch, capsys, *args):
     (["--algo", "ppo", "--gamma", "1.5"], "gamma"),
 ])
 def test_bad_ppo_input_exits_2(monkeypatch, capsys, tmp_path, extra, needle):
-    code, _, err = _cli(monkeypatch, capsys, "train", "--out", str(tmp_path / "run"), "--lr", "1e-4",
+    code, _, err = run_in_process(monkeypatch, capsys, "train", "--out", str(tmp_path / "run"), "--lr", "1e-4",
                         "--model", "tiny-random", *extra)
     assert code == 2 and needle in err and len(err.splitlines()) == 1
     assert not (tmp_path / "run" / "run.json").exists()
 
 
 def test_train_cli_ppo_runs(monkeypatch, capsys, tmp_path):
-    code, out, err = _cli(monkeypatch, capsys, "train", "--algo", "ppo", "--model", "tiny-random", "-P", "8", "-G",
+    code, out, err = run_in_process(monkeypatch, capsys, "train", "--algo", "ppo", "--model", "tiny-random", "-P", "8", "-G",
                           "1", "--lr", "1e-3", "--critic-lr", "1e-2", "--max-steps", "2", "--max-new-tokens", "3",
                           "--eval-size", "8", "--out", str(tmp_path / "run"), "--format", "json")
     assert code in (0, None), err
