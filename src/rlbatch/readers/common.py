@@ -306,6 +306,8 @@ def build_run(rows: list[dict[str, Any]], *, path: str | Path, source_format: st
     meta_fields.setdefault("source_format", source_format)
     meta_fields.setdefault("source_path", str(path))
     meta_fields["log_last_step"] = int(df[step_src].max()) if df[step_src].notna().any() else None
+    if offset:
+        meta_fields["step_offset"] = int(offset)  # canonical step = the log's step + step_offset
     meta = make_meta(path, **meta_fields)
 
     # evaluations: from rows (at their step) and extra_evals (override)

@@ -104,6 +104,20 @@ OPTIMIZER_COUNTERS = ("optimizer_step", "optim_step", "update_step", "train_step
 ROLLOUT_COUNTERS = ("rollout_step", "rollout_id", "rollout_idx", "rollout", "rollout/step", "generation_step",
                     "gen_step", "batch_idx", "policy_version")
 OTHER_COUNTERS = ("epoch", "episode", "cumulative_examples", "examples_seen", "samples_seen", "num_tokens")
+#: a counter named after the RL cycle it counts (one rollout + its updates): ``grpo_step``, ``ppo_iter``, ``rl_step``,
+#: ``outer_step``, ``policy_round`` ... (a custom loop names it after its algorithm)
+ROLLOUT_COUNTER = re.compile(r"(?i)^(?:grpo|ppo|rl|rlhf|dapo|rloo|reinforce|policy|outer|rollout|generation|gen|"
+                             r"sampling)[_/-]?(?:step|iter|iteration|round|idx|index|id)$")
+
+
+def is_rollout_counter(name: str) -> bool:
+    """True for a name that counts rollouts (RL cycles): :data:`ROLLOUT_COUNTERS` or :data:`ROLLOUT_COUNTER`."""
+    return name in ROLLOUT_COUNTERS or bool(ROLLOUT_COUNTER.match(name))
+
+
+def is_counter(name: str) -> bool:
+    """True for a step counter of either family (optimizer updates or rollouts)."""
+    return name in OPTIMIZER_COUNTERS or is_rollout_counter(name)
 #: label words (in front of a record) -> counter name
 LABEL_COUNTER = {"step": "step", "global step": "global_step", "global_step": "global_step", "train step": "step",
                  "train_step": "step", "iter": "iteration", "iteration": "iteration", "update": "update_step",
@@ -114,6 +128,8 @@ SCORE_WORDS = re.compile(r"(?i)(accuracy|(?<![a-z])acc(?![a-z])|token_acc|pass@1
 NOT_SCORE = re.compile(r"(?i)(loss|std|(?<![a-z])min|max|runtime|per_second|time|took|length|_len(?![a-z])|count|"
                        r"(?<![a-z])num_|(?<![a-z])n_)")
 REWARD_WORDS = re.compile(r"(?i)(reward)")
+#: scores of an auxiliary check rather than of the task (the answer's format, its length)
+AUX_SCORE = re.compile(r"(?i)(?:^|[/_])(format|formatting|length|len|syntax|parse|parsable|style)(?:[/_]|$)")
 
 
 @dataclass
@@ -526,15 +542,17 @@ def counters_in(records: Iterable[dict[str, Any]]) -> tuple[str | None, str | No
     count: dict[str, int] = {}
     for vals in records:
         for k in vals:
-            if k in OPTIMIZER_COUNTERS or k in ROLLOUT_COUNTERS:
+            if is_counter(k):
                 count[k] = count.get(k, 0) + 1
 
-    def best(family: tuple[str, ...], skip: str | None = None) -> str | None:
-        cands = [c for c in family if c in count and c != skip]
-        return max(cands, key=lambda c: (count[c], -family.index(c))) if cands else None
+    def best(family: tuple[str, ...], extra: list[str], skip: str | None = None) -> str | None:
+        cands = [c for c in list(family) + extra if c in count and c != skip]
+        order = {c: i for i, c in enumerate(list(family) + extra)}
+        return max(cands, key=lambda c: (count[c], -order[c])) if cands else None
 
-    opt = best(OPTIMIZER_COUNTERS)
-    return opt, best(ROLLOUT_COUNTERS, opt)
+    opt = best(OPTIMIZER_COUNTERS, [])
+    named = sorted(k for k in count if k not in ROLLOUT_COUNTERS and ROLLOUT_COUNTER.match(k))
+    return opt, best(ROLLOUT_COUNTERS, named, opt)
 
 
 def eval_score_name(names: Iterable[str], user_map: dict[str, str] | None = None) -> str | None:
@@ -548,8 +566,10 @@ def eval_score_name(names: Iterable[str], user_map: dict[str, str] | None = None
     for pat in (SCORE_WORDS, REWARD_WORDS):
         cands = [n for n in names if pat.search(n) and not NOT_SCORE.search(n.rsplit("/", 1)[-1].replace("mean", ""))]
         if cands:
-            # prefer "accuracy"-like over per-function breakdowns: the shortest name
-            return min(cands, key=lambda n: (0 if "mean" in n or "acc" in n else 1, len(n)))
+            # a format check (format_accuracy, format_reward) is not the task's score; then "accuracy"-like over
+            # per-function breakdowns: the shortest name
+            return min(cands, key=lambda n: (bool(AUX_SCORE.search(n)), 0 if "mean" in n or "acc" in n else 1,
+                                             len(n)))
     return None
 
 
@@ -583,6 +603,8 @@ class Organized:
     summary: dict[str, Any] = field(default_factory=dict)
     last_train_step: float | None = None
     renamed: dict[str, str] = field(default_factory=dict)
+    #: P, G and the update batch stated by the training records themselves (:func:`batch_from_steps`)
+    batch: "ConfigFound | None" = None
 
     def restore_sources(self, run) -> None:
         """Name the log's own names in ``run.meta.metric_sources`` where :func:`organize` renamed them."""
@@ -639,7 +661,7 @@ def organize(records: list[Record], user_map: dict[str, str] | None = None) -> O
     if opt is None and roll is None:
         labelled = [r.label_counter for r in data if r.label is not None]
         lab_opt = next((c for c in OPTIMIZER_COUNTERS if c in labelled), None)
-        lab_roll = next((c for c in ROLLOUT_COUNTERS if c in labelled), None)
+        lab_roll = next((c for c in labelled if c is not None and is_rollout_counter(c)), None)
     else:
         lab_opt = lab_roll = None
     step_name = opt or roll
@@ -699,11 +721,13 @@ def organize(records: list[Record], user_map: dict[str, str] | None = None) -> O
     # evaluation names: records with no training metric that carry names never seen with training metrics
     train_names: set[str] = set()
     evalish: set[str] = set()
+    typed_eval: set[str] = set()  # names of records the log itself marks as evaluations (type: eval)
     train_steps = {s for r, s in zip(data, steps) if r.kind != "eval" and _has_training(r.values)}
     for r, s in zip(data, steps):
         names = set(r.values) - {step_name, roll, *OTHER_COUNTERS}
         if r.kind == "eval":
             evalish |= names
+            typed_eval |= names
         elif _has_training({k: r.values[k] for k in names}):
             train_names |= names
         elif s not in train_steps or any(_looks_eval(n) for n in names):
@@ -713,7 +737,8 @@ def organize(records: list[Record], user_map: dict[str, str] | None = None) -> O
     eval_only = {n for n in evalish if n not in train_names or _looks_eval(n)}
     # names seen in an eval-only record and also in training records (a baseline point at step 0 logging the same
     # held-out metrics as every training record): evaluation names too, when they are not training metrics
-    eval_only |= {n for n in evalish & train_names if not _is_training_name(n) and not N.canonical_for(n, user_map)
+    eval_only |= {n for n in (evalish - typed_eval) & train_names if not _is_training_name(n)
+                  and not N.canonical_for(n, user_map)
                   and (SCORE_WORDS.search(n) or EVAL_WORDS.search(n))}
     score = eval_score_name(sorted(eval_only, key=lambda n: (not _looks_eval(n), n)), user_map)
     rename: dict[str, str] = {}
@@ -733,7 +758,7 @@ def organize(records: list[Record], user_map: dict[str, str] | None = None) -> O
         if s is None:
             continue
         vals = {rename.get(k, k): v for k, v in r.values.items() if k != step_name and k not in OPTIMIZER_COUNTERS}
-        counter_vals = {k: vals.pop(k) for k in [k for k in vals if k in ROLLOUT_COUNTERS]}
+        counter_vals = {k: vals.pop(k) for k in [k for k in vals if is_rollout_counter(k)]}
         is_eval = r.kind == "eval" or (bool(vals) and any(N.is_validation_side(k, user_map) for k in vals) and
                                        not _has_training({k: v for k, v in vals.items()
                                                           if not N.is_validation_side(k, user_map)}))
@@ -758,6 +783,12 @@ def organize(records: list[Record], user_map: dict[str, str] | None = None) -> O
                 if not any("before that update" in x for x in notes):
                     notes.append("an evaluation printed before the training record of the same step number was taken "
                                  "before that update: placed at the step before")
+            tname = next((k for k in r.values if _TIME_NAME.search(k) and not N.is_eval_name(k, user_map)
+                          and rename.get(k, k) in vals and to_float(r.values[k]) is not None), None)
+            if tname is not None:  # the evaluation's own duration: excluded from the wall clock (DESIGN.md)
+                vals[N.EVAL_TIME] = vals.pop(rename.get(tname, tname))
+                if not any(x.startswith("evaluation time") for x in notes):
+                    notes.append(f"evaluation time: {tname!r} of the evaluation records (excluded from time/wall_s)")
             vals = {(k if N.is_validation_side(k, user_map) else "val-aux/" + k): v for k, v in vals.items()}
         else:
             last_train = s if last_train is None else max(last_train, s)
@@ -779,9 +810,10 @@ def organize(records: list[Record], user_map: dict[str, str] | None = None) -> O
         rows.append(row)
         lines.append(r.line)
         last_step_keys[s] = keys
+    batch = batch_from_steps(rows, notes)
     return Organized(rows=rows, lines=lines, config=config, step_counter=step_name or lab_opt or lab_roll,
                      rollout_counter=roll, notes=notes, summary=summary, last_train_step=last_train,
-                     renamed={v: k for k, v in rename.items()})
+                     renamed={v: k for k, v in rename.items()}, batch=batch)
 
 
 _TIME_NAME = re.compile(r"(?i)time|seconds|duration|(?<![a-z])_?s$|_sec$")
@@ -821,12 +853,92 @@ def _aggregate_updates(data: list[Record], opt: str, roll: str) -> list[Record]:
     return merged
 
 
+#: per-step fields that state the batch of a custom loop's rollout or training records, most specific first
+STEP_PROMPTS = ("prompts_per_step", "num_prompts", "n_prompts", "num_questions", "n_questions", "questions_per_step",
+                "prompts_per_rollout", "num_groups", "n_groups")
+STEP_GROUP = ("num_generations", "n_samples_per_prompt", "samples_per_prompt", "responses_per_prompt",
+              "completions_per_prompt", "rollouts_per_prompt", "generations_per_prompt", "n_generations", "group_size")
+STEP_TOTAL = ("num_rollouts", "n_rollouts", "rollout_batch_size", "num_completions", "num_responses",
+              "responses_per_step", "completions_per_step")
+STEP_UPDATE = ("responses_per_update", "update_batch_size", "train_batch_size", "mini_batch_size", "minibatch_size",
+               "ppo_mini_batch_size", "optimizer_batch_size")
+STEP_EPOCHS = ("epochs_per_rollout_batch", "epochs_per_rollout", "ppo_epochs", "num_ppo_epochs", "update_epochs",
+               "inner_epochs")
+
+
+def _constants(rows: list[dict[str, Any]]) -> dict[str, float]:
+    """Numeric fields that hold one value in every training row that carries them (a rollout's size)."""
+    seen: dict[str, set[float]] = {}
+    for r in rows:
+        for k, v in r.items():
+            x = to_float(v)
+            if x is not None and math.isfinite(x) and not isinstance(v, bool):
+                seen.setdefault(k, set()).add(x)
+    return {k: next(iter(v)) for k, v in seen.items() if len(v) == 1}
+
+
+def batch_from_steps(rows: list[dict[str, Any]], notes: list[str] | None = None) -> ConfigFound | None:
+    """P, G and the update batch a custom loop states in its per-step records (``num_questions: 32, group_size: 8.0,
+    num_rollouts: 256`` in each rollout record; ``train_batch_size: 128`` in each update record), or None.
+
+    A field counts only when it holds one value throughout. P and G are taken when both are there and agree with a
+    stated total (P x G responses), or one of them is there with the total; a disagreement leaves both unknown (and
+    says so). The update batch (responses per optimizer update) is taken only when the log's own update count
+    confirms it: updates per rollout = epochs x P x G / update batch (``epochs_per_rollout_batch`` where stated)."""
+    notes = notes if notes is not None else []
+    c = _constants([r for r in rows if not any(N.is_validation_side(k) for k in r if k != "step") or
+                    any(_is_training_name(k) for k in r)])
+
+    def first(names: tuple[str, ...]) -> tuple[str, int] | None:
+        for n in names:
+            if n in c and c[n] >= 1 and c[n] == int(c[n]):
+                return n, int(c[n])
+        return None
+
+    p, g, t = first(STEP_PROMPTS), first(STEP_GROUP), first(STEP_TOTAL)
+    out = ConfigFound()
+    where = "in every record that logs it"
+    if p and g:
+        if t and p[1] * g[1] != t[1]:
+            notes.append(f"{p[0]} = {p[1]} and {g[0]} = {g[1]} disagree with {t[0]} = {t[1]}: P and G left unknown "
+                         "(--set RUN:prompts_per_step=... --set RUN:group_size=...)")
+            return None
+        out.prompts_per_step, out.group_size = p[1], g[1]
+        out.sources["prompts_per_step"] = f"{p[0]} = {p[1]} ({where})"
+        out.sources["group_size"] = f"{g[0]} = {g[1]} ({where})" + (f"; {t[0]} = {t[1]} = P x G" if t else "")
+    elif g and t and t[1] % g[1] == 0 and g[0] != "group_size":
+        out.prompts_per_step, out.group_size = t[1] // g[1], g[1]
+        out.sources["prompts_per_step"] = f"{t[0]} / {g[0]} = {t[1]} / {g[1]} ({where})"
+        out.sources["group_size"] = f"{g[0]} = {g[1]} ({where})"
+    elif p and t and t[1] % p[1] == 0:
+        out.prompts_per_step, out.group_size = p[1], t[1] // p[1]
+        out.sources["prompts_per_step"] = f"{p[0]} = {p[1]} ({where})"
+        out.sources["group_size"] = f"{t[0]} / {p[0]} = {t[1]} / {p[1]} ({where})"
+    else:
+        return None
+    total = out.prompts_per_step * out.group_size
+    u = first(STEP_UPDATE)
+    if u and u[1] < total and total % u[1] == 0:
+        per_epoch = total // u[1]
+        upd = c.get("updates")
+        ep = first(STEP_EPOCHS)
+        epochs = ep[1] if ep else (int(upd // per_epoch) if upd and upd % per_epoch == 0 else None)
+        if upd and epochs and upd == epochs * per_epoch:
+            out.update_batch = u[1]
+            out.sources["update_batch"] = (f"{u[0]} = {u[1]} responses per update ({where}); the log's "
+                                           f"{int(upd)} updates per rollout = {epochs} epoch(s) x {total} / {u[1]}")
+        else:
+            notes.append(f"{u[0]} = {u[1]} may be the update batch (P x G = {total}), but the log's update count "
+                         f"does not confirm it: B taken as P x G")
+    return out
+
+
 def _has_training(vals: dict[str, Any]) -> bool:
     """True when ``vals`` hold a training measurement: a name of the canonical table (not validation-side) or one
     meaning a loss, reward, gradient norm, lr or timing (:data:`TRAINING_WORDS`), not a setting."""
     return any((N.canonical_for(k) is not None and not N.is_validation_side(k)) or _is_training_name(k)
                for k, v in vals.items() if to_float(v) is not None and k not in OTHER_COUNTERS
-               and k not in OPTIMIZER_COUNTERS and k not in ROLLOUT_COUNTERS)
+               and not is_counter(k))
 
 
 def _looks_eval(name: str) -> bool:
@@ -864,6 +976,24 @@ class ConfigFound:
     lr: float | None = None
     update_batch: int | None = None
     sources: dict[str, str] = field(default_factory=dict)
+
+    def fill_from(self, other: "ConfigFound | None") -> None:
+        """Take from ``other`` what this one lacks: P and G together (never one from each source), the update batch
+        when it divides this P x G, the batch size and lr; each with its source."""
+        if other is None:
+            return
+        if self.prompts_per_step is None and self.group_size is None and other.prompts_per_step and other.group_size:
+            self.prompts_per_step, self.group_size = other.prompts_per_step, other.group_size
+            for f in ("prompts_per_step", "group_size"):
+                self.sources[f] = other.sources[f]
+        p, g, u = self.prompts_per_step, self.group_size, other.update_batch
+        if self.update_batch is None and u and p and g and (p * g) % u == 0 and \
+                (p, g) == (other.prompts_per_step, other.group_size):
+            self.update_batch, self.sources["update_batch"] = u, other.sources["update_batch"]
+        for f in ("batch_size", "lr"):
+            if getattr(self, f) is None and getattr(other, f) is not None:
+                setattr(self, f, getattr(other, f))
+                self.sources[f] = other.sources[f]
 
     def fields(self) -> dict[str, Any]:
         """Run-metadata fields: P and G (and, when a mini-batch splits the rollout of P x G responses into several

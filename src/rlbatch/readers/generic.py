@@ -71,6 +71,7 @@ def read(path: str | Path, *, run_id: str | None = None, user_map: dict[str, str
         raise UserError("no records with a step and training metrics found (JSON lines, Python dicts, key: value "
                         "runs, tables); give --log-format if this is a known format", path=str(path))
     cfg = X.find_config(text, code=code, mapping=org.config)
+    cfg.fill_from(org.batch)
     notes += org.notes
     fields: dict[str, Any] = dict(cfg.fields())
     srcs = cfg.field_sources()

@@ -93,8 +93,9 @@ def read(path: str | Path, *, fmt: str = "jsonl", run_id: str | None = None,
             rows.append({"step": fin, "train_runtime": org.summary.get("train_runtime")})
             lines.append(0)
             notes.append(f"the final summary closes the run at step {fin}")
-        if org.config:
-            cfg = X.find_config("", mapping=org.config)
+        if org.config or org.batch:
+            cfg = X.find_config("", mapping=org.config) if org.config else X.ConfigFound()
+            cfg.fill_from(org.batch)
             for k, v in cfg.fields().items():
                 extra.setdefault(k, v)
             srcs = cfg.field_sources()

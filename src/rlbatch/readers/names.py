@@ -127,7 +127,9 @@ STEP_TIME_PARTS: tuple[str, ...] = ("timing/gen", "timing/reward", "timing/old_l
 
 #: timings inside the step timer that are not training: excluded from ``time/wall_s``.
 EVAL_OVERHEAD_PARTS: tuple[str, ...] = ("timing_s/testing", "timing/testing", "timing_s/save_checkpoint",
-                                        "timing/save_checkpoint")
+                                        "timing/save_checkpoint", "eval/time_s")
+#: the name an evaluation record's own duration is kept under (validation-side: it never makes a training step)
+EVAL_TIME = "eval/time_s"
 
 #: validation-score names; group ``ds`` names the dataset. First pattern that matches a name wins.
 EVAL_PATTERNS: tuple[re.Pattern[str], ...] = (
@@ -164,14 +166,53 @@ def split_unit(name: str) -> tuple[str, float]:
     return name, 1.0
 
 
+#: per-step timers by meaning, for names the table does not list (custom loops): a phase word, then a unit word,
+#: as one name (``rollout_seconds``, ``gen_time_sec``) or as the last two parts of a path
+#: (``.../policy_generation/duration_avg_s``). Extremes and spreads (``_max``, ``_std``) and cumulative clocks
+#: (``elapsed``, ``total_time`` of a run) are not per-step timers and are left alone.
+_PHASES: tuple[tuple[str, str], ...] = (
+    ("time/gen_s", r"gen|generate|generation|rollouts?|sample|sampling|decode|decoding|inference|vllm"),
+    ("time/reward_s", r"rewards?|scoring|verify|verifier|judge|grading"),
+    ("time/train_s", r"train|training|update|updates|optimizer|optim|learn|learner|backward|policy_update|"
+                     r"train_step"),
+    ("time/step_s", r"step|iteration|iter|cycle|loop"),
+)
+_TIME_UNIT = r"(?:time|times|seconds|secs|sec|s|duration|duration_s|duration_avg_s|duration_mean_s|time_s|time_sec|" \
+             r"wall_s|wall_time)"
+_PHASE_TIME = [(canon, re.compile(r"(?i)^(?:[\w./-]*?[/_])?(?:%s)[_/ ]%s$" % (words, _TIME_UNIT)))
+               for canon, words in _PHASES]
+_NOT_PER_STEP = re.compile(r"(?i)(?:^|[_/])(?:max|min|std|p\d+|count|pct|percent|ratio|frac|elapsed|remaining|eta|"
+                           r"per_token|per_sample|tokens?|throughput|mfu|eval|val|test|validation)(?:[_/]|$)")
+
+
+def timing_meaning(name: str) -> str | None:
+    """The canonical per-step timer a name means by its words (:data:`_PHASES`), or None: ``rollout_seconds`` ->
+    ``time/gen_s``, ``step_seconds`` -> ``time/step_s``, ``main_perf/.../policy_generation/duration_avg_s`` ->
+    ``time/gen_s``. Used only for names the table does not list."""
+    n = str(name)
+    if _NOT_PER_STEP.search(n):
+        return None
+    parts = n.split("/")
+    tail = "_".join(parts[-2:]) if len(parts) >= 2 and re.fullmatch(r"(?i)%s" % _TIME_UNIT, parts[-1]) else parts[-1]
+    for canon, pat in _PHASE_TIME:
+        if pat.match(tail):
+            return canon
+    return None
+
+
 def canonical_for(name: str, user_map: dict[str, str] | None = None) -> tuple[str, int] | None:
     """The canonical name a foreign ``name`` maps to, with its priority (0 = preferred), or None.
 
-    ``user_map`` (from ``--map foreign=canonical``) takes precedence over the table, with priority -1.
+    ``user_map`` (from ``--map foreign=canonical``) takes precedence over the table, with priority -1; a timer the
+    table does not list is placed by its words (:func:`timing_meaning`), after every name the table lists.
     """
     if user_map and name in user_map:
         return user_map[name], -1
-    return _INVERSE.get(name)
+    hit = _INVERSE.get(name)
+    if hit is not None:
+        return hit
+    t = timing_meaning(name)
+    return (t, 1000) if t is not None else None
 
 
 def eval_dataset(name: str) -> str | None:
