@@ -98,6 +98,12 @@ def detect_format(path: str | Path) -> str:
     first = stripped.split("\n", 1)[0].strip()
     if extract.is_notebook(head):
         return "notebook"
+    if stripped.startswith("["):
+        try:
+            if jsonl.X.json_document_records(json.loads(read_text(path))):
+                return "jsonl"  # a JSON list of records
+        except (ValueError, RecursionError):
+            pass
     if stripped.startswith("{"):
         try:
             obj = json.loads(first)
@@ -179,7 +185,7 @@ def _read_one(path: Path, fmt: str, mapping: dict[str, str]) -> list[Run]:
     if fmt == "verl":
         return [verl_console.read(path, user_map=mapping)]
     if fmt in ("verl-jsonl", "jsonl"):
-        return [jsonl.read(path, fmt=fmt, user_map=mapping)]
+        return jsonl.read_all(path, fmt=fmt, user_map=mapping)
     if fmt == "tensorboard":
         dirs = tensorboard.event_dirs(path)
         if not dirs:
@@ -195,7 +201,7 @@ def _read_one(path: Path, fmt: str, mapping: dict[str, str]) -> list[Run]:
                 warn(str(err))
         return runs
     if fmt == "trl":
-        return [trainer_state.read(path, user_map=mapping)]
+        return trainer_state.read_all(path, user_map=mapping)
     if fmt == "trl-console":
         return [trl_console.read(path, user_map=mapping)]
     if fmt in ("prime-rl", "nemo-rl", "slime", "wandb-summary"):

@@ -267,6 +267,12 @@ def build_run(rows: list[dict[str, Any]], *, path: str | Path, source_format: st
         if len(df):
             notes.append("no step column: rows numbered 1, 2, ... in file order")
     is_train = df[train_cols].notna().any(axis=1) if train_cols else pd.Series(False, index=df.index)
+    if train_cols and len(rows) == len(df):
+        # a training metric logged as NaN / inf (a diverged loss) still makes its record a training step
+        tset = set(train_cols)
+        logged_nonfinite = pd.Series([any(k in tset and isinstance(v, float) and not math.isfinite(v)
+                                          for k, v in r.items()) for r in rows], index=df.index)
+        is_train |= logged_nonfinite
     steps_all = df[step_src]
     bad_step = steps_all.notna() & ~(steps_all.between(0, MAX_COUNT) & (steps_all == np.floor(steps_all)))
     if bad_step.any():

@@ -1216,6 +1216,153 @@ def launch_config_from_spec(spec, where: str) -> ConfigFound:
 
 # ---- runs in one file -----------------------------------------------------------------------------------------
 
+#: fields that name the run a record belongs to (a file holding several runs: a sweep's records appended to one
+#: JSONL, a W&B long export, a CSV with one block per run)
+RUN_FIELDS = ("run_name", "run_id", "run", "experiment", "experiment_name", "exp_name", "exp_id", "trial",
+              "trial_id", "trial_name", "wandb_run", "run_tag", "config_name", "name", "display_name")
+
+
+@dataclass
+class RunPart:
+    """One run of a file that holds several: ``name`` (the run's own name where the file gives one, else None),
+    its ``records`` and ``why`` it was split off (for the run's notes)."""
+
+    name: str | None
+    records: list[Record]
+    why: str
+
+
+def _step_of(r: Record, counter: str | None) -> float | None:
+    if counter is not None and counter in r.values:
+        return to_float(r.values[counter])
+    return float(r.label) if r.label is not None else None
+
+
+def split_records(records: list[Record]) -> list[RunPart]:
+    """The runs a file's records hold, in file order (one part when it holds one).
+
+    - a run-name field (:data:`RUN_FIELDS`: ``run_name``, ``run_id``, ...) with two or more values in most records:
+      one run per value (records without it join the run before them); the field is dropped from the values;
+    - else a step counter that starts over (falls back to or below the step the current run began at) starts a new
+      run; falling back to a later step is a resumed run re-logging steps, not a new one;
+    - else a final summary (``train_runtime``...) followed by more training records ends a run (TRL's
+      ``log_history`` of two ``trainer.train()`` calls).
+    """
+    if not records:
+        return [RunPart(None, records, "")]
+    for f in RUN_FIELDS:
+        named = [r for r in records if isinstance(r.values.get(f), (str, int)) and not isinstance(r.values.get(f), bool)
+                 and str(r.values.get(f)).strip()]
+        distinct = list(dict.fromkeys(str(r.values[f]).strip() for r in named))
+        if len(distinct) < 2 or len(named) * 2 < len(records) or len(distinct) * 2 > len(named):
+            continue
+        groups: dict[str, list[Record]] = {d: [] for d in distinct}
+        current = distinct[0]
+        for r in records:
+            v = r.values.get(f)
+            if v is not None and str(v).strip() in groups:
+                current = str(v).strip()
+            vals = {k: x for k, x in r.values.items() if k != f}
+            groups[current].append(Record(r.line, vals, r.form, r.kind, r.label, r.label_counter))
+        return [RunPart(d, recs, f"the records whose {f!r} is {d!r}") for d, recs in groups.items()]
+    opt, roll = counters_in(r.values for r in records)
+    counter = opt or roll
+    parts: list[list[Record]] = [[]]
+    first = top = None
+    for r in records:
+        s = _step_of(r, counter)
+        if s is not None:
+            if top is not None and s < top and first is not None and s <= first and \
+                    sum(_has_training(x.values) for x in parts[-1]) >= 2:
+                parts.append([])
+                first = top = None
+            first = s if first is None else first
+            top = s if top is None else max(top, s)
+        parts[-1].append(r)
+    if len(parts) > 1:
+        what = f"the step counter {counter!r}" if counter else "the step numbers"
+        return [RunPart(None, p, f"{what} starts over at line {p[0].line}" if i else
+                        f"the records before {what} starts over at line {parts[1][0].line}")
+                for i, p in enumerate(parts)]
+    parts = [[]]
+    for r in records:
+        parts[-1].append(r)
+        last = {k.rsplit("/", 1)[-1] for k in r.values}
+        if last & set(SUMMARY_KEYS) and not _has_training({k: v for k, v in r.values.items()
+                                                          if k.rsplit("/", 1)[-1] not in SUMMARY_KEYS}):
+            parts.append([])
+    parts = [p for p in parts if p]
+    if len(parts) > 1 and all(sum(_has_training(x.values) and not (
+            {k.rsplit("/", 1)[-1] for k in x.values} & set(SUMMARY_KEYS)) for x in p) for p in parts):
+        return [RunPart(None, p, f"a final summary ends a run before line {parts[i + 1][0].line}"
+                        if i + 1 < len(parts) else "the last run after a final summary")
+                for i, p in enumerate(parts)]
+    return [RunPart(None, records, "")]
+
+
+def _singular(name: str) -> str:
+    """A column list's name as one record's name: ``losses`` -> ``loss``, ``accuracies`` -> ``accuracy``,
+    ``val_rewards`` -> ``val_reward``, ``steps`` -> ``step``."""
+    last = name.rsplit("/", 1)
+    tail = last[-1]
+    if tail.endswith("sses"):
+        tail = tail[:-2]
+    elif tail.endswith("ies"):
+        tail = tail[:-3] + "y"
+    elif tail.endswith("s") and not tail.endswith(("ss", "_s", "us", "is")):
+        tail = tail[:-1]
+    return (last[0] + "/" + tail) if len(last) == 2 else tail
+
+
+def json_document_records(obj: Any) -> tuple[list[Record], dict[str, Any], str] | None:
+    """Records from a whole-file JSON document that is not one record per line, or None:
+
+    - a list of objects (``[{"step": 1, ...}, ...]``);
+    - an object holding such a list (``{"history": [...], "config": {...}}``; the other scalars and objects are its
+      config);
+    - an object of columns (``{"steps": [...], "losses": [...], "val_rewards": [...]}``): the lists of the most
+      common length are the rows (names singular: ``losses`` -> ``loss``); a ``null`` is a missing value.
+
+    Returns ``(records, config, how)``; ``how`` names the shape for the run's notes."""
+    def recs(items: list[Any]) -> list[Record]:
+        return [json_record(o, i + 1) for i, o in enumerate(items) if isinstance(o, dict)]
+
+    if isinstance(obj, list):
+        if sum(isinstance(o, dict) for o in obj) >= 1 and all(isinstance(o, dict) for o in obj[:50]):
+            return recs(obj), {}, "a JSON list of records"
+        return None
+    if not isinstance(obj, dict):
+        return None
+    lists = {k: v for k, v in obj.items() if isinstance(v, list) and v and all(isinstance(o, dict) for o in v[:50])}
+    if lists:
+        key = max(lists, key=lambda k: len(lists[k]))
+        if len(lists[key]) >= 2 or len(lists) == 1:
+            cfg = {k: v for k, v in obj.items() if k != key and not isinstance(v, list)}
+            return recs(lists[key]), cfg, f"the records under {key!r}"
+    cols = {k: v for k, v in obj.items() if isinstance(v, list) and len(v) >= 2 and all(
+        (isinstance(x, (int, float)) and not isinstance(x, bool)) or x is None for x in v)}
+    if len(cols) < 2:
+        return None
+    lengths: dict[int, int] = {}
+    for v in cols.values():
+        lengths[len(v)] = lengths.get(len(v), 0) + 1
+    n = max(lengths, key=lambda k: (lengths[k], k))
+    use = {k: v for k, v in cols.items() if len(v) == n}
+    if len(use) < 2:
+        return None
+    names = {k: _singular(k) for k in use}
+    out = []
+    for i in range(n):
+        vals = {names[k]: v[i] for k, v in use.items() if v[i] is not None}
+        out.append(Record(i + 1, vals, "json-columns"))
+    cfg = {k: v for k, v in obj.items() if not isinstance(v, (list, dict))}
+    skipped = [k for k in cols if k not in use]
+    how = f"a JSON object of columns ({', '.join(use)}; one row per index)"
+    if skipped:
+        how += f"; lists of another length left out: {', '.join(skipped)}"
+    return out, cfg, how
+
+
 #: lines that start a new run: a launch command, a trainer banner, a printed config dict
 RUN_START = re.compile(r"^\s*(?:\+\s+)?(?:python3?|torchrun|accelerate|deepspeed|swift|bash)\b.*"
                        r"(?:verl\.trainer|train|grpo|ppo|rlhf|sft)|==\(\(====\)\)==\s+Unsloth - |"
@@ -1282,5 +1429,5 @@ def _has_records(lines: list[str]) -> bool:
     return any(_TRAIN_HINT.search(ln) for ln in lines)
 
 
-__all__ = ["Record", "json_record", "scan", "organize", "clean", "notebook_text", "html_tables", "find_config",
+__all__ = ["Record", "RunPart", "split_records", "json_document_records", "json_record", "scan", "organize", "clean", "notebook_text", "html_tables", "find_config",
            "ConfigFound", "config_from_mapping", "split_runs", "eval_score_name", "counters_in", "parse_pydict"]

@@ -24,9 +24,41 @@ def is_verl_record(obj: Any) -> bool:
     return isinstance(obj, dict) and "step" in obj and isinstance(obj.get("data"), dict)
 
 
+def _document(text: str, path: Path) -> tuple[list[X.Record], dict[str, Any], str] | None:
+    """Records of a whole-file JSON document (a list of records, an object of columns, an object holding records:
+    :func:`rlbatch.readers.extract.json_document_records`), or None when ``text`` is JSON lines. Raises
+    :class:`UserError` for one JSON object with no records in it (a config or summary file)."""
+    head = text.lstrip()
+    if not head.startswith(("{", "[")):
+        return None
+    try:
+        whole = json.loads(text)  # Python's json reads the NaN / Infinity its own json.dump writes
+    except (ValueError, RecursionError):
+        return None  # JSON lines (several values), or broken: read line by line
+    if isinstance(whole, dict) and "\n" not in head.strip() and not any(
+            isinstance(v, list) and len(v) >= 2 for v in whole.values()):
+        return None  # one record on one line
+    got = X.json_document_records(whole)
+    if got is None or not got[0]:
+        if isinstance(whole, dict):
+            raise UserError("one JSON object over several lines with no list of records or columns in it: a config "
+                            "or summary file, not a log (a config beside a log is read with it)", path=str(path))
+        return None
+    return got
+
+
 def read(path: str | Path, *, fmt: str = "jsonl", run_id: str | None = None,
          user_map: dict[str, str] | None = None, meta: dict[str, Any] | None = None) -> Run:
-    """Read a JSONL log (``fmt`` = ``verl-jsonl`` or ``jsonl``) into a :class:`Run`.
+    """Read a JSONL log holding one run; the first of :func:`read_all` (kept for callers that want one)."""
+    return read_all(path, fmt=fmt, run_id=run_id, user_map=user_map, meta=meta)[0]
+
+
+def read_all(path: str | Path, *, fmt: str = "jsonl", run_id: str | None = None,
+             user_map: dict[str, str] | None = None, meta: dict[str, Any] | None = None) -> list[Run]:
+    """Read a JSON-lines log (``fmt`` = ``verl-jsonl`` or ``jsonl``), or a whole-file JSON document of records or
+    columns, into its runs: one, or one per run when the file holds several
+    (:func:`rlbatch.readers.extract.split_records`: a run-name field, a step counter that starts over, a final
+    summary followed by more records), each named by its run name or ``<file>-run<k>``.
 
     Raises :class:`UserError` naming the file when no line holds a training record.
     """
@@ -36,20 +68,13 @@ def read(path: str | Path, *, fmt: str = "jsonl", run_id: str | None = None,
     mixed_warned = False
     records: list[X.Record] = []
     text = read_text(path)
-    head = text.lstrip()
-    if head.startswith("{") and "\n" in head.strip():
-        first = head.split("\n", 1)[0].strip()
-        try:
-            json.loads(first)
-        except (ValueError, RecursionError):
-            try:
-                whole = json.loads(text)
-            except (ValueError, RecursionError):
-                whole = None
-            if isinstance(whole, dict):
-                raise UserError("one JSON object over several lines, not one record per line: a config or summary "
-                                "file, not a log (a config beside a log is read with it)", path=str(path))
-    all_lines = text.split("\n")
+    doc = _document(text, path) if fmt == "jsonl" else None
+    doc_config: dict[str, Any] = {}
+    doc_note = None
+    if doc is not None:
+        records, doc_config, how = doc
+        doc_note = f"read as {how}"
+    all_lines = [] if doc is not None else text.split("\n")
     n = len(all_lines)
     for i, line in enumerate(all_lines, 1):
         s = line.strip()
@@ -81,52 +106,89 @@ def read(path: str | Path, *, fmt: str = "jsonl", run_id: str | None = None,
             continue
         rows.append(rec)
         lines.append(i)
-    notes: list[str] = []
+    if fmt == "verl-jsonl":
+        if not rows:
+            raise UserError("no JSON records found", path=str(path))
+        return [_verl_run(path, rows, lines, run_id, user_map, meta)]
+    if not records:
+        raise UserError("no JSON records found", path=str(path))
+    parts = X.split_records(records)
+    stem = run_id or path.stem
+    runs: list[Run] = []
+    errors: list[str] = []
+    for k, part in enumerate(parts, 1):
+        rid = stem if len(parts) == 1 else (part.name if part.name else f"{stem}-run{k}")
+        notes = [doc_note] if doc_note else []
+        if len(parts) > 1:
+            notes.insert(0, f"run {k} of {len(parts)} in {path.name}: {part.why}")
+        try:
+            runs.append(_records_run(path, part.records, rid, user_map, meta, notes, doc_config))
+        except UserError as err:
+            if len(parts) == 1:
+                raise
+            errors.append(f"run {k} ({rid}): {err}")
+    for e in errors:
+        warn(f"skipped {e}", path)
+    if not runs:
+        raise UserError("no readable run: " + "; ".join(errors), path=str(path))
+    return runs
+
+
+def _records_run(path: Path, records: list[X.Record], rid: str, user_map: dict[str, str] | None,
+                 meta: dict[str, Any] | None, notes: list[str], doc_config: dict[str, Any]) -> Run:
+    """One run from generic JSON records: record kinds, config records, counters and evaluation names
+    (:func:`rlbatch.readers.extract.organize`), P/G/lr from config records, the records themselves and a config
+    beside the file."""
     extra = dict(meta or {})
-    org = None
-    if records:  # generic JSONL: record kinds, config records, counters and evaluation names (extract.organize)
-        org = X.organize(records, user_map)
-        rows, lines = org.rows, org.lines
-        notes += org.notes
-        fin = org.closing_step()
-        if fin:
-            rows.append({"step": fin, "train_runtime": org.summary.get("train_runtime")})
-            lines.append(0)
-            notes.append(f"the final summary closes the run at step {fin}")
-        if org.config or org.batch:
-            cfg = X.find_config("", mapping=org.config) if org.config else X.ConfigFound()
-            cfg.fill_from(org.batch)
-            for k, v in cfg.fields().items():
-                extra.setdefault(k, v)
-            srcs = cfg.field_sources()
-            notes += [f"{f}: {src}" for f, src in srcs.items()]
-            if srcs:
-                extra.setdefault("config_sources", srcs)
-        if org.step_counter:
-            extra.setdefault("step_source", org.step_counter)
+    org = X.organize(records, user_map)
+    rows, lines = list(org.rows), list(org.lines)
+    notes = notes + org.notes
+    fin = org.closing_step()
+    if fin:
+        rows.append({"step": fin, "train_runtime": org.summary.get("train_runtime")})
+        lines.append(0)
+        notes.append(f"the final summary closes the run at step {fin}")
+    config = {**doc_config, **org.config}
+    if config or org.batch:
+        cfg = X.find_config("", mapping=config) if config else X.ConfigFound()
+        cfg.fill_from(org.batch)
+        for k, v in cfg.fields().items():
+            extra.setdefault(k, v)
+        srcs = cfg.field_sources()
+        notes += [f"{f}: {src}" for f, src in srcs.items()]
+        if srcs:
+            extra.setdefault("config_sources", srcs)
+    if org.step_counter:
+        extra.setdefault("step_source", org.step_counter)
     if not rows:
         raise UserError("no JSON records found", path=str(path))
-    if fmt == "jsonl":
-        for k, v in config_beside(path, rows, notes).items():
-            extra.setdefault(k, v)
-    fields = meta_from(run_id or path.stem, **extra)
-    if fmt == "verl-jsonl":
-        fields.setdefault("backend", "verl")
-        if "algorithm" not in fields:
-            critic = any("critic/vf_loss" in r or "critic/grad_norm" in r for r in rows[:5])
-            fields["algorithm"] = "ppo" if critic else "grpo"
-            notes.append(f"algorithm not in the log; guessed {fields['algorithm']!r} from the metrics"
-                         + (" (critic metrics)" if critic else ""))
-            if critic and "group_size" not in fields:
-                fields["group_size"] = 1
-                fields["group_size_source"] = "verl default"
-                notes.append("group_size: rollout.n not in the log; verl's default n = 1 (PPO) assumed, flagged as a "
-                             "default (--set RUN:group_size=... if the run set it)")
-    run = build_run(rows, path=path, source_format=fmt, meta_fields=fields, lines=lines, user_map=user_map,
+    for k, v in config_beside(path, rows, notes).items():
+        extra.setdefault(k, v)
+    fields = meta_from(rid, **extra)
+    run = build_run(rows, path=path, source_format="jsonl", meta_fields=fields, lines=lines, user_map=user_map,
                     notes=notes)
-    if org is not None:
-        org.restore_sources(run)
+    org.restore_sources(run)
     return run
+
+
+def _verl_run(path: Path, rows: list[dict[str, Any]], lines: list[int], run_id: str | None,
+              user_map: dict[str, str] | None, meta: dict[str, Any] | None) -> Run:
+    """verl's file logger: one run; the algorithm (and PPO's G = 1) guessed from the metrics where not given."""
+    notes: list[str] = []
+    fields = meta_from(run_id or path.stem, **dict(meta or {}))
+    fields.setdefault("backend", "verl")
+    if "algorithm" not in fields:
+        critic = any("critic/vf_loss" in r or "critic/grad_norm" in r for r in rows[:5])
+        fields["algorithm"] = "ppo" if critic else "grpo"
+        notes.append(f"algorithm not in the log; guessed {fields['algorithm']!r} from the metrics"
+                     + (" (critic metrics)" if critic else ""))
+        if critic and "group_size" not in fields:
+            fields["group_size"] = 1
+            fields["group_size_source"] = "verl default"
+            notes.append("group_size: rollout.n not in the log; verl's default n = 1 (PPO) assumed, flagged as a "
+                         "default (--set RUN:group_size=... if the run set it)")
+    return build_run(rows, path=path, source_format="verl-jsonl", meta_fields=fields, lines=lines,
+                     user_map=user_map, notes=notes)
 
 
 _LR_KEYS = ("learning_rate", "lr", "actor_lr")

@@ -6,6 +6,11 @@ W&B exports come in two shapes, both read here:
   the log has no per-step timer (it includes evaluation; noted).
 - a chart panel's CSV: ``Step`` and ``<run name> - <metric>`` columns (with ``__MIN``/``__MAX`` companions, dropped);
   each run name becomes one run.
+- a long export, one row per point (``run_name,metric,step,value``, as ``pandas.melt`` of ``run.history()`` or the
+  W&B API writes it): pivoted into one row per step and metric columns, one run per run name.
+
+Any CSV that holds several runs (a run-name column, or a step counter that starts over) is split into runs
+(:func:`rlbatch.readers.extract.split_records`).
 
 Foreign names go through :mod:`rlbatch.readers.names`; ``--map foreign=canonical`` adds or overrides mappings.
 """
@@ -19,6 +24,7 @@ from typing import Any
 import pandas as pd
 
 from rlbatch.errors import UserError
+from rlbatch.readers import extract as X
 from rlbatch.readers.common import build_run, finalize, meta_from, sniff_encoding, warn
 from rlbatch.runstore import Run
 
@@ -26,10 +32,53 @@ PANEL_COL = re.compile(r"^(?P<run>.+?) - (?P<metric>.+?)(?P<agg>__MIN|__MAX)?$")
 WANDB_COLS = ("_step", "_runtime", "_timestamp")
 
 
+#: a long export's columns (case-insensitive), most specific first
+LONG_METRIC = ("metric", "metric_name", "key", "tag", "series", "name")
+LONG_VALUE = ("value", "metric_value", "val", "y")
+LONG_STEP = ("step", "_step", "global_step", "iteration", "iter", "x", "epoch")
+
+
 def is_wandb_header(cols: list[str]) -> bool:
     if any(c in WANDB_COLS for c in cols):
         return True
+    if long_columns(cols) is not None:
+        return True
     return "Step" in cols and any(PANEL_COL.match(c) for c in cols if c != "Step")
+
+
+def long_columns(cols: list[str]) -> tuple[str, str, str, str | None] | None:
+    """``(metric, value, step, run or None)`` column names of a long export (one row per point), or None."""
+    low = {c.strip().lower(): c for c in cols}
+
+    def pick(names: tuple[str, ...], skip: tuple[str, ...] = ()) -> str | None:
+        return next((low[n] for n in names if n in low and low[n] not in skip), None)
+
+    value = pick(LONG_VALUE)
+    step = pick(LONG_STEP)
+    metric = pick(LONG_METRIC, (value or "", step or ""))
+    if not (value and step and metric) or len(cols) > 8:
+        return None
+    run = pick(tuple(f for f in X.RUN_FIELDS if f != "name") + ("run name", "run_display_name"),
+               (metric, value, step))
+    return metric, value, step, run
+
+
+def _pivot_long(df: pd.DataFrame, cols: tuple[str, str, str, str | None]) -> pd.DataFrame:
+    """A long export -> one row per (run, step) with one column per metric (the last value of a repeated point)."""
+    metric, value, step, run = cols
+    keys = [run, step] if run else [step]
+    d = df.copy()
+    d[value] = pd.to_numeric(d[value], errors="coerce")
+    wide = d.pivot_table(index=keys, columns=metric, values=value, aggfunc="last").reset_index()
+    wide.columns = [str(c) for c in wide.columns]
+    wide = wide.rename(columns={step: "step"})
+    if run:
+        # keep the runs in file order, steps ascending within each
+        order = {r: i for i, r in enumerate(dict.fromkeys(df[run].astype(str)))}
+        wide["__order"] = wide[run].astype(str).map(order)
+        wide = wide.sort_values(["__order", "step"], kind="stable").drop(columns="__order")
+        wide = wide.rename(columns={run: "run_name"})
+    return wide
 
 
 def _read_csv(path: Path) -> pd.DataFrame:
@@ -59,6 +108,13 @@ def read(path: str | Path, *, fmt: str = "csv", run_id: str | None = None, user_
     df = _read_csv(path)
     rid = run_id or path.stem
     groups: dict[str, pd.DataFrame] = {}
+    notes = []
+    own_notes = {}
+    long = long_columns(list(df.columns))
+    if long is not None:
+        df = _pivot_long(df, long)
+        notes.append(f"a long export (one row per point: {', '.join(c for c in long if c)}) pivoted into one row "
+                     "per step")
     panel = fmt == "wandb-csv" and "Step" in df.columns and not any(c in df.columns for c in WANDB_COLS)
     if panel:
         by_run: dict[str, dict[str, str]] = {}
@@ -71,17 +127,26 @@ def read(path: str | Path, *, fmt: str = "csv", run_id: str | None = None, user_
             g = df[["Step", *cols]].rename(columns={"Step": "step", **cols})
             groups[name] = g.dropna(subset=list(cols.values()), how="all")
     else:
-        groups[rid] = df
-    notes = []
+        records = [X.Record(i + 2, {k: v for k, v in r.items() if v == v}, "csv")
+                   for i, r in enumerate(df.to_dict(orient="records"))]
+        parts = X.split_records(records)
+        if len(parts) == 1:
+            groups[rid] = df
+        else:
+            for k, part in enumerate(parts, 1):
+                name = part.name or f"{rid}-run{k}"
+                groups[name] = pd.DataFrame.from_records([r.values for r in part.records])
+                own_notes[name] = f"run {k} of {len(parts)} in {path.name}: {part.why}"
     if fmt == "wandb-csv" and "_runtime" in df.columns:
         notes.append("W&B _runtime kept as raw/_runtime; wall-clock from per-step timers when present")
     runs = []
     for name, g in groups.items():
         rows = [{k: v for k, v in r.items() if v == v} for r in g.to_dict(orient="records")]  # empty cell: absent
-        lines = list(range(2, len(g) + 2)) if not panel else None
+        lines = list(range(2, len(g) + 2)) if not panel and len(groups) == 1 and long is None else None
         fields = meta_from(name, **(meta or {}))
+        own = notes + ([own_notes[name]] if name in own_notes else [])
         try:
-            run = build_run(rows, path=path, source_format=fmt, meta_fields=fields, notes=notes, lines=lines,
+            run = build_run(rows, path=path, source_format=fmt, meta_fields=fields, notes=own, lines=lines,
                             user_map=user_map)
         except UserError as err:
             if len(groups) > 1:
