@@ -301,7 +301,7 @@ def _read_part(path: Path, text: str, mapping: dict[str, str], run_id: str | Non
     for r in runs:
         if run_id:
             r.meta.run_id = run_id
-        out.append(generic.fill_config(r, text, path=path))
+        out.append(generic.fill_final_eval(generic.fill_config(r, text, path=path), text))
     return out
 
 

@@ -336,9 +336,34 @@ def build_run(rows: list[dict[str, Any]], *, path: str | Path, source_format: st
             if fv is not None and math.isfinite(fv):
                 d[base] = fv * unit
     evals = _eval_frame(by_step, user_map, name_map)
+    _percent_scale(evals, name_map, notes)
     meta.metric_sources = name_map  # canonical name -> the log's name it was read from (rlbatch inspect)
     run = Run(meta=meta, metrics=metrics, evals=evals, path=None, notes=notes)
     return finalize(run)
+
+
+#: evaluation names whose scale is a fraction or a percent (accuracy, pass rate, win rate): never a reward, which may
+#: legitimately exceed 1
+_RATE_NAME = re.compile(r"(?i)acc|accuracy|pass(?:@|_at_)?\d*|win[_ -]?rate|success|solve|correct|exact|percent|pct|"
+                        r"(?<![a-z])em(?![a-z])")
+
+
+def _percent_scale(evals: pd.DataFrame, name_map: dict[str, str], notes: list[str]) -> None:
+    """Evaluation scores logged in percent (an accuracy of 26.7 for 26.7 %): divided by 100 and said so in the
+    notes. Only for rate-like names (:data:`_RATE_NAME`) whose values all lie in [0, 100] with one above 1; a
+    reward's scale is left alone."""
+    if not len(evals) or "eval/score" not in evals.columns:
+        return
+    src = str(name_map.get("eval/score", ""))
+    if "reward" in src.lower() or not _RATE_NAME.search(src):
+        return
+    cols = [c for c in evals.columns if c == "eval/score" or c.startswith("eval/score/")]
+    vals = evals[cols].to_numpy(dtype=float)
+    ok = vals[np.isfinite(vals)]
+    if len(ok) and ok.max() > 1.0 and ok.min() >= 0.0 and ok.max() <= 100.0:
+        evals[cols] = evals[cols] / 100.0
+        notes.append(f"eval/score: {src!r} is logged in percent (values up to {ok.max():g}); divided by 100 to a "
+                     "fraction in [0, 1]")
 
 
 def _resume_fields(steps: np.ndarray, notes: list[str]) -> dict[str, Any]:

@@ -71,10 +71,17 @@ EPOCH_BATCH = re.compile(r"(?i)^\W{0,8}(?P<pre>[\w\[\]. -]{0,40}?)\bepoch\s*[:=#
                          r"\d{1,6}\s*[\])]?\s*[,:|-]?\s*(?:(?:step|batch|iter(?:ation)?)\s*[:=#]?\s*)?[\[(]?\s*"
                          r"(?P<n>\d{1,12})\s*/\s*(?P<of>\d{1,12})\s*[\])]?\s*[:|,-]*\s*")
 TQDM_COUNTER = re.compile(r"(?<!\d)(\d{1,12})/\d{1,12} \[")
+#: what Python's logging (and loguru, rich, absl) prints before a message: a time stamp, bracketed fields, the level
+#: and the logger's name (``2025-04-01 10:00:01,123 - train - INFO - ``, ``[2025-04-01 10:00:01][train][INFO] - ``,
+#: ``INFO:__main__:``, ``I0401 10:00:01.123 12345 train.py:88] ``)
+LOG_PREFIX = re.compile(r"^\s*(?:(?:\[(?!(?i:eval|evaluation|train|training|val|valid|validation|test|rollout)\])"
+                        r"[^\]\n]{1,60}\]\s*)+[-|:]?\s*|\d{4}-\d\d-\d\d[ T][\d:,.]+(?:Z|[+-]\d\d:?\d\d)?\s*"
+                        r"(?:[-|]\s*)?(?:(?:[\w.]+\s*)?[-|]\s*)?(?:(?:DEBUG|INFO|WARNING|WARN|ERROR|SUCCESS)\s*[-|:]\s*)?|"
+                        r"(?:DEBUG|INFO|WARNING|WARN|SUCCESS):[\w.]*:|[IWE]\d{4} [\d:.]+\s+\d+ [\w.]+:\d+\]\s*)")
 VERL_STEP = re.compile(r"(?:^|\s)step:(\d{1,12}) - ")
 NUM = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"  # one way to split digits: no quadratic backtracking
 NUM_ = NUM
-KV_EQ = re.compile(r"(?<![\w./-])([A-Za-z_][\w./@()-]{0,80})=(" + NUM + r")(?![\w.])")
+KV_EQ = re.compile(r"(?<![\w./-])([A-Za-z_][\w./@()-]{0,80})=(" + NUM + r")(?:s|ms|%)?(?![\w.])")
 KV_LINE = re.compile(r"^\s*(?:[-\u2022*]\s+)?([A-Za-z_][\w./@()%-]{0,120}?)\s*[:=]\s*(" + NUM_ + r")\s*(?:s|%|ms)?\s*$")
 KV_SEG = re.compile(r"^\s*([A-Za-z_][\w ./@()%-]{0,80}?)\s*(?::\s*|\s+)(" + NUM + r")\s*(?:%|s|ms|GB|GiB|MB|"
                     r"tokens?(?:/s)?|it/s|s/it)?\s*$")
@@ -124,7 +131,8 @@ LABEL_COUNTER = {"step": "step", "global step": "global_step", "global_step": "g
                  "rollout": "rollout_step", "epoch": "epoch", "episode": "episode"}
 EVAL_WORDS = re.compile(r"(?i)(?:^|[^a-z])(eval|evaluation|val|valid|validation|test|heldout|held-out)(?:[^a-z]|$)")
 SCORE_WORDS = re.compile(r"(?i)(accuracy|(?<![a-z])acc(?![a-z])|token_acc|pass@1|pass_at_1|pass1|exact_match|"
-                         r"success_rate|solve_rate|(?<![a-z])score(?![a-z])|correct)")
+                         r"success_rate|solve_rate|(?<![a-z])score(?![a-z])|correct|win[_ -]?rate|"
+                         r"pass(?:@|_at_)\d+|(?<![a-z])em(?![a-z]))")
 NOT_SCORE = re.compile(r"(?i)(loss|std|(?<![a-z])min|max|runtime|per_second|time|took|length|_len(?![a-z])|count|"
                        r"(?<![a-z])num_|(?<![a-z])n_)")
 REWARD_WORDS = re.compile(r"(?i)(reward)")
@@ -362,7 +370,7 @@ def _kind_of_words(text: str) -> str | None:
 def _kv_pairs(body: str) -> dict[str, str]:
     """``key: value`` / ``key value`` segments separated by ``,`` ``|`` `` - `` or tabs, or ``key=value`` runs."""
     eq = KV_EQ.findall(body)
-    if len(eq) >= 2:
+    if len(eq) >= 2 or (len(eq) == 1 and re.fullmatch(r"\s*[\w./@()-]+\s*=\s*" + NUM + r"\s*[,;]?\s*", body)):
         return {k: v for k, v in eq}
     out: dict[str, str] = {}
     for seg in re.split(r",\s+|\s+\|\s+|\s+-\s+|\t+|;\s+", body):
@@ -473,6 +481,7 @@ def scan(lines: Iterable[str], first_line: int = 1, *, max_wrap: int = 200) -> l
                     i = j
                     continue
         # an epoch counter and the batch within it, then key/value pairs (MiniMind's 'Epoch:[1/1](10/9751), a: x')
+        s = LOG_PREFIX.sub("", s, count=1) or s  # a logging module's time stamp / level / logger name
         em = EPOCH_BATCH.match(s)
         if em:
             pairs = _kv_pairs(s[em.end():])
@@ -730,7 +739,9 @@ def organize(records: list[Record], user_map: dict[str, str] | None = None) -> O
             typed_eval |= names
         elif _has_training({k: r.values[k] for k in names}):
             train_names |= names
-        elif s not in train_steps or any(_looks_eval(n) for n in names):
+        elif s not in train_steps or any(_looks_eval(n) for n in names) or any(
+                SCORE_WORDS.search(n) and not NOT_SCORE.search(n.rsplit("/", 1)[-1].replace("mean", ""))
+                for n in names):
             evalish |= names  # logged where no training happened (a baseline before training, an eval-only step)
         else:
             train_names |= names  # another table of a training step (statistics, per-stage values)
@@ -1425,9 +1436,56 @@ _RUN_KEYWORDS = ("python", "torchrun", "accelerate", "deepspeed", "swift", "bash
 _TRAIN_HINT = re.compile(r"step:\d+ - |\{'loss'|\{\"loss\"|'learning_rate'|\bStep \d+ \||Iter \d+: Train")
 
 
+#: a score printed once after training ("Test accuracy: 26.7% (267/1000)", "final eval pass@1 = 0.41")
+FINAL_EVAL = re.compile(r"(?im)^[^\n{}]{0,80}?\b(?P<name>(?:test|eval(?:uation)?|val(?:idation)?|held[- ]?out|final)"
+                        r"[ _/-]?(?:set[ _/-]?)?(?:accuracy|acc|pass@1|pass_at_1|score|win[ _-]?rate|success[ _-]?rate|"
+                        r"exact[ _-]?match))\b\s*(?:[:=]|is)\s*(?P<v>" + NUM + r")\s*(?P<pct>%)?")
+#: where training records are written, to find what comes after the last one
+_LAST_RECORD = re.compile(r"step:\d+ - |\{'loss'|\{\"loss\"|'learning_rate'|\bStep \d+ \||Iter \d+: Train|"
+                          r"\"step\"\s*:|(?<![\w])step\s*=\s*\d|'train_runtime'|\"train_runtime\"")
+
+
+@dataclass(frozen=True)
+class FinalEval:
+    """A score printed after the last training record: its ``name`` as printed, ``score`` as a fraction, the
+    ``line`` (1-based) and whether it was printed in percent."""
+
+    name: str
+    score: float
+    line: int
+    percent: bool
+
+
+def final_eval(text: str) -> FinalEval | None:
+    """The last evaluation score printed after the last training record of ``text`` (:data:`FINAL_EVAL`), or None.
+    A percent (``26.7%``, or a value above 1 for an accuracy-like name) becomes a fraction."""
+    last = None
+    for last in _LAST_RECORD.finditer(text):
+        pass
+    if last is None:
+        return None
+    tail_at = text.find("\n", last.end())
+    if tail_at < 0:
+        return None
+    hit = None
+    for hit in FINAL_EVAL.finditer(text, tail_at):
+        pass
+    if hit is None:
+        return None
+    v = to_float(hit.group("v"))
+    if v is None or not math.isfinite(v) or v < 0:
+        return None
+    pct = bool(hit.group("pct")) or (1.0 < v <= 100.0)
+    if pct:
+        v /= 100.0
+    if v > 1.0:
+        return None
+    return FinalEval(hit.group("name"), v, text.count("\n", 0, hit.start("name")) + 1, pct)
+
+
 def _has_records(lines: list[str]) -> bool:
     return any(_TRAIN_HINT.search(ln) for ln in lines)
 
 
-__all__ = ["Record", "RunPart", "split_records", "json_document_records", "json_record", "scan", "organize", "clean", "notebook_text", "html_tables", "find_config",
-           "ConfigFound", "config_from_mapping", "split_runs", "eval_score_name", "counters_in", "parse_pydict"]
+__all__ = ["Record", "RunPart", "split_records", "json_document_records", "json_record", "scan", "organize", "clean",
+           "notebook_text", "html_tables", "find_config", "ConfigFound", "config_from_mapping", "split_runs", "eval_score_name", "counters_in", "parse_pydict"]

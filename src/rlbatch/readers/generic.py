@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+import pandas as pd
 import yaml
 
 from rlbatch.batchspec import batch_spec, detect_framework, flatten
@@ -219,6 +220,25 @@ def fill_config(run: Run, text: str, *, code: list[str] | None = None, path: Pat
     return run
 
 
+def fill_final_eval(run: Run, text: str) -> Run:
+    """An evaluation score printed once after training (``Test accuracy: 26.7%``;
+    :func:`rlbatch.readers.extract.final_eval`) as an evaluation point at the last step, when the run has no
+    evaluation there yet; noted with the line it came from."""
+    fe = X.final_eval(text)
+    m, ev = run.metrics, run.evals
+    if fe is None or not len(m):
+        return run
+    last = int(m["step"].max())
+    if len(ev) and "eval/score" in ev.columns and (ev["step"] >= last).any():
+        return run
+    row = pd.DataFrame([{"step": last, "eval/score": fe.score}])
+    run.evals = pd.concat([ev, row], ignore_index=True) if len(ev) else row
+    run.notes.append(f"eval/score: {fe.name!r} printed after training (line {fe.line}) = {fe.score:g}"
+                     + (" (printed in percent)" if fe.percent else "") + f", placed at the last step {last}")
+    finalize(run)
+    return run
+
+
 def missing_fields(run: Run) -> dict[str, str]:
     """Fields the analysis needs that ``run`` lacks -> the ``--set`` that supplies each (run id filled in)."""
     out = {}
@@ -228,5 +248,5 @@ def missing_fields(run: Run) -> dict[str, str]:
     return out
 
 
-__all__ = ["read", "fill_config", "missing_fields", "NEEDED", "CONFIG_BESIDE", "JSONL_CONFIG_BESIDE", "ConfigFile",
+__all__ = ["read", "fill_config", "fill_final_eval", "missing_fields", "NEEDED", "CONFIG_BESIDE", "JSONL_CONFIG_BESIDE", "ConfigFile",
            "config_paths_beside", "read_config_beside", "config_beside"]

@@ -32,7 +32,7 @@ from typing import Any
 from rlbatch.errors import UserError
 from rlbatch.readers import consoles
 from rlbatch.readers.common import (ANSI, SCALAR_CALL, build_run, meta_from, open_text, read_text, to_count, to_float,
-                                    unwrap_lines, warn)
+                                    RECORD_START, unwrap_lines, warn)
 from rlbatch.readers.names import is_eval_name
 from rlbatch.runstore import Run
 
@@ -82,6 +82,34 @@ def _update_batch(p: int | None, g: int | None, mini: int | None, epochs: int | 
     notes.append(f"update batch = ppo_mini_batch_size x rollout.n = {mini} x {g} = {mini * g} responses "
                  f"({p // mini} updates per rollout of {p * g}); the LR rule applies to it")
     return {**out, "batch_size": int(mini * g), "rollout_batch_size": int(p * g)}
+
+
+#: the rest of a step line after a break: a name's tail (or nothing) then ``:value``, then `` - `` or the end
+_CONTINUATION = re.compile(r"^[\w/@.()%\[\]-]*:\s*[-+]?(?:\d|nan|inf)[\w.+-]*(?:\s+-\s+|\s*-?\s*$)")
+
+
+def join_broken_step_lines(numbered: list[tuple[int, str]]) -> tuple[list[tuple[int, str]], int]:
+    """A step line broken in two by a paste or an editor (``... - response_length/cl`` + ``ip_ratio:0.004 - ...``)
+    rejoined: a line holding ``step:N - `` whose next line does not begin a record (:data:`RECORD_START`) and
+    begins with the rest of a ``name:value`` pair (:data:`_CONTINUATION`). The two are joined without a separator
+    when the break falls inside a name or value, with one space after a dangling `` -``. Returns the lines and how
+    many were joined."""
+    out: list[tuple[int, str]] = []
+    joined = 0
+    i = 0
+    while i < len(numbered):
+        ln, raw = numbered[i]
+        while (i + 1 < len(numbered) and "step:" in raw and STEP.search(raw)
+               and not STEP.search(numbered[i + 1][1]) and not RECORD_START.match(numbered[i + 1][1])
+               and _CONTINUATION.match(numbered[i + 1][1].strip())):
+            head = raw.rstrip("\r\n")
+            nxt = numbered[i + 1][1]
+            raw = head + (" " if head.endswith((" -", " ")) else "") + nxt.lstrip()
+            joined += 1
+            i += 1
+        out.append((ln, raw))
+        i += 1
+    return out, joined
 
 
 def looks_like(head: str) -> bool:
@@ -212,6 +240,7 @@ def read(path: str | Path, *, run_id: str | None = None, user_map: dict[str, str
     with open_text(path) as fh:
         physical = fh.readlines()
     numbered, wrap_width = unwrap_lines(physical)
+    numbered, n_broken = join_broken_step_lines(numbered)
     n_physical = len(physical)
     del physical
     for lineno, raw in numbered:
@@ -287,6 +316,9 @@ def read(path: str | Path, *, run_id: str | None = None, user_map: dict[str, str
                      f"read as {len(numbered)}"]
     else:
         notes_pre = []
+    if n_broken:
+        notes_pre.append(f"{n_broken} step line(s) broken across lines (a paste wrapped inside a name or value) "
+                         "rejoined")
     if rows and not last_raw.endswith("\n") and lines[-1] == lineno:
         prev = next((r for r in reversed(rows[:-1]) if len(r) > 2), None)
         eval_only = all(k == "step" or is_eval_name(k) for k in rows[-1])
