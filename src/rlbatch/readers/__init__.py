@@ -28,9 +28,11 @@ The foreign -> canonical name table is :mod:`rlbatch.readers.names`.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
+from rlbatch.batchspec import batch_spec
 from rlbatch.errors import UserError
 from rlbatch.readers import (consoles, extract, generic, jsonl, mlflow_store, tabular, tensorboard, trainer_state,
                              trl_console, verl_console, wandb_dir)
@@ -269,7 +271,27 @@ def _read_file(path: Path, mapping: dict[str, str]) -> list[Run]:
         raise UserError("no readable run: " + "; ".join(errors), path=str(path))
     for e in errors:
         warn(f"skipped {e}", path)
+    rl = [r for r in runs if not is_supervised(r)]
+    if rl and len(rl) < len(runs):
+        for r in runs:
+            if r not in rl:
+                warn(f"skipped {r.run_id}: supervised fine-tuning (a loss and a learning rate, no reward or policy "
+                     "metric), not an RL run", path)
+        runs = rl
     return runs
+
+
+#: names that only an RL run logs (a reward, an advantage, a policy-gradient or KL term, a critic, rollouts)
+RL_WORDS = re.compile(r"(?i)reward|advantage|(?<![a-z])kl(?![a-z])|pg_|policy|critic|score|return|rollout|"
+                      r"response_length|clip|entropy|completion")
+
+
+def is_supervised(run: Run) -> bool:
+    """True for a run that logs nothing an RL run does (no reward, advantage, KL, policy or critic metric, no
+    rollout): supervised fine-tuning printed in the same file as an RL run (a README's SFT-then-GRPO recipe)."""
+    names = [c for c in run.metrics.columns if c != "step"]
+    sources = list((getattr(run.meta, "metric_sources", None) or {}).values())
+    return not any(RL_WORDS.search(str(n)) for n in names + sources)
 
 
 def _read_part(path: Path, text: str, mapping: dict[str, str], run_id: str | None) -> list[Run]:
@@ -302,6 +324,42 @@ def _read_part(path: Path, text: str, mapping: dict[str, str], run_id: str | Non
         if run_id:
             r.meta.run_id = run_id
         out.append(generic.fill_final_eval(generic.fill_config(r, text, path=path), text))
+    return out
+
+
+def _why_no_steps(path: Path, err: UserError) -> UserError:
+    """``err`` (nothing read from a text log) with what the log itself says: the error it stopped with (a traceback's
+    last line, ``Killed``) and the run's config as read (P, G, lr), so that a run that crashed before its first step
+    is named as such. ``err`` unchanged for a binary file or one whose text gives neither."""
+    try:
+        head = _head(path)
+        if "\x00" in head or extract.is_notebook(head):
+            return err
+        text = read_text(path)
+    except UserError:
+        return err
+    why = extract.stop_reason(text)
+    cfg = extract.find_config(text)
+    if verl_console.looks_like(head):
+        printed = verl_console.printed_config(path)
+        if printed:
+            try:
+                cfg.fill_from(extract.launch_config_from_spec(batch_spec("", mapping=printed), "the printed config"))
+            except UserError:
+                pass
+    fields = cfg.fields()
+    said = [f"{k} = {fields[k]:g}" if isinstance(fields[k], float) else f"{k} = {fields[k]}"
+            for k in ("prompts_per_step", "group_size", "lr") if k in fields]
+    if why is None and not said:
+        return err
+    msg = str(err)  # names the file already
+    parts = []
+    if why is not None:
+        parts.append(f"the run stopped before its first training step with {why[0]} (line {why[1]})")
+    if said:
+        parts.append("config read: " + ", ".join(said))
+    out = UserError(f"{msg.rstrip('.')}; " + "; ".join(parts))
+    out.path, out.line = err.path, err.line
     return out
 
 
@@ -341,7 +399,13 @@ def load(path: str | Path, fmt: str | None = None, *, prompts_per_step: int | No
             if not runs:
                 raise UserError("no readable log among the files in this directory", path=str(path)) from None
             return unique_ids(runs)
-    runs = _read_one(path, fmt, mapping) if fmt is not None or path.is_dir() else _read_file(path, mapping)
+    if fmt is not None or path.is_dir():
+        runs = _read_one(path, fmt, mapping)
+    else:
+        try:
+            runs = _read_file(path, mapping)
+        except UserError as err:
+            raise _why_no_steps(path, err) from None
     over: dict[str, Any] = {}
     if prompts_per_step is not None:
         over["prompts_per_step"] = int(prompts_per_step)

@@ -64,6 +64,10 @@ LEAD_LABEL = re.compile(r"(?i)^\W{0,8}(?P<pre>[\w\[\]. -]{0,40}?)\b(?P<word>glob
 BLOCK_HEADER = re.compile(r"(?i)^[\W_]*(?:[\w\[\].-]+\s+){0,6}?[-:|]?\s*(?:metrics\s+)?(?P<word>global[_ ]step|step|"
                           r"iter(?:ation)?|epoch|rollout|update)\s*[#:]?\s*(?P<n>\d{1,12})(?:\s*/\s*\d{1,12})?"
                           r"[\s=#*:\-\]|)]*$")
+#: a sentence counting the steps done so far (``Completed 20 training steps``, ``Finished 100 updates``,
+#: ``After 40 steps:``): the ``key: value`` lines under it are that step's record
+PROSE_COUNTER = re.compile(r"(?i)^\W{0,4}(?:completed|finished|done(?: with)?|after|ran)\s+(?P<n>\d{1,12})\s+"
+                           r"(?:training\s+|optimizer\s+|rl\s+|grpo\s+|ppo\s+)?(?:steps|iterations|updates)\b[\s.:!]*$")
 #: an epoch counter then the batch counter within it, in front of ``key: value`` pairs: ``Epoch:[1/2](10/9751),
 #: loss: ...`` (MiniMind), ``Epoch [1/3] Step [10/100] loss: ...``, ``epoch 2/3 (5/40) | loss ...``; the step is
 #: (epoch - 1) x batches per epoch + batch
@@ -81,6 +85,7 @@ LOG_PREFIX = re.compile(r"^\s*(?:(?:\[(?!(?i:eval|evaluation|train|training|val|
 VERL_STEP = re.compile(r"(?:^|\s)step:(\d{1,12}) - ")
 NUM = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"  # one way to split digits: no quadratic backtracking
 NUM_ = NUM
+PROSE_KV = re.compile(r"^\s*(?:[-\u2022*]\s+)?([A-Za-z_][\w ./@()%-]{0,60}?)\s*[:=]\s*(" + NUM + r")\s*(?:s|%|ms)?\s*$")
 KV_EQ = re.compile(r"(?<![\w./-])([A-Za-z_][\w./@()-]{0,80})=(" + NUM + r")(?:s|ms|%)?(?![\w.])")
 KV_LINE = re.compile(r"^\s*(?:[-\u2022*]\s+)?([A-Za-z_][\w./@()%-]{0,120}?)\s*[:=]\s*(" + NUM_ + r")\s*(?:s|%|ms)?\s*$")
 KV_SEG = re.compile(r"^\s*([A-Za-z_][\w ./@()%-]{0,80}?)\s*(?::\s*|\s+)(" + NUM + r")\s*(?:%|s|ms|GB|GiB|MB|"
@@ -399,6 +404,20 @@ def scan(lines: Iterable[str], first_line: int = 1, *, max_wrap: int = 200) -> l
             continue
         # a header naming a step, with key: value lines under it (TorchForge's METRICS STEP blocks, bullet lists)
         bh = BLOCK_HEADER.match(s) if len(s) < 160 else None
+        pc = PROSE_COUNTER.match(s) if bh is None and len(s) < 160 else None
+        if pc:  # "Completed 20 training steps" then "Latest loss: 75.3": the lines under it are that step's record
+            vals = {}
+            j = i
+            while j < n:
+                km = PROSE_KV.match(lines[j].rstrip("\n"))
+                if not km:
+                    break
+                vals[_name(km.group(1).strip())] = km.group(2)
+                j += 1
+            if vals:
+                out.append(Record(ln, vals, "block", kind="train", label=int(pc.group("n")), label_counter="step"))
+                i = j
+                continue
         if bh:
             vals: dict[str, Any] = {}
             j = i
@@ -513,6 +532,10 @@ def scan(lines: Iterable[str], first_line: int = 1, *, max_wrap: int = 200) -> l
                     out.append(Record(ln, pairs, "kv", kind="config"))
                 else:
                     bar = list(TQDM_COUNTER.finditer(s[: s.find("=")]))  # a progress bar's postfix: its N/M
+                    if bar and re.search(r"(?i)\bepoch\b", s[: bar[-1].start()]):
+                        # the postfix of an inner bar over one epoch's micro-batches (OpenRLHF's "Train epoch
+                        # [1/1]: 841/4096"): running averages within one update, not an RL step
+                        continue
                     out.append(Record(ln, pairs, "kv", kind=_kind_of_words(s[: s.find("=")]),
                                       label=int(bar[-1].group(1)) if bar else None,
                                       label_counter="step" if bar else None))
@@ -1481,6 +1504,41 @@ def final_eval(text: str) -> FinalEval | None:
     if v > 1.0:
         return None
     return FinalEval(hit.group("name"), v, text.count("\n", 0, hit.start("name")) + 1, pct)
+
+
+#: the last line of a Python traceback (``torch.OutOfMemoryError: CUDA out of memory...``, ``KeyboardInterrupt``,
+#: ``NotImplementedError: ...``) and other ways a process dies in a log
+EXC_LINE = re.compile(r"(?m)^\s*(?:\(\w+ pid=\d+[^)]*\)\s*)?(?P<exc>(?:[A-Za-z_][\w]*\.)*[A-Z]\w*(?:Error|Exception|"
+                      r"Interrupt|Exit|Fault)(?:\([\w.]+\))?)(?::\s*(?P<msg>[^\n]{0,200}))?\s*$")
+FATAL_LINE = re.compile(r"(?im)^.{0,80}?\b(?P<what>Killed|Segmentation fault|CUDA out of memory[^\n]{0,120}|"
+                        r"Error executing job)\b")
+
+
+def stop_reason(text: str) -> tuple[str, int] | None:
+    """Why a run stopped, as its log says: the last exception a traceback ends with (after ``Traceback (most recent
+    call last)``), else the last fatal line (``Killed``, ``Segmentation fault``); ``(text, line)`` or None."""
+    raw = text
+    text = clean(text)
+
+    def line_of(found: str) -> int:  # in the file as it is (clean() turns carriage returns into line ends)
+        at = raw.rfind(found)
+        return raw.count("\n", 0, at) + 1 if at >= 0 else text.count("\n", 0, text.rfind(found)) + 1
+
+    tb = text.rfind("Traceback (most recent call last)")
+    best = None
+    if tb >= 0:
+        for m in EXC_LINE.finditer(text, tb):
+            best = m
+    if best is not None:
+        exc = best.group("exc")
+        msg = (best.group("msg") or "").strip()
+        return (f"{exc}: {msg}" if msg else exc), line_of(best.group(0).strip())
+    fatal = None
+    for fatal in FATAL_LINE.finditer(text):
+        pass
+    if fatal is not None:
+        return fatal.group("what").strip(), line_of(fatal.group("what"))
+    return None
 
 
 def _has_records(lines: list[str]) -> bool:

@@ -33,7 +33,7 @@ from typing import Any
 
 from rlbatch.errors import UserError
 from rlbatch.readers.common import (build_run, finalize, meta_from, read_text, step_of_fraction, to_count, to_float,
-                                    unwrap_lines)
+                                    RECORD_START, unwrap_lines)
 from rlbatch.readers.extract import parse_pydict
 from rlbatch.runstore import Run
 
@@ -81,7 +81,12 @@ def _dicts(text: str) -> list[tuple[int, int, dict[str, Any]]]:
         end = text.find("}", m.start())
         if end < 0:
             break
-        d = parse_pydict(text[m.start(): end + 1])
+        span = text[m.start(): end + 1]
+        d = parse_pydict(span)
+        if d is None and "\n" in span and not any(RECORD_START.match(x) for x in span.split("\n")[1:]):
+            # a dict repr is printed on one line: a line end inside it is a paste or editor breaking the line
+            # (inside a name or a number), so the pieces are joined as they were
+            d = parse_pydict(span.replace("\n", ""))
         if d is None:
             continue
         line += text.count("\n", last, m.start())
@@ -89,6 +94,42 @@ def _dicts(text: str) -> list[tuple[int, int, dict[str, Any]]]:
         out.append((line, m.start(), d))
         pos = end + 1
     return out
+
+
+def _epoch_cadence_with_gaps(epochs: list[float]) -> tuple[float, list[float], bool] | None:
+    """Epochs printed rounded (2 decimals) at a steady cadence, with records missing from the output (a cut log):
+    ``(epoch per record d, epoch / d per record, True)`` from a least-squares fit through the origin of the epochs
+    against their record counts, or None when the small increments (the cadence) are not most of them or a jump
+    is not a whole number of them."""
+    d_e = [b - a for a, b in zip(epochs, epochs[1:])]
+    pos = sorted(x for x in d_e if x > 0)
+    if len(pos) < len(d_e) or not pos:
+        return None
+    small = [x for x in d_e if x <= 1.6 * pos[0]]
+    if len(small) < max(2, 0.6 * len(d_e)):
+        return None
+    # the cadence from the longest run of records without a gap (end to end: the rounding errors do not add up)
+    best, start = (0, 0), None
+    for i, x in enumerate(d_e + [float("inf")]):
+        if x <= 1.6 * pos[0]:
+            start = i if start is None else start
+        elif start is not None:
+            best = max(best, (i - start, start))
+            start = None
+    n_run, at = best
+    if n_run < 2:
+        return None
+    # a gap is several records missing (a cut log), and rare; increments of about twice the cadence are rounding
+    # (a record every 2 of 187 steps printed with 2 decimals: 0.01, 0.02, 0.03, 0.05, ...), not gaps
+    big = [x for x in d_e if x > 1.6 * pos[0]]
+    if any(x < 3 * pos[0] for x in big) or len(big) > max(1, len(d_e) // 10):
+        return None
+    base = (epochs[at + n_run] - epochs[at]) / n_run
+    ks = [max(1, round(epochs[0] / base))]
+    for x in d_e:
+        ks.append(ks[-1] + max(1, round(x / base)))
+    d = sum(e * k for e, k in zip(epochs, ks)) / sum(k * k for k in ks)
+    return d, [e / d for e in epochs], True
 
 
 def _cadence_from_total(counters: list[tuple[int, int, int, float | None]],
@@ -202,11 +243,18 @@ def read(path: str | Path, *, run_id: str | None = None, user_map: dict[str, str
             d = sorted(d_e)[len(d_e) // 2]
             even = d > 0 and all(abs(x - d) <= 0.2 * d for x in d_e)  # a rounded epoch (0.01, 0.02, ...) is not
             idx = [e / d for e in epochs] if even else []
-            if idx and all(math.isfinite(x) and x < 2**53 for x in idx) and all(abs(x - round(x)) < 0.2 for x in idx) and len({round(x) for x in idx}) == len(idx):
+            gaps = False
+            if not even:
+                fit = _epoch_cadence_with_gaps(epochs)
+                if fit is not None:
+                    d, idx, gaps = fit[0], fit[1], True
+            if idx and all(math.isfinite(x) and x < 2**53 for x in idx) and all(abs(x - round(x)) < 0.25 for x in idx) and len({round(x) for x in idx}) == len(idx):
                 steps = [int(round(x)) for x in idx]
                 source = "epoch growth"
                 notes.append(f"steps from epoch growth: epoch grows by {d:.4g} per record (the logging cadence); "
-                             f"record i is logging interval epoch / {d:.4g}; steps counted in logging intervals")
+                             f"record i is logging interval epoch / {d:.4g}; steps counted in logging intervals"
+                             + ("; records missing from the output (a jump in epoch) leave a gap in the steps"
+                                if gaps else ""))
             else:
                 notes.append(f"epoch grows by about {d:.4g} per record (evenly spaced: the logging cadence) but "
                              "steps per epoch are not in the output" + (f"; the first record is at epoch "
