@@ -42,12 +42,58 @@ _FIELD_NOTE = {
     "batch_size": ("batch_size", "B = "),
 }
 _CANDIDATES = {
-    "eval/score": re.compile(r"(?i)acc|pass|score|success|correct|eval|val"),
+    "eval/score": re.compile(r"(?i)acc|pass|score|success|correct|eval|val|win"),
     "reward/mean": re.compile(r"(?i)reward|return|score"),
-    "time/gen_s": re.compile(r"(?i)gen|rollout|sampl"),
-    "time/step_s": re.compile(r"(?i)step.*time|time.*step|duration|elapsed|^time(_s|_sec)?$|iter.*time|time_per"),
-    "grad_norm/actor": re.compile(r"(?i)grad"),
+    "time/gen_s": re.compile(r"(?i)gen|rollout|sampl|decod|infer"),
+    "time/step_s": re.compile(r"(?i)step.*time|time.*step|duration|^time(_s|_sec)?$|iter.*time|time_per|step.*sec"),
+    "grad_norm/actor": re.compile(r"(?i)grad.*norm|norm.*grad"),
 }
+#: what a candidate must also be, by kind: a time is named as one, a score or reward is not a time, count, length or
+#: spread; checked with the values (a time is >= 0; a score lies in [0, 1] or [0, 100])
+_TIME_WORD = re.compile(r"(?i)time|second|(?<![a-z])secs?(?![a-z])|_s$|/s$|duration|elapsed")
+_NOT_A_SCORE = re.compile(r"(?i)time|second|duration|elapsed|count|length|len(?![a-z])|num_|n_|tokens?|std|min|max|"
+                          r"loss|lr|learning_rate|temperature|top_[pk]|size|epoch|step")
+_KIND = {
+    "eval/score": lambda n, x: not _NOT_A_SCORE.search(n) and x.min() >= 0 and x.max() <= 100,
+    "reward/mean": lambda n, x: not _NOT_A_SCORE.search(n),
+    "time/gen_s": lambda n, x: bool(_TIME_WORD.search(n)) and x.min() >= 0,
+    "time/step_s": lambda n, x: bool(_TIME_WORD.search(n)) and x.min() >= 0,
+    "grad_norm/actor": lambda n, x: x.min() >= 0,
+}
+
+
+def map_candidates(run: Run, canonical: str, limit: int = 3) -> list[str]:
+    """Names the log keeps as ``raw/`` that could be ``canonical`` (``--map NAME=canonical``): named like it and of
+    its kind (a time for a time, a score for a score), judged by name and by the values logged."""
+    out = []
+    for c in run.metrics.columns:
+        if not str(c).startswith("raw/"):
+            continue
+        n = str(c)[4:]
+        x = run.metrics[c].dropna()
+        if not len(x) or not _CANDIDATES[canonical].search(n) or not _KIND[canonical](n, x):
+            continue
+        out.append(n)
+        if len(out) == limit:
+            break
+    return out
+
+
+def _step_why(run: Run) -> str:
+    """Why the run's steps are what they are: the reader's note on its step counter, else its format's rule."""
+    for note in run.notes:
+        low = note.lower()
+        if low.startswith(("two step counters", "steps from", "no step counter", "the log counts steps from 0",
+                           "step counter")):
+            return note
+    fmt = str(run.meta.source_format or "")
+    if fmt.startswith("verl"):
+        return "verl's own step number (step:N / \"step\": N): one rollout and its updates"
+    if fmt == "trl":
+        return "trainer_state.json's log_history 'step' (the optimizer step)"
+    if fmt == "rlbatch":
+        return "the run store's optimizer step"
+    return f"the log's {getattr(run.meta, 'step_source', None) or 'record order'}"
 
 
 def _source(run: Run, field: str) -> str | None:
@@ -79,8 +125,9 @@ def inspect_run(run: Run) -> dict[str, Any]:
     config = {}
     for f in ("prompts_per_step", "group_size", "batch_size", "rollout_batch_size", "lr"):
         v = getattr(meta, f, None)
-        config[f] = {"value": v, "source": _source(run, f if f in _FIELD_NOTE else "batch_size") if v is not None
-                     else None}
+        own = (getattr(meta, "config_sources", None) or {}).get(f)
+        config[f] = {"value": v, "source": (own or _source(run, f if f in _FIELD_NOTE else "batch_size"))
+                     if v is not None else None}
     sources = dict(getattr(meta, "metric_sources", None) or {})
     raw = [c[4:] for c in m.columns if str(c).startswith("raw/")]
     missing: list[dict[str, str]] = []
@@ -91,7 +138,7 @@ def inspect_run(run: Run) -> dict[str, Any]:
         have = (c in m.columns and m[c].notna().any()) or (c == "eval/score" and len(ev) and "eval/score" in ev.columns)
         if have:
             continue
-        cands = [n for n in raw if _CANDIDATES[c].search(n)][:3]
+        cands = map_candidates(run, c)
         flag = " or ".join(f"--map {n}={c}" for n in cands) if cands else f"--map NAME={c} (no candidate in the log)"
         missing.append({"field": c, "why": why, "flag": flag})
     evs = ev.dropna(subset=["eval/score"]) if len(ev) and "eval/score" in ev.columns else None
@@ -100,7 +147,8 @@ def inspect_run(run: Run) -> dict[str, Any]:
         "format": meta.source_format,
         "steps": int(m["step"].max()) if len(m) else 0,
         "log_last_step": getattr(meta, "log_last_step", None),
-        "counters": {"step": getattr(meta, "step_source", None), "rollout": getattr(meta, "rollout_counter", None)},
+        "counters": {"step": getattr(meta, "step_source", None), "rollout": getattr(meta, "rollout_counter", None),
+                     "why": _step_why(run)},
         "metrics": sources,
         "unmapped": raw,
         "config": config,
@@ -194,6 +242,7 @@ def print_inspection(res: dict[str, Any], fmt: str) -> None:
         print(f"run {r['run']}  (format: {r['format']}; {r['steps']} step(s); step counter: "
               f"{r['counters']['step'] or 'none (records numbered)'}"
               + (f"; rollout counter: {r['counters']['rollout']}" if r["counters"]["rollout"] else "") + ")")
+        print(f"  steps: {r['counters']['why']}")
         print("  metrics read:")
         for c, n in sorted(r["metrics"].items()):
             print(f"    {c:<18} <- {n}")

@@ -716,6 +716,8 @@ def organize(records: list[Record], user_map: dict[str, str] | None = None) -> O
     elif roll and not opt:
         notes.append(f"steps from the rollout counter {roll!r} (no optimizer-update counter in the log: one update "
                      "per rollout assumed)")
+    elif opt:
+        notes.append(f"steps from the counter {opt!r} of each record (one update per record)")
     # step of each record; a record carrying only the other counter gets its step through the records that carry
     # both (a rollout record at rollout_step k, where one update per rollout makes optimizer_step j = f(k))
     second = roll if step_name == opt else opt
@@ -805,6 +807,7 @@ def organize(records: list[Record], user_map: dict[str, str] | None = None) -> O
                 if own_score is not None and own_score in r.values:
                     vals.pop(rename.get(own_score, own_score), None)
                     vals["eval/score"] = r.values[own_score]
+                    rename.setdefault(own_score + " (in the evaluation records)", "eval/score")
                     if not any(x.startswith("evaluation records' score") for x in notes):
                         notes.append(f"evaluation records' score: {own_score!r} (the same name in training records "
                                      "is the training value)")
