@@ -38,7 +38,7 @@ def main() -> int:
     rng = random.Random(args.seed)
     seeds = F.all_seeds()
     print(f"{len(seeds)} seeds ({sum(k == 'verl' for k, _ in F.real_verl_seeds())} real verl logs from "
-          f"{F.verl_log_dir()}, {len(F.real_other_seeds())} real files of other formats from logs/real), "
+          f"{F.verl_log_dir()}, {len(F.real_other_seeds())} real files of other formats from ../shared/logs/real), "
           f"{args.minutes:g} min, seed {args.seed}")
     counts = collections.Counter()
     by_kind = collections.Counter()

@@ -1,6 +1,7 @@
 """Reading speed of the verl console reader.
 
-Prints the seconds to read the largest real log in tests/data/logs/verl (target: well under a second) and the
+Prints the seconds to read the largest real log in ../shared/logs/verl (third-party, beside the repository; skipped
+where absent) (target: well under a second) and the
 rows/second on a synthetic 1,000,000-step verl log (about 20 metrics per line, Ray prefix, validation every 100
 steps). Usage: ``python benchmarks/read_speed.py [--steps 1000000] [--keep]``.
 """
@@ -17,7 +18,7 @@ from pathlib import Path
 from rlbatch.readers import load
 
 REPO = Path(__file__).resolve().parents[1]
-VERL_LOGS = REPO / "tests" / "data" / "logs" / "verl"  # real verl logs (tests/data/logs/SOURCE.md)
+VERL_LOGS = REPO.parent / "shared" / "logs" / "verl"  # real verl logs beside the repository (never copied into it)
 
 METRICS = ["actor/entropy", "actor/pg_loss", "actor/pg_clipfrac", "actor/ppo_kl", "actor/grad_norm", "actor/lr",
            "critic/score/mean", "critic/score/max", "critic/rewards/mean", "critic/advantages/mean",
@@ -51,7 +52,7 @@ def main() -> None:
     ap.add_argument("--keep", action="store_true", help="keep the synthetic log")
     args = ap.parse_args()
     if VERL_LOGS.is_dir():
-        logs = sorted(VERL_LOGS.glob("*.log"), key=lambda p: p.stat().st_size)
+        logs = sorted(VERL_LOGS.glob("*.log"), key=lambda p: p.stat().st_size) if VERL_LOGS.is_dir() else []
         if logs:
             sec, rows = timed(logs[-1])
             print(f"largest real log {logs[-1].name} ({logs[-1].stat().st_size / 1e6:.1f} MB): {rows} steps in "

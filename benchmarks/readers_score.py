@@ -83,7 +83,7 @@ def _from_old(want: dict[str, Any]) -> dict[str, Any]:
     out = {k: want[k] for k in ("prompts_per_step", "group_size", "lr", "last_eval_score", "last_eval_step")
            if k in want}
     if "steps" in want:
-        out["last_step"] = want["steps"]
+        out["last_step_canonical"] = want["steps"]  # that schema's "steps": the last step, 1-based
     if "batch_size" in want:
         out["responses_per_optimizer_step"] = want["batch_size"]
     if "n_runs" in want:
@@ -140,6 +140,8 @@ def run_mismatches(run, want: dict[str, Any]) -> tuple[list[str], list[str]]:
         check("first_step", steps[0] - offset, want["first_step"], steps[0] - offset == want["first_step"])
     if "last_step" in want and steps:
         check("last_step", steps[-1] - offset, want["last_step"], steps[-1] - offset == want["last_step"])
+    if "last_step_canonical" in want and steps:
+        check("last_step", steps[-1], want["last_step_canonical"], steps[-1] == want["last_step_canonical"])
     for f, attr in (("prompts_per_step", "prompts_per_step"), ("group_size", "group_size"),
                     ("responses_per_optimizer_step", "batch_size")):
         if f in want:

@@ -32,10 +32,10 @@ from pathlib import Path
 
 
 REPO = Path(__file__).resolve().parents[1]
-#: real logs copied into the repository (tests/data/logs/SOURCE.md)
-VERL_LOG_DIR = REPO / "tests" / "data" / "logs" / "verl"
-REAL_LOG_DIR = REPO / "tests" / "data" / "logs" / "real"
-#: the real files of tests/data/logs/real and the format each is read as (issue 14)
+#: real logs beside the repository (third-party; never copied into it): used as seeds where present
+VERL_LOG_DIR = REPO.parent / "shared" / "logs" / "verl"
+REAL_LOG_DIR = REPO.parent / "shared" / "logs" / "real"
+#: the real files of ../shared/logs/real and the format each is read as (issue 14)
 REAL_FILES = {"trl_grpo_console_dicts_issue_trl3452.log": "trl-console",
               "verl_file_logger_ppo_gsm8k_agentloop.jsonl": "verl-jsonl",
               "primerl_orchestrator_excerpt_pr1318.txt": "prime-rl"}
@@ -66,14 +66,17 @@ def _verl_excerpt(text: str, n_steps: int = 4) -> str:
 
 
 def real_verl_seeds() -> list[tuple[str, dict[str, bytes]]]:
+    """Excerpts of the real verl logs in ../shared/logs/verl; [] where that folder is absent."""
     d = verl_log_dir()
+    if not d.is_dir():
+        return []
     return [("verl", {p.name: _verl_excerpt(p.read_text(encoding="utf-8", errors="replace")).encode()})
             for p in sorted(d.glob("*.log"))]
 
 
 def real_other_seeds() -> list[tuple[str, dict[str, bytes]]]:
-    """The real non-verl-console files of tests/data/logs/real (TRL console dicts, verl file logger, prime-rl), and
-    the Tinker-style JSONL with its config beside it (a directory case)."""
+    """The real non-verl-console files of ../shared/logs/real (TRL console dicts, verl file logger, prime-rl), and
+    the Tinker-style JSONL with its config beside it (a directory case); [] where that folder is absent."""
     d = REAL_LOG_DIR
     out = [(kind, {name: (d / name).read_bytes()}) for name, kind in REAL_FILES.items() if (d / name).is_file()]
     tinker = ("tinker_grpo_qwen3_4b_metrics.jsonl", "tinker_grpo_qwen3_4b_config.json")

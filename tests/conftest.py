@@ -1,8 +1,9 @@
 """Shared fixtures, and the suite's rules on skipping (issue 23):
 
 - a test may be *skipped* only for a missing optional dependency, and its reason must say so: it names what "is not
-  installed" (or is pytest.importorskip's "could not import 'X'"). Any other skip is turned into a failure here, so
-  ``make test`` and CI (``.ci/run``) fail on it instead of passing quietly;
+  installed" (or is pytest.importorskip's "could not import 'X'"); or for the third-party logs beside the repository
+  when they are absent (``../shared/logs/<folder> is absent``, tests/_shared.py). Any other skip is turned into a
+  failure here, so ``make test`` and CI (``.ci/run``) fail on it instead of passing quietly;
 - tests marked ``slow`` are *deselected* (pytest counts them as such) unless ``RLBATCH_SLOW=1``.
 """
 
@@ -33,8 +34,9 @@ def tiny():
     return load_model("tiny-random")
 
 
-#: the reason of an allowed skip: a named optional dependency that is missing
-OPTIONAL_DEPENDENCY_SKIP = re.compile(r"is not installed|could not import '")
+#: the reason of an allowed skip: a named optional dependency that is missing, or the folder of third-party logs
+#: beside the repository (``../shared/logs/<folder> is absent``; tests/_shared.py) that a fresh clone lacks
+OPTIONAL_DEPENDENCY_SKIP = re.compile(r"is not installed|could not import '|\.\./shared/logs/\S+ is absent")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -63,4 +65,5 @@ def pytest_runtest_makereport(item, call):
         if not OPTIONAL_DEPENDENCY_SKIP.search(reason):
             rep.outcome = "failed"
             rep.longrepr = (f"skipped for a reason that is not a missing optional dependency ({reason}); the suite "
-                            "allows only skips whose reason says what 'is not installed' (tests/conftest.py)")
+                            "allows only skips whose reason says what 'is not installed' or which ../shared/logs "
+                            "folder 'is absent' (tests/conftest.py)")

@@ -1,7 +1,7 @@
 """``rlbatch analyze`` on verl PPO logs at several B reports the critic's gradient-norm slope and knee beside the
 actor's (``noise.actor`` and ``noise.critic`` in report.json).
 
-The repository has one real verl PPO log (P = 256, G = 1); three logs (its first 150 steps) at B = 128, 256, 512
+../shared/logs/verl has one real verl PPO log (P = 256, G = 1); three logs (its first 150 steps) at B = 128, 256, 512
 are derived from it by rewriting ``data.train_batch_size`` (and ``ppo_mini_batch_size`` to match: one update per
 rollout) and setting the grad norms: actor = the real value x
 (B/256)^-1/2 (noise-dominated scaling), critic = 20 x (B/256)^-0.05 on every step (nearly flat, as the paper finds for the critic).
@@ -12,6 +12,7 @@ import re
 
 import pytest
 
+from _shared import shared_logs
 from rlbatch.analyze import analyze
 
 
@@ -27,8 +28,8 @@ def _derive(text: str, p: int) -> str:
     return re.sub(r"critic/grad_norm:([0-9.eE+-]+)", lambda m: f"critic/grad_norm:{20 * f ** -0.05:.6g}", text)
 
 
-def test_analyze_ppo_logs_report_actor_and_critic_fits(data_dir, tmp_path):
-    src = data_dir / "logs" / "verl" / "qwen2.5-0.5b_gsm8k_ppo_p256.log"
+def test_analyze_ppo_logs_report_actor_and_critic_fits(tmp_path):
+    src = shared_logs("verl", module=False) / "qwen2.5-0.5b_gsm8k_ppo_p256.log"
     text = src.read_text(encoding="utf-8", errors="replace")
     text = text[:text.index("step:150 -")]  # the first 150 steps keep the test fast
     paths = []

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from _shared import shared_logs
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -28,8 +30,8 @@ def verl_log(path, n=6, p=8, g=4, lr="1e-6"):
     return path
 
 
-def test_analyze_real_verl_logs_json(data_dir):
-    logs = sorted((data_dir / "logs" / "verl").glob("*.log"))
+def test_analyze_real_verl_logs_json():
+    logs = sorted(shared_logs("verl", module=False).glob("*.log"))
     assert len(logs) == 3
     r = cli(*logs, "--format", "json")
     assert r.returncode == 0, r.stderr

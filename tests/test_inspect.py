@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from _framework_sources import openrlhf_parser, package_file
+from _shared import shared_logs
 from rlbatch.analyze import analyze
 from rlbatch.batchspec import OPENRLHF_DEFAULTS, OPENRLHF_FLAGS, TRL_DEFAULTS, VERL_DEFAULTS, batch_spec
 from rlbatch.explain import inspect_path, read_launch
@@ -217,9 +218,10 @@ def test_launch_without_a_framework_is_one_clear_error(tmp_path):
 
 
 def test_inspect_resumed_verl_ppo_console_names_its_sources_plainly():
-    # a real verl PPO console (tests/data/readers_wild/heldout3, SOURCES.md): rollout of 256 prompts x n=1, split into
-    # mini-batches of 64; samples are counted per rollout step (256), not per update batch (64)
-    log = Path(__file__).parent / "data" / "readers_wild" / "heldout3" / "dstack_verl_demo.log"
+    # a real verl PPO console (../shared/logs/cases1/c01, CASES.md: Bihan/dstack-configs verl_demo.log, resumed at
+    # step 101): rollout of 256 prompts x n=1, split into mini-batches of 64; samples are counted per rollout step
+    # (256), not per update batch (64)
+    log = shared_logs("cases1", module=False) / "c01_verl_rayjob_resumed_ppo_gsm8k_qwen7b_2node.log"
     r = cli("inspect", log)
     assert r.returncode == 0, r.stderr
     assert "from read by" not in r.stdout

@@ -1,5 +1,5 @@
 """Readers under fuzzing: every input ends in parsed runs or one ``UserError`` naming the file, never another
-exception. Seeds: the real verl logs in tests/data/logs/verl and small generated logs of every
+exception. Seeds: the real verl logs in ../shared/logs/verl (where present) and small generated logs of every
 format; mutations in tests/_readers_fuzz_lib.py. Below the properties: one regression test per crash the fuzzer
 found, and the CLI's behaviour on bad files. The long run is ``benchmarks/fuzz_readers.py --minutes N``.
 """
@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import _readers_fuzz_lib as F
+from _shared import shared_logs
 from rlbatch.errors import UserError
 from rlbatch.readers import load
 from rlbatch.readers.common import ReadWarning, sniff_encoding, to_count, to_float
@@ -52,7 +53,8 @@ def run(kind, files, ops, which=0, give_format=False):
 # ------------------------------------------------------------------------------------------------- properties
 @pytest.fixture(scope="module")
 def real_seeds():
-    assert len(REAL) == 3  # tests/data/logs/verl
+    shared_logs("verl", module=False)
+    assert len(REAL) == 3  # ../shared/logs/verl
     return REAL
 
 

@@ -1,4 +1,5 @@
-"""Every file in tests/data/logs/real/ (copied from the shared logs; SOURCE.md) read right, against values read off the files by hand.
+"""Every file in ../shared/logs/real/ (third-party logs beside the repository; its README.md names each source) read
+right, against values read off the files by hand. Skipped, naming the folder, where it is absent.
 
 Each assertion says where in the file its value is (line numbers are 1-based lines of the file as stored).
 """
@@ -8,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from _shared import shared_logs
 from rlbatch.analysis.curves import summarize_run
 from rlbatch.readers import detect_format, load
 
-REAL = Path(__file__).resolve().parent / "data" / "logs" / "real"
+REAL = shared_logs("real")
 
 
 def _one(name):

@@ -216,12 +216,46 @@ def test_wandb_both_readers_agree(wandb_runs):
     assert pick(cli, "run")[0]["config"]["update"]["optim"] == {"lr": 1e-5}
 
 
-def test_wandb_real_config_yaml_and_summary():
-    # files a real run wrote (wandb 0.18.5; tests/data/wandb_real/README.md), read by hand: batch_size 32,
-    # learning_rate 0.001, model DenseNet121; summary _step 9, val_accuracy 0.8669354915618896, a graph media entry
+#: a run directory's files/config.yaml and files/wandb-summary.json in the shape W&B writes them when it syncs (our
+#: own values; wandb 0.31 in offline mode writes neither): every value under ``value:``, W&B's bookkeeping under
+#: ``_wandb``; a summary with a media entry and nested runtime
+WANDB_CONFIG_YAML = """_wandb:
+    value:
+        cli_version: 0.18.5
+        m: []
+        python_version: 3.11.4
+        t:
+            "1":
+                - 2
+                - 3
+batch_size:
+    value: 32
+epochs:
+    value: 10
+learning_rate:
+    value: 0.001
+model:
+    value: DenseNet121
+image_size:
+    value:
+        - 224
+        - 224
+"""
+WANDB_SUMMARY = ('{"_step":9,"epoch":9,"graph":{"_type":"graph-file","sha256":"00ff","size":991,'
+                 '"path":"media/graph/graph_summary.graph.json"},"val_accuracy":0.875,"_runtime":6815.25,'
+                 '"_wandb":{"runtime":7063},"val_loss":0.375}')
+
+
+def test_wandb_files_config_yaml_and_summary(tmp_path):
+    # a run directory with files/config.yaml and files/wandb-summary.json only (no .wandb log, no output.log), not
+    # named run-*: config and summary are read (an image classifier's config: lr and model, no P or G), media left
+    # out of the summary, and reading the run is one error naming the directory
     from rlbatch.readers.trackers import config_fields
 
-    run = REPO / "tests" / "data" / "wandb_real" / "trash-classification"
+    run = tmp_path / "trash-classification"
+    (run / "files").mkdir(parents=True)
+    (run / "files" / "config.yaml").write_text(WANDB_CONFIG_YAML)
+    (run / "files" / "wandb-summary.json").write_text(WANDB_SUMMARY)
     assert wandb_dir.is_run_dir(run) and wandb_dir.run_dirs(run.parent) == []  # not named run-*: only given directly
     cfg, summ = wandb_dir.files_config_summary(run)
     assert {k: cfg[k] for k in ("batch_size", "epochs", "image_size", "learning_rate", "model")} == {
@@ -230,9 +264,8 @@ def test_wandb_real_config_yaml_and_summary():
     got = config_fields({k: v for k, v in cfg.items() if k != "_wandb"}, "W&B files/config.yaml")
     assert got.fields == {"lr": 0.001, "model": "DenseNet121"}  # no P or G in an image classifier's config
     scal = wandb_dir.summary_scalars(summ)
-    assert scal["val_accuracy"] == 0.8669354915618896 and scal["_step"] == 9 and scal["_wandb.runtime"] == 7063
+    assert scal["val_accuracy"] == 0.875 and scal["_step"] == 9 and scal["_wandb.runtime"] == 7063
     assert not any(k.startswith("graph") for k in scal)  # the media entry
-    # no .wandb log and no output.log: one error naming the directory
     with pytest.raises(UserError, match="without history"):
         wandb_dir.read(run)
 

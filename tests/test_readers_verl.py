@@ -1,4 +1,5 @@
-"""The three real verl console logs in tests/data/logs/verl/: per-log values read off the files by hand.
+"""The three real verl console logs in ../shared/logs/verl/ (third-party; skipped, naming the folder, where absent):
+per-log values read off the files by hand.
 
 Step counts: the issue quoted 1120 / 210 / 434, which are the *last step numbers printed* (``log_last_step``).
 The training steps actually logged are 1119 / 210 / 435:
@@ -13,6 +14,7 @@ import math
 
 import pytest
 
+from _shared import shared_logs
 from rlbatch.analysis.curves import summarize_run
 from rlbatch.readers import detect_format, load
 
@@ -45,8 +47,8 @@ LOGS = {
 
 
 @pytest.fixture
-def verl_dir(data_dir):
-    return data_dir / "logs" / "verl"
+def verl_dir():
+    return shared_logs("verl", module=False)
 
 
 @pytest.mark.parametrize("name", sorted(LOGS))
@@ -104,7 +106,7 @@ def test_wall_clock_excludes_testing_and_checkpoint(verl_dir):
 
 def _console_with_warning_mid_config(tmp_path, steps=True):
     # verl pprints its config from the TaskRunner actor; the same actor's DeprecationWarning can land mid-dict
-    # (as in tests/data/readers_wild/heldout3/chrisytz_verl_demo.log); pprint's own lines are indented
+    # (as in Chrisytz/verl's verl_demo.log); pprint's own lines are indented
     pre = "\x1b[36m(TaskRunner pid=7)\x1b[0m "
     lines = [pre + "{'actor_rollout_ref': {'actor': {'optim': {'lr': 3e-06},",
              pre + "                                 'ppo_mini_batch_size': 16},",

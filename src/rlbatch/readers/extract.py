@@ -777,6 +777,9 @@ def organize(records: list[Record], user_map: dict[str, str] | None = None) -> O
                   and not N.canonical_for(n, user_map)
                   and (SCORE_WORDS.search(n) or EVAL_WORDS.search(n))}
     score = eval_score_name(sorted(eval_only, key=lambda n: (not _looks_eval(n), n)), user_map)
+    if score is not None and AUX_SCORE.search(score) and eval_score_name(
+            [n for n in typed_eval if not AUX_SCORE.search(n)], user_map) is not None:
+        score = None  # a format check only the eval records log: their own task score is taken per record below
     rename: dict[str, str] = {}
     for n in eval_only:
         if n == score:
