@@ -350,8 +350,8 @@ _RATE_NAME = re.compile(r"(?i)acc|accuracy|pass(?:@|_at_)?\d*|win[_ -]?rate|succ
 
 def _percent_scale(evals: pd.DataFrame, name_map: dict[str, str], notes: list[str]) -> None:
     """Evaluation scores logged in percent (an accuracy of 26.7 for 26.7 %): divided by 100 and said so in the
-    notes. Only for rate-like names (:data:`_RATE_NAME`) whose values all lie in [0, 100] with one above 1; a
-    reward's scale is left alone."""
+    notes. Only for rate-like names (:data:`_RATE_NAME`) whose values all lie in [0, 100] with one above 1.5 (a
+    fraction a little past 1 is a synthetic or rounded value, not a percent); a reward's scale is left alone."""
     if not len(evals) or "eval/score" not in evals.columns:
         return
     src = str(name_map.get("eval/score", ""))
@@ -360,7 +360,7 @@ def _percent_scale(evals: pd.DataFrame, name_map: dict[str, str], notes: list[st
     cols = [c for c in evals.columns if c == "eval/score" or c.startswith("eval/score/")]
     vals = evals[cols].to_numpy(dtype=float)
     ok = vals[np.isfinite(vals)]
-    if len(ok) and ok.max() > 1.0 and ok.min() >= 0.0 and ok.max() <= 100.0:
+    if len(ok) and ok.max() > 1.5 and ok.min() >= 0.0 and ok.max() <= 100.0:  # a fraction never goes past 1
         evals[cols] = evals[cols] / 100.0
         notes.append(f"eval/score: {src!r} is logged in percent (values up to {ok.max():g}); divided by 100 to a "
                      "fraction in [0, 1]")
