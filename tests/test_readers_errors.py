@@ -90,4 +90,18 @@ def test_directory_of_logs_skips_unreadable_files(tmp_path):
     write(tmp_path, "b.txt", ["garbage"])
     runs, msgs = read_with_warnings(tmp_path)
     assert [r.run_id for r in runs] == ["a"]
-    assert any("b.txt:1: unknown log format" in m for m in msgs)
+    # one warning for the directory, naming each file skipped and why
+    assert any("1 unreadable file(s): b.txt (unknown log format" in m for m in msgs), msgs
+
+
+def test_directory_of_results_and_notes_is_one_error_not_invented_runs(tmp_path):
+    # issue 37 (8): a folder of benchmark results holds tables in documents, JSON result files and notes, no log
+    (tmp_path / "speed.md").write_text("# Speed\n\n| config | B | seconds | ratio |\n|---|---|---|---|\n"
+                                       "| ours | 16 | 1.2 | 0.8 |\n| trl | 16 | 1.5 | 1.0 |\n")
+    (tmp_path / "profile.json").write_text('[{"batch_size": 16, "gen_s": 1.5, "train_s": 0.4}, '
+                                           '{"batch_size": 32, "gen_s": 2.0, "train_s": 0.8}]')
+    (tmp_path / "notes.txt").write_text("measured on 2 cores, idle\n")
+    with pytest.raises(UserError) as err:
+        load(tmp_path)
+    msg = str(err.value)
+    assert "no training log among the 3 file(s)" in msg and "speed.md" in msg and "profile.json" in msg

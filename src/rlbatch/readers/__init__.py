@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import re
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -281,6 +282,20 @@ def _read_file(path: Path, mapping: dict[str, str]) -> list[Run]:
     return runs
 
 
+#: names a log of training steps carries: a reward, a loss, a KL or policy term, a gradient norm, an entropy, an
+#: evaluation score (what a table of results, a profile or a note does not)
+TRAINING_EVIDENCE = re.compile(r"(?i)reward|loss|(?<![a-z])kl(?![a-z])|grad|entropy|advantage|return|objective|"
+                               r"policy|critic|clip|accura|pass|score")
+
+
+def is_training_log(run: Run) -> bool:
+    """True when ``run`` holds a series a training log has (:data:`TRAINING_EVIDENCE` among its metric names, or
+    evaluation points): what a directory of files must contain to count as logs."""
+    names = [str(c) for c in run.metrics.columns if c != "step"]
+    names += [str(v) for v in (getattr(run.meta, "metric_sources", None) or {}).values()]
+    return bool(len(run.evals)) or any(TRAINING_EVIDENCE.search(n) for n in names)
+
+
 #: names that only an RL run logs (a reward, an advantage, a policy-gradient or KL term, a critic, rollouts)
 RL_WORDS = re.compile(r"(?i)reward|advantage|(?<![a-z])kl(?![a-z])|pg_|policy|critic|score|return|rollout|"
                       r"response_length|clip|entropy|completion")
@@ -391,13 +406,33 @@ def load(path: str | Path, fmt: str | None = None, *, prompts_per_step: int | No
                        for c in config_paths_beside(f, JSONL_CONFIG_BESIDE)[:1]}
             files = [f for f in files if f not in configs]  # read with the log beside them
             runs = []
+            not_logs: list[str] = []
+            unreadable: list[str] = []
             for f in files:
-                try:
-                    runs.extend(load(f, prompts_per_step=prompts_per_step, group_size=group_size, mapping=mapping))
-                except UserError as err:
-                    warn(f"skipped: {err}")
+                with warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always")
+                    try:
+                        got = load(f, prompts_per_step=prompts_per_step, group_size=group_size, mapping=mapping)
+                    except UserError as err:
+                        unreadable.append(f"{f.name} ({str(err).split(': ', 1)[-1][:80]})")
+                        continue
+                logs = [r for r in got if is_training_log(r)]
+                if not logs:  # a result table, a note, a profile: read, but not a log of training steps
+                    not_logs.append(f.name)
+                    continue
+                runs.extend(logs)
+                for w in caught:  # the warnings of the files kept, as they were
+                    warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+            skipped = ([f"{len(not_logs)} file(s) with no training log in them (no reward, loss, KL, gradient or "
+                        f"evaluation series: tables, notes, profiles): {', '.join(not_logs[:6])}"
+                        + (", ..." if len(not_logs) > 6 else "")] if not_logs else []) + \
+                      ([f"{len(unreadable)} unreadable file(s): {'; '.join(unreadable[:4])}"
+                        + ("; ..." if len(unreadable) > 4 else "")] if unreadable else [])
             if not runs:
-                raise UserError("no readable log among the files in this directory", path=str(path)) from None
+                raise UserError(f"no training log among the {len(files)} file(s) in this directory"
+                                + (f" ({'; '.join(skipped)})" if skipped else ""), path=str(path)) from None
+            for msg in skipped:
+                warn(f"skipped {msg}", path)
             return unique_ids(runs)
     if fmt is not None or path.is_dir():
         runs = _read_one(path, fmt, mapping)

@@ -271,6 +271,9 @@ def _table_records(rows: list[list[str]], line: int, form: str, label: int | Non
         return []
     head = [_name(h) for h in rows[0]]
     body = [r for r in rows[1:] if len(r) == len(head)]
+    if form == "md-table" and label is None and not any(
+            h in ("step", "global_step", "iteration", "iter", "epoch", "rollout_step", "update") for h in head):
+        return []  # a table in a document (a summary, a comparison of configurations), not a log of steps
     if len(head) == 2 and head[1] in ("value", "values", "val", "mean") or (
             len(head) == 2 and all(to_float(_cellnum(r[1])) is not None for r in body) and
             not any(h in ("step", "global_step", "iteration", "epoch") for h in head)):
