@@ -89,8 +89,25 @@ def test_seeds_are_averaged_per_seed_not_on_the_averaged_curve():
     e = estimate_configuration(runs, 0.3, clock="wall", n_boot=500)
     assert e["samples_to_target_per_seed"] == pytest.approx([800, 1000, 2000])
     assert e["samples_to_target"] == pytest.approx(3800 / 3)
+    # the 95% interval of the mean over 3 seeds: Student's t (2 degrees of freedom, t = 4.303) on the log scale,
+    # mean x exp(-+ 4.303 x sd(log S) / sqrt(3)) = 1266.7 x exp(-+1.188) = 386 .. 4159, wider than the seeds' own
+    # spread (resampling them gave 800 .. 2000, an interval that understated the uncertainty)
     lo, hi = e["samples_to_target_ci"]
-    assert 800 <= lo < 3800 / 3 < hi <= 2000
+    se = np.std(np.log([800, 1000, 2000]), ddof=1) / np.sqrt(3)
+    assert lo == pytest.approx(3800 / 3 * np.exp(-4.303 * se), rel=0.15)
+    assert hi == pytest.approx(3800 / 3 * np.exp(4.303 * se), rel=0.15)
+
+
+def test_fewer_seeds_give_wider_intervals():
+    # issue 37 (5): two seeds with the same spread as three give a wider interval (t with 1 degree of freedom), and
+    # never one narrower than the seeds' own range
+    runs3 = [linear_run(f"B64-s{i}", 64, slope=0.1 / s2t, seed=i, steps=80) for i, s2t in enumerate((900, 1000, 1100))]
+    e3 = estimate_configuration(runs3, 0.3, clock="wall", n_boot=2000)
+    e2 = estimate_configuration(runs3[:2], 0.3, clock="wall", n_boot=2000)
+    w3 = e3["samples_to_target_ci"][1] / e3["samples_to_target_ci"][0]
+    w2 = e2["samples_to_target_ci"][1] / e2["samples_to_target_ci"][0]
+    assert w2 > w3 > 1
+    assert e2["samples_to_target_ci"][0] < 900 and e2["samples_to_target_ci"][1] > 1000
 
 
 def test_ppo_critic_warmup_samples_are_not_policy_samples():

@@ -20,8 +20,10 @@ Relative to a reference configuration (Li et al. 2026, end-to-end accounting, Ta
 and a configuration is faster than the reference iff ``relative_throughput > rN``. A configuration some of whose
 seeds never reached the target has no rN and no time-to-target: "not reached", never a number.
 
-Intervals (95%, percentile bootstrap, Efron & Tibshirani 1993; :func:`estimate_configuration`): with two or more
-seeds, the seeds are resampled (their spread holds sampling and evaluation noise); with one seed, the evaluation
+Intervals (95%, percentiles of replicates, Efron & Tibshirani 1993; :func:`estimate_configuration`): with two or
+more seeds, Student's t interval of the seed mean on the log scale (:func:`rlbatch.analysis.interval.
+seed_mean_replicates`: the seeds' spread holds sampling and evaluation noise, and the interval widens as seeds
+shrink, where resampling two seeds would understate it); with one seed, the evaluation
 noise is resampled (binomial, sd sqrt(p(1-p)/n) per evaluation point when the number of evaluation items n is
 logged, else the residuals around a 5-point moving average); timing noise in both cases by a moving-block bootstrap
 of the steps (:func:`rlbatch.analysis.throughput.timing_factors`). Ratios take the candidate's and the reference's
@@ -43,7 +45,7 @@ import pandas as pd
 
 from rlbatch.analysis.curves import (crossing, curve, ema_smooth, group_seeds, mean_last, moving_average,
                                      samples_to_target, summarize_run)
-from rlbatch.analysis.interval import bootstrap_interval, format_interval
+from rlbatch.analysis.interval import bootstrap_interval, format_interval, seed_mean_replicates, t_draws
 from rlbatch.analysis.throughput import (clock_basis, configuration_timings, run_clock, run_throughput, step_seconds,
                                          throughput_to_target, throughput_whole_run, time_at, timing_factors)
 from rlbatch.errors import UserError
@@ -193,7 +195,8 @@ def estimate_configuration(runs: Sequence[Run], target: float | None, metric: st
     Seed aggregation (module docstring): the mean over seeds of per-seed S and T; X = S / T. When any seed did
     not reach ``target`` (or no target): S, T None and X = mean whole-run samples / mean whole-run seconds.
     Intervals: ``samples_to_target_ci``, ``time_to_target_ci``, ``throughput_ci`` (95% percentile bootstrap:
-    seeds resampled when two or more, else evaluation noise; timing noise by block bootstrap of steps). ``seed``
+    Student's t on the log scale over seeds when two or more, else evaluation noise; timing noise by block bootstrap
+    of steps). ``seed``
     fixes the bootstrap (default: from the configuration's name, so a configuration's interval does not depend on
     which others are analysed with it). The replicates stay in ``_replicates`` for ratios (:func:`compare`).
 
@@ -223,10 +226,11 @@ def estimate_configuration(runs: Sequence[Run], target: float | None, metric: st
         "throughput_window": "to target" if reached else "whole run",
         "best_score": max((float(it["_curve"][metric].max()) for it in items if len(it["_curve"])), default=None)}
     S_b = T_b = None
+    z = t_draws(k, n_boot, rng)  # one t draw per replicate, shared by S, T and the whole-run throughput
     if reached:
         if k >= 2:
-            idx = rng.integers(0, k, (n_boot, k))
-            S_b = S[idx].mean(axis=1)
+            idx = None
+            S_b = seed_mean_replicates(S, z)
         else:
             c = items[0]["_curve"]
             ys = _eval_noise(c, metric, n_boot, rng)
@@ -239,7 +243,7 @@ def estimate_configuration(runs: Sequence[Run], target: float | None, metric: st
             F = np.array([timing_factors(step_seconds(it["_clock"], it["samples_to_target"]), n_boot, rng)
                           for it in items])  # (k, n_boot)
             if k >= 2:
-                T_b = (T[idx] * F[idx, np.arange(n_boot)[:, None]]).mean(axis=1)
+                T_b = seed_mean_replicates(T, z) * F.mean(axis=0)
             else:
                 with np.errstate(invalid="ignore"):
                     t_at = np.where(np.isfinite(S_b), time_at(items[0]["_clock"], np.where(np.isfinite(S_b), S_b,
@@ -260,9 +264,10 @@ def estimate_configuration(runs: Sequence[Run], target: float | None, metric: st
             est["throughput_samples_per_s"] = float(throughput_whole_run(tot_s.mean(), tot_t.mean()))
             est["throughput_window"] = "whole run"
             F = np.array([timing_factors(step_seconds(it["_clock"]), n_boot, rng) for it in items])
-            idx = rng.integers(0, k, (n_boot, k)) if k >= 2 else np.zeros((n_boot, 1), dtype=int)
-            X_b = throughput_whole_run(tot_s[idx].mean(axis=1),
-                                       (tot_t[idx] * F[idx, np.arange(n_boot)[:, None]]).mean(axis=1))
+            if k >= 2:  # the seeds' own rates, their mean's t interval on the log scale, with timing noise
+                X_b = seed_mean_replicates(tot_s / tot_t, z) / F.mean(axis=0)
+            else:
+                X_b = throughput_whole_run(tot_s[0], tot_t[0] * F[0])
     est["throughput_ci"] = bootstrap_interval(X_b)
     est["_replicates"] = {"S": S_b, "T": T_b, "X": X_b}
     return est
@@ -625,8 +630,9 @@ def recommendation(rows: list[dict[str, Any]], ref: str | None, metric: str, tar
 AGGREGATION = ("Seeds of one configuration are combined as the mean of their per-seed samples-to-target and "
                "time-to-target (each seed's first crossing of the target, linear between evaluations, the "
                "evaluation at 0 samples included); throughput = samples-to-target / time-to-target. 95% intervals: "
-               "percentile bootstrap over seeds (over evaluation noise for a single seed) and over blocks of steps "
-               "for timing noise.")
+               "Student's t interval of the seed mean on the log scale (it widens as seeds shrink: two seeds give "
+               "wide intervals), the evaluation noise for a single seed, and a bootstrap over blocks of steps for "
+               "timing noise.")
 
 
 def clock_note(clock: str) -> str:
