@@ -32,36 +32,40 @@ def demo(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def replayed(demo, tmp_path_factory):
-    """B = 16 and B = 128 (seed 0) of the stored demo sweep replayed as verl jobs, target 0.45."""
-    runs = ladder_runs([demo["B128-G8-sqrt-s0"], demo["B16-G8-sqrt-s0"]])
+    """B = 16, 32 and 128 (seed 0) of the stored demo sweep replayed as verl jobs, target 0.45."""
+    runs = ladder_runs([demo["B128-G8-sqrt-s0"], demo["B16-G8-sqrt-s0"], demo["B32-G8-sqrt-s0"]])
     out = tmp_path_factory.mktemp("replay")
     return replay_sweep(runs, out, target=0.45, n_boot=30), out, runs
 
 
 def test_replayed_verl_sweep_is_decided_by_the_loop(replayed):
     res, out, runs = replayed
-    assert [r.run_id for r in runs] == ["B16-G8-sqrt-s0", "B128-G8-sqrt-s0"]  # ladder order: the smaller first
+    # ladder order: the smaller first; the first (B = 16) is the reference
+    assert [r.run_id for r in runs] == ["B16-G8-sqrt-s0", "B32-G8-sqrt-s0", "B128-G8-sqrt-s0"]
     by = {t.run_id: t for t in res.trials}
-    # stored: B=128 reaches 0.45 at a quarter of B=16's time (analyze on the full runs: relative time 0.28)
+    # stored: B=128 reaches 0.45 first on its own clock (9.4 s wall; B = 32 16.4 s, B = 16 33.6 s in the full runs)
     assert res.recommended == "B128-G8-sqrt-s0" and by["B128-G8-sqrt-s0"].state in ("reached", "decided")
-    assert by["B16-G8-sqrt-s0"].state == "cannot win"
+    # the reference is never stopped (issue 37): it runs to its target, so every rN is measured against it
+    assert by["B16-G8-sqrt-s0"].state == "reached"
+    assert by["B32-G8-sqrt-s0"].state == "cannot win"
     # what the loop read is verl's file logger, written as the job would (one line per step, in order)
-    log = out / "B16-G8-sqrt-s0.jsonl"
+    log = out / "B32-G8-sqrt-s0.jsonl"
     assert detect_format(log) == "verl-jsonl"
     rows = [json.loads(x) for x in log.read_text().splitlines()]
     assert [r["step"] for r in rows] == list(range(len(rows)))
-    # stopped early: fewer steps written than the stored run has, and fewer samples than it needed for the target
-    # (verl counts every generated response: B = 16 crossed 0.45 at step 1064 = 17,024 samples in the full log)
-    assert len(rows) - 1 < len(runs[0].metrics)
-    assert by["B16-G8-sqrt-s0"].samples == (len(rows) - 1) * 16 < 17024
-    # the stop was decided on the evidence recorded with it: B = 128 reached the target first on its own clock
-    # (9.4 s vs B = 16's 33.6 s in the full runs), so B = 16 lost the race once its clock passed B = 128's
-    stop = next(d for d in res.decisions if d.config == "B16-G8-sqrt" and d.action == "stop")
+    # stopped early: fewer steps written than the stored run has (it crossed 0.45 at 7,557 retained samples)
+    assert len(rows) - 1 < len(runs[1].metrics)
+    assert by["B32-G8-sqrt-s0"].samples == (len(rows) - 1) * 32
+    # the stop was decided on the evidence recorded with it: B = 128 reached the target first on its own clock,
+    # so B = 32 lost the race once its clock passed B = 128's
+    stop = next(d for d in res.decisions if d.config == "B32-G8-sqrt" and d.action == "stop")
     assert stop.outcome == "cannot win" and stop.reason.startswith("lost the race")
     assert stop.evidence["time_floor_s"] > stop.evidence["best_time_to_target_s"] > 0
     assert stop.evidence["best"] == "B128-G8-sqrt"
-    # in timestamp order on one clock: B = 16 ran until just past B = 128's time-to-target, not to its own
+    # in timestamp order on one clock: B = 32 ran until just past B = 128's time-to-target, not to its own
     assert stop.evidence["time_floor_s"] < 1.2 * stop.evidence["best_time_to_target_s"]  # stopped at the next poll
+    assert not any(d.config == "B16-G8-sqrt" and d.action == "stop" and d.outcome == "cannot win"
+                   for d in res.decisions)
 
 
 def test_record_format_is_the_same_for_every_backend(replayed, tmp_path):
@@ -108,8 +112,9 @@ def test_launched_job_is_stopped_with_a_signal_and_resumable(demo, tmp_path):
     tracking = Path(list(spec.submodule_search_locations)[0]) / "utils" / "tracking.py"
     (tmp_path / "stub.py").write_text(STUB)
     trials = []
-    # B=16 writes its 1,537 lines over ~60 s, B=128 its 193 in ~1 s: the loop decides B=16 long before its end
-    for rid, sleep in (("B16-G8-sqrt-s0", 0.04), ("B128-G8-sqrt-s0", 0.005)):
+    # B=16 writes its 1,537 lines over ~60 s, B=128 its 193 in ~1 s: the loop decides B=16 long before its end.
+    # B=128 goes first: it is the reference (never stopped), B=16 the trial that loses the race
+    for rid, sleep in (("B128-G8-sqrt-s0", 0.005), ("B16-G8-sqrt-s0", 0.04)):
         r = demo[rid]
         recs = [x[2] for x in verl_records(r, "arithmetic")]
         (tmp_path / f"{rid}.json").write_text(json.dumps(recs))
@@ -131,9 +136,9 @@ def test_launched_job_is_stopped_with_a_signal_and_resumable(demo, tmp_path):
     assert by["B16-G8-sqrt-s0"].state == "cannot win"
     for t in trials:  # every job is over: stopped by the loop or finished
         assert not t.spec["job"].running()
-    n = len(Path(trials[0].spec["log_path"]).read_text().splitlines())
+    n = len(Path(trials[1].spec["log_path"]).read_text().splitlines())
     assert n < len(json.loads((tmp_path / "B16-G8-sqrt-s0.json").read_text()))
-    assert trials[0].spec["job"].proc.returncode == -15  # SIGTERM
+    assert trials[1].spec["job"].proc.returncode == -15  # SIGTERM
     assert by["B16-G8-sqrt-s0"].resume == f"bash {tmp_path / 'B16-G8-sqrt-s0.sh'} (resumes from the trial's last checkpoint)"
     assert time.monotonic() - t0 < 180
 
@@ -153,9 +158,11 @@ def test_a_degenerate_interval_never_stops_a_trial_nor_a_one_seed_one_the_refere
     assert degenerate([1.0, 1.0]) and degenerate(None) and not degenerate([1.0, None])
     assert not informative(one_seed) and informative(_cand("B128", [0.84, 0.93], 0.88, source="measured", seeds=3))
     assert stop_verdict(ref, one_seed, n_eval=10, reference="B32") is None
-    # three seeds (the stored sweep that rlbatch watch reads): the best's interval is informative, the reference stops
+    # three seeds (the stored sweep that rlbatch watch reads): the best's interval is informative, but the reference
+    # is never stopped (issue 37: every rN is measured against it; a reference stopped on a prediction about
+    # another batch left the report with no rN at all)
     three = _cand("B128", [0.84, 0.93], 0.88, source="measured", seeds=3)
-    assert stop_verdict(ref, three, n_eval=10, reference="B32")[0] == CANNOT_WIN
+    assert stop_verdict(ref, three, n_eval=10, reference="B32") is None
     # a fitted interval above the best's stops (the rule still fires) ...
     assert stop_verdict(_cand("B16", [1.2, 1.6], 1.4), three, n_eval=10, reference="B32")[0] == CANNOT_WIN
     # ... not against a best whose own interval collapsed (not the reference)
@@ -313,7 +320,7 @@ def test_the_record_counts_what_a_stopped_trial_wrote_after_its_stop(demo, tmp_p
         stop(job)
 
     monkeypatch.setattr(ReplayJob, "stop", late_stop)
-    runs = ladder_runs([demo["B128-G8-sqrt-s0"], demo["B16-G8-sqrt-s0"]])
+    runs = ladder_runs([demo["B128-G8-sqrt-s0"], demo["B16-G8-sqrt-s0"], demo["B32-G8-sqrt-s0"]])
     res = replay_sweep(runs, tmp_path, target=0.45, fmt="rlbatch", n_boot=30)
     for t in res.trials:
         m = [json.loads(x) for x in (tmp_path / t.run_id / "metrics.jsonl").read_text().splitlines()]

@@ -14,7 +14,7 @@ from rlbatch.analysis.study import Study
 from rlbatch.output import console, markdown_table, print_json, rich_table
 from rlbatch.readers.collect import load_all
 from rlbatch.readers.generic import missing_fields
-from rlbatch.report import accounting_columns, batch_cell, build_report, samples_cell, summary_columns, with_ci_cells
+from rlbatch.report import accounting_columns, batch_cell, build_report, summary_columns, with_ci_cells
 from rlbatch.runstore import Run
 
 
@@ -78,7 +78,7 @@ def print_analysis(result: dict[str, Any], fmt: str) -> None:
         print(markdown_table(result["runs"], cols))
         if "accounting" in result:
             print(f"\n**Accounting at {result['metric']} ≥ {target:g}** (reference {result.get('reference') or 'none'})\n")
-            print(markdown_table(result["accounting"], acc_cols, none="not reached"))
+            print(markdown_table(with_ci_cells(result["accounting"]), acc_cols, none="—"))
         if result.get("recommendation"):
             print("\n**Recommendation**\n\n" + result["recommendation"])
         if result.get("report"):
@@ -91,7 +91,7 @@ def print_analysis(result: dict[str, Any], fmt: str) -> None:
     if "accounting" in result:
         rows = with_ci_cells(result["accounting"])
         compact = [("run", "configuration", None), ("batch_size", "B", batch_cell),
-                   ("samples_to_target", "samples-to-target", samples_cell), ("rN_cell", "rN (95%)", None),
+                   ("samples_to_target_cell", "samples-to-target", None), ("rN_cell", "rN (95%)", None),
                    ("relative_throughput_cell", "rel. throughput (95%)", None),
                    ("relative_time_cell", "rel. time (95%)", None), ("verdict", "verdict", None)]
         if result.get("comparisons"):

@@ -719,10 +719,41 @@ def plan_runs(runs: Sequence[Run], target: float, *, reference: str | None = Non
     # fit: then the noise model stands in, labelled): no samples-to-target to scale, no candidate's rN says it reaches
     ref_never = (not ref_reached and ref_fit is not None and ref_fit.get("samples_to_target") is None
                  and ref_fit.get("status") != "undetermined")
+    # the reference's fit cannot tell whether it reaches the target at all: its interval of samples-to-target is
+    # open above (or it has no prediction): every ratio to it is then open too (an rN interval from 0 to
+    # infinity), so no candidate can be ranked against it
+    ref_ci = (ref_fit or {}).get("samples_to_target_ci") if not ref_reached else None
+    ref_open = not ref_reached and not ref_never and (
+        s_ref is None or not ref_ci or ref_ci[1] is None or not math.isfinite(ref_ci[1]))
+    no_pick = None
     if ref_never:
+        no_pick = (f"the reference {ref_name}'s fitted curve does not reach {metric} >= {target:g}, so no "
+                   "samples-to-target to compare with")
+    elif ref_open:
+        no_pick = (f"the reference {ref_name} has not reached {metric} >= {target:g}, and its fitted curve cannot "
+                   "tell whether it ever will (the interval of its predicted samples-to-target is open above"
+                   + (f": {ref_ci[0]:,.0f} to unbounded" if ref_ci and ref_ci[0] is not None else "")
+                   + "), so every ratio to it is open")
+    def bounded(ci) -> bool:
+        return bool(ci) and ci[0] is not None and ci[1] is not None and 0 < ci[0] and math.isfinite(ci[1])
+
+    if ref_open:
+        # a ratio to an open reference can still be bounded where both sides come from one joint fit (the shared
+        # shape's uncertainty cancels): rank those; an unbounded one cannot be ranked
         for c in cands:
-            if c["rN_source"] != "measured":
+            if not c["is_reference"] and c["rN_source"] == "fit" and not bounded(c.get("rN_ci")):
+                c.update(rN=None, rN_ci=None, predicted_relative_time=None, interval=None,
+                         why="its rN interval is open: the reference's fitted curve is open above")
+        if any(bounded(c.get("rN_ci")) for c in cands if not c["is_reference"] and c["rN_source"] == "fit"):
+            no_pick = None
+            notes.append(f"the reference {ref_name}'s predicted samples-to-target is open above: only candidates "
+                         "whose rN interval is bounded (fitted jointly with it) are ranked")
+    if no_pick is not None:
+        for c in cands:
+            if c["rN_source"] != "measured" or c["is_reference"]:
                 c.update(reaches=False, predicted_relative_time=None, interval=None)
+                if not c["is_reference"] and c["rN_source"] == "fit":
+                    c.update(rN=None, rN_ci=None)
     best_row = max((r for r in rows.values() if r.get("best_score") is not None), key=lambda r: r["best_score"],
                    default=None)
     reach_info = {"best_score": best_row["best_score"] if best_row else None,
@@ -730,7 +761,7 @@ def plan_runs(runs: Sequence[Run], target: float, *, reference: str | None = Non
     return _finish(cands, ref_name, target, tol,
                    {"metric": metric, "input": "runs", "b_noise": _bn_json(bn), "clock": acc["clock"],
                     "throughput_model": {"source": model_src, "gen_exponent": model["gen"]["exponent"]}
-                    if model is not None else None, "notes": notes, "reach": reach_info})
+                    if model is not None else None, "notes": notes, "reach": reach_info, "no_pick": no_pick})
 
 
 # --------------------------------------------------------------------------------------------------- entry points
@@ -802,6 +833,9 @@ def _headline(plan: dict[str, Any]) -> str:
         seen = f"; the best measured score is {best:.3g} ({info['best_run']})" if best is not None else ""
         instead = (f"plan at a target the runs reach (e.g. --target {math.floor(best * 100) / 100:g})"
                    if best is not None else "plan at a lower --target")
+        if plan.get("no_pick"):
+            return (f"No pick: {plan['no_pick']}{seen}. Run instead: {instead}, or train the probes longer and plan "
+                    "again.")
         return (f"No configuration reaches {tgt}, measured or predicted by its fitted curve{seen}: nothing to "
                 f"recommend. Run instead: {instead}, or train the configurations longer and plan again.")
     c = next((c for c in plan["candidates"] if (c["run"] or c["batch_size"]) == rec), None)

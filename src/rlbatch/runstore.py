@@ -21,7 +21,7 @@ import tempfile
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Literal
+from typing import Any, Iterable, Literal, Sequence
 
 import numpy as np
 import pandas as pd
@@ -489,6 +489,40 @@ def iter_run_dirs(root: Path | str) -> Iterable[Path]:
         return
     for p in sorted(root.rglob(RUN_JSON)):
         yield p.parent
+
+
+#: the record an adaptive sweep writes beside its trials (``OUT/adaptive.json``; rlbatch.study.adaptive)
+ADAPTIVE_JSON = "adaptive.json"
+#: adaptive outcomes that end a trial before its configuration was measured (rlbatch.study.adaptive's states)
+STOPPED_EARLY_STATES = ("cannot win", "never reaches", "skipped")
+
+
+def annotate_stopped(runs: Iterable["Run"], trials: Sequence[dict[str, Any]]) -> None:
+    """Mark the runs an adaptive sweep stopped early (``trials``: its record's ``trials``, each ``run_id``,
+    ``state``, ``samples``, ``decided_by``) with ``meta.stopped_early = {"state", "why", "samples"}``, so that
+    every report says "stopped early (why, at how many samples)" of them and never "did not reach the target"."""
+    by = {t.get("run_id"): t for t in trials if isinstance(t, dict) and t.get("state") in STOPPED_EARLY_STATES}
+    for r in runs:
+        t = by.get(r.run_id)
+        if t is not None:
+            r.meta.stopped_early = {"state": t["state"], "why": t.get("decided_by") or t["state"],
+                                    "samples": t.get("samples")}
+
+
+def adaptive_trials(root: Path | str) -> list[dict[str, Any]]:
+    """The ``trials`` of the adaptive record at ``root`` or its parent (a sweep's ``OUT/adaptive.json`` beside
+    ``OUT/trials``); [] when there is none or it cannot be read."""
+    root = Path(root)
+    for d in (root, root.parent):
+        p = d / ADAPTIVE_JSON
+        if p.is_file():
+            try:
+                data = json.loads(p.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                return []
+            trials = data.get("trials") if isinstance(data, dict) else None
+            return trials if isinstance(trials, list) else []
+    return []
 
 
 def finite_record(rec: dict[str, Any]) -> dict[str, Any]:

@@ -37,6 +37,7 @@ from rlbatch.analysis.throughput import run_throughput
 from rlbatch.errors import UserError
 from rlbatch.plan import plan_runs
 from rlbatch.readers.collect import load_all
+from rlbatch.runstore import Run
 from rlbatch.study.adaptive import earliest_crossing, eval_points, race, run_samples, stop_verdict
 
 SPARK = "▁▂▃▄▅▆▇█"
@@ -177,20 +178,51 @@ def predict(runs: list, *, target: float | None, metric: str = "eval/score", upd
             up.recommended = plan["recommended"]
             best = next((c for c in plan["candidates"] if c["run"] == plan["recommended"]), None)
             crossed = earliest_crossing(runs, target, metric)
-            now = race(groups, target, metric, clock)
+            now = race(groups, target, metric, clock, reference=plan.get("reference"))
+            final = _final_verdicts(study)
             for c in plan["candidates"]:
                 n = min((eval_points(r, metric) for r in groups.get(c["run"], [])), default=0)
-                verdict = now.verdict(c["run"]) or stop_verdict(
-                    c, best, n, reference=plan.get("reference"), crossed_at=crossed,
-                    samples=min((run_samples(r) for r in groups.get(c["run"], [])), default=0.0))
+                done = c["run"] in groups and all(finished(r) for r in groups[c["run"]])
+                if done:  # nothing left to stop: the report's verdict, the one rule for finished runs
+                    verdict = None
+                else:
+                    verdict = now.verdict(c["run"]) or stop_verdict(
+                        c, best, n, reference=plan.get("reference"), crossed_at=crossed,
+                        samples=min((run_samples(r) for r in groups.get(c["run"], [])), default=0.0))
                 up.ranking.append({"config": c["run"], "batch_size": c["batch_size"],
                                    "predicted_relative_time": c["predicted_relative_time"],
                                    "interval": c["interval"], "rN": c["rN"], "rN_source": c["rN_source"],
                                    "relative_throughput": c["relative_throughput"],
                                    "would_stop": verdict is not None,
-                                   "why": f"{verdict[0]}: {verdict[1]}" if verdict else None})
+                                   "why": f"{verdict[0]}: {verdict[1]}" if verdict else
+                                   (f"finished: {final.get(c['run'], 'no verdict')}" if done else None)})
             up.ranking.sort(key=lambda r: (r["predicted_relative_time"] is None, r["predicted_relative_time"] or 0))
     return up
+
+
+def finished(run: Run) -> bool:
+    """Whether a run has finished, as far as its files say: a run directory of this tool whose ``run.json`` is no
+    longer ``running``. A log of another framework does not say: watched live, it counts as running."""
+    return run.meta.source_format in (None, "rlbatch") and run.meta.status != "running"
+
+
+def _final_verdicts(study: Study) -> dict[str, str]:
+    """{configuration: the report's verdict in words} from the study's accounting (the pick, within noise of it,
+    or the accounting's verdict): what ``watch`` shows for configurations that finished, so that it and the report
+    give one answer. {} when there is no accounting (no reference reached the target)."""
+    try:
+        acc = study.accounted
+    except UserError:
+        return {}
+    if not acc:
+        return {}
+    h = acc.get("headline") or {}
+    out = {}
+    for r in acc["rows"]:
+        name = r["run"]
+        out[name] = ("the pick" if name == h.get("pick") else "within noise of the pick"
+                     if name in (h.get("within_noise") or []) else str(r.get("verdict")))
+    return out
 
 
 # --------------------------------------------------------------------------------------------------- rendering

@@ -224,7 +224,21 @@ def estimate_configuration(runs: Sequence[Run], target: float | None, metric: st
         "time_to_target_s": float(T.mean()) if timed else None, "time_to_target_ci": None,
         "throughput_samples_per_s": None, "throughput_ci": None, "clock": clock,
         "throughput_window": "to target" if reached else "whole run",
-        "best_score": max((float(it["_curve"][metric].max()) for it in items if len(it["_curve"])), default=None)}
+        "best_score": max((float(it["_curve"][metric].max()) for it in items if len(it["_curve"])), default=None),
+        "stopped": None, "unfinished": [], "samples_to_target_at_least": None}
+    if not reached:
+        stops = [getattr(r.meta, "stopped_early", None) for r in runs]
+        stop = next((x for x in stops if x), None)
+        if stop is not None:  # the adaptive sweep stopped it before every seed got there: no verdict on the batch
+            est["stopped"] = {"state": stop.get("state"), "why": stop.get("why"),
+                              "samples": min(float(it["samples"] or 0.0) for it in items)}
+        else:
+            est["unfinished"] = [r.run_id for r, it in zip(runs, items)
+                                 if it["samples_to_target"] is None and still_running(r)]
+        if target is not None and all(it["samples"] is not None for it in items):
+            # each seed needs at least the samples it has run (or its crossing): a lower bound on the mean
+            est["samples_to_target_at_least"] = float(np.mean([
+                it["samples_to_target"] if it["samples_to_target"] is not None else it["samples"] for it in items]))
     S_b = T_b = None
     z = t_draws(k, n_boot, rng)  # one t draw per replicate, shared by S, T and the whole-run throughput
     if reached:
@@ -299,13 +313,32 @@ def compare(est: dict[str, Any], ref: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def still_running(run: Run) -> bool:
+    """Whether ``run`` had not finished when it was read: a run directory this tool wrote (its ``run.json`` says
+    ``running`` until the trainer ends; a sweep interrupted by Ctrl-C or a crash leaves it so), not stopped by an
+    adaptive sweep. Logs of other frameworks do not say, and count as finished."""
+    m = run.meta
+    return m.status == "running" and (m.source_format in (None, "rlbatch")) and not getattr(m, "stopped_early", None)
+
+
+#: verdicts of a configuration that was not measured to the target: no statement on the batch itself
+STOPPED, UNFINISHED = "stopped early", "unfinished"
+
+
 def verdict_label(relative_time: float | None, ci: Sequence[float] | None, *, is_reference: bool = False,
-                  reached: bool = True) -> str:
-    """The decision for one configuration: ``reference``, ``not reached``, ``unknown`` (no throughput),
-    ``faster`` / ``slower`` (the interval of the relative time lies wholly below / above 1; the point estimate
-    when there is no interval) or ``within noise`` (the interval contains 1)."""
+                  reached: bool = True, stopped: bool = False, unfinished: bool = False) -> str:
+    """The decision for one configuration: ``reference``, ``stopped early`` (an adaptive sweep stopped it before
+    every seed reached the target), ``unfinished`` (its trials had not finished: still running, or interrupted),
+    ``not reached`` (it ran its budget without reaching the target), ``unknown`` (no throughput), ``faster`` /
+    ``slower`` (the interval of the relative time lies wholly below / above 1; the point estimate when there is no
+    interval) or ``within noise`` (the interval contains 1). One verdict per configuration: the headline, the
+    tables and the aligned family all read this one."""
     if is_reference:
         return "reference"
+    if not reached and stopped:
+        return STOPPED
+    if not reached and unfinished:
+        return UNFINISHED
     if not reached:
         return "not reached"
     if relative_time is None:
@@ -436,9 +469,14 @@ def account_runs(runs: Sequence[Run], target: float, metric: str = "eval/score",
                                  "n_reached", "samples_to_target", "samples_to_target_ci",
                                  "samples_to_target_per_seed", "time_to_target_s", "time_to_target_ci",
                                  "throughput_samples_per_s", "throughput_ci", "throughput_window", "best_score")}
-        row = {"run": name, **row, **c, "runs": e["runs"], "reached": e["reached"]}
+        row = {"run": name, **row, **c, "runs": e["runs"], "reached": e["reached"], "stopped": e.get("stopped"),
+               "unfinished": e.get("unfinished") or [], "rN_at_least": None}
+        s_ref = ests[ref]["samples_to_target"] if ref is not None else None
+        if not e["reached"] and e.get("samples_to_target_at_least") and s_ref:
+            row["rN_at_least"] = e["samples_to_target_at_least"] / s_ref  # rN is more than this: it ran so far
         label = verdict_label(row["relative_time"], row["relative_time_ci"], is_reference=name == ref,
-                              reached=e["reached"])
+                              reached=e["reached"], stopped=bool(e.get("stopped")),
+                              unfinished=bool(e.get("unfinished")))
         row["faster_than_reference"], row["verdict"] = faster(label), label
         rows.append(row)
     ref_ok = ref is not None and ests[ref]["reached"] and bool(ests[ref]["samples_to_target"])
@@ -539,6 +577,16 @@ def _name(r: dict[str, Any]) -> str:
     return f"{r['run']} (B={r['batch_size']})" if r.get("batch_size") else str(r["run"])
 
 
+def stopped_text(r: dict[str, Any]) -> str:
+    """One stopped-early configuration in words: its name, why and at how many samples the adaptive sweep stopped
+    it, and the rN it had at least (it had not reached the target after that many samples)."""
+    st = r.get("stopped") or {}
+    at = st.get("samples")
+    return (f"{_name(r)} stopped at {at:,.0f} samples ({st.get('state')}: {st.get('why')})" if at else
+            f"{_name(r)} stopped ({st.get('state')}: {st.get('why')})") + (
+        f", rN > {r['rN_at_least']:.2f} by then" if r.get("rN_at_least") else "")
+
+
 def headline(rows: list[dict[str, Any]], ref: str | None, metric: str, target: float,
              runs: Sequence[Run] = ()) -> dict[str, Any]:
     """The accounting's headline: at most three ``lines`` (the pick with its interval; which others are within
@@ -576,32 +624,54 @@ def headline(rows: list[dict[str, Any]], ref: str | None, metric: str, target: f
         return out
     ok = [r for r in rows if r["relative_time"] is not None]
     b = min(ok, key=lambda r: (r["relative_time"], r["batch_size"] or 0))
-    tied = [r for r in ok if r is not b and intervals_overlap(r["relative_time_ci"], b["relative_time_ci"],
-                                                              r["relative_time"], b["relative_time"])]
+    rej = [r for r in rows if r.get("verdict") in REJECTED]
+    stopped = [r for r in rows if r.get("verdict") == STOPPED]
+    unfinished = [r for r in rows if r.get("verdict") == UNFINISHED]
+    # one verdict per configuration: a rejected one is never also "within noise of the pick"
+    tied = [r for r in ok if r is not b and r not in rej and intervals_overlap(
+        r["relative_time_ci"], b["relative_time_ci"], r["relative_time"], b["relative_time"])]
     out["pick"], out["within_noise"] = b["run"], [r["run"] for r in tied]
+    out["beats_reference"] = b["run"] != ref and b.get("verdict") == "faster"
     if b["run"] == ref:
         first = (f"**Pick: {_name(b)}, the reference.** No other configuration has a smaller relative "
                  f"time-to-target at {metric} ≥ {target:g}.")
+    elif b.get("verdict") != "faster":
+        first = (f"**No batch beats the reference {_name(by[ref])} beyond noise** at {metric} ≥ {target:g}. The best "
+                 f"estimate is {_name(b)}: {b['relative_time']:.2f}x{_iv(b['relative_time_ci'])} the reference's "
+                 f"time-to-target (throughput {b['relative_throughput']:.2f}x{_iv(b['relative_throughput_ci'])} "
+                 f"against a sample penalty rN = {b['rN']:.2f}{_iv(b['rN_ci'])}), an interval that contains 1.")
     else:
         first = (f"**Pick: {_name(b)}**, {b['relative_time']:.2f}x{_iv(b['relative_time_ci'])} the reference "
                  f"{by[ref]['run']}'s time-to-target at {metric} ≥ {target:g}: throughput "
                  f"{b['relative_throughput']:.2f}x{_iv(b['relative_throughput_ci'])} against a sample penalty rN = "
                  f"{b['rN']:.2f}{_iv(b['rN_ci'])}.")
+    what = "the pick" if out["beats_reference"] or b["run"] == ref else "the best estimate"
     if tied:
-        second = (f"Within noise of the pick: {', '.join(_name(r) for r in tied)}; more seeds or longer timing would "
+        second = (f"Within noise of {what}: {', '.join(_name(r) for r in tied)}; more seeds or longer timing would "
                   "separate them.")
     else:
-        second = "No other configuration is within noise of the pick."
-    rej = [r for r in rows if r.get("verdict") in REJECTED]
+        second = f"No other configuration is within noise of {what}."
     if rej:
         why = {"slower": "slower than the reference beyond noise", "not reached": "did not reach the target"}
         third = "Rejected: " + "; ".join(f"{_name(r)}, {why[r['verdict']]}" + (
             f" ({r['relative_time']:.2f}x{_iv(r['relative_time_ci'])})" if r["verdict"] == "slower" else
-            f" ({r.get('n_reached', 0)}/{r.get('n_seeds', '?')} seeds)") for r in rej) + "."
+            f" ({r.get('n_reached', 0)}/{r.get('n_seeds', '?')} seeds within the budget"
+            + (f"; rN > {r['rN_at_least']:.2f}" if r.get("rN_at_least") else "") + ")") for r in rej) + "."
     else:
         third = "Rejected: none (no configuration is slower than the reference beyond noise or missed the target)."
     out["lines"] = [first, second, third]
-    out["bullets"] = [verdict(r, ref) for r in rows if r["run"] not in (ref, b["run"])]
+    if stopped:
+        out["lines"].append("Stopped early by the adaptive sweep (not measured to the target, so no verdict on the "
+                            "batch itself): " + "; ".join(stopped_text(r) for r in stopped) + ".")
+    if unfinished:
+        out["lines"].append("Unfinished: " + "; ".join(
+            f"{_name(r)} ({len(r['unfinished'])} of {r.get('n_seeds', '?')} seed(s) still running or interrupted"
+            + (f", rN > {r['rN_at_least']:.2f} so far" if r.get("rN_at_least") else "") + ")" for r in unfinished)
+                            + ". The verdicts above are provisional until they finish (rerun the same sweep "
+                            "command to resume).")
+        out["provisional"] = True
+    out["bullets"] = [verdict(r, ref) for r in rows if r["run"] not in (ref, b["run"])
+                      and r.get("verdict") not in (STOPPED, UNFINISHED)]  # those have their line above
     hw = {str(r.meta.hardware) for r in runs if r.meta.hardware}
     if len(hw) > 1:
         out["bullets"].append(f"Caution: these runs used different hardware ({'; '.join(sorted(hw))}), so throughput "
@@ -765,9 +835,15 @@ def verdict(row: dict[str, Any], reference: str) -> str:
     run = row["run"]
     if run == reference:
         return f"{run} is the reference."
+    if row.get("verdict") == STOPPED:
+        return f"{stopped_text(row)}: stopped early, not measured to the target."
+    if row.get("verdict") == UNFINISHED:
+        return (f"{run} is unfinished ({len(row.get('unfinished') or [])} seed(s) still running or interrupted)"
+                + (f"; rN > {row['rN_at_least']:.2f} so far" if row.get("rN_at_least") else "") + ": no verdict yet.")
     if not row.get("reached"):
         n = f" ({row['n_reached']}/{row['n_seeds']} seeds reached it)" if row.get("n_seeds") else ""
-        return f"{run} did not reach the target{n}: not reached, so it cannot be faster."
+        low = f"; rN > {row['rN_at_least']:.2f}" if row.get("rN_at_least") else ""
+        return f"{run} did not reach the target within its budget{n}{low}: not reached, so it cannot be faster."
     if row.get("relative_throughput") is None or row.get("relative_time") is None:
         return f"{run}: throughput unknown, no decision."
     gain, rn, rel = row["relative_throughput"], row["rN"], row["relative_time"]

@@ -116,16 +116,39 @@ def with_ci(v: Any, ci: Any) -> str:
     return f"{v:.2f} ({format_interval(ci)})"
 
 
+def samples_to_target_cell(r: dict) -> str:
+    """An accounting row's samples-to-target for a table: the count, ``stopped at N`` (an adaptive sweep stopped
+    it), ``unfinished`` (its trials had not finished) or ``not reached`` (it ran its budget without reaching)."""
+    v = r.get("samples_to_target")
+    if v is not None:
+        return count(v)
+    st = r.get("stopped")
+    if st:
+        return f"stopped at {count(st.get('samples'))}" if st.get("samples") else "stopped early"
+    if r.get("unfinished"):
+        return "unfinished"
+    return NOT_REACHED
+
+
 def with_ci_cells(rows: list[dict]) -> list[dict]:
-    return [{**r, **{f"{k}_cell": with_ci(r.get(k), r.get(f"{k}_ci"))
-                     for k in ("rN", "relative_throughput", "relative_time")}} for r in rows]
+    """Rows with their table cells: each ratio and its interval in one cell (``rN_cell``...), rN as a lower bound
+    (``> 1.25``) where the configuration was not measured to the target, and ``samples_to_target_cell``."""
+    out = []
+    for r in rows:
+        cells = {f"{k}_cell": with_ci(r.get(k), r.get(f"{k}_ci")) for k in ("rN", "relative_throughput",
+                                                                            "relative_time")}
+        if r.get("rN") is None and r.get("rN_at_least"):
+            cells["rN_cell"] = f"> {r['rN_at_least']:.2f}"
+        cells["samples_to_target_cell"] = samples_to_target_cell(r)
+        out.append({**r, **cells})
+    return out
 
 
 def accounting_columns(combined: bool = False) -> list[tuple[str, str, Any]]:
     """Columns of the accounting table (the report and ``rlbatch analyze``); ``combined``: each ratio and its
     interval in one cell (the rows need :func:`with_ci_cells`)."""
     head = [("run", "configuration", None), ("batch_size", "B", batch_cell), ("n_seeds", "seeds", None),
-            ("samples_to_target", "samples-to-target", samples_cell),
+            ("samples_to_target_cell", "samples-to-target", None),
             ("time_to_target_s", "time-to-target", _duration)]
     if combined:
         return head + [("rN_cell", "rN (95% CI)", None), ("relative_throughput_cell", "rel. throughput (95% CI)", None),

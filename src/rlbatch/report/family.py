@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from rlbatch.analysis.interval import format_interval
-from rlbatch.analysis.accounting import TOLERANCE, aligned, aligned_span, verdict
+from rlbatch.analysis.accounting import STOPPED, TOLERANCE, UNFINISHED, aligned, aligned_span, verdict
 
 
 def _ci_text(ci: Sequence[float | None] | None) -> str:
@@ -75,6 +75,21 @@ def aligned_family(rows: Sequence[dict[str, Any]], reference: str | None,
         statement = (f"On {rule_s}, rN stays within 1 + {tolerance:g} = {limit:.2f} over every batch size run "
                      f"({span}): the aligned family does not end within this ladder, so the critical batch lies "
                      f"above B = {bs[-1]}; run larger batches to find it.")
+    elif ladder[end["batch_size"]].get("verdict") in (STOPPED, UNFINISHED):
+        e = ladder[end["batch_size"]]
+        low = e.get("rN_at_least")
+        how = ("stopped early by the adaptive sweep" if e.get("verdict") == STOPPED else
+               "unfinished (its trials had not finished)")
+        if low and low > limit:
+            statement = (f"On {rule_s}, the aligned family (rN ≤ {limit:.2f}) is {span}; it ends at "
+                         f"B = {end['batch_size']} ({end['run']}), {how} before reaching the target with rN > "
+                         f"{low:.2f} already, above {limit:.2f}.")
+        else:
+            statement = (f"On {rule_s}, the aligned family (rN ≤ {limit:.2f}) is {span} as measured; "
+                         f"B = {end['batch_size']} ({end['run']}) was {how} before its rN could be measured"
+                         + (f" (rN > {low:.2f} by then)" if low else "") + ", so where the family ends is not "
+                         "measured by this sweep.")
+            end["clear"] = False
     elif not end["reached"]:
         statement = (f"On {rule_s}, the aligned family (rN ≤ {limit:.2f}) is {span}; it ends at "
                      f"B = {end['batch_size']} ({end['run']}), which did not reach the target within its sample "
@@ -119,13 +134,15 @@ def family_markdown(fam: dict[str, Any] | None, rej: Sequence[dict[str, Any]]) -
         return "No reference configuration, so no aligned family."
     lines = [fam["statement"], ""]
     past = [r for r in rej if r.get("lr_rule") == fam["rule"] and (r["batch_size"] or 0) > fam["upper"]]
+    other = [r for r in rej if r not in past]
     if past:
         lines.append("Past the end of the family the decision rule rejects the larger batch even with the learning "
                      "rate retuned (the paper's warning: past the critical batch rN grows faster than throughput):")
-    elif rej:
-        lines.append("Rejected by the decision rule:")
-    for r in sorted(rej, key=lambda r: (r.get("lr_rule") != fam["rule"], r["batch_size"] or 0)):
-        lines.append(f"- {r['reason']}")
+        lines += [f"- {r['reason']}" for r in sorted(past, key=lambda r: r["batch_size"] or 0)]
+    if other:
+        lines.append("Rejected by the decision rule:" if not past else "Also rejected by the decision rule:")
+        lines += [f"- {r['reason']}" for r in sorted(other, key=lambda r: (r.get("lr_rule") != fam["rule"],
+                                                                          r["batch_size"] or 0))]
     if not rej:
         lines.append("No configuration is rejected: none is slower than the reference beyond noise.")
     return "\n".join(lines)

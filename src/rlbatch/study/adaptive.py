@@ -219,23 +219,27 @@ class Race:
     best: str | None
     best_s: float | None
     floors: dict[str, tuple[float | None, bool]]
+    reference: str | None = None
 
     def verdict(self, name: str) -> tuple[str, str] | None:
-        """:func:`race_verdict` for configuration ``name`` (None for the best itself or an unknown name)."""
-        if name == self.best or name not in self.floors:
+        """:func:`race_verdict` for configuration ``name`` (None for the best itself, the reference, or an unknown
+        name): the reference is never stopped, every rN is measured against it."""
+        if name in (self.best, self.reference) or name not in self.floors:
             return None
         floor, is_measured = self.floors[name]
         return race_verdict(floor, self.best_s, self.best, is_measured)
 
 
-def race(groups: dict[str, Sequence[Any]], target: float, metric: str, clock: str) -> Race:
+def race(groups: dict[str, Sequence[Any]], target: float, metric: str, clock: str,
+         reference: str | None = None) -> Race:
     """The race over ``groups`` ({configuration: its seeds' runs so far}, in ladder order: a tie in measured
     time-to-target goes to the first): every configuration's :func:`time_floor` on ``clock`` and the best measured
-    one. The one implementation of the race rule for :func:`decide`, ``rlbatch watch`` and the TRL callback."""
+    one. ``reference``: the configuration every other is compared with, never stopped. The one implementation of the
+    race rule for :func:`decide`, ``rlbatch watch`` and the TRL callback."""
     floors = {c: time_floor(rs, target, metric, clock) for c, rs in groups.items()}
     done = [(v[0], i, c) for i, (c, v) in enumerate(floors.items()) if v[1] and v[0] is not None]
     t, _, best = min(done) if done else (None, 0, None)
-    return Race(best, t, floors)
+    return Race(best, t, floors, reference)
 
 
 def measured(runs: Sequence[Any], target: float, metric: str, n_boot: int = 200) -> list[float] | None:
@@ -297,11 +301,11 @@ def stop_verdict(c: dict[str, Any] | None, best: dict[str, Any] | None, n_eval: 
     the noise model alone) lies wholly above the best's (a configuration with runs: a batch predicted by the
     noise model alone never stops a trial). A degenerate (zero-width) interval never justifies a
     stop: ``c``'s and the best's must have width > 0, except the plan's ``reference`` (its run name), whose [1, 1]
-    is so by construction (its uncertainty is in the other side's ratio interval). Stopping the reference itself
-    rests wholly on the best's interval, which must then be :func:`informative` (from a fit or >= 2 seeds: a
-    one-seed measured interval is the evaluation-noise bootstrap alone). NaN ends are open. Used by :func:`decide` and ``rlbatch watch``."""
-    if c is None or n_eval < min_eval_points:
-        return None
+    is so by construction (its uncertainty is in the other side's ratio interval). The reference itself is never
+    stopped (issue 37: a reference stopped on a prediction about another batch left the report without rN for
+    anything). NaN ends are open. Used by :func:`decide` and ``rlbatch watch``."""
+    if c is None or n_eval < min_eval_points or (reference is not None and c.get("run") == reference):
+        return None  # the reference is never stopped: every rN of the sweep is measured against it
     if c.get("never_reaches") and crossed_at is not None and samples is not None and samples >= crossed_at:
         return NEVER, (f"fit: never reaches the target ({c['never_reaches']}), after {samples:.0f} samples, past "
                        f"the earliest crossing of the target in this sweep ({crossed_at:.0f} samples)")
@@ -401,7 +405,7 @@ def decide(executor, trials: Sequence[TrialRef], *, target: float, metric: str =
         decisions.append(Decision(event, action, c, [t.run_id for t in configs[c]], why, outcome, s,
                                   evidence or {}))
         if action in ("stop", "skip"):
-            say(f"B={batch[c]} {c}: {outcome} after {s:.0f} samples: {why}")
+            say(f"B={batch[c]} {c}: {outcome} after {s:.0f} samples over its {len(configs[c])} seed(s): {why}")
 
     def start(c, why):
         state[c] = "active"
@@ -440,7 +444,7 @@ def decide(executor, trials: Sequence[TrialRef], *, target: float, metric: str =
         if any(fresh.values()):
             clk = clock if clock != "auto" else clock_basis([r for r in runs.values() if r is not None])
             now = race({c: [runs.get(t.run_id) for t in configs[c]] for c in order
-                        if state[c] not in ("pending", SKIPPED)}, target, metric, clk)
+                        if state[c] not in ("pending", SKIPPED)}, target, metric, clk, reference=order[0])
             for c in [c for c in order if state[c] == "active"]:
                 v = now.verdict(c)
                 if v is not None:
@@ -478,6 +482,8 @@ def decide(executor, trials: Sequence[TrialRef], *, target: float, metric: str =
                 ev = _evidence(x, best)
                 npts = min(eval_points(r, metric) for r in rs)
                 ev.update(eval_points=npts, samples=[run_samples(r) for r in rs])
+                if c == order[0]:
+                    continue  # the reference (the ladder's first configuration) runs to its target or budget
                 v = stop_verdict(x, best if c != best_cfg else None, npts, min_eval_points,
                                  reference=plan.get("reference") if plan else None,
                                  samples=min(run_samples(r) for r in rs), crossed_at=crossed)

@@ -14,7 +14,7 @@ from rlbatch.readers.collect import load_all
 from rlbatch.errors import UserError
 from rlbatch.readers import load
 from rlbatch.report import build_report
-from rlbatch.runstore import atomic_write_text
+from rlbatch.runstore import annotate_stopped, atomic_write_text
 from rlbatch.study.adaptive import AdaptiveResult
 from rlbatch.study.manifest import read_manifest
 
@@ -87,5 +87,6 @@ def finish_adaptive(res: AdaptiveResult, out: Path, runs_dir, target: float, tit
             runs = []
     if not runs:
         return {"adaptive": rec, "report": {}}
+    annotate_stopped(runs, rec.get("trials") or [])  # the report says which trials the loop stopped, and why
     rep = build_report(runs, out, target=target, title=title + " — adaptive", sections=[adaptive_section(rec)])
     return {"adaptive": rec, "report": rep}
