@@ -232,7 +232,7 @@ def test_plan_from_30_percent_rejects_the_late_penalty_batch_the_old_method_pick
     assert plan["recommended"] == "B64-G8-sqrt" and big["verdict"] in ("slower", "within noise")
     assert big["predicted_relative_time"] > 1.05 and big["interval"][1] > 1.5
     assert big["rN_source"] == "fit" and big["rN_level"] == LATE_TARGET
-    assert big["rN"] > big["relative_throughput"] and big["rN_ci"][0] > 1.3
+    assert big["rN"] > big["relative_throughput"] and big["rN_ci"][0] > 1.1  # 95% interval (was 80%: > 1.3)
     assert "fitted and extrapolated to the target" in big["sentence"]
     # the old method: rN measured below the target, taken to hold at it -> B=128 looked faster
     g = group_seeds(short)
@@ -259,12 +259,14 @@ def test_stored_sweeps_at_30_percent_cover_and_pick_within_10_percent(name, tmp_
     assert s["n_predicted"] >= 4 and s["coverage"] >= 0.8, s
 
 
-def test_weak_model_sweep_at_30_percent(tmp_path_factory):
-    """demo_sweep_v1cache (a weaker start that never reached 0.45) at target 0.3, reached at about 2x the 30% cut:
-    the plan picks the best measured batch, B = 64; of the 3 configurations whose samples-to-target had to be
-    predicted 2 are covered, and none is rejected as "never reaches" (before the profile likelihood: 0 of 3
-    covered, B = 128 and the fixed-LR control wrongly "never")."""
+def test_weak_model_sweep_at_30_and_40_percent(tmp_path_factory):
+    """demo_sweep_v1cache (a weaker start that never reached 0.45) at target 0.3, reached at about 2x the 30% cut.
+    At 30% the reference's (B = 16) best fit levels off below the target (A = 0.25) while reaching curves fit too:
+    it cannot tell whether the reference gets there, so the plan picks nothing and says why (issue 37: it used to
+    pick through the noise model against a reference it could not show to reach the target). At 40% it picks the
+    best measured batch, B = 64, and none is rejected as "never reaches"."""
     runs = _stored("demo_sweep_v1cache", tmp_path_factory)
-    (s,) = plan_accuracy.evaluate(runs, 0.3, [0.3], n_boot=200, out=lambda _l: None)
-    assert s["picks_best"] and s["coverage"] >= 0.6, s
-    assert not [r for r in s["rows"] if r["source"] == "never"], s["rows"]
+    s30, s40 = plan_accuracy.evaluate(runs, 0.3, [0.3, 0.4], n_boot=200, out=lambda _l: None)
+    assert s30["pick"] is None, s30
+    assert s40["picks_best"] and s40["coverage"] >= 0.6, s40
+    assert not [r for r in s30["rows"] + s40["rows"] if r["source"] == "never"]

@@ -39,21 +39,29 @@ def test_stored_demo_sweep_is_complete(demo):
     assert ref == "B16-G8-sqrt" and rel[ref] == 1.0 and len(rel) >= 3
 
 
-def test_plan_from_30_percent_says_the_reference_is_open_and_picks_nothing(demo):
-    # issue 37 (3): at 30% of the samples the reference (B16) has not reached 0.45 and its fitted curve cannot tell
-    # whether it ever will (its interval is open above): no ratio to it is bounded, so no pick, and no rN interval
-    # from 0.00
+def test_plan_from_30_percent_is_provisional_and_no_rn_interval_starts_at_0(demo):
+    # issue 37 (3): at 30% of the samples the reference (B16) has not reached 0.45 and its fitted samples-to-target
+    # is open above: the pick is provisional and says why, and every ratio to it is open below (never "0.00")
     runs, settings = demo
     plan = plan_runs(truncate_runs(runs, 0.3), settings["target"], extend=False, n_boot=100)
-    assert plan["recommended"] is None and "open above" in plan["no_pick"]
-    assert all(c["rN_ci"] is None or c["rN_ci"][0] > 0 for c in plan["candidates"])
+    assert plan["provisional"] and "open above" in plan["provisional"]
+    assert all(c["rN_ci"] is None or c["rN_ci"][0] is None or c["rN_ci"][0] > 0 for c in plan["candidates"])
+    assert all(c["interval"] is None or c["interval"][0] is None or c["interval"][0] > 0
+               for c in plan["candidates"])
 
 
-def test_plan_from_first_40_percent_of_the_demo_picks_a_batch_within_10_percent(demo):
+def test_plan_at_a_target_no_fit_reaches_picks_nothing(demo):
+    # issue 37 (3): at a target above what any probe reaches, the reference's fit does not reach it: no pick
+    runs, _ = demo
+    plan = plan_runs(truncate_runs(runs, 0.3), 0.9, extend=False, n_boot=100)
+    assert plan["recommended"] is None and plan["no_pick"]
+
+
+def test_plan_from_first_30_percent_of_the_demo_picks_a_batch_within_10_percent(demo):
     runs, settings = demo
     target = settings["target"]
     rel, _ = measured_relative_time(runs, target)
-    short = truncate_runs(runs, 0.4)
+    short = truncate_runs(runs, 0.3)
     plan = plan_runs(short, target, extend=False, n_boot=100)
     pick = plan["recommended"]
     assert pick in rel, (pick, rel)

@@ -15,7 +15,7 @@ Where each number comes from (``rN_source`` / ``throughput_source`` in the outpu
   predicted by the saturating fit of each configuration's curve (ScaleRL's R(C) = R0 + (A - R0) / (1 + (C_mid /
   C)^b) on retained samples, configurations of one LR rule jointly with shared R0 and b;
   :mod:`rlbatch.analysis.fit`), over the reference's (measured when it reached the target, else fitted), with an
-  80% interval: the fit's bootstrap (paired across one joint fit) widened by the profile likelihood's extreme
+  95% interval: the fit's bootstrap (paired across one joint fit) widened by the profile likelihood's extreme
   curves (:func:`rlbatch.analysis.fit.profile_interval`). A configuration no curve reaching the target fits (at
   95%) is ``never reaches`` (rejected; the fitted asymptote in the sentence); one whose best fit levels off below
   the target while reaching curves fit as well is ``undetermined`` (no fitted rN, its samples-to-target interval
@@ -29,7 +29,7 @@ Where each number comes from (``rN_source`` / ``throughput_source`` in the outpu
   gradient-norm vs B fit |g_B|^2 = |G|^2 + tr(Sigma)/B (``"grad-norm fit"``, the same fit whose departure from
   B^-1/2 marks the knee; :func:`rlbatch.analysis.noise.fit_grad_norm_scaling`). Also for runs too short to fit
   (fewer than 3 evaluations past the start) and when the reference's fit does not reach the target.
-- Intervals of rN: the accounting's 95% bootstrap for measured rN; the fit's 80% interval (bootstrap over seeds
+- Intervals of rN: the accounting's 95% interval for measured rN; the fit's 95% interval (bootstrap over seeds
   and blocks of evaluations, widened by the profile likelihood) for fitted rN; for the
   noise model, B_noise fitted to the ends of the measured intervals (or B_simple's spread). The interval of the
   predicted relative time is the rN interval divided by the relative throughput (throughput taken as exact).
@@ -87,7 +87,7 @@ class Candidate:
     """One plan candidate (a configuration that was run, or a batch size without runs), typed: the row of
     ``rlbatch plan --format json`` (:meth:`to_json`, keys :data:`CANDIDATE_KEYS`). Each estimate says where it came
     from (:class:`rlbatch.analysis.results.Estimate` ``source``): ``rN`` measured at the target, ``fit`` (the
-    saturating fit, 80% interval) or ``noise-model``; ``relative_throughput`` measured, ``model``, ``profile``,
+    saturating fit, 95% interval) or ``noise-model``; ``relative_throughput`` measured, ``model``, ``profile``,
     ``table`` or ``interpolated``; ``predicted_relative_time`` = rN / relative throughput (the accounting's
     measured relative time when both were measured), with its interval."""
 
@@ -118,10 +118,10 @@ class Candidate:
     @classmethod
     def from_work(cls, c: dict[str, Any]) -> "Candidate":
         """From the plan's working record of one candidate (filled step by step in :func:`plan_runs` /
-        :func:`plan_table`, finished by :func:`_finish`). Interval levels: 95% (the accounting's bootstrap), 80%
+        :func:`plan_table`, finished by :func:`_finish`). Interval levels: 95% (the accounting's), 95%
         for an rN (and the times derived from it) from the saturating fit (module docstring)."""
         g = c.get
-        level = 0.80 if g("rN_source") == "fit" else 0.95
+        level = 0.95  # one level on every page (the fit's intervals are 95% too)
         return cls(run=g("run"), batch_size=g("batch_size"), runs=g("runs"), on_lr_rule=g("on_lr_rule"),
                    retained_batch=g("retained_batch"), samples_to_target=g("samples_to_target"),
                    predicted_samples_to_target=Estimate.of(g("predicted_samples_to_target"),
@@ -165,17 +165,18 @@ def _finite(x: Any) -> bool:
 
 
 def _div_ci(rn_ci: Sequence[float | None] | None, g_ci: Sequence[float]) -> list[float | None] | None:
-    """The interval of rN / relative throughput: [rN_lo / g_hi, rN_hi / g_lo]; an unbounded (None) upper end of
-    rN stays None."""
-    if not rn_ci or rn_ci[0] is None:
+    """The interval of rN / relative throughput: [rN_lo / g_hi, rN_hi / g_lo]; an open (None) end of rN stays
+    open. None when both ends are open."""
+    if not rn_ci or (rn_ci[0] is None and rn_ci[1] is None):
         return None
-    return [rn_ci[0] / g_ci[1], rn_ci[1] / g_ci[0] if rn_ci[1] is not None else None]
+    return [rn_ci[0] / g_ci[1] if rn_ci[0] is not None else None,
+            rn_ci[1] / g_ci[0] if rn_ci[1] is not None and math.isfinite(rn_ci[1]) else None]
 
 
 def _ci_str(ci: Sequence[float | None] | None) -> str:
     if not ci:
         return ""
-    return f" [{format_interval(ci, sep=', ', unbounded='unbounded')}]"
+    return f" [{format_interval(ci, sep=', ', unbounded='unbounded', missing='open')}]"
 
 
 # --------------------------------------------------------------------------------------------------- throughput
@@ -707,7 +708,7 @@ def plan_runs(runs: Sequence[Run], target: float, *, reference: str | None = Non
     if fitted:
         notes.append(f"rN of {', '.join(fitted)} at the target from saturating fits of the curves so far "
                      "(R = R0 + (A - R0) / (1 + (C_mid / C)^b), ScaleRL 2025), extrapolated: predicted samples-to-"
-                     "target over the reference's, with 80% intervals (measured rN: 95%)")
+                     "target over the reference's, with 95% intervals")
     never = [c["run"] for c in cands if c.get("never_reaches")]
     if never:
         notes.append(f"{', '.join(never)}: predicted never to reach {metric} >= {target:g} (fitted asymptote below "
@@ -719,35 +720,30 @@ def plan_runs(runs: Sequence[Run], target: float, *, reference: str | None = Non
     # fit: then the noise model stands in, labelled): no samples-to-target to scale, no candidate's rN says it reaches
     ref_never = (not ref_reached and ref_fit is not None and ref_fit.get("samples_to_target") is None
                  and ref_fit.get("status") != "undetermined")
-    # the reference's fit cannot tell whether it reaches the target at all: its interval of samples-to-target is
-    # open above (or it has no prediction): every ratio to it is then open too (an rN interval from 0 to
-    # infinity), so no candidate can be ranked against it
+    # the reference's own prediction: its fit does not reach the target, or cannot tell whether it does (the best
+    # fit levels off below it while reaching curves fit too): no samples-to-target to compare with, no pick. Its
+    # prediction open above (a bound below only): every ratio to it is open below, the pick is provisional
     ref_ci = (ref_fit or {}).get("samples_to_target_ci") if not ref_reached else None
-    ref_open = not ref_reached and not ref_never and (
-        s_ref is None or not ref_ci or ref_ci[1] is None or not math.isfinite(ref_ci[1]))
-    no_pick = None
-    if ref_never:
-        no_pick = (f"the reference {ref_name}'s fitted curve does not reach {metric} >= {target:g}, so no "
-                   "samples-to-target to compare with")
+    ref_open = (not ref_reached and not ref_never and s_ref is not None
+                and (not ref_ci or ref_ci[1] is None or not math.isfinite(ref_ci[1])))
+    no_pick = provisional = None
+    if not ref_reached and ref_fit is not None and (ref_never or s_ref is None):
+        no_pick = (f"the reference {ref_name}'s fitted curve does not reach {metric} >= {target:g}"
+                   + ("" if ref_never else " (or cannot tell whether it will: its best fit levels off below it)")
+                   + ", so there is no samples-to-target to compare with")
     elif ref_open:
-        no_pick = (f"the reference {ref_name} has not reached {metric} >= {target:g}, and its fitted curve cannot "
-                   "tell whether it ever will (the interval of its predicted samples-to-target is open above"
-                   + (f": {ref_ci[0]:,.0f} to unbounded" if ref_ci and ref_ci[0] is not None else "")
-                   + "), so every ratio to it is open")
-    def bounded(ci) -> bool:
-        return bool(ci) and ci[0] is not None and ci[1] is not None and 0 < ci[0] and math.isfinite(ci[1])
-
-    if ref_open:
-        # a ratio to an open reference can still be bounded where both sides come from one joint fit (the shared
-        # shape's uncertainty cancels): rank those; an unbounded one cannot be ranked
-        for c in cands:
-            if not c["is_reference"] and c["rN_source"] == "fit" and not bounded(c.get("rN_ci")):
-                c.update(rN=None, rN_ci=None, predicted_relative_time=None, interval=None,
-                         why="its rN interval is open: the reference's fitted curve is open above")
-        if any(bounded(c.get("rN_ci")) for c in cands if not c["is_reference"] and c["rN_source"] == "fit"):
-            no_pick = None
-            notes.append(f"the reference {ref_name}'s predicted samples-to-target is open above: only candidates "
-                         "whose rN interval is bounded (fitted jointly with it) are ranked")
+        provisional = ((f"the reference {ref_name} has not reached {metric} >= {target:g} and its predicted "
+                        f"samples-to-target is open above ({ref_ci[0]:,.0f} to unbounded)") if ref_ci and ref_ci[0]
+                       else f"the reference {ref_name} has not reached {metric} >= {target:g} and its prediction "
+                       "has no upper bound")
+        provisional += ", so every ratio to it is open below and the ranking rests on the fits' point estimates"
+        for c in cands:  # a ratio to an open reference has no lower bound: open, never 0.00
+            ci = c.get("rN_ci")
+            if c["rN_source"] == "fit" and not c["is_reference"] and ci and (ci[0] is None or ci[0] <= 0):
+                c["rN_ci"] = [None, ci[1] if ci[1] is not None and math.isfinite(ci[1]) else None]
+                g = c.get("relative_throughput")
+                if g:
+                    c["interval"] = _div_ci(c["rN_ci"], c.get("relative_throughput_ci") or [g, g])
     if no_pick is not None:
         for c in cands:
             if c["rN_source"] != "measured" or c["is_reference"]:
@@ -761,7 +757,8 @@ def plan_runs(runs: Sequence[Run], target: float, *, reference: str | None = Non
     return _finish(cands, ref_name, target, tol,
                    {"metric": metric, "input": "runs", "b_noise": _bn_json(bn), "clock": acc["clock"],
                     "throughput_model": {"source": model_src, "gen_exponent": model["gen"]["exponent"]}
-                    if model is not None else None, "notes": notes, "reach": reach_info, "no_pick": no_pick})
+                    if model is not None else None, "notes": notes, "reach": reach_info, "no_pick": no_pick,
+                    "provisional": provisional})
 
 
 # --------------------------------------------------------------------------------------------------- entry points
@@ -840,11 +837,12 @@ def _headline(plan: dict[str, Any]) -> str:
                 f"recommend. Run instead: {instead}, or train the configurations longer and plan again.")
     c = next((c for c in plan["candidates"] if (c["run"] or c["batch_size"]) == rec), None)
     bn = plan.get("b_noise") or {}
-    s = (f"Pick: {rec} (B={c['batch_size']})" if c and c["run"] else f"Pick: B={c['batch_size'] if c else rec}"
+    word = "Provisional pick" if plan.get("provisional") else "Pick"
+    s = (f"{word}: {rec} (B={c['batch_size']})" if c and c["run"] else f"{word}: B={c['batch_size'] if c else rec}"
          + (" (not run yet)" if c else ""))
     if c and c["predicted_relative_time"] is not None:
         iv = c.get("interval")
-        lvl = "80%" if c.get("rN_source") == "fit" else "95%"
+        lvl = "95%"  # one confidence level on the page: the fit's intervals are 95% too
         ivs = f" ({lvl} interval {_fmt_ci(iv)})" if iv else ""
         s += (f", predicted {c['predicted_relative_time']:.2f}x{ivs} the reference's ({plan['reference']}) "
               f"time-to-target at {tgt}")
@@ -855,6 +853,8 @@ def _headline(plan: dict[str, Any]) -> str:
     if bn.get("source"):
         v = "unbounded (no penalty seen)" if bn.get("unbounded") else f"{bn['value']:.4g}"
         s += f". B_noise {v} retained responses ({bn['source']})"
+    if plan.get("provisional"):
+        s += f". Provisional: {plan['provisional']}; run the probes longer to confirm it"
     return s + "."
 
 

@@ -3,7 +3,7 @@
 Each update reads the path again with the readers (a run store, a sweep tree, or any log format they know) and
 shows, per configuration (the seeds of one batch size and LR rule): the score against retained samples with the
 fitted curve (ScaleRL's saturating form, :func:`rlbatch.analysis.fit.fit_groups`, the plan's fit), the predicted
-samples-to-target with its 80% interval (measured with its 95% interval once every seed reached the target:
+samples-to-target with its 95% interval (measured with its 95% interval once every seed reached the target:
 :func:`rlbatch.analysis.accounting.estimate_configuration`), the throughput so far
 (:func:`rlbatch.analysis.throughput.run_throughput` on the accounting's clock) and the predicted time-to-target =
 samples-to-target / throughput (Li et al. 2026; the throughput taken as exact, as the plan does). For a sweep (two or

@@ -541,13 +541,15 @@ def _iv(ci: Sequence[float] | None, spec: str = ".2f") -> str:
 
 
 def intervals_overlap(a: Sequence[float] | None, b: Sequence[float] | None, pa: float, pb: float) -> bool:
-    """Whether intervals ``a`` and ``b`` (None: the point estimates ``pa`` / ``pb``; an upper end None is
-    unbounded) overlap: the within-noise test of the accounting's and the plan's headlines."""
+    """Whether intervals ``a`` and ``b`` (None: the point estimates ``pa`` / ``pb``; an end None is unbounded:
+    open below or above) overlap: the within-noise test of the accounting's and the plan's headlines."""
     a = a or [pa, pa]
     b = b or [pb, pb]
+    lo_a = a[0] if a[0] is not None else float("-inf")  # an open lower end (a ratio to an open reference)
+    lo_b = b[0] if b[0] is not None else float("-inf")
     hi_a = a[1] if a[1] is not None else float("inf")
     hi_b = b[1] if b[1] is not None else float("inf")
-    return a[0] <= hi_b and b[0] <= hi_a
+    return lo_a <= hi_b and lo_b <= hi_a
 
 
 #: Verdicts the decision rule rejects (the headline's third line, :func:`rlbatch.report.family.rejected`).

@@ -74,8 +74,8 @@ def format_interval(ci: Any, spec: str | Callable[[float], str] = ".2f", *, sep:
                     missing: str = "—") -> str:
     """The one text form of an interval ``[lo, hi]``: ``lo{sep}hi`` with each end formatted by ``spec`` (a format
     spec, or a function of the number), ``unbounded`` for an upper end that is None or +inf (``0.52–∞``), and
-    ``missing`` when there is no interval (not a pair, a lower end that is not a finite number, or a NaN upper
-    end). Every table cell, sentence and caption that shows an interval takes its text from here; callers add
+    ``< hi`` for an interval open below (lower end None, upper finite), and ``missing`` when there is no interval
+    (not a pair, a lower end that is not a finite number otherwise, or a NaN upper end). Every table cell, sentence and caption that shows an interval takes its text from here; callers add
     their own frame (``" (95% CI ...)"``)."""
     def ok(x: Any) -> bool:
         return isinstance(x, (int, float)) and math.isfinite(x)
@@ -83,6 +83,8 @@ def format_interval(ci: Any, spec: str | Callable[[float], str] = ".2f", *, sep:
     def fmt(x: float) -> str:
         return spec(x) if callable(spec) else format(x, spec)
 
+    if isinstance(ci, (list, tuple)) and len(ci) == 2 and ci[0] is None and ok(ci[1]):
+        return f"< {fmt(ci[1])}"  # open below (a ratio to a reference whose own prediction is open above)
     if not isinstance(ci, (list, tuple)) or len(ci) != 2 or not ok(ci[0]):
         return missing
     hi = ci[1]
