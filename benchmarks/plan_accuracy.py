@@ -9,12 +9,13 @@ retained samples (:func:`rlbatch.plan.truncate_runs`), the plan is made from the
 (:func:`rlbatch.analysis.accounting.account_runs`):
 
 - per configuration: the predicted samples-to-target (mean over seeds) with its interval and where it comes from
-  (``measured``: already reached within f; ``fit``: the saturating fit, 80% interval; ``never``: predicted never to
+  (``measured``: already reached within f; ``fit``: the saturating fit, 95% interval; ``never``: predicted never to
   reach), the measured one from the full runs, and whether the measured value lies in the predicted interval
   (``never`` covers a configuration that did not reach the target in the full sweep either);
 - whether the plan's pick has a measured time-to-target within 10% of the best measured.
 
-Each fraction ends with ``fraction=F plan_coverage=X.XX plan_picks_best=yes|no``; plan_coverage is over the
+Each fraction ends with ``fraction=F plan_coverage=X.XX plan_picks_best=yes|no|none``
+(none: the plan picked nothing, saying why); plan_coverage is over the
 configurations whose samples-to-target had to be predicted (source ``fit``, ``open`` or ``never``; over all
 configurations when none had to be).
 """
@@ -105,9 +106,14 @@ def evaluate(runs, target: float, fractions, n_boot: int = 200, out=print) -> li
         cov = sum(bool(r["inside"]) for r in pool) / len(pool) if pool else float("nan")
         pick = plan["recommended"]
         ok = best is not None and pick in rel and rel[pick] <= 1.10 * best
-        out(f"# picked {pick}: measured relative time {rel.get(pick, float('nan')):.2f} vs best {best:.2f}; "
-            f"{len(pred)} of {len(rows)} configurations predicted")
-        out(f"fraction={f:g} plan_coverage={cov:.2f} plan_picks_best={'yes' if ok else 'no'}")
+        if pick is None:  # the plan said it cannot tell yet (the reference's fit open or short of the target)
+            out(f"# no pick: {plan.get('no_pick') or 'no configuration reaches the target'}; "
+                f"{len(pred)} of {len(rows)} configurations predicted")
+        else:
+            out(f"# picked {pick}: measured relative time {rel.get(pick, float('nan')):.2f} vs best {best:.2f}"
+                + ("; provisional" if plan.get("provisional") else "")
+                + f"; {len(pred)} of {len(rows)} configurations predicted")
+        out(f"fraction={f:g} plan_coverage={cov:.2f} plan_picks_best={'none' if pick is None else 'yes' if ok else 'no'}")
         summaries.append({"fraction": f, "coverage": cov, "picks_best": ok, "pick": pick, "rows": rows,
                           "n_predicted": len(pred)})
     return summaries

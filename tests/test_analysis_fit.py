@@ -227,7 +227,7 @@ def test_plan_from_30_percent_rejects_the_late_penalty_batch_the_old_method_pick
     plan = plan_runs(short, LATE_TARGET, extend=False, n_boot=200)
     c = {x["run"]: x for x in plan["candidates"]}
     big = c["B128-G8-sqrt"]
-    # not recommended; its predicted relative time 1.16 has an 80% interval that reaches down to 1.00 (the
+    # not recommended; its predicted relative time 1.16 has a 95% interval that reaches down to 0.87 (the
     # profile likelihood widens the bootstrap's), so "slower" or "within noise", never "faster"
     assert plan["recommended"] == "B64-G8-sqrt" and big["verdict"] in ("slower", "within noise")
     assert big["predicted_relative_time"] > 1.05 and big["interval"][1] > 1.5

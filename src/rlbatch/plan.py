@@ -449,7 +449,7 @@ def _bn_json(bn: dict[str, Any]) -> dict[str, Any]:
     return {"value": None if v is None or not _finite(v) else float(v), "unbounded": bool(v is not None and
                                                                                          math.isinf(v)),
             "ci": [None if x is None or not _finite(x) else float(x) for x in bn["ci"]] if bn.get("ci") else None,
-            "source": bn.get("source"), **{k: bn[k] for k in ("n_points", "batch_sizes") if k in bn}}
+            "source": bn.get("source"), **{k: bn[k] for k in ("n_points", "batch_sizes", "lower_bound") if k in bn}}
 
 
 # --------------------------------------------------------------------------------------------------- runs input
@@ -727,9 +727,14 @@ def plan_runs(runs: Sequence[Run], target: float, *, reference: str | None = Non
     ref_open = (not ref_reached and not ref_never and s_ref is not None
                 and (not ref_ci or ref_ci[1] is None or not math.isfinite(ref_ci[1])))
     no_pick = provisional = None
-    if not ref_reached and ref_fit is not None and (ref_never or s_ref is None):
-        no_pick = (f"the reference {ref_name}'s fitted curve does not reach {metric} >= {target:g}"
-                   + ("" if ref_never else " (or cannot tell whether it will: its best fit levels off below it)")
+    # a run that reached the target, or whose fit does: only then is "the reference does not" the news
+    others_reach = any(c["run"] and not c["is_reference"] and (c["rN_source"] == "measured" or (
+        c["rN_source"] == "fit" and c.get("reaches", True) and not c.get("never_reaches"))) for c in cands)
+    ref_undetermined = (ref_fit or {}).get("status") == "undetermined"
+    if not ref_reached and ref_fit is not None and (ref_never or s_ref is None) and (others_reach or ref_undetermined):
+        no_pick = ((f"the reference {ref_name}'s fitted curve does not reach {metric} >= {target:g}" if ref_never
+                    else f"the reference {ref_name}'s fit cannot tell whether it reaches {metric} >= {target:g} (its "
+                    "best fit levels off below it, curves that reach it fit as well)")
                    + ", so there is no samples-to-target to compare with")
     elif ref_open:
         provisional = ((f"the reference {ref_name} has not reached {metric} >= {target:g} and its predicted "
@@ -744,7 +749,7 @@ def plan_runs(runs: Sequence[Run], target: float, *, reference: str | None = Non
                 g = c.get("relative_throughput")
                 if g:
                     c["interval"] = _div_ci(c["rN_ci"], c.get("relative_throughput_ci") or [g, g])
-    if no_pick is not None:
+    if no_pick is not None or (not ref_reached and ref_fit is not None and (ref_never or s_ref is None)):
         for c in cands:
             if c["rN_source"] != "measured" or c["is_reference"]:
                 c.update(reaches=False, predicted_relative_time=None, interval=None)
@@ -851,8 +856,12 @@ def _headline(plan: dict[str, Any]) -> str:
         bs = [x["batch_size"] for x in plan["candidates"] if (x["run"] or x["batch_size"]) in tied]
         s += f". Within noise of the pick: {batch_list(bs)}"
     if bn.get("source"):
-        v = "unbounded (no penalty seen)" if bn.get("unbounded") else f"{bn['value']:.4g}"
-        s += f". B_noise {v} retained responses ({bn['source']})"
+        if bn.get("lower_bound"):
+            s += (f". B_noise at least {bn['lower_bound']:.4g} retained responses (the probes' noise/* metrics do "
+                  "not resolve the true gradient |G|^2, so only a lower bound; rN intervals run from 1)")
+        else:
+            v = "unbounded (no penalty seen)" if bn.get("unbounded") else f"{bn['value']:.4g}"
+            s += f". B_noise {v} retained responses ({bn['source']})"
     if plan.get("provisional"):
         s += f". Provisional: {plan['provisional']}; run the probes longer to confirm it"
     return s + "."

@@ -579,6 +579,18 @@ def _name(r: dict[str, Any]) -> str:
     return f"{r['run']} (B={r['batch_size']})" if r.get("batch_size") else str(r["run"])
 
 
+#: at most this many seeds per configuration, "within noise" is said as "too few seeds to separate": a t interval
+#: with one degree of freedom is about 6x wider than with many seeds (t_{0.975,1} = 12.7 vs 1.96)
+FEW_SEEDS = 2
+
+
+def few_seeds_text(rows: Sequence[dict[str, Any]]) -> str:
+    """"2 seeds each" or "1-2 seeds per configuration": the seed counts behind a "too few seeds" sentence."""
+    ns = sorted({int(r.get("n_seeds") or 0) for r in rows})
+    return f"{ns[0]} seed{'s' if ns[0] != 1 else ''} each" if len(ns) == 1 else \
+        f"{ns[0]}-{ns[-1]} seeds per configuration"
+
+
 def stopped_text(r: dict[str, Any]) -> str:
     """One stopped-early configuration in words: its name, why and at how many samples the adaptive sweep stopped
     it, and the rN it had at least (it had not reached the target after that many samples)."""
@@ -630,7 +642,8 @@ def headline(rows: list[dict[str, Any]], ref: str | None, metric: str, target: f
     stopped = [r for r in rows if r.get("verdict") == STOPPED]
     unfinished = [r for r in rows if r.get("verdict") == UNFINISHED]
     # one verdict per configuration: a rejected one is never also "within noise of the pick"
-    tied = [r for r in ok if r is not b and r not in rej and intervals_overlap(
+    # the reference is not listed as tied with a best estimate that does not beat it: the first line says so
+    tied = [r for r in ok if r is not b and r["run"] != ref and r not in rej and intervals_overlap(
         r["relative_time_ci"], b["relative_time_ci"], r["relative_time"], b["relative_time"])]
     out["pick"], out["within_noise"] = b["run"], [r["run"] for r in tied]
     out["beats_reference"] = b["run"] != ref and b.get("verdict") == "faster"
@@ -648,9 +661,14 @@ def headline(rows: list[dict[str, Any]], ref: str | None, metric: str, target: f
                  f"{b['relative_throughput']:.2f}x{_iv(b['relative_throughput_ci'])} against a sample penalty rN = "
                  f"{b['rN']:.2f}{_iv(b['rN_ci'])}.")
     what = "the pick" if out["beats_reference"] or b["run"] == ref else "the best estimate"
+    few = min([r.get("n_seeds") or 0 for r in [b, *tied, by[ref]]]) <= FEW_SEEDS
     if tied:
-        second = (f"Within noise of {what}: {', '.join(_name(r) for r in tied)}; more seeds or longer timing would "
-                  "separate them.")
+        second = f"Within noise of {what}: {', '.join(_name(r) for r in tied)}; " + (
+            f"too few seeds to separate them ({few_seeds_text([b, *tied, by[ref]])}): run more seeds."
+            if few else "more seeds or longer timing would separate them.")
+    elif b["run"] != ref and b.get("verdict") != "faster" and few:
+        second = (f"Too few seeds to separate it from the reference ({few_seeds_text([b, by[ref]])}): run more "
+                  "seeds. No other configuration is within noise of the best estimate.")
     else:
         second = f"No other configuration is within noise of {what}."
     if rej:
@@ -857,7 +875,9 @@ def verdict(row: dict[str, Any], reference: str) -> str:
         return f"{run} is faster ({nums})."
     if label == "slower":
         return f"{run} is slower ({nums})."
-    return f"{run} is within noise of the reference ({nums})."
+    few = (f"; too few seeds to separate ({row['n_seeds']} seed{'s' if row['n_seeds'] != 1 else ''})"
+           if 0 < (row.get("n_seeds") or 0) <= FEW_SEEDS else "")
+    return f"{run} is within noise of the reference ({nums}{few})."
 
 
 def to_json_rows(rows: pd.DataFrame) -> list[dict[str, Any]]:

@@ -117,6 +117,9 @@ def b_noise_from_gradients(runs: Sequence[Run]) -> dict[str, Any] | None:
     if vals:
         ci = [min(vals), max(vals)] if len(vals) >= 2 else (list(spreads[0]) if spreads else None)
         return {"value": float(np.median(vals)), "ci": ci, "source": "B_simple", "n_runs": len(vals)}
+    low = b_simple_lower_bound(runs)
+    if low is not None:
+        return low
     try:
         fit = fit_grad_norm_scaling(runs, "grad_norm/actor")
     except (UserError, KeyError, ValueError):
@@ -131,3 +134,32 @@ def b_noise_from_gradients(runs: Sequence[Run]) -> dict[str, Any] | None:
         return None
     return {"value": float(slope / intercept), "ci": None, "source": "grad-norm fit",
             "knee_batch": fit.get("knee_batch")}
+
+
+def b_simple_lower_bound(runs: Sequence[Run], z: float = 1.96) -> dict[str, Any] | None:
+    """B_noise when the runs' ``noise/*`` metrics do not resolve the true gradient: the mean over steps of the
+    unbiased |G|^2 estimate is <= 0 (its noise exceeds it, as on a short probe), so B_simple = tr(Sigma) / |G|^2 has
+    no finite estimate but is bounded below by mean tr(Sigma) / (mean |G|^2 + z x its standard error), the largest
+    |G|^2 the steps allow (McCandlish et al. 2018, appendix A.1; steps taken as independent). Returns
+    ``{"value": inf, "ci": [lower bound, inf], "source", "lower_bound"}``, so the noise model gives rN = 1 with an
+    interval up to rN at the bound; None when no run has the metrics, or the bound is not positive."""
+    g2, tr = [], []
+    for r in runs:
+        try:
+            d = b_simple_smoothed(r.metrics)
+        except UserError:
+            continue
+        if "g2" in d and d["g2"].notna().any():
+            ok = d["g2"].notna() & d["trace"].notna()
+            g2 += [float(x) for x in d.loc[ok, "g2"]]
+            tr += [float(x) for x in d.loc[ok, "trace"]]
+    if len(g2) < 3:
+        return None
+    g2_hi = float(np.mean(g2) + z * np.std(g2, ddof=1) / math.sqrt(len(g2)))
+    trace = float(np.mean(tr))
+    if not (g2_hi > 0 and trace > 0):
+        return None
+    bound = trace / g2_hi
+    return {"value": float("inf"), "ci": [bound, float("inf")], "lower_bound": bound, "n_steps": len(g2),
+            "source": f"B_simple >= {bound:.4g}: the noise/* metrics do not resolve |G|^2 (its mean estimate over "
+                      f"{len(g2)} steps is <= 0)"}
