@@ -16,8 +16,9 @@ from functools import cached_property
 from typing import Any, Sequence
 
 from rlbatch.analysis.accounting import (N_BOOT, account_runs, accounting_summary, comparison_groups,
-                                         estimate_configuration, summary_of)
+                                         comparison_spread, estimate_configuration, summary_of)
 from rlbatch.analysis.curves import group_seeds
+from rlbatch.analysis.interval import PooledSpread
 from rlbatch.analysis.results import Comparison, Configuration
 from rlbatch.analysis.throughput import clock_basis
 from rlbatch.runstore import Run
@@ -61,14 +62,15 @@ class Study:
 
     def estimate(self, runs: Sequence[Run], target: float | None, metric: str = "eval/score", *,
                  ema: float | None = None, sustained: bool = False, clock: str = "wall", n_boot: int = N_BOOT,
-                 seed: int | None = None, name: str | None = None) -> dict[str, Any]:
+                 seed: int | None = None, name: str | None = None,
+                 spread: PooledSpread | None = None) -> dict[str, Any]:
         """:func:`rlbatch.analysis.accounting.estimate_configuration` (same arguments, same result), computed once
         per study for each set of runs and arguments. The returned dict is shared: read it, do not change it."""
         runs = list(runs)
-        key = (tuple(r.run_id for r in runs), target, metric, ema, sustained, clock, n_boot, seed, name)
+        key = (tuple(r.run_id for r in runs), target, metric, ema, sustained, clock, n_boot, seed, name, spread)
         if key not in self.memo:
             self.memo[key] = estimate_configuration(runs, target, metric, ema=ema, sustained=sustained, clock=clock,
-                                                    n_boot=n_boot, seed=seed, name=name)
+                                                    n_boot=n_boot, seed=seed, name=name, spread=spread)
         return self.memo[key]
 
     def configuration_estimate(self, runs: Sequence[Run]) -> dict[str, Any]:
@@ -77,8 +79,21 @@ class Study:
         study are estimated as a configuration of their own, named after the first)."""
         ids = [r.run_id for r in runs]
         name = next((n for n, rs in self.groups.items() if [r.run_id for r in rs] == ids), None)
+        spread = next((sp for members, sp in self.spreads if ids and ids[0] in members), None) if name else None
         return self.estimate(runs, self.target, self.metric, ema=self.ema, sustained=self.sustained,
-                             clock=self.basis, n_boot=self.n_boot, name=name)
+                             clock=self.basis, n_boot=self.n_boot, name=name, spread=spread)
+
+    @cached_property
+    def spreads(self) -> list[tuple[frozenset, PooledSpread | None]]:
+        """Per comparison group (:func:`rlbatch.analysis.accounting.comparison_groups`): its run ids and the seed
+        spread the accounting pools over its configurations (:func:`rlbatch.analysis.accounting.comparison_spread`),
+        so that a configuration's estimate is the same wherever the study gives it."""
+        if self.target is None:
+            return []
+        return [(frozenset(r.run_id for r in rs),
+                 comparison_spread(group_seeds(rs), self.target, self.metric, ema=self.ema, sustained=self.sustained,
+                                   clock=self.basis))
+                for rs in comparison_groups(list(self.runs)).values()]
 
     @cached_property
     def accounted(self) -> dict[str, Any] | None:
