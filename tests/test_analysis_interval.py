@@ -28,4 +28,4 @@ def test_format_interval_by_hand():
     assert format_interval([0.5, None]) == "0.50–∞" and format_interval([0.5, math.inf]) == "0.50–∞"
     assert format_interval([0.5, None], sep=", ", unbounded="unbounded") == "0.50, unbounded"
     assert format_interval([1234.5, 2000.0], lambda x: f"{x:,.0f}") == "1,234–2,000"
-    assert format_interval(None) == "—" and format_interval([None, 1.0]) == "—" and format_interval([0.1, math.nan]) == "—"
+    assert format_interval(None) == "—" and format_interval([None, 1.0]) == "< 1.00" and format_interval([0.1, math.nan]) == "—"

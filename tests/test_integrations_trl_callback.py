@@ -34,9 +34,11 @@ def _half(trials: Path, rid: str, out: Path) -> Path:
 
 
 @pytest.mark.parametrize("mine, others, stops", [
-    # stored sweep (analyze): B=16 relative time 1.00, B=128 0.44 of it: B=16 cannot win, B=128 can
-    ("B16-G8-sqrt-s0", ["B128-G8-sqrt-s0", "B128-G8-sqrt-s1", "B128-G8-sqrt-s2"], True),
+    # stored sweep (analyze): B=16 relative time 1.00, B=32 0.72, B=128 0.44 of it: B=32 cannot win, B=128 can;
+    # B=16, the reference (the smallest batch), is never stopped (issue 37: every rN is measured against it)
+    ("B32-G8-sqrt-s0", [f"B{b}-G8-sqrt-s{s}" for b in (16, 128) for s in range(3)], True),
     ("B128-G8-sqrt-s0", ["B16-G8-sqrt-s0", "B16-G8-sqrt-s1", "B16-G8-sqrt-s2"], False),
+    ("B16-G8-sqrt-s0", ["B128-G8-sqrt-s0", "B128-G8-sqrt-s1", "B128-G8-sqrt-s2"], False),
 ])
 def test_callback_stops_a_run_that_cannot_win(trials, tmp_path, mine, others, stops):
     out = _half(trials, mine, tmp_path)
