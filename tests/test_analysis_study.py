@@ -15,7 +15,7 @@ import pytest
 import rlbatch.analysis.accounting as accounting
 from _stored_sweeps import unpack
 from rlbatch.analysis.accounting import account_runs, estimate_configuration
-from rlbatch.analysis.interval import pooled_spread
+from rlbatch.analysis.interval import moderated_spread, spread_prior
 from rlbatch.analysis.study import Study
 from rlbatch.analysis.throughput import clock_basis, fit_throughput_model, predict, step_timings
 from rlbatch.analyze import analyze
@@ -111,36 +111,45 @@ def test_fewer_seeds_give_wider_intervals():
     assert e2["samples_to_target_ci"][0] < 900 and e2["samples_to_target_ci"][1] > 1000
 
 
-def test_pooled_spread_by_hand_and_its_fallback():
-    # logs of samples-to-target: config a e^{0, 0.2, 0.4} (sum of squares about the mean 0.08), b e^{1, 1.1, 1.3}
-    # (mean 1.1333, sum of squares 0.04667); times the same spreads: pooled s = sqrt((0.08 + 0.04667) / 4) = 0.1780
-    a, b = np.exp([0.0, 0.2, 0.4]), np.exp([1.0, 1.1, 1.3])
-    sp = pooled_spread([a, b], [a * 5, b * 5])
-    assert sp.df == 4 and sp.n_configurations == 2
-    assert sp.S == pytest.approx(math.sqrt((0.08 + 0.0466667) / 4), rel=1e-5) and sp.T == pytest.approx(sp.S)
-    # one configuration, or one seed each: nothing to pool
-    assert pooled_spread([a], [a]) is None and pooled_spread([a[:1], b[:1]], [a[:1], b[:1]]) is None
-    # spreads that differ (Bartlett p < 0.05: sd 0.01 vs 1.0 on the log scale, 6 seeds each): each keeps its own
-    rng = np.random.default_rng(0)
-    tight, wide = np.exp(0.01 * rng.standard_normal(6)), np.exp(rng.standard_normal(6))
-    assert pooled_spread([tight, wide], [tight, wide]) is None
+def test_spread_prior_by_hand():
+    # four configurations whose 3 seeds have the same log spread (logs 0, a, 2a: sample variance a^2): their log
+    # variances agree exactly, so the prior is worth infinite degrees of freedom (Smyth 2004: the excess variance of
+    # e = log s^2 - digamma(1) + log(1) is -trigamma(1) < 0) and s0^2 = exp(mean e) = a^2 exp(euler_gamma)
+    a = 0.2
+    groups = [np.exp(c + np.array([0.0, a, 2 * a])) for c in (0.0, 1.0, 2.0, 3.0)]
+    pr = spread_prior(groups, groups)
+    assert pr.n_configurations == 4 and math.isinf(pr.S_d0) and math.isinf(pr.T_d0)
+    assert pr.S_s0 == pytest.approx(a * math.exp(0.5772156649 / 2), rel=1e-6)
+    assert moderated_spread(np.log(groups[0]), pr.S_d0, pr.S_s0) == (pr.S_s0, math.inf)
+    # spreads that differ (log sd 0.05, 0.1, 0.4, 0.8): a finite prior; each configuration's moderated spread lies
+    # between its own and s0, with d0 + 2 degrees of freedom
+    het = [np.exp(sd * np.array([-1.0, 0.0, 1.0])) for sd in (0.05, 0.1, 0.4, 0.8)]
+    pr = spread_prior(het, het)
+    assert 0 < pr.S_d0 < 50
+    for g, sd in zip(het, (0.05, 0.1, 0.4, 0.8)):
+        s, df = moderated_spread(np.log(g), pr.S_d0, pr.S_s0)
+        assert min(sd, pr.S_s0) <= s <= max(sd, pr.S_s0) and df == pytest.approx(pr.S_d0 + 2)
+    # fewer than three configurations with two or more seeds: no prior, each keeps its own
+    assert spread_prior(groups[:2], groups[:2]) is None
+    assert spread_prior([g[:1] for g in groups], [g[:1] for g in groups]) is None
 
 
-def test_pooled_intervals_are_narrower_than_own_t_and_follow_the_seed_count():
-    # 4 configurations of 3 seeds at the same log spread: pooled (t with 8 df) is narrower than each one's own t
-    # (2 df); the same configuration with 2 seeds is wider than with 3 under the same pool
+def test_moderated_intervals_are_narrower_than_own_t_and_follow_the_seed_count():
+    # 4 configurations of 3 seeds at the same log spread: moderated by the prior (worth infinite degrees of freedom
+    # here) the interval is narrower than each one's own t (2 df); the same configuration with 2 seeds is wider than
+    # with 3 under the same prior
     runs = [linear_run(f"B{b}-s{i}", b, slope=0.1 / s2t, seed=i, steps=80)
             for b in (16, 32, 64, 128) for i, s2t in enumerate((900, 1000, 1100))]
     groups = accounting.group_seeds(runs)
     spread = accounting.comparison_spread(groups, 0.3, clock="wall")
-    assert spread is not None and spread.df == 8
+    assert spread is not None and math.isinf(spread.S_d0)
     own = estimate_configuration(groups["B64"], 0.3, clock="wall", n_boot=2000)
     pooled = estimate_configuration(groups["B64"], 0.3, clock="wall", n_boot=2000, spread=spread)
     two = estimate_configuration(groups["B64"][:2], 0.3, clock="wall", n_boot=2000, spread=spread)
     w = {k: e["samples_to_target_ci"][1] / e["samples_to_target_ci"][0] for k, e in
          (("own", own), ("pooled", pooled), ("two", two))}
     assert w["own"] > w["pooled"] > 1 and w["two"] > w["pooled"]
-    assert own["spread"] == "seeds" and pooled["spread"] == "pooled"
+    assert own["spread"] == "seeds" and pooled["spread"] == "moderated"
 
 
 def test_ppo_critic_warmup_samples_are_not_policy_samples():
@@ -308,11 +317,11 @@ def test_report_runs_the_accounting_once_and_bootstraps_each_configuration_once(
 def test_study_estimate_is_the_accounting_estimate_computed_once(demo_runs, monkeypatch):
     study = Study.of(demo_runs, 0.45)
     name, rs = next(iter(study.groups.items()))
-    # the accounting's estimate: the seed spread pooled over the comparison's configurations
+    # the accounting's estimate: the seed spread moderated by the comparison's configurations
     spread = accounting.comparison_spread(study.groups, 0.45, clock=study.basis)
-    assert spread is not None and spread.df == 10  # 5 configurations of 3 seeds
+    assert spread is not None and spread.n_configurations == 5  # 5 configurations of 3 seeds
     fresh = accounting.estimate_configuration(rs, 0.45, clock=study.basis, name=name, spread=spread)
-    assert fresh["spread"] == "pooled"
+    assert fresh["spread"] == "moderated"
     estimated = count_calls(monkeypatch, "estimate_configuration")
     a = study.configuration_estimate(rs)
     b = study.configuration_estimate(rs)

@@ -23,8 +23,9 @@ seeds never reached the target has no rN and no time-to-target: "not reached", n
 Intervals (95%, percentiles of replicates, Efron & Tibshirani 1993; :func:`estimate_configuration`): with two or
 more seeds, Student's t interval of the seed mean on the log scale (:func:`rlbatch.analysis.interval.
 seed_mean_replicates`: the seeds' spread holds sampling and evaluation noise, and the interval widens as seeds
-shrink, where resampling two seeds would understate it), the spread pooled over the comparison's configurations
-when they agree on it (:func:`comparison_spread`: t with the summed degrees of freedom); with one seed, the evaluation
+shrink, where resampling two seeds would understate it), each configuration's spread moderated by the spreads of
+the comparison's configurations (:func:`comparison_spread`, Smyth 2004's empirical Bayes prior: t with the prior's
+degrees of freedom added to its own); with one seed, the evaluation
 noise is resampled (binomial, sd sqrt(p(1-p)/n) per evaluation point when the number of evaluation items n is
 logged, else the residuals around a 5-point moving average); timing noise in both cases by a moving-block bootstrap
 of the steps (:func:`rlbatch.analysis.throughput.timing_factors`). Ratios take the candidate's and the reference's
@@ -46,8 +47,8 @@ import pandas as pd
 
 from rlbatch.analysis.curves import (crossing, curve, ema_smooth, group_seeds, mean_last, moving_average,
                                      samples_to_target, summarize_run)
-from rlbatch.analysis.interval import (PooledSpread, bootstrap_interval, format_interval, pooled_spread,
-                                      seed_mean_replicates, t_draws)
+from rlbatch.analysis.interval import (SpreadPrior, bootstrap_interval, format_interval, moderated_spread,
+                                      seed_mean_replicates, spread_prior, t_quantiles, uniform_ranks)
 from rlbatch.analysis.throughput import (clock_basis, configuration_timings, run_clock, run_throughput, step_seconds,
                                          throughput_to_target, throughput_whole_run, time_at, timing_factors)
 from rlbatch.errors import UserError
@@ -192,16 +193,16 @@ def seed_estimate(run: Run, target: float | None, metric: str = "eval/score", *,
 def estimate_configuration(runs: Sequence[Run], target: float | None, metric: str = "eval/score", *,
                            ema: float | None = None, sustained: bool = False, clock: str = "wall",
                            n_boot: int = N_BOOT, seed: int | None = None, name: str | None = None,
-                           spread: PooledSpread | None = None) -> dict[str, Any]:
+                           spread: SpreadPrior | None = None) -> dict[str, Any]:
     """Samples-to-target, time-to-target and throughput of one configuration (its seeds ``runs``), with intervals.
 
     Seed aggregation (module docstring): the mean over seeds of per-seed S and T; X = S / T. When any seed did
     not reach ``target`` (or no target): S, T None and X = mean whole-run samples / mean whole-run seconds.
     Intervals: ``samples_to_target_ci``, ``time_to_target_ci``, ``throughput_ci`` (95% percentile bootstrap:
     Student's t on the log scale over seeds when two or more, else evaluation noise; timing noise by block bootstrap
-    of steps). ``spread``: the seed spread pooled over the comparison's configurations
-    (:func:`comparison_spread`), used instead of this configuration's own when it has two or more seeds that all
-    reached the target. ``seed``
+    of steps). ``spread``: the comparison's prior on the seed spread (:func:`comparison_spread`), which moderates
+    this configuration's own (:func:`rlbatch.analysis.interval.moderated_spread`) when it has two or more seeds that
+    all reached the target and have a clock. ``seed``
     fixes the bootstrap (default: from the configuration's name, so a configuration's interval does not depend on
     which others are analysed with it). The replicates stay in ``_replicates`` for ratios (:func:`compare`).
 
@@ -245,14 +246,21 @@ def estimate_configuration(runs: Sequence[Run], target: float | None, metric: st
             est["samples_to_target_at_least"] = float(np.mean([
                 it["samples_to_target"] if it["samples_to_target"] is not None else it["samples"] for it in items]))
     S_b = T_b = None
-    pooled = spread if (spread is not None and timed and k >= 2) else None
-    # one t draw per replicate, shared by S, T and the whole-run throughput
-    z = t_draws(k, n_boot, rng, df=pooled.df if pooled else None)
-    est["spread"] = "pooled" if pooled else ("seeds" if k >= 2 else "evaluations")
+    # one quantile level per replicate, shared by S, T and the whole-run throughput (comonotone t draws)
+    u = uniform_ranks(n_boot, rng) if k >= 2 and n_boot >= 1 else None
+    z = t_quantiles(u, k - 1) if u is not None else None
+    s_S = s_T = None
+    zS = zT = z
+    if spread is not None and timed and u is not None and np.all(S > 0) and np.all(T > 0):
+        s_S, df_S = moderated_spread(np.log(S), spread.S_d0, spread.S_s0)
+        s_T, df_T = moderated_spread(np.log(T), spread.T_d0, spread.T_s0)
+        zS, zT = t_quantiles(u, df_S), t_quantiles(u, df_T)
+        est["spread_df"] = {"S": df_S, "T": df_T}
+    est["spread"] = "moderated" if s_S is not None else ("seeds" if k >= 2 else "evaluations")
     if reached:
         if k >= 2:
             idx = None
-            S_b = seed_mean_replicates(S, z, s_log=pooled.S if pooled else None)
+            S_b = seed_mean_replicates(S, zS, s_log=s_S)
         else:
             c = items[0]["_curve"]
             ys = _eval_noise(c, metric, n_boot, rng)
@@ -265,7 +273,7 @@ def estimate_configuration(runs: Sequence[Run], target: float | None, metric: st
             F = np.array([timing_factors(step_seconds(it["_clock"], it["samples_to_target"]), n_boot, rng)
                           for it in items])  # (k, n_boot)
             if k >= 2:
-                T_b = seed_mean_replicates(T, z, s_log=pooled.T if pooled else None) * F.mean(axis=0)
+                T_b = seed_mean_replicates(T, zT, s_log=s_T) * F.mean(axis=0)
             else:
                 with np.errstate(invalid="ignore"):
                     t_at = np.where(np.isfinite(S_b), time_at(items[0]["_clock"], np.where(np.isfinite(S_b), S_b,
@@ -296,12 +304,11 @@ def estimate_configuration(runs: Sequence[Run], target: float | None, metric: st
 
 
 def comparison_spread(groups: dict[str, list[Run]], target: float | None, metric: str = "eval/score", *,
-                      ema: float | None = None, sustained: bool = False, clock: str = "wall") -> PooledSpread | None:
-    """The seed spread of samples- and time-to-target pooled over the configurations ``groups`` of one comparison
-    (:func:`rlbatch.analysis.interval.pooled_spread` of each configuration's per-seed values, from
+                      ema: float | None = None, sustained: bool = False, clock: str = "wall") -> SpreadPrior | None:
+    """The prior on the seed spread of samples- and time-to-target from the configurations ``groups`` of one
+    comparison (:func:`rlbatch.analysis.interval.spread_prior` of each configuration's per-seed values, from
     :func:`seed_estimate`); configurations with a seed that did not reach ``target`` or has no clock do not count.
-    None without a target, with fewer than two configurations of two or more seeds, or when their spreads differ
-    (Bartlett's test)."""
+    None without a target or with fewer than three configurations of two or more seeds."""
     if target is None:
         return None
     samples, times = [], []
@@ -314,7 +321,7 @@ def comparison_spread(groups: dict[str, list[Run]], target: float | None, metric
         if all(v is not None for v in s + t):
             samples.append(s)
             times.append(t)
-    return pooled_spread(samples, times)
+    return spread_prior(samples, times)
 
 
 def compare(est: dict[str, Any], ref: dict[str, Any]) -> dict[str, Any]:
@@ -752,11 +759,11 @@ def recommendation(rows: list[dict[str, Any]], ref: str | None, metric: str, tar
 AGGREGATION = ("Seeds of one configuration are combined as the mean of their per-seed samples-to-target and "
                "time-to-target (each seed's first crossing of the target, linear between evaluations, the "
                "evaluation at 0 samples included); throughput = samples-to-target / time-to-target. 95% intervals: "
-               "Student's t interval of the seed mean on the log scale, with the seed-to-seed spread pooled over "
-               "the configurations compared (their degrees of freedom added) unless Bartlett's test says their "
-               "spreads differ, then each configuration's own (it widens as seeds shrink: two seeds give wide "
-               "intervals); the evaluation noise for a single seed; and a bootstrap over blocks of steps for timing "
-               "noise.")
+               "Student's t interval of the seed mean on the log scale, each configuration's seed spread moderated "
+               "by the spreads of all the configurations compared (empirical Bayes, Smyth 2004: they lend it "
+               "degrees of freedom as far as they agree), so it widens as seeds shrink without each 2-3-seed "
+               "spread standing alone; the evaluation noise for a single seed; and a bootstrap over blocks of steps "
+               "for timing noise.")
 
 
 def clock_note(clock: str) -> str:

@@ -3,8 +3,9 @@
 Source: Efron & Tibshirani (1993), the percentile interval: the ``(1 - conf) / 2`` and ``(1 + conf) / 2``
 quantiles of the replicates. Replicates of a mean over a few seeds come from :func:`seed_mean_replicates` (Student's
 t on the log scale), not from resampling the seeds: resampling two or three seeds gives an interval no wider than
-the seeds' own spread, narrower than the truth and narrower with two seeds than with three. The spread can be
-pooled over the configurations of one comparison (:func:`pooled_spread`) when they agree on it.
+the seeds' own spread, narrower than the truth and narrower with two seeds than with three. Each
+configuration's spread is moderated by what the configurations of its comparison say together (:func:`spread_prior`,
+Smyth 2004).
 """
 
 from __future__ import annotations
@@ -30,51 +31,88 @@ def percentile_interval(values: Sequence[float] | np.ndarray, conf: float = 0.95
 
 
 @dataclass(frozen=True)
-class PooledSpread:
-    """The seed-to-seed spread on the log scale pooled over the configurations of one comparison: ``S`` and ``T``
-    (pooled sample standard deviations of log samples-to-target and log time-to-target) with ``df`` degrees of
-    freedom (the sum over the configurations of seeds - 1) and ``n_configurations``. Made by :func:`pooled_spread`."""
-    S: float
-    T: float
-    df: int
+class SpreadPrior:
+    """What the configurations of one comparison say together about the seed-to-seed spread on the log scale, for
+    samples-to-target (``S_*``) and time-to-target (``T_*``): a prior spread ``s0`` worth ``d0`` degrees of freedom
+    (``inf``: the configurations agree on one spread, which then replaces each one's own), from
+    ``n_configurations``. Made by :func:`spread_prior`; used by :func:`moderated_spread`."""
+    S_d0: float
+    S_s0: float
+    T_d0: float
+    T_s0: float
     n_configurations: int
 
 
-def pooled_spread(samples: Sequence[Sequence[float]], times: Sequence[Sequence[float]],
-                  alpha: float = 0.05) -> PooledSpread | None:
-    """One spread for every configuration of a comparison: the pooled standard deviation of the log per-seed
-    samples-to-target (``samples``: one sequence per configuration, its seeds' values) and of the log time-to-target
-    (``times``, the same shape), with ``df = sum(k_i - 1)``. A t interval of each configuration's mean then takes
-    t_{df} and the pooled spread over sqrt(k_i): far tighter than each configuration's own t with k_i - 1 degrees of
-    freedom (t_{0.975,2} = 4.3 with 3 seeds vs t_{0.975,18} = 2.1 pooled over 9 configurations), and still wider
-    with fewer seeds. Only configurations with two or more positive values count; None with fewer than two of them,
-    or when Bartlett's test (on the logs) rejects equal spreads at ``alpha`` for either quantity: then each
-    configuration keeps its own spread.
+def _trigamma_inverse(x: float) -> float:
+    """y with trigamma(y) = x (x > 0), by Newton's method from Smyth (2004), section 6.2."""
+    from scipy.special import polygamma
 
-    Source: the pooled variance of one-way ANOVA (Fisher 1925); Bartlett (1937) for the test of equal variances."""
+    if x > 1e7:
+        return 1.0 / math.sqrt(x)
+    if x < 1e-6:
+        return 1.0 / x
+    y = 0.5 + 1.0 / x
+    for _ in range(50):
+        tri = float(polygamma(1, y))
+        dif = tri * (1.0 - tri / x) / float(polygamma(2, y))
+        y += dif
+        if -dif / y < 1e-8:
+            break
+    return y
+
+
+def _prior_of(groups: Sequence[np.ndarray]) -> tuple[float, float] | None:
+    """(d0, s0) of the sample variances of ``groups`` (each >= 2 values) by Smyth's (2004) moments of log s^2;
+    groups with zero variance carry no information on log s^2 and are left out. None with fewer than three left."""
+    from scipy.special import digamma, polygamma
+
+    s2 = np.array([np.var(g, ddof=1) for g in groups])
+    d = np.array([len(g) - 1 for g in groups], float)
+    keep = s2 > 0
+    s2, d = s2[keep], d[keep]
+    if len(s2) < 3:
+        return None
+    e = np.log(s2) - digamma(d / 2) + np.log(d / 2)
+    e_bar = float(e.mean())
+    excess = float(((e - e_bar) ** 2).sum() / (len(e) - 1) - np.mean(polygamma(1, d / 2)))
+    if excess <= 0:  # the variances differ no more than chance: one common spread
+        return math.inf, math.exp(e_bar / 2)
+    d0 = 2.0 * _trigamma_inverse(excess)
+    return d0, math.exp((e_bar + float(digamma(d0 / 2)) - math.log(d0 / 2)) / 2)
+
+
+def spread_prior(samples: Sequence[Sequence[float]], times: Sequence[Sequence[float]]) -> SpreadPrior | None:
+    """The comparison's prior on the seed spread: ``samples`` and ``times`` hold one sequence per configuration
+    (its seeds' samples- and time-to-target, the same lengths); only configurations with two or more seeds, all
+    positive, count. None with fewer than three such configurations (with a non-zero spread).
+
+    Each configuration's own spread from 2-3 seeds is itself very uncertain (t_{0.975} = 4.3 with 3 seeds), while
+    the configurations of one study share most of what makes seeds differ. The empirical Bayes prior of Smyth (2004,
+    "Linear models and empirical Bayes methods for assessing differential expression in microarray experiments",
+    section 6.2, the moderated t of limma) is estimated from the spread of the configurations' log variances: when
+    they differ no more than chance, d0 = inf and one spread serves all; when they differ (small batches noisier than
+    large ones), d0 is small and each configuration keeps mostly its own."""
     pairs = [(np.log(np.asarray(s, float)), np.log(np.asarray(t, float))) for s, t in zip(samples, times)
              if len(s) >= 2 and len(s) == len(t) and np.all(np.asarray(s, float) > 0)
              and np.all(np.asarray(t, float) > 0)]
-    if len(pairs) < 2:
+    ps, pt = _prior_of([p[0] for p in pairs]), _prior_of([p[1] for p in pairs])
+    if ps is None or pt is None:
         return None
-    from scipy import stats  # on use, as t_draws
-
-    spreads = []
-    for j in (0, 1):
-        groups = [p[j] for p in pairs]
-        if sum(np.var(g) > 0 for g in groups) >= 2:
-            with np.errstate(all="ignore"):
-                pv = stats.bartlett(*[g for g in groups if np.var(g) > 0]).pvalue
-            if math.isfinite(pv) and pv < alpha:
-                return None
-        ss = sum(float(((g - g.mean()) ** 2).sum()) for g in groups)
-        spreads.append(ss)
-    df = sum(len(p[0]) - 1 for p in pairs)
-    return PooledSpread(S=math.sqrt(spreads[0] / df), T=math.sqrt(spreads[1] / df), df=df,
-                        n_configurations=len(pairs))
+    return SpreadPrior(S_d0=ps[0], S_s0=ps[1], T_d0=pt[0], T_s0=pt[1], n_configurations=len(pairs))
 
 
-def t_draws(n_seeds: int, n_boot: int, rng: np.random.Generator, df: int | None = None) -> np.ndarray | None:
+def moderated_spread(log_values: Sequence[float] | np.ndarray, d0: float, s0: float) -> tuple[float, float]:
+    """``(s, df)``: the moderated standard deviation of ``log_values`` (one configuration's seeds, two or more) and
+    its degrees of freedom, ``s^2 = (d0 s0^2 + (k-1) s_own^2) / (d0 + k - 1)``, ``df = d0 + k - 1`` (``d0`` inf:
+    ``s0`` with infinite degrees of freedom, the normal). Source: Smyth (2004), eq. 3 (the posterior variance)."""
+    v = np.asarray(log_values, float)
+    d = len(v) - 1
+    if math.isinf(d0):
+        return s0, math.inf
+    return math.sqrt((d0 * s0 ** 2 + d * float(np.var(v, ddof=1))) / (d0 + d)), d0 + d
+
+
+def t_draws(n_seeds: int, n_boot: int, rng: np.random.Generator, df: float | None = None) -> np.ndarray | None:
     """``n_boot`` draws of Student's t with ``df`` (default ``n_seeds - 1``) degrees of freedom (shape
     ``(n_boot,)``), shared by every quantity of one configuration so that its samples- and time-to-target move
     together across replicates; None for fewer than two seeds. The draws are the distribution's quantiles at
@@ -83,10 +121,23 @@ def t_draws(n_seeds: int, n_boot: int, rng: np.random.Generator, df: int | None 
     configuration's replicates."""
     if n_seeds < 2 or n_boot < 1:
         return None
+    u = uniform_ranks(n_boot, rng)
+    return t_quantiles(u, n_seeds - 1 if df is None else df)
+
+
+def uniform_ranks(n_boot: int, rng: np.random.Generator) -> np.ndarray:
+    """``(i + 0.5) / n_boot`` for i < n_boot in a random order (shape ``(n_boot,)``): the quantile levels of
+    :func:`t_draws`."""
+    return (rng.permutation(n_boot) + 0.5) / n_boot
+
+
+def t_quantiles(u: np.ndarray, df: float) -> np.ndarray:
+    """Student's t quantiles at ``u`` (in (0, 1)) with ``df`` degrees of freedom (inf: the normal's): the same
+    ``u`` gives comonotone draws at another ``df``, so quantities with different degrees of freedom still move
+    together across replicates."""
     from scipy import stats  # on use: `rlbatch --help` imports this module for format_interval (scipy.stats: ~0.8 s)
 
-    u = (rng.permutation(n_boot) + 0.5) / n_boot
-    return stats.t.ppf(u, n_seeds - 1 if df is None else df)
+    return stats.norm.ppf(u) if math.isinf(df) else stats.t.ppf(u, df)
 
 
 def seed_mean_replicates(values: Sequence[float] | np.ndarray, draws: np.ndarray,
@@ -95,8 +146,8 @@ def seed_mean_replicates(values: Sequence[float] | np.ndarray, draws: np.ndarray
     percentile interval is the t interval of the mean on the log scale: ``mean x exp(t_{k-1} x s_log / sqrt(k))``,
     ``s_log`` the sample standard deviation of ``log(values)``, ``draws`` from :func:`t_draws`. It widens as seeds
     shrink (t_{0.975} = 12.7 with 2 seeds, 4.3 with 3, 2.8 with 5) and never crosses 0, so a ratio's interval never
-    starts at 0. ``s_log``: a pooled spread instead of the values' own (:func:`pooled_spread`; ``draws`` then of
-    its degrees of freedom). Values with a zero or negative member: the t interval on the linear scale. Shape
+    starts at 0. ``s_log``: a moderated spread instead of the values' own (:func:`moderated_spread`; ``draws``
+    then of its degrees of freedom). Values with a zero or negative member: the t interval on the linear scale. Shape
     ``(n_boot,)``.
 
     Source: the one-sample t interval (Student 1908) of the log of a positive quantity (multiplicative spread)."""

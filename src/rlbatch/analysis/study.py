@@ -18,7 +18,7 @@ from typing import Any, Sequence
 from rlbatch.analysis.accounting import (N_BOOT, account_runs, accounting_summary, comparison_groups,
                                          comparison_spread, estimate_configuration, summary_of)
 from rlbatch.analysis.curves import group_seeds
-from rlbatch.analysis.interval import PooledSpread
+from rlbatch.analysis.interval import SpreadPrior
 from rlbatch.analysis.results import Comparison, Configuration
 from rlbatch.analysis.throughput import clock_basis
 from rlbatch.runstore import Run
@@ -63,7 +63,7 @@ class Study:
     def estimate(self, runs: Sequence[Run], target: float | None, metric: str = "eval/score", *,
                  ema: float | None = None, sustained: bool = False, clock: str = "wall", n_boot: int = N_BOOT,
                  seed: int | None = None, name: str | None = None,
-                 spread: PooledSpread | None = None) -> dict[str, Any]:
+                 spread: SpreadPrior | None = None) -> dict[str, Any]:
         """:func:`rlbatch.analysis.accounting.estimate_configuration` (same arguments, same result), computed once
         per study for each set of runs and arguments. The returned dict is shared: read it, do not change it."""
         runs = list(runs)
@@ -84,9 +84,9 @@ class Study:
                              clock=self.basis, n_boot=self.n_boot, name=name, spread=spread)
 
     @cached_property
-    def spreads(self) -> list[tuple[frozenset, PooledSpread | None]]:
+    def spreads(self) -> list[tuple[frozenset, SpreadPrior | None]]:
         """Per comparison group (:func:`rlbatch.analysis.accounting.comparison_groups`): its run ids and the seed
-        spread the accounting pools over its configurations (:func:`rlbatch.analysis.accounting.comparison_spread`),
+        spread prior the accounting takes from its configurations (:func:`rlbatch.analysis.accounting.comparison_spread`),
         so that a configuration's estimate is the same wherever the study gives it."""
         if self.target is None:
             return []
