@@ -113,19 +113,20 @@ def test_fewer_seeds_give_wider_intervals():
 
 def test_spread_prior_by_hand():
     # four configurations whose 3 seeds have the same log spread (logs 0, a, 2a: sample variance a^2): their log
-    # variances agree exactly, so the prior is worth infinite degrees of freedom (Smyth 2004: the excess variance of
-    # e = log s^2 - digamma(1) + log(1) is -trigamma(1) < 0) and s0^2 = exp(mean e) = a^2 exp(euler_gamma)
+    # variances agree exactly (Smyth 2004: the excess variance of e = log s^2 - digamma(1) + log(1) is
+    # -trigamma(1) < 0), so the prior is their pooled spread a, worth their summed 4 x 2 = 8 degrees of freedom
     a = 0.2
     groups = [np.exp(c + np.array([0.0, a, 2 * a])) for c in (0.0, 1.0, 2.0, 3.0)]
     pr = spread_prior(groups, groups)
-    assert pr.n_configurations == 4 and math.isinf(pr.S_d0) and math.isinf(pr.T_d0)
-    assert pr.S_s0 == pytest.approx(a * math.exp(0.5772156649 / 2), rel=1e-6)
-    assert moderated_spread(np.log(groups[0]), pr.S_d0, pr.S_s0) == (pr.S_s0, math.inf)
+    assert pr.n_configurations == 4 and pr.S_d0 == pr.T_d0 == 8
+    assert pr.S_s0 == pytest.approx(a, rel=1e-9)
+    s, df = moderated_spread(np.log(groups[0]), pr.S_d0, pr.S_s0)
+    assert s == pytest.approx(a) and df == 10  # (8 a^2 + 2 a^2) / 10, 8 + 2 degrees of freedom
     # spreads that differ (log sd 0.05, 0.1, 0.4, 0.8): a finite prior; each configuration's moderated spread lies
     # between its own and s0, with d0 + 2 degrees of freedom
     het = [np.exp(sd * np.array([-1.0, 0.0, 1.0])) for sd in (0.05, 0.1, 0.4, 0.8)]
     pr = spread_prior(het, het)
-    assert 0 < pr.S_d0 < 50
+    assert 0 < pr.S_d0 < 8
     for g, sd in zip(het, (0.05, 0.1, 0.4, 0.8)):
         s, df = moderated_spread(np.log(g), pr.S_d0, pr.S_s0)
         assert min(sd, pr.S_s0) <= s <= max(sd, pr.S_s0) and df == pytest.approx(pr.S_d0 + 2)
@@ -135,14 +136,14 @@ def test_spread_prior_by_hand():
 
 
 def test_moderated_intervals_are_narrower_than_own_t_and_follow_the_seed_count():
-    # 4 configurations of 3 seeds at the same log spread: moderated by the prior (worth infinite degrees of freedom
+    # 4 configurations of 3 seeds at the same log spread: moderated by the prior (worth their 8 degrees of freedom
     # here) the interval is narrower than each one's own t (2 df); the same configuration with 2 seeds is wider than
     # with 3 under the same prior
     runs = [linear_run(f"B{b}-s{i}", b, slope=0.1 / s2t, seed=i, steps=80)
             for b in (16, 32, 64, 128) for i, s2t in enumerate((900, 1000, 1100))]
     groups = accounting.group_seeds(runs)
     spread = accounting.comparison_spread(groups, 0.3, clock="wall")
-    assert spread is not None and math.isinf(spread.S_d0)
+    assert spread is not None and spread.S_d0 == 8
     own = estimate_configuration(groups["B64"], 0.3, clock="wall", n_boot=2000)
     pooled = estimate_configuration(groups["B64"], 0.3, clock="wall", n_boot=2000, spread=spread)
     two = estimate_configuration(groups["B64"][:2], 0.3, clock="wall", n_boot=2000, spread=spread)

@@ -34,8 +34,8 @@ def percentile_interval(values: Sequence[float] | np.ndarray, conf: float = 0.95
 class SpreadPrior:
     """What the configurations of one comparison say together about the seed-to-seed spread on the log scale, for
     samples-to-target (``S_*``) and time-to-target (``T_*``): a prior spread ``s0`` worth ``d0`` degrees of freedom
-    (``inf``: the configurations agree on one spread, which then replaces each one's own), from
-    ``n_configurations``. Made by :func:`spread_prior`; used by :func:`moderated_spread`."""
+    (at most the configurations' summed degrees of freedom, reached when they agree on one spread: then the pooled
+    one), from ``n_configurations``. Made by :func:`spread_prior`; used by :func:`moderated_spread`."""
     S_d0: float
     S_s0: float
     T_d0: float
@@ -63,7 +63,9 @@ def _trigamma_inverse(x: float) -> float:
 
 def _prior_of(groups: Sequence[np.ndarray]) -> tuple[float, float] | None:
     """(d0, s0) of the sample variances of ``groups`` (each >= 2 values) by Smyth's (2004) moments of log s^2;
-    groups with zero variance carry no information on log s^2 and are left out. None with fewer than three left."""
+    groups with zero variance carry no information on log s^2 and are left out. d0 is at most the summed degrees of
+    freedom of the groups, and when the variances agree within chance (or d0 would exceed that) the prior is their
+    pooled variance with that many degrees of freedom. None with fewer than three groups left."""
     from scipy.special import digamma, polygamma
 
     s2 = np.array([np.var(g, ddof=1) for g in groups])
@@ -75,8 +77,12 @@ def _prior_of(groups: Sequence[np.ndarray]) -> tuple[float, float] | None:
     e = np.log(s2) - digamma(d / 2) + np.log(d / 2)
     e_bar = float(e.mean())
     excess = float(((e - e_bar) ** 2).sum() / (len(e) - 1) - np.mean(polygamma(1, d / 2)))
-    if excess <= 0:  # the variances differ no more than chance: one common spread
-        return math.inf, math.exp(e_bar / 2)
+    total = float(d.sum())
+    # the prior cannot hold more than the configurations it was learned from: at most their summed degrees of
+    # freedom (limma's infinite d0 assumes thousands of genes; a study has a handful of configurations)
+    if excess <= 0 or 2.0 * _trigamma_inverse(excess) >= total:
+        # the variances differ no more than chance: one common spread, the pooled variance, worth sum(d) df
+        return total, math.sqrt(float((d * s2).sum()) / total)
     d0 = 2.0 * _trigamma_inverse(excess)
     return d0, math.exp((e_bar + float(digamma(d0 / 2)) - math.log(d0 / 2)) / 2)
 
@@ -90,8 +96,9 @@ def spread_prior(samples: Sequence[Sequence[float]], times: Sequence[Sequence[fl
     the configurations of one study share most of what makes seeds differ. The empirical Bayes prior of Smyth (2004,
     "Linear models and empirical Bayes methods for assessing differential expression in microarray experiments",
     section 6.2, the moderated t of limma) is estimated from the spread of the configurations' log variances: when
-    they differ no more than chance, d0 = inf and one spread serves all; when they differ (small batches noisier than
-    large ones), d0 is small and each configuration keeps mostly its own."""
+    they differ no more than chance, d0 is the configurations' summed degrees of freedom and s0 their pooled spread
+    (the one-way ANOVA pooled variance); when they differ (small batches noisier than large ones), d0 is small and
+    each configuration keeps mostly its own."""
     pairs = [(np.log(np.asarray(s, float)), np.log(np.asarray(t, float))) for s, t in zip(samples, times)
              if len(s) >= 2 and len(s) == len(t) and np.all(np.asarray(s, float) > 0)
              and np.all(np.asarray(t, float) > 0)]
@@ -104,7 +111,8 @@ def spread_prior(samples: Sequence[Sequence[float]], times: Sequence[Sequence[fl
 def moderated_spread(log_values: Sequence[float] | np.ndarray, d0: float, s0: float) -> tuple[float, float]:
     """``(s, df)``: the moderated standard deviation of ``log_values`` (one configuration's seeds, two or more) and
     its degrees of freedom, ``s^2 = (d0 s0^2 + (k-1) s_own^2) / (d0 + k - 1)``, ``df = d0 + k - 1`` (``d0`` inf:
-    ``s0`` with infinite degrees of freedom, the normal). Source: Smyth (2004), eq. 3 (the posterior variance)."""
+    ``s0`` with infinite degrees of freedom, the normal). Source: Smyth (2004), section 3 (the posterior
+    variance)."""
     v = np.asarray(log_values, float)
     d = len(v) - 1
     if math.isinf(d0):
