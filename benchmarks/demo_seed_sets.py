@@ -4,6 +4,7 @@
     rlbatch demo --out runs/demo-s100 --seed-offset 100
     rlbatch demo --out runs/demo-s200 --seed-offset 200
     python benchmarks/demo_seed_sets.py runs/demo-s0 runs/demo-s100 runs/demo-s200 > benchmarks/results/demo_seed_sets.md
+    python benchmarks/demo_seed_sets.py --readme runs/demo-s0 runs/demo-s100 runs/demo-s200   # the README's table
 
 Reads each directory's report.json (what the report itself computed; nothing is re-estimated here) and checks:
 
@@ -83,6 +84,49 @@ def findings(rep: dict, doublings: int = 1) -> dict:
     }
 
 
+def _span(vals, fmt=".2f", suffix="") -> str:
+    """The seed sets' values as one cell: ``a`` when they agree to the format, else ``lo-hi``."""
+    v = sorted(x for x in vals if x is not None)
+    if not v:
+        return "—"
+    lo, hi = format(v[0], fmt), format(v[-1], fmt)
+    return f"{lo}{suffix}" if lo == hi else f"{lo}-{hi}{suffix}"
+
+
+def readme_table(reps: list[dict]) -> str:
+    """One row per configuration over the seed sets' reports: B, lr, rN, throughput gain, speed-up (1 / relative
+    time-to-target) as the range of the sets' values (each a mean over its 3 seeds), and the verdicts with how many
+    sets gave each. A configuration that did not reach the target shows the least rN it must have (its samples so
+    far over the reference's)."""
+    names = []
+    for rep in reps:
+        for r in rep["accounting"]:
+            if r["run"] not in names:
+                names.append(r["run"])
+    rows = ["| B | lr | rN | throughput gain | speed-up | verdict (seed sets) |", "|---|---|---|---|---|---|"]
+    for name in sorted(names, key=lambda n: (next(r for rep in reps for r in rep["accounting"] if r["run"] == n)
+                                               .get("lr_rule") == "none", int(n[1:].split("-")[0]))):
+        rs = [r for rep in reps for r in rep["accounting"] if r["run"] == name]
+        r0 = rs[0]
+        label = f"{r0['batch_size']}" + (" (fixed lr)" if r0.get("lr_rule") == "none" else "")
+        if all(r["verdict"] == "reference" for r in rs):
+            rows.append(f"| {label} (B0) | {r0['lr']:.2g} | 1 | 1 | 1 | reference |")
+            continue
+        reached = [r for r in rs if r.get("rN") is not None]
+        rn = _span([r["rN"] for r in reached])
+        if len(reached) < len(rs):
+            least = [r["rN_at_least"] for r in rs if r.get("rN") is None and r.get("rN_at_least")]
+            rn = (rn + "; " if reached else "") + (f"> {_span(least)}" if least else "not reached")
+        speed = _span([1 / r["relative_time"] for r in rs if r.get("relative_time")], suffix="x")
+        gain = _span([r["relative_throughput"] for r in rs if r.get("relative_throughput")], suffix="x")
+        verdicts: dict[str, int] = {}
+        for r in rs:
+            verdicts[r["verdict"]] = verdicts.get(r["verdict"], 0) + 1
+        vtxt = ", ".join(f"{v} {n}/{len(rs)}" for v, n in sorted(verdicts.items(), key=lambda kv: -kv[1]))
+        rows.append(f"| {label} | {r0['lr']:.2g} | {rn} | {gain} | {speed} | {vtxt} |")
+    return "\n".join(rows)
+
+
 def yes(v: bool) -> str:
     return "**yes**" if v else "**NO**"
 
@@ -91,10 +135,14 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("dirs", nargs="+", type=Path, help="demo output directories (each with report.json)")
     ap.add_argument("--doublings", type=int, default=1, help="finding 1 on the first N doublings above B0")
+    ap.add_argument("--readme", action="store_true",
+                    help="print the README's table instead: one row per configuration over the seed sets")
     args = ap.parse_args(argv)
     cols = []
-    for d in args.dirs:
-        rep = json.loads((d / "report.json").read_text(encoding="utf-8"))
+    reps = [json.loads((d / "report.json").read_text(encoding="utf-8")) for d in args.dirs]
+    if args.readme:
+        print(readme_table(reps))
+    for d, rep in zip(args.dirs, reps):
         settings = {}
         if (d / "sweep.json").is_file():
             settings = json.loads((d / "sweep.json").read_text(encoding="utf-8")).get("settings") or {}
@@ -117,7 +165,8 @@ def main(argv: list[str] | None = None) -> int:
         lines.append(f"| {label} | " + " | ".join(f"{yes(c[key])}: {c[key + '_text']}" for c in cols) + " |")
     if any(c["cost"] for c in cols):
         lines.append("| cost | " + " | ".join(c["cost"] for c in cols) + " |")
-    print("\n".join(lines))
+    if not args.readme:
+        print("\n".join(lines))
     return 0 if all(c[k] for c in cols for k in ("overlay", "control", "sublinear", "rejected")) else 1
 
 

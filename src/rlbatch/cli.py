@@ -323,7 +323,7 @@ def demo_cmd(
     backend: str = typer.Option("local", "--backend", help="local (our trainer) or trl (every trial with TRL's "
                                 "GRPOTrainer; GRPO only; needs rlbatch[trl])."),
 ) -> None:
-    """The main job: a real batch-size study on the tiny preset (B = 16 to 2048 on the square-root LR rule, past
+    """The main job: a real batch-size study on the tiny preset (B = 16 to 4096 on the square-root LR rule, past
     the critical batch, plus a fixed-LR control at B = 256, 3 seeds, target 0.37), then the report: the accounting,
     where the aligned family ends, the rejected larger batches and the recommendation. --seed-offset repeats it on
     another seed set. --model: tiny (minutes on 2 CPU cores), smollm2-135m (GPU), gpu-small (one GPU, ~5 min on

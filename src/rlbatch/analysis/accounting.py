@@ -713,9 +713,13 @@ def headline(rows: list[dict[str, Any]], ref: str | None, metric: str, target: f
     if rej:
         why = {"slower": "slower than the reference beyond noise", "not reached": "did not reach the target"}
         third = "Rejected: " + "; ".join(f"{_name(r)}, {why[r['verdict']]}" + (
-            f" ({r['relative_time']:.2f}x{_iv(r['relative_time_ci'])})" if r["verdict"] == "slower" else
+            f" ({r['relative_time']:.2f}x{_iv(r['relative_time_ci'])}: samples-to-target grew by rN = "
+            f"{r['rN']:.2f}{_iv(r['rN_ci'])}, throughput only {r['relative_throughput']:.2f}x"
+            f"{_iv(r['relative_throughput_ci'])})" if r["verdict"] == "slower" else
             f" ({r.get('n_reached', 0)}/{r.get('n_seeds', '?')} seeds within the budget"
-            + (f"; rN > {r['rN_at_least']:.2f}" if r.get("rN_at_least") else "") + ")") for r in rej) + "."
+            + (f"; rN > {r['rN_at_least']:.2f}" if r.get("rN_at_least") else "")
+            + (f", throughput only {r['relative_throughput']:.2f}x" if r.get("relative_throughput") else "")
+            + ")") for r in rej) + "."
     else:
         third = "Rejected: none (no configuration is slower than the reference beyond noise or missed the target)."
     out["lines"] = [first, second, third]

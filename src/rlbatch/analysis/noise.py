@@ -81,8 +81,10 @@ def b_simple_smoothed(metrics: pd.DataFrame, alpha: float = 0.1, x: str = X) -> 
     way. Older GRPO logs whose micro-batches cut groups (``noise/b_small`` < G) keep the bias of treating a prompt's
     responses as independent (B_simple too small); nothing in their inputs can undo it.
 
-    Returns a DataFrame with columns ``step``, ``samples/retained`` (if present), ``g2``, ``trace``,
-    ``b_simple_step`` (per-step ratio, NaN where |G|^2 <= 0) and ``b_simple`` (smoothed), in samples (responses),
+    Returns a DataFrame with columns ``step``, ``samples/retained`` (if present), ``g2``, ``trace``, ``weight``
+    (the step's inverse-variance weight for pooling, (B_big - B_small)^2: the estimate's sd scales as
+    tr(Sigma) / (B_big - B_small)), ``b_simple_step`` (per-step ratio, NaN where |G|^2 <= 0) and ``b_simple``
+    (smoothed), in samples (responses),
     and ``between_prompt``, ``within_prompt`` (smoothed tr Sigma_b, tr Sigma_w, squared gradient units; NaN when
     not logged). Raises :class:`UserError` if neither the inputs nor ``noise/b_simple`` are present, or ``alpha``
     not in (0, 1].
@@ -104,6 +106,8 @@ def b_simple_smoothed(metrics: pd.DataFrame, alpha: float = 0.1, x: str = X) -> 
         out["g2"] = (bb * gb - bs * gs) / (bb - bs)
         out["trace"] = (gs - gb) / (1.0 / bs - 1.0 / bb)
         out["b_simple_step"] = np.where(out["g2"] > 0, out["trace"] / out["g2"].where(out["g2"] > 0), np.nan)
+        # inverse-variance weight of the step's |G|^2 estimate: its sd scales as tr(Sigma) / (B_big - B_small)
+        out["weight"] = (bb - bs) ** 2
         g2s = out["g2"].ewm(alpha=alpha, adjust=True).mean()
         trs = out["trace"].ewm(alpha=alpha, adjust=True).mean()
         out["b_simple"] = np.where(g2s > 0, trs / g2s.where(g2s > 0), np.nan)
@@ -115,6 +119,7 @@ def b_simple_smoothed(metrics: pd.DataFrame, alpha: float = 0.1, x: str = X) -> 
         s = metrics["noise/b_simple"].astype(float)
         out["g2"] = np.nan
         out["trace"] = np.nan
+        out["weight"] = np.nan
         out["b_simple_step"] = s
         out["b_simple"] = s.rolling(max(1, int(round(1 / alpha))), min_periods=1).median()
         out["between_prompt"] = np.nan
@@ -122,6 +127,73 @@ def b_simple_smoothed(metrics: pd.DataFrame, alpha: float = 0.1, x: str = X) -> 
         return out.reset_index(drop=True)
     raise UserError("no gradient-noise metrics: need noise/grad_sq_small, noise/grad_sq_big, noise/b_small, "
                     "noise/b_big (or noise/b_simple)", field="noise/b_simple")
+
+
+def _noise_steps(runs: Sequence[Any]) -> tuple[list[tuple[Any, pd.DataFrame]], list[tuple[Any, list[float]]]]:
+    """Each run's per-step unbiased |G|^2 and tr(Sigma) estimates (:func:`b_simple_smoothed`, rows with both), and
+    the per-step ``noise/b_simple`` of foreign logs that log only that."""
+    full, foreign = [], []
+    for r in runs:
+        try:
+            d = b_simple_smoothed(r.metrics)
+        except UserError:
+            continue
+        if not d["g2"].notna().any():  # a foreign log with only the per-step noise/b_simple
+            v = d["b_simple_step"].dropna().tolist()
+            if v:
+                foreign.append((r, v))
+            continue
+        d = d.dropna(subset=["g2", "trace"])
+        if len(d):
+            full.append((r, d))
+    return full, foreign
+
+
+def _pooled_b_simple(ds: Sequence[pd.DataFrame], rng: np.random.Generator, n_boot: int, block: int,
+                     conf: float) -> dict[str, Any]:
+    """B_simple = mean tr(Sigma) / mean |G|^2 over every step of the runs ``ds`` (their :func:`b_simple_smoothed`
+    frames; means weighted by each step's inverse-variance ``weight``, so that steps of large batches, whose |G|^2
+    estimates are far less noisy, count for more: equal weights at one batch size), with a percentile bootstrap resampling the runs (two or more) and, within each, blocks of ``block``
+    consecutive steps; a replicate whose mean |G|^2 is <= 0 is unbounded above. ``b_simple`` is None when the mean
+    |G|^2 itself is <= 0 (not measurable at this scale); the interval's lower end is then still a lower bound."""
+    w = [d["weight"].to_numpy(float) if "weight" in d else np.ones(len(d)) for d in ds]
+    g2 = [d["g2"].to_numpy(float) * wi for d, wi in zip(ds, w)]  # weighted: a ratio of weighted sums below
+    tr = [d["trace"].to_numpy(float) * wi for d, wi in zip(ds, w)]
+    n_steps = int(sum(len(x) for x in g2))
+    row: dict[str, Any] = {"b_simple": None, "ci": None, "n_runs": len(ds), "steps": n_steps, "reason": None,
+                           "measurable": False}
+    mg, mt = float(np.sum(np.concatenate(g2))), float(np.sum(np.concatenate(tr)))
+    if mg > 0:
+        row["b_simple"] = mt / mg
+    if n_steps < 2 * block:
+        row["reason"] = f"only {n_steps} steps with noise metrics: too few for an interval"
+        return row
+    reps = np.empty(n_boot)
+    for i in range(n_boot):
+        pick = rng.integers(0, len(ds), len(ds)) if len(ds) >= 2 else [0]
+        sg = st = 0.0
+        for k in pick:
+            n = len(g2[k])
+            bl = max(1, min(block, n))
+            starts = rng.integers(0, n - bl + 1, int(math.ceil(n / bl)))
+            idx = (starts[:, None] + np.arange(bl)[None, :]).ravel()[:n]
+            sg += g2[k][idx].sum()
+            st += tr[k][idx].sum()
+        reps[i] = st / sg if sg > 0 else np.inf
+    big = np.finfo(float).max  # an unbounded replicate (mean |G|^2 <= 0): beyond any finite value
+    reps = np.where(np.isfinite(reps), reps, big)
+    lo, hi = percentile_interval(reps, conf, "nearest")
+    row["ci"] = [lo if lo < big else None, hi if hi < big else None]
+    if row["ci"][0] is None:
+        row["ci"], row["reason"] = None, "most resamples have a mean |G|^2 <= 0: not even a lower bound"
+    elif row["b_simple"] is None:
+        row["reason"] = (f"the mean |G|^2 estimate over {n_steps} steps is not positive (the gradient signal is "
+                         "below the noise): B_simple is larger than these steps can measure")
+    elif row["ci"][1] is None:
+        row["reason"] = "the interval has no upper end (some resamples have a mean |G|^2 <= 0)"
+    else:
+        row["measurable"] = True
+    return row
 
 
 def b_simple_by_batch(runs: Sequence[Any], n_boot: int = 1000, seed: int = 0, block: int = 10,
@@ -133,70 +205,52 @@ def b_simple_by_batch(runs: Sequence[Any], n_boot: int = 1000, seed: int = 0, bl
     (the estimates of neighbouring steps are correlated); a replicate whose mean |G|^2 is <= 0 is unbounded above.
 
     Returns one row per B, ascending: ``batch_size``, ``b_simple`` (responses; None with its ``reason``),
-    ``ci`` [lo, hi] (hi None = unbounded) or None with ``reason``, ``n_runs`` (runs with noise metrics), ``steps``.
+    ``ci`` [lo, hi] (hi None = unbounded) or None with ``reason``, ``measurable`` (a value with a bounded
+    interval), ``n_runs`` (runs with noise metrics), ``steps``.
     """
+    full, foreign = _noise_steps([r for r in runs if r.meta.batch_size is not None])
     by: dict[int, list[pd.DataFrame]] = {}
-    foreign: dict[int, list[float]] = {}
-    for r in runs:
-        if r.meta.batch_size is None:
-            continue
-        try:
-            d = b_simple_smoothed(r.metrics)
-        except UserError:
-            continue
-        if not d["g2"].notna().any():  # a foreign log with only the per-step noise/b_simple
-            foreign.setdefault(int(r.meta.batch_size), []).extend(d["b_simple_step"].dropna().tolist())
-        d = d.dropna(subset=["g2", "trace"])
-        if len(d):
-            by.setdefault(int(r.meta.batch_size), []).append(d)
+    fb: dict[int, list[float]] = {}
+    for r, d in full:
+        by.setdefault(int(r.meta.batch_size), []).append(d)
+    for r, v in foreign:
+        fb.setdefault(int(r.meta.batch_size), []).extend(v)
     rng = np.random.default_rng(seed)
     out = []
-    for b in sorted(set(by) | set(foreign)):
+    for b in sorted(set(by) | set(fb)):
         if b not in by:
-            v = foreign[b]
+            v = fb[b]
             out.append({"batch_size": b, "b_simple": float(np.median(v)) if v else None, "ci": None, "n_runs": None,
-                        "steps": len(v), "reason": "the log has only the per-step noise/b_simple, no |G|^2 and "
-                        "tr(Sigma) estimates to pool: the median over steps, without an interval"})
+                        "steps": len(v), "measurable": False, "reason": "the log has only the per-step "
+                        "noise/b_simple, no |G|^2 and tr(Sigma) estimates to pool: the median over steps, without "
+                        "an interval"})
             continue
-        ds = by[b]
-        g2 = [d["g2"].to_numpy(float) for d in ds]
-        tr = [d["trace"].to_numpy(float) for d in ds]
-        n_steps = int(sum(len(x) for x in g2))
-        row: dict[str, Any] = {"batch_size": b, "b_simple": None, "ci": None, "n_runs": len(ds), "steps": n_steps,
-                               "reason": None}
-        mg, mt = float(np.mean(np.concatenate(g2))), float(np.mean(np.concatenate(tr)))
-        if not mg > 0:
-            row["reason"] = (f"the mean |G|^2 estimate over {n_steps} steps is not positive (the gradient signal is "
-                             "below the noise at this B): B_simple is larger than these steps can measure")
-            out.append(row)
-            continue
-        row["b_simple"] = mt / mg
-        if n_steps < 2 * block:
-            row["reason"] = f"only {n_steps} steps with noise metrics: too few for an interval"
-            out.append(row)
-            continue
-        reps = np.empty(n_boot)
-        for i in range(n_boot):
-            pick = rng.integers(0, len(ds), len(ds)) if len(ds) >= 2 else [0]
-            sg = st = 0.0
-            cnt = 0
-            for k in pick:
-                n = len(g2[k])
-                bl = max(1, min(block, n))
-                starts = rng.integers(0, n - bl + 1, int(math.ceil(n / bl)))
-                idx = (starts[:, None] + np.arange(bl)[None, :]).ravel()[:n]
-                sg += g2[k][idx].sum()
-                st += tr[k][idx].sum()
-                cnt += n
-            reps[i] = st / sg if sg > 0 else np.inf
-        big = np.finfo(float).max  # an unbounded replicate (mean |G|^2 <= 0): beyond any finite value
-        reps = np.where(np.isfinite(reps), reps, big)
-        lo, hi = percentile_interval(reps, conf, "nearest")
-        row["ci"] = [lo if lo < big else None, hi if hi < big else None]
-        if row["ci"][0] is None:
-            row["ci"], row["reason"] = None, "most resamples have a mean |G|^2 <= 0: no bounded interval"
-        out.append(row)
+        out.append({"batch_size": b, **_pooled_b_simple(by[b], rng, n_boot, block, conf)})
     return out
+
+
+def b_simple_pooled(runs: Sequence[Any], n_boot: int = 1000, seed: int = 0, block: int = 10,
+                    conf: float = 0.95) -> dict[str, Any] | None:
+    """One B_simple for a study: every step of every run with noise metrics pooled across batch sizes and seeds
+    (the estimators are unbiased at any B, so the steps of all rungs measure the same per-response tr(Sigma) and
+    |G|^2 of the task and model, over the stretch of training the runs cover), with the bootstrap of
+    :func:`b_simple_by_batch` resampling the runs. Returns ``{"b_simple", "ci", "measurable", "reason", "n_runs",
+    "steps", "batch_sizes"}`` (``measurable``: a value with a bounded interval; otherwise ``ci[0]`` is at most a
+    lower bound and the report says "not measurable at this scale"), or None without noise metrics. Foreign logs
+    with only ``noise/b_simple``: the median of their per-step values, no interval. The plan's noise model takes
+    its B_noise from here (:func:`rlbatch.analysis.noise_model.b_noise_from_gradients`)."""
+    full, foreign = _noise_steps(runs)
+    if full:
+        row = _pooled_b_simple([d for _, d in full], np.random.default_rng(seed), n_boot, block, conf)
+        bs = sorted({int(r.meta.batch_size) for r, _ in full if r.meta.batch_size is not None})
+        return {**row, "batch_sizes": bs}
+    if foreign:
+        v = [x for _, xs in foreign for x in xs]
+        return {"b_simple": float(np.median(v)), "ci": None, "measurable": False, "n_runs": len(foreign),
+                "steps": len(v), "batch_sizes": sorted({int(r.meta.batch_size) for r, _ in foreign
+                                                        if r.meta.batch_size is not None}),
+                "reason": "the logs have only the per-step noise/b_simple: the median over steps, without an interval"}
+    return None
 
 
 def b_simple_overall(metrics: pd.DataFrame, skip_frac: float = 0.0) -> float:

@@ -14,7 +14,7 @@ from typing import Any, Sequence
 import numpy as np
 from scipy.optimize import minimize_scalar
 
-from rlbatch.analysis.noise import b_simple_overall, b_simple_smoothed, fit_grad_norm_scaling
+from rlbatch.analysis.noise import b_simple_pooled, fit_grad_norm_scaling
 from rlbatch.errors import UserError
 from rlbatch.runstore import Run
 
@@ -97,29 +97,24 @@ def b_noise_from_points(points: list[dict[str, Any]], b_ref: float) -> dict[str,
 
 
 def b_noise_from_gradients(runs: Sequence[Run]) -> dict[str, Any] | None:
-    """B_noise from gradient-noise measurements: the median whole-run B_simple of the runs' ``noise/*`` metrics
-    (interval: min-max over runs, or the 10-90% range of its positive smoothed values over the second half of a
-    single run),
-    else the grad-norm vs B fit |g_B|^2 = |G|^2 + tr(Sigma)/B (B_noise = tr(Sigma)/|G|^2). None when neither."""
-    vals, spreads = [], []
-    for r in runs:
-        v = b_simple_overall(r.metrics)
-        if _finite(v) and v > 0:
-            vals.append(v)
-            try:
-                d = b_simple_smoothed(r.metrics)["b_simple"].dropna()
-                d = d.iloc[len(d) // 2:]
-                d = d[d > 0]  # a step's B_simple is <= 0 when its |G|^2 estimate is: no finite B_noise to bound
-                if len(d) >= 3:
-                    spreads.append((float(d.quantile(0.1)), float(d.quantile(0.9))))
-            except UserError:
-                pass
-    if vals:
-        ci = [min(vals), max(vals)] if len(vals) >= 2 else (list(spreads[0]) if spreads else None)
-        return {"value": float(np.median(vals)), "ci": ci, "source": "B_simple", "n_runs": len(vals)}
-    low = b_simple_lower_bound(runs)
-    if low is not None:
-        return low
+    """B_noise from gradient-noise measurements: B_simple of the runs' ``noise/*`` metrics, every step of every run
+    pooled (:func:`rlbatch.analysis.noise.b_simple_pooled`, the number the report's noise section prints), with its
+    bootstrap interval (an open upper end: ``inf``). When the steps do not resolve the true gradient (mean |G|^2
+    estimate <= 0) only the interval's lower end is known: ``{"value": inf, "ci": [lower bound, inf],
+    "lower_bound"}``, so the noise model gives rN = 1 with an interval up to rN at the bound. Without noise
+    metrics, the grad-norm vs B fit |g_B|^2 = |G|^2 + tr(Sigma)/B (B_noise = tr(Sigma)/|G|^2). None when neither."""
+    pooled = b_simple_pooled(runs)
+    if pooled is not None:
+        v, ci = pooled["b_simple"], pooled["ci"]
+        if v is not None and v > 0:
+            hi = None if not ci else ci[1]
+            return {"value": float(v), "ci": [ci[0], math.inf if hi is None else hi] if ci else None,
+                    "source": "B_simple", "n_runs": pooled["n_runs"]}
+        if ci and ci[0] is not None and ci[0] > 0:
+            bound = float(ci[0])
+            return {"value": math.inf, "ci": [bound, math.inf], "lower_bound": bound, "n_steps": pooled["steps"],
+                    "source": f"B_simple >= {bound:.4g}: the noise/* metrics do not resolve |G|^2 (its mean "
+                              f"estimate over {pooled['steps']} steps is <= 0)"}
     try:
         fit = fit_grad_norm_scaling(runs, "grad_norm/actor")
     except (UserError, KeyError, ValueError):
@@ -134,32 +129,3 @@ def b_noise_from_gradients(runs: Sequence[Run]) -> dict[str, Any] | None:
         return None
     return {"value": float(slope / intercept), "ci": None, "source": "grad-norm fit",
             "knee_batch": fit.get("knee_batch")}
-
-
-def b_simple_lower_bound(runs: Sequence[Run], z: float = 1.96) -> dict[str, Any] | None:
-    """B_noise when the runs' ``noise/*`` metrics do not resolve the true gradient: the mean over steps of the
-    unbiased |G|^2 estimate is <= 0 (its noise exceeds it, as on a short probe), so B_simple = tr(Sigma) / |G|^2 has
-    no finite estimate but is bounded below by mean tr(Sigma) / (mean |G|^2 + z x its standard error), the largest
-    |G|^2 the steps allow (McCandlish et al. 2018, appendix A.1; steps taken as independent). Returns
-    ``{"value": inf, "ci": [lower bound, inf], "source", "lower_bound"}``, so the noise model gives rN = 1 with an
-    interval up to rN at the bound; None when no run has the metrics, or the bound is not positive."""
-    g2, tr = [], []
-    for r in runs:
-        try:
-            d = b_simple_smoothed(r.metrics)
-        except UserError:
-            continue
-        if "g2" in d and d["g2"].notna().any():
-            ok = d["g2"].notna() & d["trace"].notna()
-            g2 += [float(x) for x in d.loc[ok, "g2"]]
-            tr += [float(x) for x in d.loc[ok, "trace"]]
-    if len(g2) < 3:
-        return None
-    g2_hi = float(np.mean(g2) + z * np.std(g2, ddof=1) / math.sqrt(len(g2)))
-    trace = float(np.mean(tr))
-    if not (g2_hi > 0 and trace > 0):
-        return None
-    bound = trace / g2_hi
-    return {"value": float("inf"), "ci": [bound, float("inf")], "lower_bound": bound, "n_steps": len(g2),
-            "source": f"B_simple >= {bound:.4g}: the noise/* metrics do not resolve |G|^2 (its mean estimate over "
-                      f"{len(g2)} steps is <= 0)"}

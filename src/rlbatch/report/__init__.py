@@ -63,9 +63,16 @@ def batch_cell(v: Any) -> str:
 
 
 def _duration(v: Any) -> str:
-    """Seconds as ``42 s``, ``3.5 min`` or ``2.25 h``."""
+    """Seconds with at least two significant figures (issue 35: a column of "3 s" to "7 s" hid the differences it
+    exists to show): ``850 ms``, ``4.2 s``, ``42 s``, ``3.5 min`` or ``2.25 h``."""
     if not isinstance(v, (int, float)) or not math.isfinite(v):
         return "—"
+    if v < 0.0995:
+        return f"{v * 1000:.2g} ms" if v >= 0.0095 else f"{v * 1000:.1f} ms"
+    if v < 0.995:
+        return f"{v * 1000:.0f} ms"
+    if v < 9.95:
+        return f"{v:.1f} s"
     return f"{v:.0f} s" if v < 120 else f"{v / 60:.1f} min" if v < 7200 else f"{v / 3600:.2f} h"
 
 
@@ -348,7 +355,7 @@ def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None,
                  f"that overlay are batch-size invariant (the aligned family).{rule_note}{band}{cross}",
                  F.score_vs(configs, "samples/retained", metric, target, xlabel="cumulative retained samples",
                             ylabel=short, crossings={n: (r["samples_to_target"], r["samples_to_target_ci"])
-                                                     for n, r in by_row.items() if r["reached"]})))
+                                                     for n, r in by_row.items() if r["reached"]}, reference=ref)))
     scale, unit = _time_scale(configs)
     clock_words = "process CPU" if basis == "cpu" else "wall-clock"
     figs.append(("fig_score_vs_time.png", f"Held-out score against {clock_words} {unit} of training (the "
@@ -356,7 +363,7 @@ def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None,
                  + (cross.replace("samples-to-target", "time-to-target") if cross else ""),
                  F.score_vs(configs, CLOCK_X, metric, target, xscale=scale, xlabel=f"{clock_words} {unit}",
                             ylabel=short, crossings={n: (r["time_to_target_s"], r["time_to_target_ci"])
-                                                     for n, r in by_row.items() if r["reached"]})))
+                                                     for n, r in by_row.items() if r["reached"]}, reference=ref)))
     timing = configuration_timings(groups, basis)
     figs.append(("fig_time_per_step.png", f"Where each configuration's optimizer step goes over its whole run: "
                  "generation, scoring (reward), update and other as shares of the step (they add up to it; the "

@@ -82,11 +82,47 @@ def figure_problems(fig) -> list[str]:
         leg = ax.get_legend()
         if leg is not None and any(t.get_fontsize() < small for t in leg.get_texts()):
             out.append(f"{ax.get_title() or 'axes'}: legend text under {small:g} pt")
+        if leg is not None:
+            hidden = legend_covers(ax, leg)
+            if hidden:
+                out.append(f"{ax.get_title() or 'axes'}: the legend covers {hidden} data point(s)")
+        curves = [ln for ln in ax.get_lines() if len(ln.get_xdata()) > 2 and ln.get_linestyle() not in ("None", "")]
+        if len(curves) > MAX_LINES + 1:
+            out.append(f"{ax.get_title() or 'axes'}: {len(curves)} curves in one panel (at most {MAX_LINES + 1})")
         for reach in getattr(ax, "_rlbatch_reach", []):
             if reach["curve_end"] < reach["crossing"] * (1 - 1e-9):
                 out.append(f"{ax.get_title() or 'axes'}: the curve of {reach['run']} ends at {reach['curve_end']:.4g}, "
                            f"short of its crossing at {reach['crossing']:.4g}")
     return out
+
+
+def legend_covers(ax, leg) -> int:
+    """How many data points of ``ax`` (line vertices, scatter and marker positions) lie under its legend ``leg``."""
+    fig = ax.figure
+    fig.canvas.draw()
+    box = leg.get_window_extent()
+    n = 0
+    for ln in ax.get_lines():
+        xy = np.column_stack([np.asarray(ln.get_xdata(), float), np.asarray(ln.get_ydata(), float)])
+        if len(xy) <= 2 and ln.get_linestyle() not in ("None", ""):
+            continue  # a reference line (target, B^-1/2 guide) spans the axes: not a data point
+        xy = xy[np.isfinite(xy).all(axis=1)]
+        if len(xy):
+            pts = ax.transData.transform(xy)
+            n += int(((pts[:, 0] >= box.x0) & (pts[:, 0] <= box.x1) & (pts[:, 1] >= box.y0)
+                      & (pts[:, 1] <= box.y1)).sum())
+    for col in ax.collections:
+        offs = np.asarray(col.get_offsets(), float)
+        if offs.ndim == 2 and len(offs) and getattr(col, "get_sizes", None) is not None and len(col.get_sizes()):
+            pts = col.get_offset_transform().transform(offs)
+            n += int(((pts[:, 0] >= box.x0) & (pts[:, 0] <= box.x1) & (pts[:, 1] >= box.y0)
+                      & (pts[:, 1] <= box.y1)).sum())
+    return n
+
+
+def legend_below(ax, ncol: int = 2) -> None:
+    """The legend under the axes (below the x label), where it covers no data."""
+    ax.legend(fontsize=LEGEND_FONT, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=ncol, frameon=False)
 
 
 def png_bytes(fig) -> bytes:
@@ -150,76 +186,109 @@ def open_arrow(ax, x: float, y: float, axis: str = "y") -> None:
                     arrowprops=dict(arrowstyle="-|>", color="0.2", lw=1.2))
 
 
+#: Most curves in one panel of a score figure (issue 35: 9-10 tangled lines): more configurations go into small
+#: multiples, each with the reference drawn again.
+MAX_LINES = 4
+
+
 def score_vs(runs: list[Run], x: str, metric: str = "eval/score", target: float | None = None,
              xscale: float = 1.0, xlabel: str = "", title: str = "", ylabel: str = "",
-             crossings: dict[str, tuple[float, Any]] | None = None) -> Any:
+             crossings: dict[str, tuple[float, Any]] | None = None, reference: str | None = None,
+             max_lines: int = MAX_LINES) -> Any:
     """``metric`` against ``x`` (``samples/retained`` or the clock column of
     :func:`rlbatch.analysis.curves.aggregate_seeds`) for every configuration, the range across seeds shaded,
     target as a dashed line; ``ylabel`` names the metric in words. ``crossings``: per configuration (run id) the
     accounting's crossing ``(value, [lo, hi] | None)`` on ``x`` (samples-to-target or time-to-target, in ``x``'s
     unit before ``xscale``), drawn on the target line with its 95% interval (an arrow where the interval is open);
-    the axis always takes in every curve and every interval. Fixed-LR runs (the control): dashed with square
-    markers."""
-    fig = new_figure()
-    ax = fig.add_subplot()
-    drawn = 0
+    the axes always take in every curve and every interval. Fixed-LR runs (the control): dashed with square
+    markers. ``reference`` (a run id): drawn in black and thicker, in every panel. More than ``max_lines`` curves
+    (the reference counted) go into small multiples on shared axes, at most ``max_lines`` per panel, each
+    configuration keeping its colour; every legend sits below its panel, covering no data."""
+    ordered = [r for r in sorted(runs, key=run_order) if _curve(r, metric, x) is not None]
+    ref = next((r for r in ordered if r.run_id == reference), None)
+    others = [r for r in ordered if r is not ref]
+    per = max(1, max_lines - (1 if ref is not None else 0))
+    n = max(1, math.ceil(len(others) / per))
+    size = math.ceil(len(others) / n) if others else 0  # balanced panels: 9 curves in 3 x 3, not 4 + 4 + 1
+    panels = [others[k:k + size] for k in range(0, len(others), size)] if others else [[]]
+    n = len(panels)
+    cols = n if n <= 3 else 2
+    rows = math.ceil(n / cols)
+    fig = new_figure(7.0 if n == 1 else 5.2 * cols, 4.8 if n == 1 else 4.6 * rows)
+    axes = fig.subplots(rows, cols, sharex=True, sharey=True, squeeze=False).ravel()
+    colors = {r.run_id: f"C{k % 10}" for k, r in enumerate(others)}
     right = 0.0
+    for v in ([] if ref is None else [ref]) + others:
+        right = max(right, float(np.nanmax(_curve(v, metric, x)[0])) / xscale)
+    for (v, ci) in (crossings or {}).values():
+        if v is not None:
+            hi = ci[1] if ci and ci[1] is not None and math.isfinite(ci[1]) else v
+            right = max(right, v / xscale, hi / xscale)
+    for ax, members in zip(axes, panels):
+        _score_panel(ax, ([ref] if ref is not None else []) + members, x, metric, target, xscale, crossings,
+                     reference, colors, right)
+        ax.set_xlabel(xlabel or x)
+        ax.set_ylabel(ylabel or metric)
+    for ax in axes[n:]:
+        ax.set_visible(False)
+    if not ordered:
+        _empty(axes[0], f"no run has both {metric!r} and {x!r}")
+    head = f"{ylabel or metric} vs {xlabel or x}"
+    text = title or head[:1].upper() + head[1:]
+    if n == 1:
+        axes[0].set_title(text)
+    else:
+        fig.suptitle(text + (" (the reference in black in every panel)" if ref is not None else ""))
+    return fig
+
+
+def _score_panel(ax, runs: list[Run], x: str, metric: str, target: float | None, xscale: float,
+                 crossings: dict[str, tuple[float, Any]] | None, reference: str | None, colors: dict[str, str],
+                 right: float) -> None:
+    """One panel of :func:`score_vs`: ``runs`` (the reference first when given) with their seed bands, the target,
+    the crossings with their intervals, the legend below the axes."""
     marks = []
     reach: list[dict[str, Any]] = []
     ax._rlbatch_reach = reach  # what figure_problems checks: each curve reaches its crossing
-    for i, run in enumerate(sorted(runs, key=run_order)):
+    for run in runs:
         c = _curve(run, metric, x)
-        if c is None:
-            continue
         control = run.meta.lr_rule == "none"
+        is_ref = run.run_id == reference
+        color = "black" if is_ref else colors.get(run.run_id, "C0")
         (line,) = ax.plot(c[0] / xscale, c[1], "--" if control else "-", marker="s" if control else "o",
-                          markersize=3 if control else 2.5, linewidth=1.4, label=_label(run))
-        right = max(right, float(np.nanmax(c[0])) / xscale)
+                          markersize=3 if control else 2.5, linewidth=2.2 if is_ref else 1.4, color=color,
+                          label=("reference: " if is_ref else "") + _label(run), zorder=4 if is_ref else 3)
         band = _band(run, metric, x)
         if band is not None:  # seed-averaged run: shade the range across seeds
-            ax.fill_between(band[0] / xscale, band[1], band[2], color=line.get_color(), alpha=0.12, linewidth=0)
+            ax.fill_between(band[0] / xscale, band[1], band[2], color=color, alpha=0.1 if is_ref else 0.14,
+                            linewidth=0)
         cr = (crossings or {}).get(run.run_id)
         if cr is not None and target is not None and cr[0] is not None:
-            marks.append((cr, line.get_color(), control))
+            marks.append((cr, color, control))
             reach.append({"run": run.run_id, "curve_end": float(np.nanmax(c[0])) / xscale,
                           "crossing": cr[0] / xscale})
-        drawn += 1
-    if not drawn:
-        _empty(ax, f"no run has both {metric!r} and {x!r}")
-    else:
-        if target is not None:
-            ax.axhline(target, color="0.3", linestyle="--", linewidth=1, label=f"target {target:g}")
-        open_ends = []
-        for (v, ci), color, control in marks:
-            v = v / xscale
-            lo = ci[0] / xscale if ci and ci[0] is not None else v
-            hi = ci[1] / xscale if ci and ci[1] is not None and math.isfinite(ci[1]) else None
-            right = max(right, v, hi if hi is not None else v)
-            ax.errorbar([v], [target], xerr=[[max(0.0, v - lo)], [max(0.0, (hi if hi is not None else v) - v)]],
-                        fmt="D" if control else "o", mfc="white", mec=color, color=color, ms=7, capsize=4,
-                        elinewidth=1.6, zorder=5)
-            if ci and hi is None:
-                open_ends.append((v, color))
-        ax.set_xlim(0 if right > 0 else None, right * 1.04 if right > 0 else None)
-        for v, color in open_ends:
-            ax.annotate("", xy=(right * 1.04, target), xytext=(v, target), annotation_clip=False,
-                        arrowprops=dict(arrowstyle="-|>", color=color, lw=1.4))
-        if marks:
-            ax.plot([], [], "o", mfc="white", mec="0.2", color="0.2", ms=7,
-                    label="crossing (accounting) with its 95% interval")
-        ax.set_xlabel(xlabel or x)
-        ax.set_ylabel(ylabel or metric)
-        ax.grid(alpha=0.3)
-        ax.tick_params(labelsize=TICK_FONT)
-        n_items = drawn + 1 + bool(marks)
-        if n_items > 4:  # many curves: the legend below the axes, where it hides none of them
-            fig.set_size_inches(8.5, 4.4 + 0.22 * ((n_items + 1) // 2))
-            ax.legend(fontsize=LEGEND_FONT, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, frameon=False)
-        else:
-            ax.legend(fontsize=LEGEND_FONT, loc="best")
-    head = f"{ylabel or metric} vs {xlabel or x}"
-    ax.set_title(title or head[:1].upper() + head[1:])
-    return fig
+    if target is not None:
+        ax.axhline(target, color="0.3", linestyle=":", linewidth=1, label=f"target {target:g}")
+    open_ends = []
+    for (v, ci), color, control in marks:
+        v = v / xscale
+        lo = ci[0] / xscale if ci and ci[0] is not None else v
+        hi = ci[1] / xscale if ci and ci[1] is not None and math.isfinite(ci[1]) else None
+        ax.errorbar([v], [target], xerr=[[max(0.0, v - lo)], [max(0.0, (hi if hi is not None else v) - v)]],
+                    fmt="D" if control else "o", mfc="white", mec=color, color=color, ms=7, capsize=4,
+                    elinewidth=1.6, zorder=5)
+        if ci and hi is None:
+            open_ends.append((v, color))
+    ax.set_xlim(0 if right > 0 else None, right * 1.04 if right > 0 else None)
+    for v, color in open_ends:
+        ax.annotate("", xy=(right * 1.04, target), xytext=(v, target), annotation_clip=False,
+                    arrowprops=dict(arrowstyle="-|>", color=color, lw=1.4))
+    if marks:
+        ax.plot([], [], "o", mfc="white", mec="0.2", color="0.2", ms=7, label="crossing with its 95% interval")
+    ax.grid(alpha=0.3)
+    ax.tick_params(labelsize=TICK_FONT)
+    if runs:
+        ax.legend(fontsize=LEGEND_FONT, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=1, frameon=False)
 
 
 def time_per_step(rows: list[dict[str, Any]], names: dict[str, str] | None = None, unit: str = "seconds") -> Any:

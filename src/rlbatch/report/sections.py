@@ -9,8 +9,8 @@ import numpy as np
 from rlbatch.analysis.accounting import configuration_summaries
 from rlbatch.analysis.curves import group_seeds
 from rlbatch.analysis.interval import format_interval
-from rlbatch.analysis.noise import (b_simple_by_batch, b_simple_overall, b_simple_smoothed, fit_grad_norm_scaling,
-                                    gp_equivalence, loglog_fit)
+from rlbatch.analysis.noise import (b_simple_by_batch, b_simple_overall, b_simple_pooled, b_simple_smoothed,
+                                    fit_grad_norm_scaling, gp_equivalence, loglog_fit)
 from rlbatch.analysis.throughput import (configuration_timings, fit_throughput_model, predict, step_timings,
                                          sublinear_window, time_ratios)
 from rlbatch.errors import UserError
@@ -187,12 +187,70 @@ def _fmt_fit(fit: dict[str, Any], family: Sequence[int] | None = None) -> str:
     for d in fit["doublings"]:
         lines.append(f"  - B {d['b_from']} -> {d['b_to']}: ratio {d['ratio']:.3f} vs {d['expected']:.3f} "
                      f"({d['departure']:+.0%}){' — departs from 1/sqrt(2)' if d['past_knee'] else ''}")
+    sl_ci = fit["slope_ci"] if len(fb) >= 2 else (fit.get("slope_all_ci") or [float("nan")] * 2)
+    if all(np.isfinite(sl_ci)) and sl_ci[0] < -0.5 < sl_ci[1] and sl_ci[0] < 0 < sl_ci[1]:
+        lines.append(f"  Its interval holds both -0.5 (noise-dominated) and 0 (signal-dominated): the slope is not "
+                     "measurable at this scale.")
     lines.append("")
     lines.append(f"Knee (critical batch): **{knee}** (the lower B of the first doubling whose ratio departs from "
-                 f"1/sqrt(2) by more than {fit.get('tolerance', 0.08):.0%}; from the gradient norms, while the aligned "
-                 "family is the accounting's, from rN)." if knee is not None else
-                 "No knee within the measured batch sizes: all doublings stay within the tolerance of 1/sqrt(2).")
-    return "\n".join(lines)
+                 f"1/sqrt(2) by more than {fit.get('tolerance', 0.08):.0%}; from the gradient norms)." if knee is not None
+                 else "No knee within the measured batch sizes: all doublings stay within the tolerance of 1/sqrt(2).")
+    lines.append(knee_vs_family(fit, family))
+    return "\n".join(x for x in lines if x is not None)
+
+
+def b_simple_text(row: dict[str, Any]) -> str:
+    """A B_simple row (:func:`rlbatch.analysis.noise.b_simple_by_batch` or ``b_simple_pooled``) in words: the value
+    with its interval when the interval is bounded, else "not measurable at this scale" with the lower bound the
+    steps give (never an unbounded estimate printed as a number)."""
+    v, ci = row.get("b_simple"), row.get("ci")
+    if row.get("measurable"):
+        return f"**{v:.3g}** (95% CI {format_interval(ci, '.3g', sep=' to ')})"
+    if ci and ci[0] is not None:
+        why = "no upper bound" if row.get("b_simple") is not None else (
+            f"its mean |G|^2 estimate over {row['steps']} steps is not positive")
+        return f"not measurable at this scale (at least {ci[0]:.3g}; {why})"
+    if v is not None and not ci:
+        return f"~{v:.3g}, without an interval ({row['reason']})"
+    return f"not measurable at this scale ({row['reason']})"
+
+
+def b_simple_vs_family(pooled: dict[str, Any], family: Sequence[int] | None) -> str:
+    """How the study's pooled B_simple relates to the aligned family from rN, and which to trust: B_simple predicts
+    where the sample penalty sets in (McCandlish et al. 2018: rN ~ 1 + B / B_noise), the family measures it."""
+    use = ("The plan's noise model takes B_noise from a fit to the measured rN where there are any, and from this "
+           "value only for batches without runs. ")
+    if not pooled.get("measurable") or not family:
+        return use
+    v, last = pooled["b_simple"], max(family)
+    if last / 2 <= v <= 2 * last:
+        return use + f"It agrees with the aligned family from rN (last member B = {last}). "
+    return use + (f"It {'exceeds' if v > last else 'falls short of'} the aligned family from rN (last member "
+                  f"B = {last}) by more than 2x: trust the family, which measures the sample penalty itself, while "
+                  "B_simple predicts it from gradient statistics averaged over training (the noise model's rN = "
+                  "(1 + B/B_noise) / (1 + B0/B_noise) assumes the noise scale holds along the way). ")
+
+
+def knee_vs_family(fit: dict[str, Any], family: Sequence[int] | None) -> str | None:
+    """One sentence on whether the gradient-norm knee and the aligned family (the accounting's, from rN) agree, and
+    which to trust when they do not: the family, measured on samples-to-target, the quantity the decision uses; the
+    knee rests on ratios of mean gradient norms between doublings, whose scatter the sentence gives. None without a
+    family."""
+    if not family:
+        return None
+    last = max(family)
+    knee = fit["knee_batch"]
+    ratios = [d["ratio"] for d in fit["doublings"]]
+    spread = (f"; the doubling ratios scatter from {min(ratios):.2f} to {max(ratios):.2f} around 1/sqrt(2) = 0.71"
+              if ratios else "")
+    if knee == last:
+        return (f"The knee agrees with the aligned family from rN, whose last member is B = {last}.")
+    if knee is None:
+        return (f"The gradient norms show no knee, while the aligned family from rN ends after B = {last}: trust the "
+                "family (measured on samples-to-target, which the decision uses)" + spread + ".")
+    return (f"The knee (B = {knee}) and the aligned family from rN (last member B = {last}) disagree: trust the "
+            f"family, which is measured on samples-to-target, the quantity the decision uses; the knee rests on "
+            f"ratios of mean gradient norms{spread}, more than the knee rule's {fit.get('tolerance', 0.08):.0%}.")
 
 
 def noise_section(runs: Sequence[Any], target: float | None = None, metric: str = "eval/score",
@@ -272,20 +330,17 @@ def noise_section(runs: Sequence[Any], target: float | None = None, metric: str 
         curves.append((r, d))
     if curves:
         js["b_simple_by_batch"] = b_simple_by_batch(runs)
-        md.append("\n**Simple noise scale B_simple = tr(Sigma)/|G|^2** (McCandlish et al. 2018), per batch size over "
-                  "every step of its runs (mean tr(Sigma) over mean |G|^2, responses), with a 95% interval "
-                  "(bootstrap over seeds and blocks of steps):")
+        js["b_simple_pooled"] = pooled = b_simple_pooled(runs)
+        md.append("\n**Simple noise scale B_simple = tr(Sigma)/|G|^2** (McCandlish et al. 2018; mean tr(Sigma) over "
+                  "mean |G|^2, in responses; 95% interval: bootstrap over runs and blocks of steps). "
+                  + (f"Over all {pooled['n_runs']} runs ({pooled['steps']} steps, every batch size pooled, "
+                     f"weighted by the precision of each step's estimate): {b_simple_text(pooled)}. "
+                     f"{b_simple_vs_family(pooled, family)}" if pooled else "")
+                  + "Per batch size:")
         for row in js["b_simple_by_batch"]:
-            v, ci = row["b_simple"], row["ci"]
-            if v is None:
-                md.append(f"- B = {row['batch_size']}: no B_simple — {row['reason']}.")
-                continue
-            if ci:
-                iv = f" (95% CI {format_interval(ci, '.3g', sep=' to ', unbounded='unbounded')})"
-            else:
-                iv = f" (no interval: {row['reason']})"
-            md.append(f"- B = {row['batch_size']}: B_simple ~ {v:.3g}{iv}"
-                      f"{' — the batch is above the noise scale' if v < row['batch_size'] else ''}")
+            md.append(f"- B = {row['batch_size']}: {b_simple_text(row)}"
+                      + (" — the batch is above the noise scale" if row["measurable"]
+                         and row["b_simple"] < row["batch_size"] else "") + ".")
         fig, ax = plt.subplots(figsize=(6.5, 4.4))
         pts = [(row["batch_size"], row["b_simple"]) for row in js["b_simple"]
                if row["batch_size"] and row["b_simple"] is not None and np.isfinite(row["b_simple"])
