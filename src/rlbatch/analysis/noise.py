@@ -184,13 +184,49 @@ def _pooled_b_simple(ds: Sequence[pd.DataFrame], rng: np.random.Generator, n_boo
     reps = np.where(np.isfinite(reps), reps, big)
     lo, hi = percentile_interval(reps, conf, "nearest")
     row["ci"] = [lo if lo < big else None, hi if hi < big else None]
-    if row["ci"][0] is None:
-        row["ci"], row["reason"] = None, "most resamples have a mean |G|^2 <= 0: not even a lower bound"
-    elif row["b_simple"] is None:
+    if row["b_simple"] is None:
         row["reason"] = (f"the mean |G|^2 estimate over {n_steps} steps is not positive (the gradient signal is "
                          "below the noise): B_simple is larger than these steps can measure")
+        if row["ci"][0] is None:
+            row["ci"] = None
+            row["reason"] += ", and most resamples give no lower bound either"
+    elif row["ci"][0] is None:
+        row["ci"], row["reason"] = None, "most resamples have a mean |G|^2 <= 0: not even a lower bound"
     elif row["ci"][1] is None:
         row["reason"] = "the interval has no upper end (some resamples have a mean |G|^2 <= 0)"
+    else:
+        row["measurable"] = True
+    return row
+
+
+def _median_b_simple(values: Sequence[float], rng: np.random.Generator, n_boot: int, block: int,
+                     conf: float) -> dict[str, Any]:
+    """B_simple of a log that has only the per-step ``noise/b_simple`` ratios: their median, a value <= 0 (a step
+    whose |G|^2 estimate was negative: the ratio has passed its pole) counting as larger than any finite value, with
+    a bootstrap over blocks of ``block`` steps. ``b_simple`` None when the median itself is beyond every finite
+    value; the interval's open ends None."""
+    v = np.asarray(values, float)
+    v = np.where(v > 0, v, np.inf)
+    n = len(v)
+    med = float(np.median(v))
+    row: dict[str, Any] = {"b_simple": med if math.isfinite(med) else None, "ci": None, "n_runs": None,
+                           "steps": n, "measurable": False, "reason": None}
+    if n < 2 * block:
+        row["reason"] = f"only {n} steps with noise/b_simple: too few for an interval"
+        return row
+    bl = min(block, n)
+    reps = np.empty(n_boot)
+    for i in range(n_boot):
+        starts = rng.integers(0, n - bl + 1, int(math.ceil(n / bl)))
+        idx = (starts[:, None] + np.arange(bl)[None, :]).ravel()[:n]
+        reps[i] = np.median(v[idx])
+    big = np.finfo(float).max
+    lo, hi = percentile_interval(np.where(np.isfinite(reps), reps, big), conf, "nearest")
+    row["ci"] = [lo if lo < big else None, hi if hi < big else None]
+    if row["ci"][0] is None:
+        row["ci"], row["reason"] = None, "most steps' |G|^2 estimates are negative: not even a lower bound"
+    elif row["b_simple"] is None or row["ci"][1] is None:
+        row["reason"] = "the interval has no upper end (many steps' |G|^2 estimates are negative)"
     else:
         row["measurable"] = True
     return row
@@ -219,11 +255,7 @@ def b_simple_by_batch(runs: Sequence[Any], n_boot: int = 1000, seed: int = 0, bl
     out = []
     for b in sorted(set(by) | set(fb)):
         if b not in by:
-            v = fb[b]
-            out.append({"batch_size": b, "b_simple": float(np.median(v)) if v else None, "ci": None, "n_runs": None,
-                        "steps": len(v), "measurable": False, "reason": "the log has only the per-step "
-                        "noise/b_simple, no |G|^2 and tr(Sigma) estimates to pool: the median over steps, without "
-                        "an interval"})
+            out.append({"batch_size": b, **_median_b_simple(fb[b], rng, n_boot, block, conf)})
             continue
         out.append({"batch_size": b, **_pooled_b_simple(by[b], rng, n_boot, block, conf)})
     return out
@@ -237,7 +269,7 @@ def b_simple_pooled(runs: Sequence[Any], n_boot: int = 1000, seed: int = 0, bloc
     :func:`b_simple_by_batch` resampling the runs. Returns ``{"b_simple", "ci", "measurable", "reason", "n_runs",
     "steps", "batch_sizes"}`` (``measurable``: a value with a bounded interval; otherwise ``ci[0]`` is at most a
     lower bound and the report says "not measurable at this scale"), or None without noise metrics. Foreign logs
-    with only ``noise/b_simple``: the median of their per-step values, no interval. The plan's noise model takes
+    with only ``noise/b_simple``: the median of their per-step values with a block bootstrap. The plan's noise model takes
     its B_noise from here (:func:`rlbatch.analysis.noise_model.b_noise_from_gradients`)."""
     full, foreign = _noise_steps(runs)
     if full:
@@ -246,10 +278,9 @@ def b_simple_pooled(runs: Sequence[Any], n_boot: int = 1000, seed: int = 0, bloc
         return {**row, "batch_sizes": bs}
     if foreign:
         v = [x for _, xs in foreign for x in xs]
-        return {"b_simple": float(np.median(v)), "ci": None, "measurable": False, "n_runs": len(foreign),
-                "steps": len(v), "batch_sizes": sorted({int(r.meta.batch_size) for r, _ in foreign
-                                                        if r.meta.batch_size is not None}),
-                "reason": "the logs have only the per-step noise/b_simple: the median over steps, without an interval"}
+        row = _median_b_simple(v, np.random.default_rng(seed), n_boot, block, conf)
+        return {**row, "n_runs": len(foreign), "batch_sizes": sorted({int(b) for r, _ in foreign if (
+            b := getattr(getattr(r, "meta", None), "batch_size", None)) is not None})}
     return None
 
 
