@@ -327,3 +327,42 @@ def test_the_record_counts_what_a_stopped_trial_wrote_after_its_stop(demo, tmp_p
         assert t.samples == m[-1]["samples/retained"], t.run_id
     assert res.samples_spent == sum(t.samples for t in res.trials)
     assert any(t.state == "cannot win" for t in res.trials)
+
+
+def test_a_trial_stops_at_its_first_evaluation_at_or_above_the_target_unless_confirm(tmp_path):
+    """Issue 36: the race's promise (benchmarks/adaptive.py) counts a reached trial up to its first evaluation at
+    or above the target, as the demo's trials and the ideal race stop. A (the reference, B = 16) first logs 0.38 >=
+    0.37 at 2000 samples; B (B = 32) at 3000 (1.5 s on its clock, one second per 2000 samples: ahead of A's 2.0 s).
+    Both stop there and B is the pick; with ``confirm`` the loop runs a reached trial on until its samples-to-target
+    interval closes above, past the crossing."""
+    xs = [0, 500, 1000, 1500, 2000, 2500, 3000, 3500, 4000, 4500, 5000, 5500, 6000]
+    ya = [0.20, 0.24, 0.28, 0.31, 0.38, 0.39, 0.40, 0.41, 0.42, 0.42, 0.43, 0.43, 0.44]
+    yb = [0.20, 0.22, 0.25, 0.28, 0.31, 0.34, 0.375, 0.39, 0.40, 0.41, 0.42, 0.43, 0.44]
+    a = _run(tmp_path, xs, ya, "B16-G8-sqrt-s0", batch=16)
+    b = _run(tmp_path, xs, yb, "B32-G8-sqrt-s0", secs=[x / 2000 for x in xs], batch=32)
+    res = replay_sweep([a, b], tmp_path / "replay", target=0.37, fmt="rlbatch", n_boot=30)
+    by = {t.config: t for t in res.trials}
+    assert by["B16-G8-sqrt"].state == "reached" and by["B16-G8-sqrt"].samples == 2000
+    assert by["B32-G8-sqrt"].state == "reached" and by["B32-G8-sqrt"].samples == 3000
+    assert res.recommended in ("B32-G8-sqrt-s0", "B32-G8-sqrt")
+    res = replay_sweep([a, b], tmp_path / "replay-confirm", target=0.37, fmt="rlbatch", n_boot=30, confirm=True)
+    by = {t.config: t for t in res.trials}
+    assert by["B16-G8-sqrt"].samples > 2000 and by["B32-G8-sqrt"].samples > 3000
+
+
+def test_a_replayed_update_batch_below_p_times_g_keeps_its_b(tmp_path):
+    """Issue 36: the cs336-style sets vary the update batch (32-256 responses per optimizer step) at a fixed
+    rollout P x G = 32 x 8 = 256. Replayed, each trial keeps its own B (the loop's plans compare B = 32 with
+    B = 64), not P x G for all (which gave every trial B = 256 and no plan at all)."""
+    xs = [0, 256, 512, 768, 1024, 1280, 1536, 1792, 2048]
+    runs = []
+    for b, ys in ((32, [0.1, 0.2, 0.3, 0.35, 0.38, 0.4, 0.41, 0.42, 0.43]),
+                  (64, [0.1, 0.15, 0.2, 0.25, 0.3, 0.33, 0.36, 0.38, 0.4])):
+        r = _run(tmp_path, xs, ys, f"tb{b}", batch=b)
+        r.meta = r.meta.model_copy(update={"prompts_per_step": 32, "group_size": 8, "rollout_batch_size": 256,
+                                           "lr_rule": "none"})
+        runs.append(r)
+    res = replay_sweep(ladder_runs(runs, rules=("none",)), tmp_path / "replay", target=0.37, fmt="rlbatch",
+                       n_boot=30)
+    assert res.plan is not None and sorted(c["batch_size"] for c in res.plan["candidates"]) == [32, 64]
+    assert res.recommended == "tb32"

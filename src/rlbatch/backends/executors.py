@@ -450,6 +450,10 @@ class LogExecutor:
         for k in ("lr_rule", "base_batch", "base_lr", "seed"):
             if s.get(k) is not None:
                 upd[k] = s[k]
+        b, rollout = s.get("batch_size"), r.meta.rollout_batch_size or r.meta.batch_size
+        if b and b != r.meta.batch_size:  # an update batch below P x G (mini-batches): the trial's B, not P x G
+            upd["batch_size"] = int(b)
+            upd["rollout_batch_size"] = rollout
         r.meta = r.meta.model_copy(update=upd)
         return r
 

@@ -17,7 +17,8 @@ The loop (:func:`decide`), per configuration (the seeds of one batch size and LR
    than the best needed) is stopped, ``cannot win`` (:func:`race_verdict`);
 3. once every running trial has new data (a round), re-plan (:func:`rlbatch.plan.plan_runs` over every run so far, the
    not-yet-started batches as candidates) and decide each active configuration:
-   - ``reached``: every seed reached the target (samples-to-target measured; nothing more to learn);
+   - ``reached``: every seed reached the target (samples-to-target measured at its first evaluation at or above it;
+     with ``confirm``, once its interval is closed above);
    - ``never reaches``: with ``min_eval_points`` evaluations per seed, the fit predicts it never reaches the target
      and the trial has run at least as many samples as the sweep's earliest measured crossing of the target;
    - ``cannot win``: with ``min_eval_points`` evaluations, the interval of its predicted relative time-to-target
@@ -242,15 +243,19 @@ def race(groups: dict[str, Sequence[Any]], target: float, metric: str, clock: st
     return Race(best, t, floors, reference)
 
 
-def measured(runs: Sequence[Any], target: float, metric: str, n_boot: int = 200) -> list[float] | None:
-    """The configuration's samples-to-target interval once it is measured: every seed reached the target and the
-    accounting's 95% interval (:func:`rlbatch.analysis.accounting.estimate_configuration`: seeds resampled, or one
-    seed's evaluation noise) is closed above, i.e. the crossing is not a noise blip at the last evaluation; else
-    None (keep running: a reference or best measured only just at its crossing would leave every ratio to it open)."""
+def measured(runs: Sequence[Any], target: float, metric: str, n_boot: int = 200,
+             closed: bool = False) -> list[float | None] | None:
+    """The configuration's samples-to-target interval once every seed reached the target (the accounting's 95%
+    interval, :func:`rlbatch.analysis.accounting.estimate_configuration`: seeds resampled, or one seed's evaluation
+    noise; an end may be None, open); else None. ``closed``: also None until the interval is closed above, i.e.
+    the crossing is not a noise blip at the last evaluation (the loop's ``confirm``)."""
     if any(r is None or not reached(r, target, metric) for r in runs):
         return None
     ci = estimate_configuration(list(runs), target, metric, n_boot=n_boot)["samples_to_target_ci"]
-    return list(ci) if ci and ci[1] is not None and math.isfinite(ci[1]) else None
+    ci = list(ci) if ci else [None, None]
+    if closed and (ci[1] is None or not math.isfinite(ci[1])):
+        return None
+    return ci
 
 
 def _end(x: float | None) -> float | None:
@@ -348,7 +353,7 @@ def _best(plan: dict[str, Any]) -> dict[str, Any] | None:
 def decide(executor, trials: Sequence[TrialRef], *, target: float, metric: str = "eval/score", budget: int,
            chunk: int | None = None, max_active: int | None = None, min_eval_points: int = 6, tol: float = 0.1,
            n_boot: int = 200, skip_after: int | None = None, poll_timeout: float = 5.0,
-           clock: str = "auto",
+           clock: str = "auto", confirm: bool = False,
            backend: str = "local", progress: Callable[[str], None] | None = None,
            on_update: Callable[[AdaptiveResult], None] | None = None) -> AdaptiveResult:
     """Run the adaptive decision loop (module docstring) over ``trials`` (ordered by the ladder; the first
@@ -360,7 +365,10 @@ def decide(executor, trials: Sequence[TrialRef], *, target: float, metric: str =
     configuration needs before a fitted prediction may stop it; ``skip_after``: skip a configuration
     not started yet once that many batches between the lead and it have lost (None, the default: never; step 4 of
     the module docstring); ``tol``, ``n_boot``, ``clock``: as
-    :func:`rlbatch.plan.plan_runs`. ``on_update`` is called with the record so far after every re-plan (to write
+    :func:`rlbatch.plan.plan_runs`; ``confirm``: run a configuration that reached the target on until its
+    samples-to-target interval closes above (narrower intervals for its rN, at the samples past its crossing; off by
+    default: a trial stops at its first evaluation at or above the target, as the demo's and the ideal race's do,
+    issue 36). ``on_update`` is called with the record so far after every re-plan (to write
     ``adaptive.json`` as it goes). Raises :class:`UserError` for an empty ladder or a bad parameter."""
     trials = list(trials)
     if not trials:
@@ -434,10 +442,10 @@ def decide(executor, trials: Sequence[TrialRef], *, target: float, metric: str =
         active = [c for c in order if state[c] == "active"]
         for c in active:  # a measured outcome needs no plan
             rs = [runs.get(t.run_id) for t in configs[c]]
-            ci = measured(rs, target, metric) if fresh[c] else None
+            ci = measured(rs, target, metric, closed=confirm) if fresh[c] else None
             if ci is not None:
-                finish(c, REACHED, f"every seed reached the target: samples-to-target measured (95% interval "
-                                   f"{ci[0]:.0f}-{ci[1]:.0f})",
+                finish(c, REACHED, "every seed reached the target: samples-to-target measured (95% interval "
+                                   f"{_samples_iv(ci)})",
                        {"samples": [run_samples(r) for r in rs], "samples_to_target_ci": ci,
                         "eval_points": min(eval_points(r, metric) for r in rs)})
         # the race: a configuration already slower than the best measured time-to-target is stopped (no plan needed)
@@ -536,8 +544,7 @@ def decide(executor, trials: Sequence[TrialRef], *, target: float, metric: str =
                     if all(reached(r, target, metric) for r in rs):
                         ci = measured(rs, target, metric)
                         finish(c, REACHED, "every seed reached the target by the end of its budget: samples-to-"
-                                           "target measured" + (f" (95% interval {ci[0]:.0f}-{ci[1]:.0f})" if ci
-                                                                else " (its interval still open above)"), ev)
+                                           f"target measured (95% interval {_samples_iv(ci)})", ev)
                     else:
                         finish(c, BUDGET, f"spent its budget of {min(budget, max(n, got)):.0f} samples without "
                                           "reaching the target", ev)
@@ -591,6 +598,10 @@ def _loop_pick(plan: dict[str, Any] | None, cands: dict[str, dict[str, Any] | No
             "within_noise": [w for w in plan.get("within_noise") or [] if by_run.get(w) not in lost],
             "pick_note": f"the final plan ranked {rec} first, which the loop had stopped ({state[by_run[rec]]}); "
                          "picked among the configurations it did not stop"}
+
+
+def _samples_iv(ci) -> str:
+    return format_interval(ci, ".0f", sep="-", unbounded="open above", missing="none yet")
 
 
 def _iv(ci) -> str:

@@ -49,7 +49,7 @@ def replay_sweep(runs: Sequence[Run], out_dir: Path | str, *, target: float, fmt
         job = feed.job(r, r.run_id)
         m = r.meta
         spec = {"log_path": str(job.log_path), "log_format": fmt, "prompts_per_step": m.prompts_per_step,
-                "group_size": m.group_size, "lr": m.lr, "lr_rule": m.lr_rule, "base_batch": m.base_batch,
+                "group_size": m.group_size, "batch_size": m.batch_size, "lr": m.lr, "lr_rule": m.lr_rule, "base_batch": m.base_batch,
                 "base_lr": m.base_lr, "seed": m.seed, "samples": int(run_samples(r)) if fmt == "rlbatch" else
                 int(len(r.metrics) * m.batch_size), "job": job}
         trials.append(TrialRef(run_id=r.run_id, batch_size=int(m.batch_size), config=config_id(r.run_id), spec=spec))

@@ -28,6 +28,7 @@ from rlbatch.study.adaptive import AdaptiveResult, TrialRef, decide
 from rlbatch.study.ladder import TrialSpec, build_ladder
 from rlbatch.study.manifest import TRIALS_DIR, ladder_settings, read_manifest, write_manifest
 from rlbatch.study.report import adaptive_writer, finish_adaptive, report_sweep
+from rlbatch.train.config import check_device
 
 BACKENDS = ("local", "ray", "verl", "openrlhf", "trl")
 
@@ -51,7 +52,7 @@ def run_study(ladder: list[TrialSpec], *, backend: str, out: Path, target: float
     Raises :class:`UserError` for an unknown backend, a ladder whose budget kind the backend cannot run, options
     that do not apply to it (``--base-config``, ``--dry-run``, ``--submit`` outside verl/openrlhf/trl; ``--adaptive``
     with ``--dry-run``), or a missing target. ``adaptive_options``: ``chunk``, ``min_eval_points``, ``n_boot``,
-    ``max_active`` of :func:`run_adaptive` (``max_active`` also for the launched backends)."""
+    ``max_active``, ``confirm`` of :func:`run_adaptive` (``max_active`` also for the launched backends)."""
     if backend not in BACKENDS:
         raise UserError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}", field="backend")
     for k in adaptive_options or {}:
@@ -73,7 +74,8 @@ def run_study(ladder: list[TrialSpec], *, backend: str, out: Path, target: float
             return {"kind": "launch", "launch": res}
         return {"kind": "adaptive", **watch_launched(ladder, res["plans"], backend=backend, out=out, target=target,
                                                      address=address if submit else None, progress=progress,
-                                                     max_active=(adaptive_options or {}).get("max_active"))}
+                                                     max_active=(adaptive_options or {}).get("max_active"),
+                                                     confirm=bool((adaptive_options or {}).get("confirm")))}
     for flag, val in (("--base-config", base_config), ("--dry-run", dry_run), ("--submit", submit)):
         if val and backend != "trl":
             raise UserError(f"{flag} applies to --backend verl, openrlhf or trl, not {backend}", field="backend")
@@ -83,7 +85,9 @@ def run_study(ladder: list[TrialSpec], *, backend: str, out: Path, target: float
     if backend == "trl" and base_config:
         raise UserError("--base-config applies to the TRL launch (--dry-run / --submit, or rlbatch launch); a TRL "
                         "sweep run here takes the trainer options", field="backend")
-    ladder[0].train_config()  # validate the trainer options once, before anything runs
+    cfg = ladder[0].train_config()  # validate the trainer options once, before anything runs
+    if backend in ("local", "trl") and not launched(backend, dry_run, submit):  # trials run on this machine
+        check_device(cfg.device)
     title = f"rlbatch sweep ({ladder[0].model}, {ladder[0].task})"
     if adaptive:
         return {"kind": "adaptive", **run_adaptive(ladder, out, backend=backend, target=target, title=title,
@@ -107,7 +111,8 @@ def run_study(ladder: list[TrialSpec], *, backend: str, out: Path, target: float
 def run_adaptive(ladder: list[TrialSpec], out: Path, *, backend: str = "local", target: float, title: str,
                  progress: bool = True, address: str | None = None, cpus_per_trial: float = 1,
                  gpus_per_trial: float = 0, max_retries: int = 2, chunk: int | None = None,
-                 min_eval_points: int = 6, n_boot: int = 200, max_active: int | None = None) -> dict[str, Any]:
+                 min_eval_points: int = 6, n_boot: int = 200, max_active: int | None = None,
+                 confirm: bool = False) -> dict[str, Any]:
     """``--adaptive`` on a trainer backend: every trial of ``ladder`` (the ladder's first configuration is the
     reference) run by the backend's executor (``local``: the embedded trainer, ``trl``: TRL's entry point, both in
     chunks here; ``ray``: Ray tasks) under :func:`rlbatch.study.adaptive.decide` with each trial's ``samples`` as
@@ -127,7 +132,7 @@ def run_adaptive(ladder: list[TrialSpec], out: Path, *, backend: str = "local", 
         ex = ChunkExecutor(local.run_trial, out / TRIALS_DIR)
     try:
         res = decide(ex, trials, target=target, budget=ladder[0].samples, chunk=chunk, max_active=max_active,
-                     min_eval_points=min_eval_points, n_boot=n_boot, backend=backend,
+                     min_eval_points=min_eval_points, n_boot=n_boot, backend=backend, confirm=confirm,
                      progress=print if progress else None, on_update=adaptive_writer(out))
     finally:
         if stop_ray is not None:
@@ -137,7 +142,7 @@ def run_adaptive(ladder: list[TrialSpec], out: Path, *, backend: str = "local", 
 
 def watch_launched(ladder: list[TrialSpec], plans: list[dict], *, backend: str, out: Path, target: float,
                    address: str | None = None, progress: bool = True, interval: float = 30.0,
-                   max_active: int | None = None) -> dict[str, Any]:
+                   max_active: int | None = None, confirm: bool = False) -> dict[str, Any]:
     """``--adaptive --backend verl|openrlhf``: the launched study's trials (``plans``, their scripts already written
     by :func:`rlbatch.backends.launch.launch`) started at once as processes here
     (:class:`rlbatch.backends.executors.ProcessJob`) or, with ``address`` (``--submit --address``), as Ray jobs
@@ -157,7 +162,8 @@ def watch_launched(ladder: list[TrialSpec], plans: list[dict], *, backend: str, 
     ex = LogExecutor(trials, interval=interval)
     try:
         res = decide(ex, trials, target=target, budget=max(t.spec["samples"] for t in trials), backend=backend,
-                     max_active=max_active, progress=print if progress else None, on_update=adaptive_writer(out))
+                     max_active=max_active, confirm=confirm, progress=print if progress else None,
+                     on_update=adaptive_writer(out))
     finally:
         for t in trials:  # interrupted: leave nothing running behind
             if not ex.idle(t.run_id):
