@@ -121,3 +121,63 @@ def test_watch_cli_json_once_on_a_sweep_leaves_it_unchanged(stored, tmp_path):
     r = subprocess.run([sys.executable, "-m", "rlbatch.cli", "watch", str(tmp_path / "nope"), "--once"],
                        capture_output=True, text=True, env={"PYTHONPATH": SRC, "PATH": ""}, timeout=300)
     assert r.returncode == 2 and "no such file" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_watch_shows_what_the_adaptive_loop_stopped_and_why(stored, tmp_path):
+    """Issue 36 item 3: on an adaptive sweep, watch shows the configurations the loop ended (its adaptive.json,
+    rewritten after every re-plan) with the loop's own outcome and reason, live, not the watcher's guess."""
+    sweep = tmp_path / "sw"
+    trials = sweep / "trials"
+    trials.mkdir(parents=True)
+    for name in ("B16-G8-sqrt-s0", "B32-G8-sqrt-s0", "B64-G8-sqrt-s0"):
+        (trials / name).mkdir()
+        for f in ("run.json", "metrics.jsonl", "eval.jsonl"):
+            (trials / name / f).write_bytes((stored / name / f).read_bytes())
+    # B64 still running; the loop has stopped B32 (its record, as decide() writes it while the sweep runs)
+    (trials / "B64-G8-sqrt-s0" / "run.json").write_text(
+        (stored / "B64-G8-sqrt-s0" / "run.json").read_text().replace('"finished"', '"running"'))
+    why = "lost the race: 9.8 s on its clock without reaching the target, is more than the best measured"
+    loop = {"stopped_because": "running", "trials": [
+        {"run_id": "B16-G8-sqrt-s0", "config": "B16-G8-sqrt", "state": "active", "decided_by": "active"},
+        {"run_id": "B32-G8-sqrt-s0", "config": "B32-G8-sqrt", "state": "cannot win", "decided_by": why},
+        {"run_id": "B64-G8-sqrt-s0", "config": "B64-G8-sqrt", "state": "active", "decided_by": "active"}]}
+    (sweep / "adaptive.json").write_text(json.dumps(loop))
+    for path in (sweep, trials):  # the sweep's directory or its trials/
+        r = subprocess.run([sys.executable, "-m", "rlbatch.cli", "watch", str(path), "--target", "0.45", "--once",
+                            "--format", "json"], capture_output=True, text=True,
+                           env={"PYTHONPATH": SRC, "PATH": ""}, timeout=300)
+        assert r.returncode == 0, r.stderr[-2000:]
+        up = json.loads(r.stdout)
+        # (one seed each: the study names a configuration by its run)
+        assert up["stopped"] == {"B32-G8-sqrt-s0": f"cannot win: {why}"}
+        ranks = {x["config"]: x for x in up["ranking"]}
+        assert ranks["B32-G8-sqrt-s0"]["why"] == f"ended by the adaptive loop, cannot win: {why}"
+        assert not ranks["B32-G8-sqrt-s0"]["would_stop"]
+        assert up["finished"] is False  # B64 is still running
+    # piped: one line per configuration (and one with the best), the stopped one with the loop's reason
+    r = subprocess.run([sys.executable, "-m", "rlbatch.cli", "watch", str(sweep), "--target", "0.45", "--once"],
+                       capture_output=True, text=True, env={"PYTHONPATH": SRC, "PATH": ""}, timeout=300)
+    lines = r.stdout.strip().splitlines()
+    assert [ln.split()[2] for ln in lines[:3]] == ["B16-G8-sqrt-s0", "B32-G8-sqrt-s0", "B64-G8-sqrt-s0"], lines
+    assert lines[1].endswith(f"| cannot win: {why}") and lines[-1].startswith("update 1: best ")
+
+
+def test_watch_ends_on_a_finished_sweep_and_counts_checks_without_change(stored, tmp_path):
+    """Issue 38 item 2: on a finished sweep watch exits by itself; --max-updates counts checks, also those that
+    find no new line (a foreign log does not say it finished)."""
+    import time
+
+    t0 = time.monotonic()
+    r = subprocess.run([sys.executable, "-m", "rlbatch.cli", "watch", str(stored), "--target", "0.45"],
+                       capture_output=True, text=True, env={"PYTHONPATH": SRC, "PATH": ""}, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip().splitlines()[-1] == "update 1: best B128-G8-sqrt (finished)"
+    log = tmp_path / "train.jsonl"  # a verl file-logger log: it never says it finished
+    log.write_text("".join(json.dumps({"step": i, "data": {"critic/score/mean": 0.1 * i}}) + "\n"
+                           for i in range(1, 6)))
+    r = subprocess.run([sys.executable, "-m", "rlbatch.cli", "watch", str(log), "--max-updates", "2",
+                        "--interval", "0.5", "--prompts-per-step", "4", "--group-size", "2"],
+                       capture_output=True, text=True, env={"PYTHONPATH": SRC, "PATH": ""}, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert len(r.stdout.strip().splitlines()) == 1  # one update shown: the log did not change
+    assert time.monotonic() - t0 < 120

@@ -9,7 +9,9 @@ samples-to-target with its 95% interval (measured with its 95% interval once eve
 samples-to-target / throughput (Li et al. 2026; the throughput taken as exact, as the plan does). For a sweep (two or
 more batch sizes) also the plan's ranking (:func:`rlbatch.plan.plan_runs`: predicted relative time-to-target and its
 interval) and which configurations the adaptive loop would stop now (:func:`rlbatch.study.adaptive.race`, then
-:func:`rlbatch.study.adaptive.stop_verdict`).
+:func:`rlbatch.study.adaptive.stop_verdict`); for an adaptive sweep (its ``adaptive.json``, rewritten after every
+re-plan) the configurations the loop already ended, with its outcome and reason. Piped, each update is one line per
+configuration. It ends when every trial has finished.
 
 It only reads: nothing is written into the watched directory.
 """
@@ -81,6 +83,10 @@ class WatchUpdate:
     recommended: Any = None
     ranking: list[dict[str, Any]] = field(default_factory=list)
     note: str | None = None
+    #: {configuration: "outcome: why"} of the configurations an adaptive sweep's loop has ended (its adaptive.json)
+    stopped: dict[str, str] = field(default_factory=dict)
+    #: every trial has finished (run directories no longer running, the adaptive loop done): nothing more will come
+    finished: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -108,7 +114,43 @@ def snapshot(path: Path | str, *, target: float | None, metric: str = "eval/scor
                                group_size=group_size)
         except UserError as err:
             return WatchUpdate(update, str(path), target, metric, "wall", [], note=f"nothing to show yet: {err}")
-    return predict(runs, target=target, metric=metric, update=update, path=str(path), n_boot=n_boot)
+    up = predict(runs, target=target, metric=metric, update=update, path=str(path), n_boot=n_boot)
+    loop = loop_record(path)
+    if loop is not None:
+        with_loop(up, loop)
+    up.finished = bool(runs) and all(finished(r) for r in runs) and (loop is None or loop.get("stopped_because")
+                                                                     not in (None, "running"))
+    return up
+
+
+def loop_record(path: Path) -> dict[str, Any] | None:
+    """The adaptive loop's record (``adaptive.json``, rewritten after every re-plan) of the sweep at ``path`` (the
+    sweep's directory or its ``trials/``); None when there is none or it cannot be read (yet)."""
+    for d in (path, path.parent):
+        f = d / "adaptive.json"
+        if d.is_dir() and f.is_file():
+            try:
+                rec = json.loads(f.read_text())
+            except (OSError, ValueError):
+                return None
+            return rec if isinstance(rec, dict) else None
+    return None
+
+
+def with_loop(up: WatchUpdate, loop: dict[str, Any]) -> None:
+    """Put the adaptive loop's own decisions into ``up``: the configurations it ended (stopped early, reached,
+    skipped, out of budget) with its reason, in place of what the watcher would decide (one decision rule: the
+    loop's, as the report shows it)."""
+    ended = {str(t["run_id"]): f"{t['state']}: {t.get('decided_by') or t['state']}"
+             for t in loop.get("trials") or [] if isinstance(t, dict) and t.get("run_id")
+             and t.get("state") not in (None, "active", "pending")}
+    for v in up.configs:  # a configuration here is named as the study names it (one seed: by its run)
+        if v.runs and all(r in ended for r in v.runs):
+            up.stopped[v.config] = ended[v.runs[0]]
+    for r in up.ranking:
+        if r["config"] in up.stopped:
+            r["would_stop"] = False
+            r["why"] = f"ended by the adaptive loop, {up.stopped[r['config']]}"
 
 
 def predict(runs: list, *, target: float | None, metric: str = "eval/score", update: int = 0, path: str = "",
@@ -244,22 +286,30 @@ def spark(values: list[float], lo: float, hi: float) -> str:
 
 
 def line(up: WatchUpdate) -> str:
-    """One plain line per update (for a pipe or a log file)."""
+    """The update as plain text for a pipe or a log file: one line per configuration (its samples, score,
+    predictions, throughput and, for a sweep, its rank and what the adaptive loop did or would do), then one line
+    with the plan's best."""
     if not up.configs:
         return f"update {up.update}: {up.note}"
-    parts = []
+    rank = {r["config"]: r for r in up.ranking}
+    out = []
     for v in up.configs:
-        s = f"{v.config} S={v.samples:.0f} score={_num(v.score, '.3f')}"
+        s = f"update {up.update}: {v.config} S={v.samples:.0f} score={_num(v.score, '.3f')}"
         if up.target is not None:
             s += (f" S*={_num(v.samples_to_target)}{_iv(v.samples_to_target_ci)} ({v.source or '-'})"
                   f" T*={_num(v.time_to_target_s, '.1f')}s{_iv(v.time_to_target_ci, '.1f')}")
         s += f" X={_num(v.throughput_samples_per_s, '.1f')}/s"
-        parts.append(s)
-    out = f"update {up.update}: " + "; ".join(parts)
+        r = rank.get(v.config)
+        if r is not None and r.get("predicted_relative_time") is not None:
+            s += f" rel.time={r['predicted_relative_time']:.2f}{_iv(r['interval'], '.2f')}"
+        if v.config in up.stopped:
+            s += f" | {up.stopped[v.config]}"
+        elif r is not None and r["would_stop"]:
+            s += f" | would stop: {r['why']}"
+        out.append(s)
     if up.recommended is not None:
-        stop = [r["config"] for r in up.ranking if r["would_stop"]]
-        out += f" | best {up.recommended}" + (f"; would stop {', '.join(stop)}" if stop else "")
-    return out
+        out.append(f"update {up.update}: best {up.recommended}" + (" (finished)" if up.finished else ""))
+    return "\n".join(out)
 
 
 def render(up: WatchUpdate):
@@ -282,7 +332,7 @@ def render(up: WatchUpdate):
     parts: list[Any] = [t]
     if up.ranking:
         r = Table(title=f"plan: best {up.recommended}")
-        for col in ("configuration", "relative time", "interval", "rN (source)", "would stop"):
+        for col in ("configuration", "relative time", "interval", "rN (source)", "stopped / would stop"):
             r.add_column(col)
         for x in up.ranking:
             r.add_row(str(x["config"]), _num(x["predicted_relative_time"], ".2f"), _iv(x["interval"], ".2f"),
@@ -297,15 +347,19 @@ def _signature(path: Path) -> tuple:
     if path.is_file():
         st = path.stat()
         return ((st.st_size, st.st_mtime_ns),)
-    return tuple((str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in sorted(path.rglob("*")) if p.is_file())
+    loop = path.parent / "adaptive.json"  # watching a sweep's trials/: its loop record lies beside them
+    extra = ((str(loop), loop.stat().st_size, loop.stat().st_mtime_ns),) if loop.is_file() else ()
+    return extra + tuple((str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in sorted(path.rglob("*")) if p.is_file())
 
 
 def watch(path: Path | str, *, target: float | None = None, fmt: str = "auto", once: bool = False,
           interval: float = 5.0, max_updates: int | None = None, metric: str = "eval/score",
           log_format: str | None = None, prompts_per_step: int | None = None, group_size: int | None = None,
           n_boot: int = 100, emit: Callable[[WatchUpdate], None] | None = None) -> list[WatchUpdate]:
-    """Watch ``path`` until interrupted, ``max_updates`` updates, or once (``once``). A new update is computed when
-    the files under ``path`` changed (every ``interval`` seconds). ``fmt``: ``live`` (rich Live in a terminal),
+    """Watch ``path`` until every trial has finished (:func:`finished`; an adaptive sweep's loop done), until
+    interrupted, for ``max_updates`` checks, or once (``once``). Every ``interval`` seconds the files under ``path``
+    are checked, and a new update is computed and shown when they changed; a check without change counts toward
+    ``max_updates`` too (a finished log never changes). ``fmt``: ``live`` (rich Live in a terminal),
     ``lines`` (one plain line per update), ``json`` (one JSON object per update), ``auto`` (live on a terminal,
     else lines). ``emit`` replaces the printing (tests). Returns the updates. Raises :class:`UserError` when the
     path does not exist or an option is out of range."""
@@ -339,8 +393,10 @@ def watch(path: Path | str, *, target: float | None = None, fmt: str = "auto", o
             print(line(up), flush=True)
 
     seen = None
+    ticks = 0
     try:
-        while limit is None or len(updates) < limit:
+        while limit is None or ticks < limit:
+            ticks += 1  # every check counts toward max_updates, also when nothing changed (a finished log)
             sig = _signature(path)
             if sig != seen:
                 seen = sig
@@ -348,8 +404,10 @@ def watch(path: Path | str, *, target: float | None = None, fmt: str = "auto", o
                               prompts_per_step=prompts_per_step, group_size=group_size, n_boot=n_boot)
                 updates.append(up)
                 show(up)
-                if limit is not None and len(updates) >= limit:
+                if up.finished:  # every trial has finished: nothing more will come
                     break
+            if limit is not None and ticks >= limit:
+                break
             time.sleep(interval)
     except KeyboardInterrupt:
         pass
