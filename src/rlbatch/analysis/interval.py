@@ -177,7 +177,14 @@ def bootstrap_interval(reps: Sequence[float] | np.ndarray | None, conf: float = 
     r = r[~np.isnan(r)]
     if len(r) < MIN_REPLICATES:
         return None
-    return list(percentile_interval(r, conf, method))
+    with np.errstate(invalid="ignore"):
+        lo, hi = (float(v) for v in percentile_interval(r, conf, method))
+    # a quantile among +inf replicates is +inf (numpy's interpolation gives inf - inf = NaN there): unbounded
+    if math.isnan(hi) and np.isposinf(r).any():
+        hi = math.inf
+    if math.isnan(lo) and np.isposinf(r).any():
+        lo = math.inf
+    return [lo, hi]
 
 
 def format_interval(ci: Any, spec: str | Callable[[float], str] = ".2f", *, sep: str = "–", unbounded: str = "∞",
