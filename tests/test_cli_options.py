@@ -31,6 +31,7 @@ EXCEPTIONS = {
     ("watch", "--format"): "watch's own modes (auto, live, lines, json)",
     ("sweep", "--generated-samples"): "the budget kind follows the backend (rlbatch.train.config.trial_budget)",
     ("watch", "--group-size"): "a metadata override for logs that lack G (None = read it from the log)",
+    ("sweep", "--group-size"): "G or a comma list of G values (also --group-sizes): a sweep may cross G with B",
     ("watch", "--prompts-per-step"): "a metadata override for logs that lack P (None = read it from the log)",
     ("demo", "--out"): "the demo writes runs/demo by default",
     ("profile", "--out"): "the profile writes runs/profile by default",

@@ -17,12 +17,14 @@ from rich.progress import Progress
 
 from rlbatch.cli_options import (ADDRESS, BASE_BATCH, BASE_CONFIG, BASE_LR, BATCHES, CLOCK, CONFIG, DRY_RUN, EMA,
                                  LOG_FORMAT, MAPPING, METRIC, REFERENCE, SETS, SUSTAINED,
-                                 FIXED_LR_CONTROL, GROUP_SIZES, RULE, SEEDS, STOP_ON_TARGET, SUBMIT, SWEEP_SETTINGS,
-                                 TARGET, TRAIN_SETTINGS, AliasGroup, with_config_options)
-from rlbatch.errors import UserError
+                                 FIXED_LR_CONTROL, GROUP_SIZES, RULE, RULE_OR_LR, SEEDS, STOP_ON_TARGET, SUBMIT,
+                                 SWEEP_SETTINGS, TARGET, TRAIN_SETTINGS, AliasGroup, with_config_options)
+from rlbatch import __version__
+from rlbatch.errors import Interrupted, UserError
 from rlbatch.output import console, markdown_table, markdown_text, print_json, rich_table
 from rlbatch.scaling import lr_table, parse_int_list, scaled_lr
-from rlbatch.train.config import lr_fields, make_config, stop_fields, trainer_fields, trial_budget
+from rlbatch.train.config import (check_device, check_score_target, lr_fields, make_config, stop_fields,
+                                   trainer_fields, trial_budget)
 
 try:  # typer >= 0.20 carries its own copy of click
     from typer._click import exceptions as click
@@ -38,7 +40,22 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
     cls=AliasGroup,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(f"rlbatch {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                       help="Print the version and exit.")) -> None:
+    """Which RL batch size reaches your target score soonest on your hardware? Align (square-root LR rule, curves
+    on the retained-sample axis), then accelerate (a larger batch wins iff its throughput gain beats its
+    samples-to-target penalty rN)."""
 
 
 class Format(str, Enum):
@@ -151,7 +168,7 @@ def train_cmd(
     lr: Optional[float] = CONFIG.lr,
     base_batch: Optional[int] = CONFIG.base_batch,
     base_lr: Optional[float] = CONFIG.base_lr,
-    rule: str = RULE,
+    rule: str = RULE_OR_LR,
     target: Optional[float] = TARGET,
     stop_on_target: bool = STOP_ON_TARGET,
     stop_hold: int = CONFIG.stop_hold,
@@ -164,16 +181,18 @@ def train_cmd(
     from rlbatch.study.demo import DEMOS  # on use: --help loads no pandas / torch
     from rlbatch.runstore import read_run  # on use: --help loads no pandas / torch
     _quiet_transformers()
-    from rlbatch.train.trainer import train  # imports torch: kept out of CLI startup (rlbatch --help)
-
     if target is not None and not stop_on_target:
         raise UserError("rlbatch train uses --target only to stop at it: add --stop-on-target", field="target")
+    check_score_target(target)
     lr_set, note = lr_fields(model=model, task=task, algo=algo, lr=lr, rule=rule, base_batch=base_batch,
                              base_lr=base_lr, calibration=DEMOS.get(model))
     if note:
         typer.echo(note, err=True)
     cfg = make_config(model=model, task=task, **lr_set, **trainer_fields(task, algo, settings),
                       **stop_fields(target, stop_on_target, stop_hold))
+    check_device(cfg.device)
+    from rlbatch.train.trainer import train  # imports torch: after the options are checked (a typo fails fast)
+
     run_dir = train(cfg, out, resume=resume, progress=fmt is Format.table)
     run = read_run(run_dir)
     m, e = run.metrics, run.evals
@@ -202,7 +221,7 @@ def _mib(n) -> float | None:
 
 
 @app.command("sweep")
-@with_config_options(SWEEP_SETTINGS, into="trainer")
+@with_config_options(SWEEP_SETTINGS, into="trainer", hidden=True)
 def sweep_cmd(
     base_batch: int = BASE_BATCH,
     base_lr: float = BASE_LR,
@@ -236,6 +255,10 @@ def sweep_cmd(
                                              "at once (default all, launched together); with fewer, the next one "
                                              "in ladder order starts when a slot frees and races against the best "
                                              "time-to-target measured so far."),
+    confirm: bool = typer.Option(False, "--confirm", help="--adaptive: run a configuration that reached the target "
+                                 "on until its samples-to-target interval closes above (narrower rN intervals, at "
+                                 "the samples past its crossing); default: it stops at its first evaluation at or "
+                                 "above the target."),
     address: Optional[str] = ADDRESS,
     cpus_per_trial: float = typer.Option(1, "--cpus-per-trial", help="ray: CPUs requested per trial."),
     gpus_per_trial: float = typer.Option(0, "--gpus-per-trial", help="ray: GPUs requested per trial."),
@@ -245,7 +268,7 @@ def sweep_cmd(
     submit: bool = SUBMIT,
     model: str = CONFIG.model,
     task: str = CONFIG.task,
-    workers: int = typer.Option(1, "--workers", help="Trial processes in parallel (1 torch thread each)."),
+    workers: int = typer.Option(1, "--workers", min=1, help="Trial processes in parallel (1 torch thread each)."),
     fmt: Format = typer.Option(Format.table, "--format", help="Output format of the accounting."),
     algo: str = CONFIG.algo,
     trainer: dict = None,
@@ -254,12 +277,15 @@ def sweep_cmd(
     (finished trials are skipped; local and ray share sweep.json), then the report (report.html, report.md,
     report.json in --out). --backend trl runs every trial with TRL's GRPOTrainer (same manifest and report);
     --backend verl|openrlhf (and trl with --dry-run/--submit) launches the study there instead (as rlbatch launch).
-    --target is required for local, ray and --adaptive; the trainer settings are rlbatch train's."""
+    --target is required for local, ray and --adaptive. Every trainer option of rlbatch train (--max-new-tokens,
+    --eval-every, --device, ...) is taken too and applies to every trial: see rlbatch train --help."""
     _quiet_transformers()
     from rlbatch.study.ladder import build_ladder  # on use: --help loads no pandas / torch
     from rlbatch.study.run import launched, run_study  # on use: --help loads no pandas / torch
 
     is_launch = launched(backend, dry_run, submit)
+    if not is_launch:
+        check_score_target(target)
     samples = trial_budget(backend, samples, generated_samples, launched=is_launch)
     opts = {**trainer_fields(task, algo, trainer, changed_only=True), **stop_fields(target, stop_on_target, hold)}
     ladder = build_ladder(base_batch=base_batch, base_lr=base_lr, batches=batches, rule=rule,
@@ -270,8 +296,8 @@ def sweep_cmd(
                     address=address, cpus_per_trial=cpus_per_trial, gpus_per_trial=gpus_per_trial,
                     max_retries=max_retries, base_config=verl_config, dry_run=dry_run, submit=submit,
                     progress=fmt is Format.table,
-                    adaptive_options={k: v for k, v in (("chunk", chunk_samples), ("max_active", max_active))
-                                      if v})
+                    adaptive_options={k: v for k, v in (("chunk", chunk_samples), ("max_active", max_active),
+                                                        ("confirm", confirm)) if v})
     if res["kind"] == "launch":
         _print_launch(res["launch"], backend, out, dry_run, fmt)
         return
@@ -316,12 +342,12 @@ def demo_cmd(
                                     "offset repeats the whole study on an independent seed set; use another --out)."),
     samples: Optional[int] = typer.Option(None, "--samples", help="Retained-response budget per trial (default: "
                                           "the preset's; tiny trials stop at the target before it)."),
-    workers: Optional[int] = typer.Option(None, "--workers", help="Parallel trial processes (default min(2, CPUs))."),
+    workers: Optional[int] = typer.Option(None, "--workers", min=1, help="Parallel trial processes (default min(2, CPUs))."),
     device: str = CONFIG.device,
     fmt: Format = typer.Option(Format.table, "--format", help="Output format."),
     algo: str = CONFIG.algo,
     backend: str = typer.Option("local", "--backend", help="local (our trainer) or trl (every trial with TRL's "
-                                "GRPOTrainer; GRPO only; needs rlbatch[trl])."),
+                                "GRPOTrainer; GRPO only; needs the trl extra: pip install -e \".\\[trl]\")."),
 ) -> None:
     """The main job: a real batch-size study on the tiny preset (B = 16 to 4096 on the square-root LR rule, past
     the critical batch, plus a fixed-LR control at B = 256, 3 seeds, target 0.37), then the report: the accounting,
@@ -577,7 +603,9 @@ def watch_cmd(
                             "piped), live, lines, or json (one JSON object per update)."),
     once: bool = typer.Option(False, "--once", help="Print one update and exit."),
     interval: float = typer.Option(5.0, "--interval", help="Seconds between checks for new lines."),
-    max_updates: Optional[int] = typer.Option(None, "--max-updates", help="Exit after this many updates."),
+    max_updates: Optional[int] = typer.Option(None, "--max-updates", help="Exit after this many checks "
+                                              "(--interval apart; a check without new lines counts too). Without it, "
+                                              "watch exits once every trial has finished."),
     metric: str = METRIC,
     log_format: Optional[str] = LOG_FORMAT,
     prompts_per_step: Optional[int] = typer.Option(None, "--prompts-per-step", help="P for logs that lack it."),
@@ -585,7 +613,10 @@ def watch_cmd(
 ) -> None:
     """Live view of one running job or a whole sweep, re-read as it grows: score vs retained samples with the fitted
     curve, predicted samples-to-target and time-to-target with intervals, throughput so far, and for a sweep the
-    plan's ranking and which trials the adaptive loop would stop. Only reads: nothing is written to PATH."""
+    plan's ranking and which trials the adaptive loop stopped (from the sweep's adaptive.json, with its reason) or
+    would stop. Piped: one line per configuration per update. Exits when every trial has finished (rlbatch run
+    directories; a foreign log does not say, so watch it with --max-updates or Ctrl-C). Only reads: nothing is
+    written to PATH."""
     from rlbatch.watch import watch  # on use: --help loads no pandas / scipy
 
     watch(path, target=target, fmt=fmt, once=once, interval=interval, max_updates=max_updates, metric=metric,
@@ -615,9 +646,14 @@ def main() -> None:
     except click.ClickException as err:
         print(f"rlbatch: error: {' '.join(err.format_message().split())}", file=sys.stderr)
         sys.exit(err.exit_code)
+    except Interrupted as err:
+        print(f"rlbatch: {err}", file=sys.stderr)
+        sys.exit(130)
     except (KeyboardInterrupt, typer.Abort):
         print("rlbatch: interrupted", file=sys.stderr)
         sys.exit(130)
+    if rv == 130:  # Ctrl-C that the command-line framework caught itself (it returns 130 without a word)
+        print("rlbatch: interrupted", file=sys.stderr)
     sys.exit(rv if isinstance(rv, int) else 0)
 
 

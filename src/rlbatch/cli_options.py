@@ -16,6 +16,7 @@ Names: a list-valued option is the plural of its scalar (``--group-sizes`` is co
 
 from __future__ import annotations
 
+import copy
 import functools
 import inspect
 import sys
@@ -59,14 +60,22 @@ def _annotation(name: str) -> Any:
     return spec.type if spec.default is not None else Optional[spec.type]
 
 
-def with_config_options(names: tuple[str, ...], into: str = "settings") -> Callable:
+def with_config_options(names: tuple[str, ...], into: str = "settings", hidden: bool = False) -> Callable:
     """Decorator of a Typer command: adds one option per :class:`TrainConfig` field in ``names`` (from
     :data:`CONFIG`: the field's flag, type, default and help) to the command's signature, after its own
-    parameters, and calls the command with them gathered in one dict, its parameter ``into`` (field -> value)."""
+    parameters, and calls the command with them gathered in one dict, its parameter ``into`` (field -> value).
+    ``hidden``: accepted but left out of the command's ``--help`` (which then points to ``rlbatch train --help``)."""
+    def option(n: str):
+        o = getattr(CONFIG, n)
+        if hidden:
+            o = copy.copy(o)
+            o.hidden = True
+        return o
+
     def decorate(command: Callable) -> Callable:
         sig = inspect.signature(command, eval_str=True)
         own = [p for n, p in sig.parameters.items() if n != into]
-        added = [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=getattr(CONFIG, n),
+        added = [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=option(n),
                                    annotation=_annotation(n)) for n in names]
 
         @functools.wraps(command)
@@ -87,9 +96,11 @@ BASE_LR = typer.Option(..., "--base-lr", help=option_spec("base_lr").help)
 BATCHES = typer.Option(..., "--batches", help="Comma-separated batch sizes B (responses per update), e.g. "
                        "16,32,64,128.")
 RULE = typer.Option("sqrt", "--rule", help="LR rule: sqrt (Adam, Malladi et al. 2022; the paper's), linear (SGD, "
-                    "Goyal et al. 2017) or none (fixed-LR control); an explicit --lr wins.")
-GROUP_SIZES = typer.Option(None, "--group-sizes", help="Comma-separated G values (P = B / G); default 8 for grpo, "
-                           "1 for ppo.")
+                    "Goyal et al. 2017) or none (fixed-LR control).")
+RULE_OR_LR = typer.Option("sqrt", "--rule", help="LR rule: sqrt (Adam, Malladi et al. 2022; the paper's), linear "
+                          "(SGD, Goyal et al. 2017) or none (fixed-LR control); an explicit --lr wins.")
+GROUP_SIZES = typer.Option(None, "--group-size", "--group-sizes", "-G", help="G, or comma-separated G values (P = "
+                           "B / G); default 8 for grpo, 1 for ppo. --group-size / -G as in rlbatch train and launch.")
 TARGET = typer.Option(None, "--target", help="Target held-out score (eval/score).")
 STOP_ON_TARGET = typer.Option(False, "--stop-on-target", help="Stop a run once --target is reached and held for "
                               "--stop-hold evaluations.")

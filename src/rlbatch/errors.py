@@ -21,3 +21,9 @@ class UserError(ValueError):
         self.path = path
         self.line = line
         self.field = field
+
+
+class Interrupted(Exception):
+    """The user pressed Ctrl-C during a long job and what was done is kept: the CLI prints the message on one line
+    (what to rerun, what was kept) and exits with code 130. Not a ``KeyboardInterrupt``, so that the command-line
+    framework does not swallow its message."""

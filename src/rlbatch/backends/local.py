@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import signal
 import sys
 import time
 import warnings
@@ -23,7 +24,7 @@ from pathlib import Path
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from rlbatch.backends.local_trl import run_trial_trl
-from rlbatch.errors import UserError
+from rlbatch.errors import Interrupted, UserError
 from rlbatch.procs import die_with_parent
 from rlbatch.runstore import check_writable, lock_run_dir, remove_stale_temps
 from rlbatch.study.ladder import TrialSpec
@@ -40,6 +41,7 @@ def run_trial(spec: TrialSpec, run_dir: Path | str) -> Path:
 
 # --------------------------------------------------------------------------------------------------- workers
 def _init_worker(threads: int, parent_pid: int | None = None) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle (it stops the workers)
     if parent_pid is not None:
         die_with_parent(parent_pid)
     os.environ["OMP_NUM_THREADS"] = str(threads)
@@ -48,6 +50,13 @@ def _init_worker(threads: int, parent_pid: int | None = None) -> None:
     import torch  # lazy: only a worker that trains pays for torch (see run_trial)
 
     torch.set_num_threads(threads)
+
+
+def _stop_workers(pool: ProcessPoolExecutor) -> None:
+    """Stop a pool's workers now (Ctrl-C): their trials resume from their checkpoints on the next run."""
+    for proc in list((getattr(pool, "_processes", None) or {}).values()):
+        proc.terminate()
+    pool.shutdown(wait=False, cancel_futures=True)
 
 
 def _prepare(model: str, device: str = "cpu") -> str:
@@ -156,27 +165,48 @@ def _run_sweep(specs: list[TrialSpec], out: Path, workers: int, threads: int, se
                 ctx = mp.get_context("spawn")
                 with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker,
                                          initargs=(threads, os.getpid())) as pool:
-                    pool.submit(_prepare, todo[0]["spec"].model,
-                                todo[0]["spec"].options.get("device", "cpu")).result()
+                    # the workers start (spawn) on the first submit with Ctrl-C ignored, inherited from here: a
+                    # terminal's Ctrl-C reaches every process of the group, and a worker still importing torch
+                    # would print its own traceback; the parent stops them (below)
+                    handler = signal.signal(signal.SIGINT, signal.SIG_IGN)
+                    try:
+                        first = pool.submit(_prepare, todo[0]["spec"].model,
+                                            todo[0]["spec"].options.get("device", "cpu"))
+                    finally:
+                        signal.signal(signal.SIGINT, handler)
+                    try:
+                        first.result()
+                    except KeyboardInterrupt:
+                        _stop_workers(pool)
+                        raise
                     queue = list(todo)
                     # longest trials (smallest B: most steps) first, so the tail is short
                     queue.sort(key=lambda e: (e["spec"].batch_size, e["spec"].run_id))
                     running = {}
-                    while queue or running:
-                        while queue and len(running) < workers:
-                            entry = queue.pop(0)
-                            entry["state"] = "running"
-                            write_manifest(out, manifest)
-                            fut = pool.submit(_work, entry["spec"].model_dump(mode="json"),
-                                              str(out / entry["run_dir"]), runner)
-                            running[fut] = entry
-                        finished, _ = wait(list(running), return_when=FIRST_COMPLETED)
-                        for fut in finished:
-                            running.pop(fut)
-                            done(*fut.result())
+                    try:
+                        while queue or running:
+                            while queue and len(running) < workers:
+                                entry = queue.pop(0)
+                                entry["state"] = "running"
+                                write_manifest(out, manifest)
+                                fut = pool.submit(_work, entry["spec"].model_dump(mode="json"),
+                                                  str(out / entry["run_dir"]), runner)
+                                running[fut] = entry
+                            finished, _ = wait(list(running), return_when=FIRST_COMPLETED)
+                            for fut in finished:
+                                running.pop(fut)
+                                done(*fut.result())
+                    except KeyboardInterrupt:
+                        _stop_workers(pool)  # else leaving the pool waits for the running trials to end
+                        raise
             except BrokenProcessPool:  # a worker was killed: its trial resumes from its checkpoint next time
                 raise UserError("a worker process died (killed or out of memory); run the same command again to "
                                 "resume the unfinished trials", path=str(out)) from None
+    except KeyboardInterrupt:
+        kept = sum(1 for e in manifest["trials"] if e.get("state") == "finished")
+        interrupted = Interrupted(f"interrupted: rerun the same command to resume ({kept} of "
+                                  f"{len(manifest['trials'])} trials kept in {out})")
+        raise interrupted from None
     finally:
         if bar:
             bar.stop()

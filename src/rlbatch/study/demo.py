@@ -19,6 +19,7 @@ from rlbatch.errors import UserError
 from rlbatch.study.gpu_preset import GPU_DEMOS
 from rlbatch.study.ladder import build_ladder
 from rlbatch.study.report import report_sweep
+from rlbatch.train.config import check_device
 
 #: The demo studies. tiny (issue 23: the same study on every machine; the warm start is the shipped tiny-v2):
 #:
@@ -105,7 +106,7 @@ def run_demo(out: Path | str = "runs/demo", *, preset: str = "tiny", seeds: int 
                          group_sizes=d["group_sizes"], seeds=d["seeds"], fixed_lr_control=d["fixed_lr_control"],
                          samples=d["samples"], model=d["model"], task=d["task"], options=opts,
                          seed_offset=seed_offset)
-    specs[0].train_config()  # validate the trainer options once, before anything runs
+    check_device(specs[0].train_config().device)  # validate the trainer options once, before anything runs
     specs.sort(key=lambda s: s.seed)  # seed-major (stable): a study cut short still spans the whole ladder
     settings = {k: v for k, v in d.items() if k != "options"} | {"options": opts, "preset": preset,
                                                                  "workers": workers, "algo": algo,

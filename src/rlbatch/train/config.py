@@ -95,7 +95,7 @@ class TrainConfig(BaseModel):
     max_steps: int | None = Field(None, ge=1, description="Stop after this many steps.")
     max_time_s: float | None = Field(None, gt=0, description="Stop after this many seconds.")
     max_empty_steps: int = Field(200, ge=1, description="Stop after this many consecutive all-filtered steps.")
-    device: str = Field("cpu", description="cpu or cuda.")
+    device: str = Field("cpu", pattern=r"^(cpu|cuda(:[0-9]+)?)$", description="cpu, cuda or cuda:N.")
     precision: Literal["fp32", "bf16"] = Field("fp32", description="fp32, or bf16: generation, evaluation and the "
                                                "update's forward passes under bfloat16 autocast (weights, gradients "
                                                "and Adam state stay float32, so small updates are not rounded away; "
@@ -181,6 +181,34 @@ class TrainConfig(BaseModel):
         return self.micro_batch_size
 
 
+def check_score_target(target: float | None) -> None:
+    """Raise one :class:`UserError` (field ``target``) for a target score outside ``eval/score``'s range: the share
+    of held-out items answered right, 0 to 1 (a percentage such as 45 is 0.45)."""
+    if target is not None and not 0.0 <= target <= 1.0:
+        raise UserError(f"--target {target:g} is outside eval/score's range 0 to 1 (the share of held-out items "
+                        f"answered right{'; for ' + format(target, 'g') + '% give ' + format(target / 100, 'g') if 1 < target <= 100 else ''})",
+                        field="target")
+
+
+def check_device(device: str) -> None:
+    """Raise one :class:`UserError` (field ``device``) when ``device`` (``cpu``, ``cuda`` or ``cuda:N``) cannot run
+    here: CUDA asked for on a machine or a torch build without it, or a device index it does not have. Called
+    before anything is written (train, demo, a sweep on this machine)."""
+    if not str(device).startswith("cuda"):
+        return
+    import torch  # lazy: rlbatch --help loads no torch
+
+    if not torch.cuda.is_available():
+        why = "this torch build has no CUDA (a CPU build)" if torch.version.cuda is None else \
+            "no CUDA device is visible (driver, CUDA_VISIBLE_DEVICES)"
+        raise UserError(f"--device {device}: {why}; use --device cpu here, or run on a machine with a GPU",
+                        field="device")
+    idx = int(device.split(":", 1)[1]) if ":" in device else 0
+    if idx >= torch.cuda.device_count():
+        raise UserError(f"--device {device}: this machine has {torch.cuda.device_count()} CUDA device(s), "
+                        f"cuda:0 to cuda:{torch.cuda.device_count() - 1}", field="device")
+
+
 def make_config(**fields: Any) -> TrainConfig:
     """Build a :class:`TrainConfig`; validation errors become one :class:`UserError` naming the field."""
     try:
@@ -188,7 +216,13 @@ def make_config(**fields: Any) -> TrainConfig:
     except ValidationError as err:
         first = err.errors()[0]
         loc = ".".join(str(x) for x in first.get("loc", ())) or "config"
-        raise UserError(f"{loc}: {first.get('msg')} (got {first.get('input')!r})", field=loc) from None
+        msg = first.get("msg")
+        if loc == "device":
+            msg = "must be cpu, cuda or cuda:N"
+        flag = loc
+        if loc in TrainConfig.model_fields:  # the option as the user typed it (-P / --prompts-per-step)
+            flag = "/".join(([SHORT_FLAGS[loc]] if loc in SHORT_FLAGS else []) + ["--" + loc.replace("_", "-")])
+        raise UserError(f"{flag}: {msg} (got {first.get('input')!r})", field=flag) from None
 
 
 # --------------------------------------------------------------------------------------------------- options
