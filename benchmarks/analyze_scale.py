@@ -11,7 +11,7 @@ Generates a sweep of run-store directories (``run.json``, ``metrics.jsonl`` with
 printing seconds, rows/second and peak memory (max RSS). ``--profile`` prints the top of a cProfile of the read
 and the analysis. Usage::
 
-    python benchmarks/analyze_scale.py --runs 1000 --steps 10000 [--cli] [--compare] [--report] [--profile] [--clean]
+    .venv/bin/python benchmarks/analyze_scale.py --runs 1000 --steps 10000 [--cli] [--compare] [--report] [--profile] [--clean]
 """
 
 from __future__ import annotations

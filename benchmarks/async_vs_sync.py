@@ -3,9 +3,9 @@
 (sync, K=1, sync, K=2, sync, K=1 + partial, sync, ...): each asynchronous run is compared with the mean of the
 synchronous runs just before and after it, so machine load that drifts over minutes hits each pair alike.
 
-    python benchmarks/async_vs_sync.py                 # B = 64 (P 8 x G 8), 12 steps, 3 rounds
-    python benchmarks/async_vs_sync.py --steps 20 --rounds 5 --batch 64
-    python benchmarks/async_vs_sync.py --model gpu-small --device cuda --precision bf16 --batch 1024 \
+    .venv/bin/python benchmarks/async_vs_sync.py                 # B = 64 (P 8 x G 8), 12 steps, 3 rounds
+    .venv/bin/python benchmarks/async_vs_sync.py --steps 20 --rounds 5 --batch 64
+    .venv/bin/python benchmarks/async_vs_sync.py --model gpu-small --device cuda --precision bf16 --batch 1024 \
         --micro-batch-size 2048 --configs k1 --json async.json      # on one GPU (benchmarks/gpu_study.sh)
 
 On a GPU the generation process shares the GPU with the trainer (its weights arrive through CUDA IPC), so the

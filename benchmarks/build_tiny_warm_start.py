@@ -1,7 +1,7 @@
 """Rebuild the ``tiny`` preset's warm-start weights (package data ``src/rlbatch/data/tiny-<version>.safetensors``).
 
-    python benchmarks/build_tiny_warm_start.py            # writes the file of TINY_VERSION and prints its digest
-    python benchmarks/build_tiny_warm_start.py --check    # builds into a temp file: same digest as TINY_SHA256?
+    .venv/bin/python benchmarks/build_tiny_warm_start.py            # writes the file of TINY_VERSION and prints its digest
+    .venv/bin/python benchmarks/build_tiny_warm_start.py --check    # builds into a temp file: same digest as TINY_SHA256?
 
 The recipe is ``rlbatch.train.models.TINY_WARM`` (AdamW on the arithmetic training pool, 260 steps of 64, on 2 torch
 threads; ~25 s on one core). Its result depends on the CPU's floating-point reduction order, which is why the

@@ -1,7 +1,7 @@
 """How close does decoding get to the memory-bandwidth roofline? Prints the decode fraction of the roofline bound at
 batch 1 and at the largest batch for a model directory or preset (see rlbatch.profile for the formula).
 
-    OMP_NUM_THREADS=2 python benchmarks/decode_roofline.py MODEL [--batches 1,4,16] [--new-tokens 32]
+    OMP_NUM_THREADS=2 .venv/bin/python benchmarks/decode_roofline.py MODEL [--batches 1,4,16] [--new-tokens 32]
         [--prompt-tokens 32] [--device cpu|cuda] [--bandwidth-gbs X] [--peak-tflops Y] [--json OUT.json]
         [--no-trainer]
 

@@ -3,8 +3,8 @@
     rlbatch demo --out runs/demo-s0   --seed-offset 0
     rlbatch demo --out runs/demo-s100 --seed-offset 100
     rlbatch demo --out runs/demo-s200 --seed-offset 200
-    python benchmarks/demo_seed_sets.py runs/demo-s0 runs/demo-s100 runs/demo-s200 > benchmarks/results/demo_seed_sets.md
-    python benchmarks/demo_seed_sets.py --readme runs/demo-s0 runs/demo-s100 runs/demo-s200   # the README's table
+    .venv/bin/python benchmarks/demo_seed_sets.py runs/demo-s0 runs/demo-s100 runs/demo-s200 > benchmarks/results/demo_seed_sets.md
+    .venv/bin/python benchmarks/demo_seed_sets.py --readme runs/demo-s0 runs/demo-s100 runs/demo-s200   # the README's table
 
 Reads each directory's report.json (what the report itself computed; nothing is re-estimated here) and checks:
 

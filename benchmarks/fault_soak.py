@@ -1,7 +1,7 @@
 """Fault soak: ``kill -9`` ``rlbatch train`` and ``rlbatch sweep`` at random moments, over and over, resume, and
 check that every run's metrics equal those of an uninterrupted run with the same seed.
 
-    PYTHONPATH=src OMP_NUM_THREADS=1 python benchmarks/fault_soak.py --minutes 8
+    PYTHONPATH=src OMP_NUM_THREADS=1 .venv/bin/python benchmarks/fault_soak.py --minutes 8
 
 Each iteration picks ``train`` (``rlbatch train ... --resume``) or ``sweep`` (``rlbatch sweep``, 1 or 2 worker
 processes), starts it in a fresh directory and SIGKILLs it — mostly from outside after a random delay (uniform over

@@ -6,7 +6,7 @@ files), read with the format detected (and, half the time, with the seed's forma
 parsed runs or one ``UserError`` naming the file; anything else is a crash, saved with its ops under
 ``runs/fuzz/crash-N/`` to reproduce. Prints counts of inputs tried / parsed / clean errors / crashes.
 
-Usage: ``python benchmarks/fuzz_readers.py --minutes 5 [--seed 0]``; exit code 1 when something crashed.
+Usage: ``.venv/bin/python benchmarks/fuzz_readers.py --minutes 5 [--seed 0]``; exit code 1 when something crashed.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Fill the GPU results page (``benchmarks/results/gpu_h200.md``) from the files ``benchmarks/gpu_study.sh`` wrote.
 
-    python benchmarks/gpu_study_report.py OUT_DIR [--out benchmarks/results/gpu_h200.md]
+    .venv/bin/python benchmarks/gpu_study_report.py OUT_DIR [--out benchmarks/results/gpu_h200.md]
 
 Reads ``OUT_DIR/machine.json``, ``profile.json``, ``report.md``, ``report.json``, ``async.json`` (each optional: a
 missing one is named in the page with the phase that writes it) and prints (or writes) the page:

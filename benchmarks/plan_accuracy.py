@@ -1,6 +1,6 @@
 """How well does the plan predict from short probes? Validation on a finished sweep's real learning curves.
 
-    python benchmarks/plan_accuracy.py SWEEP_DIR --target T [--fractions 0.2,0.3,0.5] [--n-boot 200]
+    .venv/bin/python benchmarks/plan_accuracy.py SWEEP_DIR --target T [--fractions 0.2,0.3,0.5] [--n-boot 200]
 
 SWEEP_DIR: a finished sweep (a directory of run directories, a sweep tree with ``trials/``, or a stored one with
 ``trials.tar.gz`` such as tests/data/demo_sweep). For every fraction f, each trial is cut to the first f of its

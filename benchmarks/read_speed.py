@@ -3,7 +3,7 @@
 Prints the seconds to read the largest real log in ../shared/logs/verl (third-party, beside the repository; skipped
 where absent) (target: well under a second) and the
 rows/second on a synthetic 1,000,000-step verl log (about 20 metrics per line, Ray prefix, validation every 100
-steps). Usage: ``python benchmarks/read_speed.py [--steps 1000000] [--keep]``.
+steps). Usage: ``.venv/bin/python benchmarks/read_speed.py [--steps 1000000] [--keep]``.
 """
 
 from __future__ import annotations

@@ -23,9 +23,9 @@ could not find"). Anything other than ``UserError`` raised is a traceback, count
 
 Usage::
 
-    python benchmarks/readers_score.py                     # every folder of ../shared/logs
-    python benchmarks/readers_score.py -v                  # and one line per file that is not right
-    python benchmarks/readers_score.py /path/to/set --format json
+    .venv/bin/python benchmarks/readers_score.py                     # every folder of ../shared/logs
+    .venv/bin/python benchmarks/readers_score.py -v                  # and one line per file that is not right
+    .venv/bin/python benchmarks/readers_score.py /path/to/set --format json
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Cross-check of our GRPO trainer against TRL's ``GRPOTrainer``: the same batch-size study run by both, then
 samples-to-target per configuration from each, their ratio, and each one's report.
 
-    OMP_NUM_THREADS=1 python benchmarks/trainer_vs_trl_curves.py [--batches 16,32,64] [--seeds 2] [--samples 8192]
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/trainer_vs_trl_curves.py [--batches 16,32,64] [--seeds 2] [--samples 8192]
         [--target 0.35] [--workers 2] [--out runs/trainer_vs_trl] [--json benchmarks/results/trainer_vs_trl_curves.json]
 
 Both sweeps are :func:`rlbatch.study.ladder.build_ladder` + :func:`rlbatch.backends.local.run_sweep` with the same trial

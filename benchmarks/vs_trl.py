@@ -1,7 +1,7 @@
 """Our GRPO trainer against TRL's ``GRPOTrainer``, side by side on this machine: retained samples per second, the
 share of step time in generation (+ scoring) and in the update, and the reward curves on the sample axis.
 
-    OMP_NUM_THREADS=1 python benchmarks/vs_trl.py [--preset tiny|smollm2-135m] [--batches 16,64,256]
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/vs_trl.py [--preset tiny|smollm2-135m] [--batches 16,64,256]
         [--samples 4096 | --steps N] [--threads 1] [--json OUT.json] [--ours-only]
 
 Both trainers run in fresh subprocesses, one after the other (never concurrently), pinned to the same thread count
