@@ -24,8 +24,21 @@ def test_piped_console_is_wide_and_tables_never_truncate(monkeypatch):
     cols = [("run", "configuration", None), ("rN", "rN (95% CI)", None), ("verdict", "verdict", None)]
     wide = render(rich_table(rows, cols), 200)
     assert "B1024-G8-sqrt-seed-averaged" in wide and "1.97 (1.50–2.45)" in wide and "…" not in wide
-    narrow = render(rich_table(rows, cols), 30)  # a narrow terminal: cells fold onto more lines, never "…"
+    narrow = render(rich_table(rows, cols), 30)  # a narrow terminal: one block per row, never "…"
     assert "…" not in narrow and "B1024-" in narrow.replace(" ", "")
+    # issue 38: at 80 columns the accounting's eight columns broke names and intervals mid-word ("B16-G8-sq / rt-s0",
+    # "(1.00–1.0 / 0)"); too narrow for the table, each row is a block of "header: value" lines with whole values
+    acc = [{"run": f"B{b}-G8-sqrt-s0", "B": str(b), "S": "1,037", "rN": "1.44 (0.67–2.98)", "X": "1.95 (1.78–2.16)",
+            "T": "0.74 (0.34–1.64)", "v": "within noise"} for b in (16, 64, 256)]
+    acols = [("run", "configuration", None), ("B", "B", None), ("S", "samples-to-target", None),
+             ("rN", "rN (95%)", None), ("X", "rel. throughput (95%)", None), ("T", "rel. time (95%)", None),
+             ("v", "verdict", None)]
+    text = render(rich_table(acc, acols), 80)
+    assert max(len(ln) for ln in text.splitlines()) <= 80
+    for r in acc:
+        for v in r.values():
+            assert any(v in ln for ln in text.splitlines()), v  # every value whole on one line
+    assert "B256-G8-sqrt-s0" in render(rich_table(acc, acols), 200).splitlines()[-2]  # wide enough: a table
     monkeypatch.setenv("COLUMNS", "123")
     assert console().width == 123
 

@@ -10,6 +10,7 @@ import sys
 from typing import Any, Callable, Sequence
 
 from rich.console import Console
+from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
@@ -62,15 +63,52 @@ def markdown_table(rows: Sequence[dict], columns: Sequence[Column], none: str = 
     return "\n".join([head, sep, *body])
 
 
-def rich_table(rows: Sequence[dict], columns: Sequence[Column], title: str | None = None, none: str = "—") -> Table:
-    """A rich table whose cells fold onto several lines instead of being cut with an ellipsis when the console is
-    narrow (a value in a table is never truncated)."""
-    table = Table(title=title)
-    for _, header, _ in columns:
-        table.add_column(header, overflow="fold")
-    for r in rows:
-        table.add_row(*(_cell(r, c, none) for c in columns))
-    return table
+def rich_table(rows: Sequence[dict], columns: Sequence[Column], title: str | None = None,
+               none: str = "—") -> "FittedTable":
+    """A rich table that never cuts or splits a value: on a console wide enough for it, a table; narrower (an
+    80-column terminal and the accounting's eight columns), each row printed as a block of ``header: value`` lines
+    instead, so no name or interval breaks mid-word."""
+    cells = [[_cell(r, c, none) for c in columns] for r in rows]
+    return FittedTable([h for _, h, _ in columns], cells, title)
+
+
+class FittedTable:
+    """The renderable of :func:`rich_table`: a :class:`rich.table.Table` when it fits the console, else one block of
+    ``header: value`` lines per row."""
+
+    def __init__(self, headers: list[str], cells: list[list[str]], title: str | None):
+        self.headers, self.cells, self.title = headers, cells, title
+
+    def _longest(self) -> list[int]:
+        return [max([len(w) for w in h.split()] + [len(w) for row in self.cells for w in row[i].split()] + [1])
+                for i, h in enumerate(self.headers)]
+
+    def table(self) -> Table:
+        t = Table(title=self.title)
+        for h, n in zip(self.headers, self._longest()):
+            t.add_column(h, overflow="fold", min_width=n)
+        for row in self.cells:
+            t.add_row(*row)
+        return t
+
+    def __rich_console__(self, console, options):
+        table = self.table()
+        # rich's own measure of the table's natural width: a table that must wrap is shown as blocks instead (rich
+        # shrinks columns below their longest word, and crops a last column, rather than wrap between words)
+        if Measurement.get(console, options.update(max_width=10**6), table).maximum <= options.max_width:
+            yield table
+            return
+        if self.title:
+            yield Text(self.title, style="italic")
+        width = max(len(h) for h in self.headers)
+        for row in self.cells:
+            grid = Table.grid(padding=(0, 1))
+            grid.add_column(style="bold", no_wrap=True)
+            grid.add_column(overflow="fold")
+            for h, v in zip(self.headers, row):
+                grid.add_row(f"{h}:".ljust(width + 1), v)
+            yield grid
+            yield Text("")
 
 
 def to_json(obj: Any) -> str:
