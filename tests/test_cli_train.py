@@ -13,14 +13,14 @@ def run_cli(monkeypatch, capsys, *args):
 @pytest.mark.parametrize("extra, needle", [
     (["--model", "no-such-preset"], "unknown model 'no-such-preset'"),
     (["--task", "no_such_task"], "unknown task 'no_such_task'"),
-    (["-P", "0"], "prompts_per_step"),
-    (["-G", "0"], "group_size"),
+    (["-P", "0"], "-P/--prompts-per-step:"),
+    (["-G", "0"], "-G/--group-size:"),
     (["-P", "3", "-G", "2", "--micro-batch-size", "4"], "not divisible into micro-batches"),
     (["-P", "4", "-G", "4", "--mini-batch-size", "6"], "--mini-batch-size 6 must divide"),
     (["-P", "4", "-G", "4", "--mini-batch-size", "2"], "multiple of the group size"),
-    (["--ppo-epochs", "0"], "ppo_epochs"),
-    (["--max-concurrent-sequences", "0"], "max_concurrent_sequences"),
-    (["--micro-batch-tokens", "0"], "micro_batch_tokens"),
+    (["--ppo-epochs", "0"], "--ppo-epochs:"),
+    (["--max-concurrent-sequences", "0"], "--max-concurrent-sequences:"),
+    (["--micro-batch-tokens", "0"], "--micro-batch-tokens:"),
     (["--temperature", "0"], "temperature"),
 ])
 def test_bad_train_input_exits_2(monkeypatch, capsys, tmp_path, extra, needle):

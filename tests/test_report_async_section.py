@@ -95,8 +95,8 @@ def test_sweep_runs_sync_and_async_ladders():
 
 @pytest.mark.parametrize("extra, needle", [
     (["--algo", "ppo", "-G", "1", "--async-rollouts", "1"], "implemented for GRPO only"),
-    (["--async-rollouts", "-1"], "async_rollouts"),
-    (["--partial-rollout-tokens", "0"], "partial_rollout_tokens"),
+    (["--async-rollouts", "-1"], "--async-rollouts:"),
+    (["--partial-rollout-tokens", "0"], "--partial-rollout-tokens:"),
 ])
 def test_train_cli_async_errors(monkeypatch, capsys, tmp_path, extra, needle):
     code, _, err = run_in_process(monkeypatch, capsys, "train", "--model", "tiny-random", "--samples", "8", "--lr",
