@@ -843,6 +843,11 @@ def _headline(plan: dict[str, Any]) -> str:
     c = next((c for c in plan["candidates"] if (c["run"] or c["batch_size"]) == rec), None)
     bn = plan.get("b_noise") or {}
     word = "Provisional pick" if plan.get("provisional") else "Pick"
+    iv = c.get("interval") if c else None
+    if c is not None and rec != plan.get("reference") and c.get("predicted_relative_time") is not None and iv \
+            and iv[1] is not None and iv[1] >= 1:  # the analyze headline's rule (issue 37): within noise of B0
+        word = ("No batch is predicted to beat the reference beyond noise. "
+                + ("Provisional best estimate" if plan.get("provisional") else "Best estimate"))
     s = (f"{word}: {rec} (B={c['batch_size']})" if c and c["run"] else f"{word}: B={c['batch_size'] if c else rec}"
          + (" (not run yet)" if c else ""))
     if c and c["predicted_relative_time"] is not None:
@@ -854,7 +859,7 @@ def _headline(plan: dict[str, Any]) -> str:
     tied = plan.get("within_noise") or []
     if tied:
         bs = [x["batch_size"] for x in plan["candidates"] if (x["run"] or x["batch_size"]) in tied]
-        s += f". Within noise of the pick: {batch_list(bs)}"
+        s += f". Within noise of {'the pick' if word.endswith('ick') else 'it'}: {batch_list(bs)}"
     if bn.get("source"):
         if bn.get("lower_bound"):
             s += (f". B_noise at least {bn['lower_bound']:.4g} retained responses (the probes' noise/* metrics do "
