@@ -269,3 +269,21 @@ def test_markdown_names_a_one_member_family_in_words():
     assert (f"only B = {lo}" in md) if lo == hi else (f"B = {lo} to {hi}" in md)
     md1 = to_markdown({**plan, "aligned_family": [16, 16]})
     assert "square-root LR rule): only B = 16." in md1 and "B = 16 to 16" not in md1
+
+
+def test_a_pick_within_noise_of_the_reference_is_named_a_best_estimate():
+    """Issue 38 (noticed with issue 37's rule): the tutorial's 1-seed sweep had plan say "Pick: B256 ... 0.62x
+    (0.30-1.10)" where analyze said no batch beats the reference beyond noise. An interval that contains 1 is a best
+    estimate, in plan as in analyze; one wholly below 1 stays a pick."""
+    from rlbatch.plan import _headline
+
+    def plan(iv):
+        return {"recommended": "B256", "reference": "B16", "target": 0.35, "metric": "eval/score",
+                "within_noise": [], "b_noise": {}, "candidates": [
+                    {"run": "B16", "batch_size": 16, "predicted_relative_time": 1.0, "interval": [1.0, 1.0]},
+                    {"run": "B256", "batch_size": 256, "predicted_relative_time": 0.62, "interval": iv}]}
+
+    assert _headline(plan([0.30, 1.10])).startswith(
+        "No batch is predicted to beat the reference beyond noise. Best estimate: B256 (B=256), predicted 0.62x "
+        "(95% interval 0.30-1.10)")
+    assert _headline(plan([0.30, 0.90])).startswith("Pick: B256 (B=256), predicted 0.62x (95% interval 0.30-0.90)")
