@@ -198,7 +198,25 @@ def test_verl_step_line_broken_inside_a_name(tmp_path):
     row = run.metrics.iloc[0]
     assert row["time/gen_s"] == 74.02 and row["time/step_s"] == 96.551
     assert row["raw/response_length/clip_ratio"] == 0.004
-    assert any("broken across lines" in n for n in run.notes)
+    assert any("line break(s) inside step lines" in n for n in run.notes)
+
+
+def test_verl_step_block_with_one_metric_per_line(tmp_path):
+    """A README's verl step: ``step:N`` alone, then one `` - name:value`` per line (the separators became line
+    breaks); two such blocks are two steps, with the generation and step times and the lr of each."""
+    def block(step, gen, total):
+        return (f"(TaskRunner pid=7, ip=10.0.0.1) step:{step}\n - actor/pg_loss:0.05\n - actor/lr:1e-06\n"
+                f" - critic/score/mean:0.{step}\n - timing_s/gen:{gen}\n - timing_s/step:{total}\n")
+    p = tmp_path / "readme_paste.log"
+    p.write_text("Logs look as follows:\n" + block(1, 24.5, 93.5) + "some prose between the blocks\n"
+                 + block(2, 20.0, 80.0))
+    assert detect_format(p) == "verl"
+    (run,) = quiet(p)
+    assert run.metrics["step"].tolist() == [1, 2]
+    assert run.metrics["time/gen_s"].tolist() == [24.5, 20.0]
+    assert run.metrics["time/step_s"].tolist() == [93.5, 80.0]
+    assert run.meta.lr == pytest.approx(1e-6)
+    assert any("one metric per line" in n for n in run.notes)
 
 
 @pytest.mark.parametrize("fmt", [

@@ -88,17 +88,34 @@ def _update_batch(p: int | None, g: int | None, mini: int | None, epochs: int | 
 _CONTINUATION = re.compile(r"^[\w/@.()%\[\]-]*:\s*[-+]?(?:\d|nan|inf)[\w.+-]*(?:\s+-\s+|\s*-?\s*$)")
 
 
+#: a step line whose metrics follow one per line (``step:1`` then `` - actor/lr:1e-06`` ...), as a README shows it
+STEP_ALONE = re.compile(r"(?:^|[\s\]|])step:(\d+)\s*$")
+#: one metric of such a block: `` - name:value`` alone on its line
+_LISTED = re.compile(r"^\s*-\s*[\w/@.()%\[\]-]+:\s*[-+]?(?:\d|nan|inf)[\w.+-]*\s*$", re.IGNORECASE)
+#: content test for such a block within a file's head
+_STEP_BLOCK = re.compile(r"(?:^|[\s\]|])step:\d+[ \t]*\r?\n\s*-\s*[\w/@.()%\[\]-]+:\s*[-+]?\d", re.MULTILINE)
+
+
 def join_broken_step_lines(numbered: list[tuple[int, str]]) -> tuple[list[tuple[int, str]], int]:
     """A step line broken in two by a paste or an editor (``... - response_length/cl`` + ``ip_ratio:0.004 - ...``)
     rejoined: a line holding ``step:N - `` whose next line does not begin a record (:data:`RECORD_START`) and
     begins with the rest of a ``name:value`` pair (:data:`_CONTINUATION`). The two are joined without a separator
-    when the break falls inside a name or value, with one space after a dangling `` -``. Returns the lines and how
-    many were joined."""
+    when the break falls inside a name or value, with one space after a dangling `` -``. A ``step:N`` line followed
+    by one `` - name:value`` per line (:data:`STEP_ALONE`, :data:`_LISTED`: the separators turned into line breaks)
+    becomes one step line. Returns the lines and how many were joined."""
     out: list[tuple[int, str]] = []
     joined = 0
     i = 0
     while i < len(numbered):
         ln, raw = numbered[i]
+        if "step:" in raw and STEP_ALONE.search(raw.rstrip("\r\n")):
+            parts = [raw.rstrip("\r\n").rstrip()]
+            while i + 1 < len(numbered) and _LISTED.match(numbered[i + 1][1]):
+                parts.append(numbered[i + 1][1].strip().lstrip("-").strip())
+                i += 1
+            if len(parts) > 1:
+                joined += len(parts) - 1
+                raw = parts[0] + " - " + " - ".join(parts[1:]) + "\n"
         while (i + 1 < len(numbered) and "step:" in raw and STEP.search(raw)
                and not STEP.search(numbered[i + 1][1]) and not RECORD_START.match(numbered[i + 1][1])
                and _CONTINUATION.match(numbered[i + 1][1].strip())):
@@ -114,7 +131,9 @@ def join_broken_step_lines(numbered: list[tuple[int, str]]) -> tuple[list[tuple[
 
 def looks_like(head: str) -> bool:
     """Content test for format detection: a verl step line, or verl's launch/config in the first lines."""
-    return bool(STEP.search(ANSI.sub("", head))) or "verl.trainer" in head or "'actor_rollout_ref'" in head
+    head = ANSI.sub("", head)
+    return (bool(STEP.search(head)) or bool(_STEP_BLOCK.search(head)) or "verl.trainer" in head
+            or "'actor_rollout_ref'" in head)
 
 
 def _clean(line: str) -> str:
@@ -317,8 +336,8 @@ def read(path: str | Path, *, run_id: str | None = None, user_map: dict[str, str
     else:
         notes_pre = []
     if n_broken:
-        notes_pre.append(f"{n_broken} step line(s) broken across lines (a paste wrapped inside a name or value) "
-                         "rejoined")
+        notes_pre.append(f"{n_broken} line break(s) inside step lines (a paste wrapped inside a name or value, or "
+                         "one metric per line) rejoined")
     if rows and not last_raw.endswith("\n") and lines[-1] == lineno:
         prev = next((r for r in reversed(rows[:-1]) if len(r) > 2), None)
         eval_only = all(k == "step" or is_eval_name(k) for k in rows[-1])
