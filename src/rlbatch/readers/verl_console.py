@@ -85,15 +85,18 @@ def _update_batch(p: int | None, g: int | None, mini: int | None, epochs: int | 
 
 
 #: the rest of a step line after a break: a name's tail (or nothing) then ``:value``, then `` - `` or the end
-_CONTINUATION = re.compile(r"^[\w/@.()%\[\]-]*:\s*[-+]?(?:\d|nan|inf)[\w.+-]*(?:\s+-\s+|\s*-?\s*$)")
+#: a metric's name and ``:value`` in a step line (the name may be cut short by a break)
+_NAME = r"[\w/@.()%\[\]-]"
+_VALUE = r":\s*[-+]?(?:\d|nan|inf)[\w.+-]*"
+_CONTINUATION = re.compile(rf"^{_NAME}*{_VALUE}(?:\s+-\s+|\s*-?\s*$)")
 
 
 #: a step line whose metrics follow one per line (``step:1`` then `` - actor/lr:1e-06`` ...), as a README shows it
-STEP_ALONE = re.compile(r"(?:^|[\s\]|])step:(\d+)\s*$")
+_STEP_ALONE = re.compile(r"(?:^|[\s\]|])step:(\d+)\s*$")
 #: one metric of such a block: `` - name:value`` alone on its line
-_LISTED = re.compile(r"^\s*-\s*[\w/@.()%\[\]-]+:\s*[-+]?(?:\d|nan|inf)[\w.+-]*\s*$", re.IGNORECASE)
+_LISTED = re.compile(rf"^\s*-\s*{_NAME}+{_VALUE}\s*$", re.IGNORECASE)
 #: content test for such a block within a file's head
-_STEP_BLOCK = re.compile(r"(?:^|[\s\]|])step:\d+[ \t]*\r?\n\s*-\s*[\w/@.()%\[\]-]+:\s*[-+]?\d", re.MULTILINE)
+_STEP_BLOCK = re.compile(rf"(?:^|[\s\]|])step:\d+[ \t]*\r?\n\s*-\s*{_NAME}+{_VALUE}", re.MULTILINE)
 
 
 def join_broken_step_lines(numbered: list[tuple[int, str]]) -> tuple[list[tuple[int, str]], int]:
@@ -101,14 +104,14 @@ def join_broken_step_lines(numbered: list[tuple[int, str]]) -> tuple[list[tuple[
     rejoined: a line holding ``step:N - `` whose next line does not begin a record (:data:`RECORD_START`) and
     begins with the rest of a ``name:value`` pair (:data:`_CONTINUATION`). The two are joined without a separator
     when the break falls inside a name or value, with one space after a dangling `` -``. A ``step:N`` line followed
-    by one `` - name:value`` per line (:data:`STEP_ALONE`, :data:`_LISTED`: the separators turned into line breaks)
+    by one `` - name:value`` per line (:data:`_STEP_ALONE`, :data:`_LISTED`: the separators turned into line breaks)
     becomes one step line. Returns the lines and how many were joined."""
     out: list[tuple[int, str]] = []
     joined = 0
     i = 0
     while i < len(numbered):
         ln, raw = numbered[i]
-        if "step:" in raw and STEP_ALONE.search(raw.rstrip("\r\n")):
+        if "step:" in raw and _STEP_ALONE.search(raw.rstrip("\r\n")):
             parts = [raw.rstrip("\r\n").rstrip()]
             while i + 1 < len(numbered) and _LISTED.match(numbered[i + 1][1]):
                 parts.append(numbered[i + 1][1].strip().lstrip("-").strip())
