@@ -38,11 +38,13 @@ def fmt(v, spec=".2f") -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--studies", type=int, default=200, help="studies per scenario")
-    ap.add_argument("--only", default=None, help="comma-separated substrings: run only scenarios whose name has one")
+    ap.add_argument("--only", default=None, help="semicolon-separated substrings (or =exact names): run only those scenarios")
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--seed", type=int, default=0, help="first study seed")
     a = ap.parse_args(argv)
-    scs = [s for s in scenarios() if not a.only or any(k.strip() in s.name for k in a.only.split(","))]
+    keys = [k.strip() for k in a.only.split(";")] if a.only else []
+    scs = [s for s in scenarios() if not keys or any(s.name == k[1:] if k.startswith("=") else k in s.name
+                                                     for k in keys)]
     jobs = [(s, a.seed + i) for s in scs for i in range(a.studies)]
     t0 = time.time()
     results: dict[str, list] = {s.name: [] for s in scs}

@@ -95,7 +95,8 @@ def lr_cmd(
 
 # --------------------------------------------------------------------------------------------------- account
 def _print_accounting(rows, reference: str, fmt: Format, title: str = "End-to-end accounting") -> None:
-    from rlbatch.analysis.accounting import fastest, to_json_rows, verdict  # on use: --help loads no pandas
+    from rlbatch.analysis.accounting import fastest, to_json_rows  # on use: --help loads no pandas
+    from rlbatch.analysis.headline import verdict
 
     recs = rows.to_dict(orient="records")
     nr = "not reached"

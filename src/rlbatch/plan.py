@@ -54,9 +54,11 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from rlbatch.analysis.accounting import (account, account_runs, aligned, aligned_span, batch_list, check_target,
+from rlbatch.analysis.accounting import (account, account_runs, aligned, aligned_span, check_target,
                                          default_reference, intervals_overlap, predicted_relative_time,
-                                         read_accounting_csv, relative_throughput, verdict_label)
+                                         read_accounting_csv, relative_throughput)
+from rlbatch.analysis.decision import verdict_label
+from rlbatch.analysis.headline import batch_list
 from rlbatch.analysis.curves import group_seeds, metric_frame
 from rlbatch.analysis.fit import fit_groups, rn_from_fits
 from rlbatch.analysis.interval import format_interval

@@ -4,13 +4,12 @@ The one analysis core: every command (``account``, ``analyze``, ``plan``, the re
 samples-to-target, time-to-target, throughput, rN, relative time and the verdict from the functions here.
 
 Per seed (one run), on the policy-sample axis (:func:`rlbatch.analysis.curves.curve`, evaluation at 0 kept):
-    S  = samples-to-target, the first crossing of the target, linear between evaluation points
-         (:func:`rlbatch.analysis.curves.samples_to_target`);
-    T  = time-to-target, the clock logged at the crossing, interpolated like the samples
-         (:func:`rlbatch.analysis.throughput.time_at`; wall-clock, or process CPU time on a shared CPU,
-         :func:`rlbatch.analysis.throughput.clock_basis`).
+    S  = samples-to-target: the crossing of a monotone fit of the evaluations, refined by a straight line against
+         log samples around it (:mod:`rlbatch.analysis.crossing`; independent of the evaluation spacing and noise);
+    T  = time-to-target, the clock at S, interpolated between steps (:func:`rlbatch.analysis.throughput.time_at`;
+         wall-clock, or process CPU time on a shared CPU, :func:`rlbatch.analysis.throughput.clock_basis`).
 Per configuration (its seeds; :func:`estimate_configuration`), **seed aggregation = the mean of the per-seed values**
-(not the crossing of the seed-averaged curve, which is biased low):
+(not the crossing of the seed-averaged curve):
     S = mean_i S_i,   T = mean_i T_i,   throughput X = S / T  (retained samples per second up to the target; over
     the whole run when the target is not reached).
 Relative to a reference configuration (Li et al. 2026, end-to-end accounting, Table "J = 77%"):
@@ -18,19 +17,12 @@ Relative to a reference configuration (Li et al. 2026, end-to-end accounting, Ta
     relative_throughput = X / X_ref
     relative_time       = T / T_ref = rN / relative_throughput
 and a configuration is faster than the reference iff ``relative_throughput > rN``. A configuration some of whose
-seeds never reached the target has no rN and no time-to-target: "not reached", never a number.
+seeds never reached the target has no rN and no time-to-target (censored), only lower bounds.
 
-Intervals (95%, percentiles of replicates, Efron & Tibshirani 1993; :func:`estimate_configuration`): with two or
-more seeds, Student's t interval of the seed mean on the log scale (:func:`rlbatch.analysis.interval.
-seed_mean_replicates`: the seeds' spread holds sampling and evaluation noise, and the interval widens as seeds
-shrink, where resampling two seeds would understate it), each configuration's spread moderated by the spreads of
-the comparison's configurations (:func:`comparison_spread`, Smyth 2004's empirical Bayes prior: t with the prior's
-degrees of freedom added to its own); with one seed, the evaluation
-noise is resampled (binomial, sd sqrt(p(1-p)/n) per evaluation point when the number of evaluation items n is
-logged, else the residuals around a 5-point moving average); timing noise in both cases by a moving-block bootstrap
-of the steps (:func:`rlbatch.analysis.throughput.timing_factors`). Ratios take the candidate's and the reference's
-replicates independently. The verdict follows the interval: ``faster`` / ``slower`` only when the interval of the
-relative time lies wholly below / above 1, else ``within noise``.
+Intervals: per configuration, Student's t interval of the seed mean on the log scale for each of S, T and X, the
+seed spread moderated across the comparison (:func:`comparison_spread`); the verdicts, their simultaneous intervals
+and the "may be fastest" set: :func:`rlbatch.analysis.decision.decide`; their words:
+:mod:`rlbatch.analysis.headline`.
 """
 
 from __future__ import annotations
@@ -45,12 +37,14 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from rlbatch.analysis.curves import (crossing, curve, ema_smooth, group_seeds, mean_last, moving_average,
-                                     samples_to_target, summarize_run)
-from rlbatch.analysis.interval import (SpreadPrior, bootstrap_interval, format_interval, moderated_spread,
-                                      seed_mean_replicates, spread_prior, t_quantiles, uniform_ranks)
-from rlbatch.analysis.throughput import (clock_basis, configuration_timings, run_clock, run_throughput, step_seconds,
-                                         throughput_to_target, throughput_whole_run, time_at, timing_factors)
+from rlbatch.analysis.crossing import Crossing
+from rlbatch.analysis.curves import crossing_of, curve, group_seeds, mean_last, summarize_run
+from rlbatch.analysis.decision import decide, verdict_label
+from rlbatch.analysis.headline import AGGREGATION, headline, headline_markdown
+from rlbatch.analysis.interval import (SpreadPrior, bootstrap_interval, hypervariable, ladder_spread,
+                                      moderated_spread, spread_prior, uniform_ranks)
+from rlbatch.analysis.throughput import (clock_basis, configuration_timings, run_clock, run_throughput,
+                                         throughput_to_target, throughput_whole_run, time_at)
 from rlbatch.errors import UserError
 from rlbatch.runstore import Run
 from rlbatch.scaling import LRRetuning, detect_lr_rule
@@ -113,14 +107,15 @@ def account(runs: pd.DataFrame, reference: str) -> pd.DataFrame:
         if r["relative_throughput"] is None and x is not None:
             r["relative_throughput"] = relative_throughput(x, ref["throughput_samples_per_s"])
         label = verdict_label(r["relative_time"], None, is_reference=r["run"] == reference, reached=r["reached"])
-        r["faster_than_reference"], r["verdict"] = faster(label), label
+        r["faster_than_reference"], r["verdict"] = label == "faster", label
     return pd.DataFrame(rows)
 
 
 
-N_BOOT = 1000
+#: Replicates per configuration: enough for the tails of a simultaneous interval over ten configurations
+#: (each at ~99.5%, i.e. ~10 replicates beyond each end)
+N_BOOT = 4000
 CONF = 0.95
-SMOOTH_WINDOW = 5
 
 
 # ----------------------------------------------------------------------------------------- the formulas, once each
@@ -161,33 +156,78 @@ def ratios(s: float | None, t: float | None, s_ref: float, t_ref: float) -> dict
     return out
 
 
-def _eval_noise(c: pd.DataFrame, metric: str, n_boot: int, rng: np.random.Generator) -> np.ndarray:
-    """(n_boot, n) perturbed copies of one seed's curve ``c``: binomial noise when ``eval/n`` is logged, else the
-    residuals around a centered moving average resampled."""
-
-    y = c[metric].to_numpy(float)
-    n = len(y)
-    if "eval/n" in c.columns and c["eval/n"].notna().all() and (c["eval/n"] > 0).all():
-        p = np.clip(y, 0.0, 1.0)
-        sd = np.sqrt(np.maximum(p * (1 - p), 1e-4) / c["eval/n"].to_numpy(float))
-        return y[None, :] + rng.standard_normal((n_boot, n)) * sd[None, :]
-    sm = moving_average(y, SMOOTH_WINDOW)
-    res = y - sm
-    return sm[None, :] + res[rng.integers(0, n, (n_boot, n))]
-
-
 def seed_estimate(run: Run, target: float | None, metric: str = "eval/score", *, ema: float | None = None,
                   sustained: bool = False, clock: str = "wall") -> dict[str, Any]:
-    """One seed: ``samples_to_target`` (S, responses; None = not reached), ``time_to_target_s`` (T, seconds on
-    ``clock``), ``samples`` / ``seconds`` (whole run), and the curve and clock the bootstrap perturbs."""
+    """One seed: ``samples_to_target`` (S, responses; None = not reached, :func:`rlbatch.analysis.curves.
+    crossing_of`), ``time_to_target_s`` (T, seconds on ``clock`` at S), ``censored_at`` (not reached: the last
+    evaluated samples, so S is larger) and ``time_censored`` (the clock there), ``at_most`` (at the target at its
+    first evaluation after 0), ``samples`` / ``seconds`` (whole run), the ``crossing``, the curve and the clock."""
 
     c = curve(run, metric)
     clk = run_clock(run, clock)
-    s = samples_to_target(c, target, metric, ema=ema, sustained=sustained) if target is not None else None
+    cross = crossing_of(c, target, metric, ema=ema, sustained=sustained) if target is not None else Crossing(None)
+    s = cross.samples
     t = time_at(clk, s) if s is not None else None
+    cens = cross.censored_at
     return {"run": run.run_id, "seed": run.meta.seed, "samples_to_target": s, "time_to_target_s": t,
+            "censored_at": cens, "time_censored": time_at(clk, cens) if cens is not None else None,
+            "at_most": cross.at_most, "crossing": cross,
             "samples": float(clk[0][-1]) if clk is not None else None,
             "seconds": float(clk[1][-1]) if clk is not None else None, "_curve": c, "_clock": clk}
+
+
+def _spread_of(logs: np.ndarray, spread: SpreadPrior | None, name: str | None, q: str) -> tuple[float, float, str] | None:
+    """(s, df, how) of one quantity's seed spread on the log scale (``q``: ``S``, ``T`` or ``X``): moderated by the
+    comparison's prior (:meth:`rlbatch.analysis.interval.SpreadPrior.for_config`, learned without this
+    configuration; one seed: the prior alone), unless its own seeds scatter more than that prior allows
+    (:func:`rlbatch.analysis.interval.hypervariable`: then its own); without a prior, its own (two or more seeds);
+    else None. ``how``: ``moderated``, ``ladder``, ``own (wider than the others')`` or ``own``."""
+    prior = spread.for_config(name, q) if spread is not None else None
+    if prior is not None and math.isfinite(prior.s0):
+        if len(logs) >= 2 and prior.source == "seeds" and hypervariable(logs, prior):
+            return float(np.std(logs, ddof=1)), float(len(logs) - 1), "own (wider than the others')"
+        s, df = moderated_spread(logs, prior.d0, prior.s0, prior.cap)
+        return s, df, "moderated" if prior.source == "seeds" else "ladder"
+    if len(logs) >= 2:
+        return float(np.std(logs, ddof=1)), float(len(logs) - 1), "own"
+    return None
+
+
+def _chi_levels(n: int) -> np.ndarray:
+    """The quantile levels of the spread's chi draws, the same for every configuration of every comparison (a fixed
+    order): replicate i of each configuration divides by the same chi quantile, as a spread pooled across them
+    does in the t statistics (their joint distribution is the multivariate t of Dunnett 1955, so the simultaneous
+    intervals of :func:`rlbatch.analysis.decision.decide` hold jointly, not only one by one)."""
+    return (np.random.default_rng(20261206).permutation(n) + 0.5) / n
+
+
+def _replicates(point: float | None, logs: np.ndarray, k: int, spread: SpreadPrior | None, name: str | None, q: str,
+                n_boot: int, rng: np.random.Generator) -> tuple[np.ndarray | None, tuple[float, float, str] | None]:
+    """Replicates of a geometric mean over ``k`` runs whose percentile interval is Student's t interval of the mean
+    log: ``point x exp(z / chi x s / sqrt(k))``, z standard normal quantiles at stratified levels in a random order
+    (:func:`rlbatch.analysis.interval.uniform_ranks`), chi = sqrt(chi^2_df / df) at :func:`_chi_levels` (so each
+    configuration's replicates are exactly t_df, and those of several configurations share their chi), (s, df)
+    from :func:`_spread_of`. None without a spread."""
+    from scipy import stats
+
+    sp = _spread_of(logs, spread, name, q) if point is not None and point > 0 else None
+    if sp is None or n_boot < 1:
+        return None, sp
+    s, df, _ = sp
+    z = stats.norm.ppf(uniform_ranks(n_boot, rng))
+    if math.isfinite(df):
+        z = z / np.sqrt(stats.chi2.ppf(_chi_levels(n_boot), df) / df)
+    return float(point) * np.exp(np.clip(z * s / math.sqrt(k), -700.0, 700.0)), sp
+
+
+def geometric_mean(values: Sequence[float] | np.ndarray) -> float:
+    """exp(mean(log values)) of positive values: a configuration's samples-to-target, time-to-target or throughput
+    over its seeds (the typical run under a log-normal seed spread; the centre of the t interval on the log
+    scale). Raises ``ValueError`` for an empty or non-positive input."""
+    v = np.asarray(values, float)
+    if not len(v) or not np.all(v > 0):
+        raise ValueError("geometric mean of an empty or non-positive sequence")
+    return float(np.exp(np.mean(np.log(v))))
 
 
 def estimate_configuration(runs: Sequence[Run], target: float | None, metric: str = "eval/score", *,
@@ -196,19 +236,24 @@ def estimate_configuration(runs: Sequence[Run], target: float | None, metric: st
                            spread: SpreadPrior | None = None) -> dict[str, Any]:
     """Samples-to-target, time-to-target and throughput of one configuration (its seeds ``runs``), with intervals.
 
-    Seed aggregation (module docstring): the mean over seeds of per-seed S and T; X = S / T. When any seed did
-    not reach ``target`` (or no target): S, T None and X = mean whole-run samples / mean whole-run seconds.
-    Intervals: ``samples_to_target_ci``, ``time_to_target_ci``, ``throughput_ci`` (95% percentile bootstrap:
-    Student's t on the log scale over seeds when two or more, else evaluation noise; timing noise by block bootstrap
-    of steps). ``spread``: the comparison's prior on the seed spread (:func:`comparison_spread`), which moderates
-    this configuration's own (:func:`rlbatch.analysis.interval.moderated_spread`) when it has two or more seeds that
-    all reached the target and have a clock. ``seed``
-    fixes the bootstrap (default: from the configuration's name, so a configuration's interval does not depend on
-    which others are analysed with it). The replicates stay in ``_replicates`` for ratios (:func:`compare`).
+    Per seed: S_i (:func:`seed_estimate`), T_i = the clock at S_i, X_i = S_i / T_i. Seed aggregation (module
+    docstring): S = mean_i S_i, T = mean_i T_i, X = S / T. When some seed did not reach ``target`` (censored) S and T
+    are None and ``samples_to_target_at_least`` / ``time_to_target_at_least`` bound them from below (each censored
+    seed counted at its last evaluation and the clock there); X is then over the whole run.
+
+    Intervals (95%, marginal): Student's t of the seed mean on the log scale for each of S, T and X
+    (:func:`_replicates`), the spread of each moderated by the comparison's prior ``spread``
+    (:func:`comparison_spread`: Smyth's over configurations with several seeds, or a one-seed ladder's residuals
+    around a smooth trend in log B), else the seeds' own; with one seed and no prior, no interval (evaluation noise
+    alone would leave out the run-to-run variability, statistics review finding 1). S, T and X are drawn
+    independently (the throughput interval keeps its own seed spread). ``seed`` fixes the draws (default: from the
+    configuration's name). The replicates stay in ``_replicates`` (``S``, ``T``, ``X``, ``S_low``, ``T_low``) for
+    ratios and the decision (:func:`rlbatch.analysis.decision.decide`).
 
     Returns a dict with ``config, batch_size, prompts_per_step, group_size, lr, lr_rule, runs, n_seeds, n_reached,
     reached, samples_to_target(_ci), samples_to_target_per_seed, time_to_target_s, time_to_target_ci,
-    throughput_samples_per_s, throughput_ci, throughput_window ("to target" | "whole run"), clock``.
+    throughput_samples_per_s, throughput_ci, throughput_window ("to target" | "whole run"), clock, spread (how the
+    seed spread was estimated), spread_df``.
     """
 
     runs = list(runs)
@@ -226,12 +271,30 @@ def estimate_configuration(runs: Sequence[Run], target: float | None, metric: st
         "group_size": meta.group_size, "lr": meta.lr, "lr_rule": meta.lr_rule, "runs": [r.run_id for r in runs],
         "n_seeds": k, "n_reached": int(np.isfinite(S).sum()), "reached": reached,
         "samples_to_target_per_seed": [it["samples_to_target"] for it in items],
-        "samples_to_target": float(S.mean()) if reached else None, "samples_to_target_ci": None,
-        "time_to_target_s": float(T.mean()) if timed else None, "time_to_target_ci": None,
+        "samples_to_target": geometric_mean(S) if reached and np.all(S > 0) else (0.0 if reached else None),
+        "samples_to_target_ci": None,
+        "time_to_target_s": geometric_mean(T) if timed and np.all(T > 0) else (0.0 if timed else None),
+        "time_to_target_ci": None,
         "throughput_samples_per_s": None, "throughput_ci": None, "clock": clock,
         "throughput_window": "to target" if reached else "whole run",
         "best_score": max((float(it["_curve"][metric].max()) for it in items if len(it["_curve"])), default=None),
-        "stopped": None, "unfinished": [], "samples_to_target_at_least": None}
+        "stopped": None, "unfinished": [], "samples_to_target_at_least": None, "time_to_target_at_least": None,
+        "at_most": [it["at_most"] for it in items if it["at_most"] is not None],
+        "spread": None, "spread_df": None}
+    reps: dict[str, np.ndarray | None] = {"S": None, "T": None, "X": None, "S_low": None, "T_low": None}
+    dfs: dict[str, float] = {}
+    hows: dict[str, str] = {}
+    if timed and np.all(S > 0) and np.all(T > 0):
+        est["throughput_samples_per_s"] = throughput_to_target(est["samples_to_target"], est["time_to_target_s"])
+        for q, v, point in (("S", S, est["samples_to_target"]), ("T", T, est["time_to_target_s"]),
+                            ("X", S / T, est["throughput_samples_per_s"])):
+            reps[q], sp = _replicates(point, np.log(v), k, spread, name, q, n_boot, rng)
+            if sp:
+                dfs[q], hows[q] = sp[1], sp[2]
+    elif reached and np.isfinite(S).all() and np.all(S > 0):
+        reps["S"], sp = _replicates(est["samples_to_target"], np.log(S), k, spread, name, "S", n_boot, rng)
+        if sp:
+            dfs["S"], hows["S"] = sp[1], sp[2]
     if not reached:
         stops = [getattr(r.meta, "stopped_early", None) for r in runs]
         stop = next((x for x in stops if x), None)
@@ -241,87 +304,77 @@ def estimate_configuration(runs: Sequence[Run], target: float | None, metric: st
         else:
             est["unfinished"] = [r.run_id for r, it in zip(runs, items)
                                  if it["samples_to_target"] is None and still_running(r)]
-        if target is not None and all(it["samples"] is not None for it in items):
-            # each seed needs at least the samples it has run (or its crossing): a lower bound on the mean
-            est["samples_to_target_at_least"] = float(np.mean([
-                it["samples_to_target"] if it["samples_to_target"] is not None else it["samples"] for it in items]))
-    S_b = T_b = None
-    # one quantile level per replicate, shared by S, T and the whole-run throughput (comonotone t draws)
-    u = uniform_ranks(n_boot, rng) if k >= 2 and n_boot >= 1 else None
-    z = t_quantiles(u, k - 1) if u is not None else None
-    s_S = s_T = None
-    zS = zT = z
-    if spread is not None and timed and u is not None and np.all(S > 0) and np.all(T > 0):
-        s_S, df_S = moderated_spread(np.log(S), spread.S_d0, spread.S_s0)
-        s_T, df_T = moderated_spread(np.log(T), spread.T_d0, spread.T_s0)
-        zS, zT = t_quantiles(u, df_S), t_quantiles(u, df_T)
-        est["spread_df"] = {"S": df_S, "T": df_T}
-    est["spread"] = "moderated" if s_S is not None else ("seeds" if k >= 2 else "evaluations")
-    if reached:
-        if k >= 2:
-            idx = None
-            S_b = seed_mean_replicates(S, zS, s_log=s_S)
-        else:
-            c = items[0]["_curve"]
-            ys = _eval_noise(c, metric, n_boot, rng)
-            if ema:
-                ys = np.array([ema_smooth(y, float(ema)) for y in ys])
-            S_b = crossing(c["samples/retained"].to_numpy(float), ys, target, sustained=sustained)
-            S_b[np.isnan(S_b)] = np.inf  # a replicate that never reaches the target: beyond any sample count
-            idx = np.zeros((n_boot, 1), dtype=int)
-        if timed:
-            F = np.array([timing_factors(step_seconds(it["_clock"], it["samples_to_target"]), n_boot, rng)
-                          for it in items])  # (k, n_boot)
-            if k >= 2:
-                T_b = seed_mean_replicates(T, zT, s_log=s_T) * F.mean(axis=0)
-            else:
-                with np.errstate(invalid="ignore"):
-                    t_at = np.where(np.isfinite(S_b), time_at(items[0]["_clock"], np.where(np.isfinite(S_b), S_b,
-                                                                                            0.0)), np.inf)
-                T_b = t_at * F[0]
-        est["samples_to_target_ci"] = bootstrap_interval(S_b)
-        est["time_to_target_ci"] = bootstrap_interval(T_b)
-    # throughput: to the target when reached (X = S / T), else over the whole run
-    if timed and est["samples_to_target"] > 0 and est["time_to_target_s"] > 0:
-        est["throughput_samples_per_s"] = throughput_to_target(est["samples_to_target"], est["time_to_target_s"])
-        with np.errstate(invalid="ignore", divide="ignore"):
-            X_b = np.where(np.isfinite(S_b) & np.isfinite(T_b), throughput_to_target(S_b, T_b), np.nan)
-    else:
+        low_s = [it["samples_to_target"] if it["samples_to_target"] is not None else
+                 (it["censored_at"] if it["censored_at"] is not None else it["samples"]) for it in items]
+        low_t = [it["time_to_target_s"] if it["time_to_target_s"] is not None else
+                 (it["time_censored"] if it["time_censored"] is not None else it["seconds"]) for it in items]
+        if target is not None and all(v is not None and v > 0 for v in low_s):
+            # each seed needs at least the samples it was evaluated at (or its crossing): a lower bound
+            est["samples_to_target_at_least"] = geometric_mean(low_s)
+            ok = [math.log(v) for v, it in zip(low_s, items) if it["samples_to_target"] is not None]
+            reps["S_low"], _ = _replicates(est["samples_to_target_at_least"], np.array(ok), k, spread, name, "S",
+                                           n_boot, rng)
+        if target is not None and all(v is not None and v > 0 for v in low_t):
+            est["time_to_target_at_least"] = geometric_mean(low_t)
+            ok = [math.log(v) for v, it in zip(low_t, items) if it["time_to_target_s"] is not None]
+            reps["T_low"], _ = _replicates(est["time_to_target_at_least"], np.array(ok), k, spread, name, "T",
+                                           n_boot, rng)
         tot_s = np.array([np.nan if it["samples"] is None else it["samples"] for it in items])
         tot_t = np.array([np.nan if it["seconds"] is None else it["seconds"] for it in items])
-        X_b = None
-        if np.isfinite(tot_s).all() and np.isfinite(tot_t).all() and tot_t.sum() > 0 and tot_s.sum() > 0:
-            est["throughput_samples_per_s"] = float(throughput_whole_run(tot_s.mean(), tot_t.mean()))
-            est["throughput_window"] = "whole run"
-            F = np.array([timing_factors(step_seconds(it["_clock"]), n_boot, rng) for it in items])
-            if k >= 2:  # the seeds' own rates, their mean's t interval on the log scale, with timing noise
-                X_b = seed_mean_replicates(tot_s / tot_t, z) / F.mean(axis=0)
-            else:
-                X_b = throughput_whole_run(tot_s[0], tot_t[0] * F[0])
-    est["throughput_ci"] = bootstrap_interval(X_b)
-    est["_replicates"] = {"S": S_b, "T": T_b, "X": X_b}
+        if np.isfinite(tot_s).all() and np.isfinite(tot_t).all() and np.all(tot_t > 0) and np.all(tot_s > 0):
+            est["throughput_samples_per_s"] = geometric_mean(throughput_whole_run(tot_s, tot_t))
+            reps["X"], sp = _replicates(est["throughput_samples_per_s"], np.log(tot_s / tot_t), k,
+                                        spread if target is not None else None, name, "X", n_boot, rng)
+            if sp:
+                dfs["X"], hows["X"] = sp[1], sp[2]
+    est["samples_to_target_ci"] = bootstrap_interval(reps["S"])
+    est["time_to_target_ci"] = bootstrap_interval(reps["T"])
+    est["throughput_ci"] = bootstrap_interval(reps["X"])
+    est["spread"] = hows or None
+    est["spread_df"] = dfs or None
+    est["_replicates"] = reps
     return est
 
 
 def comparison_spread(groups: dict[str, list[Run]], target: float | None, metric: str = "eval/score", *,
                       ema: float | None = None, sustained: bool = False, clock: str = "wall") -> SpreadPrior | None:
-    """The prior on the seed spread of samples- and time-to-target from the configurations ``groups`` of one
-    comparison (:func:`rlbatch.analysis.interval.spread_prior` of each configuration's per-seed values, from
-    :func:`seed_estimate`); configurations with a seed that did not reach ``target`` or has no clock do not count.
-    None without a target or with fewer than three configurations of two or more seeds."""
+    """The prior on the seed spread of samples-to-target, time-to-target and throughput (log scale) of the
+    configurations ``groups`` of one comparison, learned from the configurations on the comparison's main LR rule
+    (the most common one: a fixed-LR control beside a square-root ladder is moderated by it but does not shape it):
+
+    - with three or more configurations of two or more seeds that reached the target: Smyth's (2004) prior over
+      their per-seed values (:func:`rlbatch.analysis.interval.spread_prior`); the reached seeds of a configuration
+      with an unreached one count too;
+    - else, with four or more configurations all of whose seeds reached it: the residual spread of the
+      configurations' mean log values around a smooth trend in log B (:func:`rlbatch.analysis.interval.
+      ladder_spread`), what one seed per batch size says about run-to-run variability;
+    - else None (no target, or too little to learn from: a one-seed configuration then gets no interval)."""
     if target is None:
         return None
-    samples, times = [], []
-    for rs in groups.values():
-        if len(rs) < 2:
-            continue
+    per = []
+    for gname, rs in groups.items():
         items = [seed_estimate(r, target, metric, ema=ema, sustained=sustained, clock=clock) for r in rs]
-        s = [it["samples_to_target"] for it in items]
-        t = [it["time_to_target_s"] for it in items]
-        if all(v is not None for v in s + t):
-            samples.append(s)
-            times.append(t)
-    return spread_prior(samples, times)
+        ok = [(it["samples_to_target"], it["time_to_target_s"]) for it in items
+              if it["samples_to_target"] and it["time_to_target_s"]]
+        per.append({"name": gname, "b": rs[0].meta.batch_size, "rule": rs[0].meta.lr_rule, "k": len(rs), "ok": ok})
+    rules = [p["rule"] for p in per]
+    main = max(set(rules), key=lambda r: (rules.count(r), r is not None, str(r))) if rules else None
+    ladder = [p for p in per if p["rule"] == main]
+    multi = [p for p in ladder if len(p["ok"]) >= 2]
+    prior = spread_prior([[s for s, _ in p["ok"]] for p in multi], [[t for _, t in p["ok"]] for p in multi],
+                         names=[p["name"] for p in multi]) if len(multi) >= 3 else None
+    if prior is not None:
+        return prior
+    full = [p for p in ladder if p["b"] and len(p["ok"]) == p["k"] and p["k"] >= 1]
+    if len(full) < 4:
+        return None
+    lb = [math.log(p["b"]) for p in full]
+    ks = [p["k"] for p in full]
+    sp = [ladder_spread(lb, [float(np.mean(np.log([v[i] if i < 2 else v[0] / v[1] for v in p["ok"]])))
+                             for p in full], ks) for i in range(3)]
+    if any(s is None for s in sp):
+        return None
+    return SpreadPrior(S=sp[0], T=sp[1], X=sp[2], n_configurations=len(full))
 
 
 def compare(est: dict[str, Any], ref: dict[str, Any]) -> dict[str, Any]:
@@ -356,44 +409,6 @@ def still_running(run: Run) -> bool:
     adaptive sweep. Logs of other frameworks do not say, and count as finished."""
     m = run.meta
     return m.status == "running" and (m.source_format in (None, "rlbatch")) and not getattr(m, "stopped_early", None)
-
-
-#: verdicts of a configuration that was not measured to the target: no statement on the batch itself
-STOPPED, UNFINISHED = "stopped early", "unfinished"
-
-
-def verdict_label(relative_time: float | None, ci: Sequence[float] | None, *, is_reference: bool = False,
-                  reached: bool = True, stopped: bool = False, unfinished: bool = False) -> str:
-    """The decision for one configuration: ``reference``, ``stopped early`` (an adaptive sweep stopped it before
-    every seed reached the target), ``unfinished`` (its trials had not finished: still running, or interrupted),
-    ``not reached`` (it ran its budget without reaching the target), ``unknown`` (no throughput), ``faster`` /
-    ``slower`` (the interval of the relative time lies wholly below / above 1; the point estimate when there is no
-    interval) or ``within noise`` (the interval contains 1). One verdict per configuration: the headline, the
-    tables and the aligned family all read this one."""
-    if is_reference:
-        return "reference"
-    if not reached and stopped:
-        return STOPPED
-    if not reached and unfinished:
-        return UNFINISHED
-    if not reached:
-        return "not reached"
-    if relative_time is None:
-        return "unknown"
-    if ci is None or ci[0] is None or ci[1] is None:
-        return "faster" if relative_time < 1 else "slower"
-    if ci[1] < 1:
-        return "faster"
-    if ci[0] > 1:
-        return "slower"
-    return "within noise"
-
-
-def faster(verdict: str) -> bool:
-    """``faster_than_reference``: whether the verdict (:func:`verdict_label`) is ``faster``, so the flag and the
-    verdict column never disagree (a point estimate below 1 whose interval contains 1 is ``within noise``, not
-    faster)."""
-    return verdict == "faster"
 
 
 #: Default tolerance of the aligned family: rN <= 1 + TOLERANCE (the plan's and the report's ``--tolerance``).
@@ -499,27 +514,42 @@ def account_runs(runs: Sequence[Run], target: float, metric: str = "eval/score",
         if not e["time_to_target_s"] and not allow_unreached_reference:
             raise UserError(f"reference {ref!r} has no clock (time/wall_s, time/step_s or time/cpu_s) to time it",
                             field="reference")
+    ref_ok = ref is not None and ests[ref]["reached"] and bool(ests[ref]["samples_to_target"])
+    dec = decide(ests, ref if ref_ok else None)
     rows = []
     for name, e in ests.items():
-        c = compare(e, ests[ref]) if ref is not None and (e is ests[ref] or ests[ref]["reached"]) else compare(e, {**e, "samples_to_target": None,
-                                                                       "throughput_samples_per_s": None,
-                                                                       "_replicates": {}})
+        v = dec.verdicts[name]
         row = {k: e[k] for k in ("batch_size", "prompts_per_step", "group_size", "lr", "lr_rule", "n_seeds",
                                  "n_reached", "samples_to_target", "samples_to_target_ci",
                                  "samples_to_target_per_seed", "time_to_target_s", "time_to_target_ci",
-                                 "throughput_samples_per_s", "throughput_ci", "throughput_window", "best_score")}
-        row = {"run": name, **row, **c, "runs": e["runs"], "reached": e["reached"], "stopped": e.get("stopped"),
-               "unfinished": e.get("unfinished") or [], "rN_at_least": None}
-        s_ref = ests[ref]["samples_to_target"] if ref is not None else None
-        if not e["reached"] and e.get("samples_to_target_at_least") and s_ref:
-            row["rN_at_least"] = e["samples_to_target_at_least"] / s_ref  # rN is more than this: it ran so far
-        label = verdict_label(row["relative_time"], row["relative_time_ci"], is_reference=name == ref,
-                              reached=e["reached"], stopped=bool(e.get("stopped")),
-                              unfinished=bool(e.get("unfinished")))
-        row["faster_than_reference"], row["verdict"] = faster(label), label
+                                 "throughput_samples_per_s", "throughput_ci", "throughput_window", "best_score",
+                                 "spread", "spread_df")}
+        row = {"run": name, **row, **v.rN.flat("rN"), **v.relative_throughput.flat("relative_throughput"),
+               **v.relative_time.flat("relative_time"), "runs": e["runs"], "reached": e["reached"],
+               "stopped": e.get("stopped"), "unfinished": e.get("unfinished") or [],
+               "rN_at_least": v.rN_at_least.value if v.rN_at_least else None,
+               "relative_time_at_least": v.relative_time_at_least.value if v.relative_time_at_least else None,
+               "relative_time_at_least_lo": v.relative_time_at_least.lo if v.relative_time_at_least else None,
+               "verdict": v.label, "why": v.why, "faster_than_reference": v.faster,
+               "may_be_fastest": name in dec.may_be_fastest, "alignment": v.alignment,
+               "rN_test": list(v.rN_test) if v.rN_test else None, "at_most": e.get("at_most") or []}
+        if dec.reference is None and ref is not None:  # short probes: the reference has not reached the target
+            c = compare(e, ests[ref]) if e is ests[ref] else compare(e, {**e, "samples_to_target": None,
+                                                                         "throughput_samples_per_s": None,
+                                                                         "_replicates": {}})
+            row.update(c)
+            row["verdict"] = verdict_label(None, None, is_reference=name == ref, reached=e["reached"],
+                                           stopped=bool(e.get("stopped")), unfinished=bool(e.get("unfinished")))
         rows.append(row)
-    ref_ok = ref is not None and ests[ref]["reached"] and bool(ests[ref]["samples_to_target"])
-    h = headline(rows, ref if ref_ok else None, metric, target, runs)
+    h = headline(rows, ref if ref_ok else None, metric, target, runs, pick=dec.pick,
+                 may_be_fastest=dec.may_be_fastest, beats_reference=dec.beats_reference)
+    h["levels"] = dec.levels
+    h["comparisons"] = dec.comparisons
+    if ref_ok and ests[ref]["n_seeds"] and ref != _smallest(ests):
+        small = _smallest(ests)
+        e = ests[small]
+        h["bullets"].append(f"The reference is {ref}, not the smallest batch {small}: {e['n_reached']} of "
+                            f"{e['n_seeds']} of its seeds reached the target (choose one with --reference).")
     retune = lr_retuning(rows, ref)
     if retune.rule is not None:
         h["lr_note"] = retune.sentence()
@@ -532,7 +562,14 @@ def account_runs(runs: Sequence[Run], target: float, metric: str = "eval/score",
                              + (" (the fixed-LR control)." if all(r["lr_rule"] == "none" for r in apart) else "."))
     text, best, tied = headline_markdown(h), h["pick"], h["within_noise"]
     return {"rows": rows, "reference": ref, "recommendation": text, "headline": h, "best": best,
-            "within_noise": tied, "clock": basis, "estimates": ests, "lr_retuning": retuning_json(retune)}
+            "within_noise": tied, "clock": basis, "estimates": ests, "lr_retuning": retuning_json(retune),
+            "decision": dec}
+
+
+def _smallest(ests: dict[str, dict[str, Any]]) -> str | None:
+    """The configuration the default reference would be if every seed reached the target: the smallest batch on an
+    LR rule (:func:`default_reference` over all)."""
+    return default_reference((n, e["batch_size"], e["lr_rule"]) for n, e in ests.items())
 
 
 def lr_retuning(rows: Sequence[dict[str, Any]], ref: str | None = None) -> LRRetuning:
@@ -575,10 +612,6 @@ ROW_KEYS = ("run", "batch_size", "samples_to_target", "samples_to_target_ci", "t
             "reached")
 
 
-def _iv(ci: Sequence[float] | None, spec: str = ".2f") -> str:
-    return f" (95% CI {format_interval(ci, spec)})" if ci else ""
-
-
 def intervals_overlap(a: Sequence[float] | None, b: Sequence[float] | None, pa: float, pb: float) -> bool:
     """Whether intervals ``a`` and ``b`` (None: the point estimates ``pa`` / ``pb``; an end None is unbounded:
     open below or above) overlap: the within-noise test of the accounting's and the plan's headlines."""
@@ -591,191 +624,11 @@ def intervals_overlap(a: Sequence[float] | None, b: Sequence[float] | None, pa: 
     return lo_a <= hi_b and lo_b <= hi_a
 
 
-#: Verdicts the decision rule rejects (the headline's third line, :func:`rlbatch.report.family.rejected`).
-REJECTED = ("slower", "not reached")
-
-#: The one definition of "within noise" (the headline, the verdict column and the plan use it):
-#: :func:`intervals_overlap` of the 95% intervals of the relative time-to-target.
 def check_target(target: float | None) -> None:
     """Refuse a target that no score can be compared with (NaN or infinite): a :class:`UserError` naming
     ``--target``. None (no target) passes."""
     if target is not None and not math.isfinite(target):
         raise UserError(f"--target must be a finite score, got {target!r}", field="target")
-
-
-WITHIN_NOISE = ("A is \"within noise of\" B when their 95% intervals of the relative time-to-target overlap (the "
-                "reference's is exactly 1, so the verdict column's \"within noise\" means the interval contains 1).")
-
-
-def batch_list(bs: Sequence[Any]) -> str:
-    """Batch sizes as words, each named (never a span that would take in those between): ``B=32``, ``B=32 and
-    B=128``, ``B=32, B=64 and B=512``."""
-    items = [f"B={b}" for b in sorted({b for b in bs if b is not None})]
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1] if items else ""
-
-
-def _name(r: dict[str, Any]) -> str:
-    return f"{r['run']} (B={r['batch_size']})" if r.get("batch_size") else str(r["run"])
-
-
-#: at most this many seeds per configuration, "within noise" is said as "too few seeds to separate": a t interval
-#: with one degree of freedom is about 6x wider than with many seeds (t_{0.975,1} = 12.7 vs 1.96)
-FEW_SEEDS = 2
-
-
-def few_seeds_text(rows: Sequence[dict[str, Any]]) -> str:
-    """"2 seeds each" or "1-2 seeds per configuration": the seed counts behind a "too few seeds" sentence."""
-    ns = sorted({int(r.get("n_seeds") or 0) for r in rows})
-    return f"{ns[0]} seed{'s' if ns[0] != 1 else ''} each" if len(ns) == 1 else \
-        f"{ns[0]}-{ns[-1]} seeds per configuration"
-
-
-def stopped_text(r: dict[str, Any]) -> str:
-    """One stopped-early configuration in words: its name, why and at how many samples the adaptive sweep stopped
-    it, and the rN it had at least (it had not reached the target after that many samples)."""
-    st = r.get("stopped") or {}
-    at = st.get("samples")
-    return (f"{_name(r)} stopped at {at:,.0f} samples ({st.get('state')}: {st.get('why')})" if at else
-            f"{_name(r)} stopped ({st.get('state')}: {st.get('why')})") + (
-        f", rN > {r['rN_at_least']:.2f} by then" if r.get("rN_at_least") else "")
-
-
-def headline(rows: list[dict[str, Any]], ref: str | None, metric: str, target: float,
-             runs: Sequence[Run] = ()) -> dict[str, Any]:
-    """The accounting's headline: at most three ``lines`` (the pick with its interval; which others are within
-    noise of it; what was rejected and why) and ``bullets`` (one sentence per other configuration, then notes such
-    as mixed hardware), with ``pick`` (the configuration with the smallest relative time-to-target; None when
-    nothing can be compared) and ``within_noise`` (the others whose 95% interval of the relative time overlaps the
-    pick's, :data:`WITHIN_NOISE`). Callers may append bullets (e.g. how the learning rate was set)."""
-    out: dict[str, Any] = {"pick": None, "within_noise": [], "lines": [], "bullets": []}
-    if ref is None:
-        reached = [r["run"] for r in rows if r["reached"]]
-        if reached:
-            out["lines"] = [f"No pick: runs {', '.join(reached)} reached {metric} ≥ {target:g}, but none has a measured "
-                            "clock (no per-step timings in the logs) and a target reached after training began, so "
-                            "time-to-target cannot be compared."]
-        elif rows and not any(r.get("batch_size") for r in rows):
-            out["lines"] = [f"No samples-to-target: no run's log gives its batch size (P x G), so its {metric} "
-                            "cannot be placed on the retained-sample axis; supply it with --set "
-                            "RUN:prompts_per_step=P --set RUN:group_size=G (rlbatch inspect FILE says what is "
-                            "missing)."]
-        elif rows and all(r.get("best_score") is None for r in rows):
-            out["lines"] = [f"No run logs {metric}: nothing to compare at a target. Choose the score with --metric "
-                            "(e.g. eval/score, reward/mean; rlbatch inspect FILE lists what each log holds)."]
-        else:
-            best = max(rows, key=lambda r: r.get("best_score") if r.get("best_score") is not None else -1e300,
-                       default=None)
-            bv = best.get("best_score") if best else None
-            out["lines"] = [f"No run reached {metric} ≥ {target:g}" +
-                            (f"; the best was {best['run']} at {bv:.4g}. " if bv is not None else ". ") +
-                            "Train longer, or choose a lower target, before comparing batch sizes."]
-        return out
-    by = {r["run"]: r for r in rows}
-    if len(rows) == 1:
-        out.update(pick=ref, lines=[f"Only one configuration ({ref}, B={rows[0]['batch_size']}): nothing to compare "
-                                    "it with."])
-        return out
-    ok = [r for r in rows if r["relative_time"] is not None]
-    b = min(ok, key=lambda r: (r["relative_time"], r["batch_size"] or 0))
-    rej = [r for r in rows if r.get("verdict") in REJECTED]
-    stopped = [r for r in rows if r.get("verdict") == STOPPED]
-    unfinished = [r for r in rows if r.get("verdict") == UNFINISHED]
-    # one verdict per configuration: a rejected one is never also "within noise of the pick"
-    # the reference is not listed as tied with a best estimate that does not beat it: the first line says so
-    tied = [r for r in ok if r is not b and r["run"] != ref and r not in rej and intervals_overlap(
-        r["relative_time_ci"], b["relative_time_ci"], r["relative_time"], b["relative_time"])]
-    out["pick"], out["within_noise"] = b["run"], [r["run"] for r in tied]
-    out["beats_reference"] = b["run"] != ref and b.get("verdict") == "faster"
-    if b["run"] == ref:
-        first = (f"**Pick: {_name(b)}, the reference.** No other configuration has a smaller relative "
-                 f"time-to-target at {metric} ≥ {target:g}.")
-    elif b.get("verdict") != "faster":
-        first = (f"**No batch beats the reference {_name(by[ref])} beyond noise** at {metric} ≥ {target:g}. The best "
-                 f"estimate is {_name(b)}: {b['relative_time']:.2f}x{_iv(b['relative_time_ci'])} the reference's "
-                 f"time-to-target (throughput {b['relative_throughput']:.2f}x{_iv(b['relative_throughput_ci'])} "
-                 f"against a sample penalty rN = {b['rN']:.2f}{_iv(b['rN_ci'])}), an interval that contains 1.")
-    else:
-        first = (f"**Pick: {_name(b)}**, {b['relative_time']:.2f}x{_iv(b['relative_time_ci'])} the reference "
-                 f"{by[ref]['run']}'s time-to-target at {metric} ≥ {target:g}: throughput "
-                 f"{b['relative_throughput']:.2f}x{_iv(b['relative_throughput_ci'])} against a sample penalty rN = "
-                 f"{b['rN']:.2f}{_iv(b['rN_ci'])}.")
-    what = "the pick" if out["beats_reference"] or b["run"] == ref else "the best estimate"
-    few = min([r.get("n_seeds") or 0 for r in [b, *tied, by[ref]]]) <= FEW_SEEDS
-    if tied:
-        second = f"Within noise of {what}: {', '.join(_name(r) for r in tied)}; " + (
-            f"too few seeds to separate them ({few_seeds_text([b, *tied, by[ref]])}): run more seeds."
-            if few else "more seeds or longer timing would separate them.")
-    elif b["run"] != ref and b.get("verdict") != "faster" and few:
-        second = (f"Too few seeds to separate it from the reference ({few_seeds_text([b, by[ref]])}): run more "
-                  "seeds. No other configuration is within noise of the best estimate.")
-    else:
-        second = f"No other configuration is within noise of {what}."
-    if rej:
-        why = {"slower": "slower than the reference beyond noise", "not reached": "did not reach the target"}
-        third = "Rejected: " + "; ".join(f"{_name(r)}, {why[r['verdict']]}" + (
-            f" ({r['relative_time']:.2f}x{_iv(r['relative_time_ci'])}: samples-to-target grew by rN = "
-            f"{r['rN']:.2f}{_iv(r['rN_ci'])}, throughput only {r['relative_throughput']:.2f}x"
-            f"{_iv(r['relative_throughput_ci'])})" if r["verdict"] == "slower" else
-            f" ({r.get('n_reached', 0)}/{r.get('n_seeds', '?')} seeds within the budget"
-            + (f"; rN > {r['rN_at_least']:.2f}" if r.get("rN_at_least") else "")
-            + (f", throughput only {r['relative_throughput']:.2f}x" if r.get("relative_throughput") else "")
-            + ")") for r in rej) + "."
-    else:
-        third = "Rejected: none (no configuration is slower than the reference beyond noise or missed the target)."
-    out["lines"] = [first, second, third]
-    if stopped:
-        out["lines"].append("Stopped early by the adaptive sweep (not measured to the target, so no verdict on the "
-                            "batch itself): " + "; ".join(stopped_text(r) for r in stopped) + ".")
-    if unfinished:
-        out["lines"].append("Unfinished: " + "; ".join(
-            f"{_name(r)} ({len(r['unfinished'])} of {r.get('n_seeds', '?')} seed(s) still running or interrupted"
-            + (f", rN > {r['rN_at_least']:.2f} so far" if r.get("rN_at_least") else "") + ")" for r in unfinished)
-                            + ". The verdicts above are provisional until they finish (rerun the same sweep "
-                            "command to resume).")
-        out["provisional"] = True
-    out["bullets"] = [verdict(r, ref) for r in rows if r["run"] not in (ref, b["run"])
-                      and r.get("verdict") not in (STOPPED, UNFINISHED)]  # those have their line above
-    hw = {str(r.meta.hardware) for r in runs if r.meta.hardware}
-    if len(hw) > 1:
-        out["bullets"].append(f"Caution: these runs used different hardware ({'; '.join(sorted(hw))}), so throughput "
-                              "ratios compare hardware as well as batch size.")
-    return out
-
-
-def headline_markdown(h: dict[str, Any]) -> str:
-    """A :func:`headline` as Markdown: its lines (hard line breaks), then its bullets (one per configuration, then
-    how the learning rate was set across batch sizes, ``lr_note``, when known)."""
-    text = "  \n".join(h["lines"])
-    bullets = list(h["bullets"]) + ([h["lr_note"]] if h.get("lr_note") else [])
-    if bullets:
-        text += "\n\n" + "\n".join(f"- {b}" for b in bullets)
-    return text
-
-
-def recommendation(rows: list[dict[str, Any]], ref: str | None, metric: str, target: float,
-                   runs: Sequence[Run] = ()) -> tuple[str, str | None, list[str]]:
-    """The recommendation (Markdown, :func:`headline_markdown` of :func:`headline`), the pick and the
-    configurations within noise of it."""
-    h = headline(rows, ref, metric, target, runs)
-    return headline_markdown(h), h["pick"], h["within_noise"]
-
-
-AGGREGATION = ("Seeds of one configuration are combined as the mean of their per-seed samples-to-target and "
-               "time-to-target (each seed's first crossing of the target, linear between evaluations, the "
-               "evaluation at 0 samples included); throughput = samples-to-target / time-to-target. 95% intervals: "
-               "Student's t interval of the seed mean on the log scale, each configuration's seed spread moderated "
-               "by the spreads of all the configurations compared (empirical Bayes, Smyth 2004: they lend it "
-               "degrees of freedom as far as they agree), so it widens as seeds shrink without each 2-3-seed "
-               "spread standing alone; the evaluation noise for a single seed; and a bootstrap over blocks of steps "
-               "for timing noise.")
-
-
-def clock_note(clock: str) -> str:
-    """One sentence on the clock that time-to-target and throughput were measured on."""
-    if clock == "cpu":
-        return ("Time is the trainer's process CPU time (time/cpu_s): the runs ran on CPU, where other processes "
-                "sharing the cores (parallel trials, other users) stretch the wall-clock but not the work done.")
-    return "Time is the logged wall-clock (time/wall_s, evaluation excluded where the log allows)."
 
 
 def summary_of(acc: dict[str, Any]) -> dict[str, Any]:
@@ -892,37 +745,6 @@ def fastest(rows: pd.DataFrame) -> str | None:
     if ok.empty:
         return None
     return str(ok.loc[ok["relative_time"].astype(float).idxmin(), "run"])
-
-
-def verdict(row: dict[str, Any], reference: str) -> str:
-    """One sentence on an accounting row: throughput gain vs sample penalty rN with their intervals, and the
-    decision as :func:`verdict_label` (``within noise`` when the interval of the relative time contains 1)."""
-    run = row["run"]
-    if run == reference:
-        return f"{run} is the reference."
-    if row.get("verdict") == STOPPED:
-        return f"{stopped_text(row)}: stopped early, not measured to the target."
-    if row.get("verdict") == UNFINISHED:
-        return (f"{run} is unfinished ({len(row.get('unfinished') or [])} seed(s) still running or interrupted)"
-                + (f"; rN > {row['rN_at_least']:.2f} so far" if row.get("rN_at_least") else "") + ": no verdict yet.")
-    if not row.get("reached"):
-        n = f" ({row['n_reached']}/{row['n_seeds']} seeds reached it)" if row.get("n_seeds") else ""
-        low = f"; rN > {row['rN_at_least']:.2f}" if row.get("rN_at_least") else ""
-        return f"{run} did not reach the target within its budget{n}{low}: not reached, so it cannot be faster."
-    if row.get("relative_throughput") is None or row.get("relative_time") is None:
-        return f"{run}: throughput unknown, no decision."
-    gain, rn, rel = row["relative_throughput"], row["rN"], row["relative_time"]
-    nums = (f"throughput gain {gain:.2f}x{_iv(row.get('relative_throughput_ci'))} vs sample penalty "
-            f"rN={rn:.2f}{_iv(row.get('rN_ci'))}; {rel:.2f}x{_iv(row.get('relative_time_ci'))} the reference's "
-            "time-to-target")
-    label = row.get("verdict") or verdict_label(rel, row.get("relative_time_ci"))
-    if label == "faster":
-        return f"{run} is faster ({nums})."
-    if label == "slower":
-        return f"{run} is slower ({nums})."
-    few = (f"; too few seeds to separate ({row['n_seeds']} seed{'s' if row['n_seeds'] != 1 else ''})"
-           if 0 < (row.get("n_seeds") or 0) <= FEW_SEEDS else "")
-    return f"{run} is within noise of the reference ({nums}{few})."
 
 
 def to_json_rows(rows: pd.DataFrame) -> list[dict[str, Any]]:

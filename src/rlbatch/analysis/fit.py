@@ -19,11 +19,10 @@ at a target score T follows by inverting the form:
 fitted together (:func:`fit_configurations`): R0 and b shared, A and C_mid per configuration.
 
 What is predicted (``samples_to_target``) is the quantity the accounting measures once runs finish: the mean over
-seeds of each seed's *first* crossing of the target by its noisy evaluations, which lies earlier than the fitted
-mean curve's crossing when the target is near the plateau. Each seed's observed points are continued at its own
-evaluation spacing by the fitted curve plus that seed's residuals (in blocks), up to a horizon (20x the largest
-fitted sample count); None ("never reaches", with the asymptote in ``reason``) when the median continuation does not
-cross by then.
+seeds of each seed's samples-to-target (:func:`rlbatch.analysis.crossing.find_crossing`, which does not depend on
+the evaluation noise or spacing) on its observed points continued at its own evaluation spacing by the fitted curve,
+up to a horizon (20x the largest fitted sample count); None ("never reaches", with the asymptote in ``reason``) when
+the continuation does not cross by then.
 
 Intervals: a bootstrap that respects the correlation of the evaluation points: the seeds are resampled with
 replacement (when two or more), and each resampled seed's residuals around the fit are resampled in moving blocks of
@@ -44,7 +43,8 @@ from scipy.optimize import least_squares
 from scipy.stats import f as f_dist
 
 from rlbatch.analysis.accounting import sample_ratio
-from rlbatch.analysis.curves import crossing, curve
+from rlbatch.analysis.crossing import find_crossing
+from rlbatch.analysis.curves import curve
 from rlbatch.analysis.interval import bootstrap_interval, format_interval
 
 X = "samples/retained"
@@ -129,18 +129,18 @@ def _extension(x: np.ndarray, q: Sequence[float], target: float, horizon: float)
 
 def _predicted_crossing(curves, resid, q, target: float, horizon: float, rng: np.random.Generator,
                         draws: int) -> np.ndarray:
-    """(draws,) mean over seeds of each seed's first crossing of ``target`` (as the accounting measures it:
-    :func:`rlbatch.analysis.curves.crossing`) on its observed points followed by the fitted curve ``q`` plus
-    residuals of that seed in blocks at its future evaluations; +inf where some seed never crosses by ``horizon``."""
+    """(draws,) the mean over seeds of each seed's samples-to-target as the accounting measures it
+    (:func:`rlbatch.analysis.crossing.find_crossing`, which does not depend on the evaluation noise or spacing) on
+    its observed points followed by the fitted curve ``q`` at its future evaluations up to ``horizon``; +inf where
+    some seed does not reach the target by then. The same value in every draw (``resid`` and ``rng`` are kept for
+    the callers: the estimator needs no noise continued)."""
 
     per = []
-    for (x, y), e in zip(curves, resid):
+    for (x, y), _e in zip(curves, resid):
         ext = _extension(x, q, target, horizon)
-        fut = sigmoid(ext, *q)[None, :] + np.array([_blocks(e, len(ext), rng) for _ in range(draws)])
-        ys = np.concatenate([np.repeat(y[None, :], draws, axis=0), fut], axis=1)
-        c = crossing(np.concatenate([x, ext]), ys, target)
-        per.append(np.where(np.isnan(c), np.inf, c))
-    return np.mean(per, axis=0)
+        c = find_crossing(np.concatenate([x, ext]), np.concatenate([y, sigmoid(ext, *q)]), target).samples
+        per.append(math.inf if c is None else c)
+    return np.full(draws, float(np.mean(per)))
 
 
 def _inflation(curves: Sequence[tuple[np.ndarray, np.ndarray]], fitted: Sequence[np.ndarray], s2: float) -> float:

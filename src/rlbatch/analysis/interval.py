@@ -31,16 +31,72 @@ def percentile_interval(values: Sequence[float] | np.ndarray, conf: float = 0.95
 
 
 @dataclass(frozen=True)
+class Spread:
+    """A prior on one quantity's seed-to-seed spread on the log scale: ``s0`` worth ``d0`` degrees of freedom, and
+    ``cap``, the most degrees of freedom a configuration's moderated spread may claim (the data the prior was learned
+    from: a configuration's own seeds are part of it, not added twice). ``source``: ``seeds`` (Smyth's prior over
+    the configurations with two or more seeds, :func:`spread_prior`) or ``ladder`` (the residual spread of the
+    configurations around a smooth trend in log B, :func:`ladder_spread`: what a one-seed ladder says about
+    run-to-run variability)."""
+    d0: float
+    s0: float
+    source: str = "seeds"
+    cap: float = math.inf
+
+
+#: Level of the check that one configuration's seed spread is not the others' (:func:`hypervariable`)
+HYPERVARIABLE_LEVEL = 0.05
+
+
+@dataclass(frozen=True, eq=False)
 class SpreadPrior:
-    """What the configurations of one comparison say together about the seed-to-seed spread on the log scale, for
-    samples-to-target (``S_*``) and time-to-target (``T_*``): a prior spread ``s0`` worth ``d0`` degrees of freedom
-    (at most the configurations' summed degrees of freedom, reached when they agree on one spread: then the pooled
-    one), from ``n_configurations``. Made by :func:`spread_prior`; used by :func:`moderated_spread`."""
-    S_d0: float
-    S_s0: float
-    T_d0: float
-    T_s0: float
+    """What the configurations of one comparison say together about the seed-to-seed spread on the log scale of
+    samples-to-target (``S``), time-to-target (``T``) and throughput to the target (``X``), from
+    ``n_configurations``. Made by :func:`spread_prior` (with ``members``: each configuration's log values, so that a
+    configuration's own prior can leave it out, :meth:`for_config`) or from :func:`ladder_spread`; used by
+    :func:`moderated_spread`."""
+    S: Spread
+    T: Spread
+    X: Spread
     n_configurations: int
+    members: tuple[tuple[str, tuple[np.ndarray, np.ndarray, np.ndarray]], ...] = ()
+
+    @property
+    def source(self) -> str:
+        return self.S.source
+
+    # the names of the earlier two-quantity prior (S and T)
+    S_d0 = property(lambda self: self.S.d0)
+    S_s0 = property(lambda self: self.S.s0)
+    T_d0 = property(lambda self: self.T.d0)
+    T_s0 = property(lambda self: self.T.s0)
+
+    def for_config(self, name: str | None, q: str) -> Spread:
+        """The prior on quantity ``q`` (``S``, ``T`` or ``X``) for configuration ``name``: learned from the other
+        configurations (leave-one-out, so its own seeds are not counted twice and an odd one does not shape its own
+        prior) when it is a member and three or more others remain; else the whole prior."""
+        i = "STX".index(q)
+        whole = getattr(self, q)
+        names = [n for n, _ in self.members]
+        if name not in names or len(names) < 4:
+            return whole
+        loo = _prior_of([v[i] for n, v in self.members if n != name])
+        return whole if loo is None else Spread(loo[0], loo[1], whole.source)
+
+
+def hypervariable(log_values: Sequence[float] | np.ndarray, prior: Spread,
+                  level: float = HYPERVARIABLE_LEVEL) -> bool:
+    """Whether a configuration's own seed spread is larger than ``prior`` allows (its variance over the prior's
+    beyond the ``1 - level`` quantile of F(k - 1, d0), the prior predictive distribution of a sample variance,
+    Smyth 2004 sec. 6). Moderating such a configuration towards the others would understate its spread (one
+    configuration 3x noisier than the rest is covered 69-82% of the time, statistics review finding 6), so it keeps
+    its own. False with fewer than two values or an infinite d0."""
+    from scipy import stats
+
+    v = np.asarray(log_values, float)
+    if len(v) < 2 or not math.isfinite(prior.d0) or prior.s0 <= 0:
+        return False
+    return float(np.var(v, ddof=1)) / prior.s0 ** 2 > float(stats.f.ppf(1 - level, len(v) - 1, prior.d0))
 
 
 def _trigamma_inverse(x: float) -> float:
@@ -87,10 +143,13 @@ def _prior_of(groups: Sequence[np.ndarray]) -> tuple[float, float] | None:
     return d0, math.exp((e_bar + float(digamma(d0 / 2)) - math.log(d0 / 2)) / 2)
 
 
-def spread_prior(samples: Sequence[Sequence[float]], times: Sequence[Sequence[float]]) -> SpreadPrior | None:
-    """The comparison's prior on the seed spread: ``samples`` and ``times`` hold one sequence per configuration
-    (its seeds' samples- and time-to-target, the same lengths); only configurations with two or more seeds, all
-    positive, count. None with fewer than three such configurations (with a non-zero spread).
+def spread_prior(samples: Sequence[Sequence[float]], times: Sequence[Sequence[float]],
+                 rates: Sequence[Sequence[float]] | None = None,
+                 names: Sequence[str] | None = None) -> SpreadPrior | None:
+    """The comparison's prior on the seed spread: ``samples``, ``times`` and ``rates`` (throughput; default
+    samples / times) hold one sequence per configuration (its seeds' samples-, time-to-target and throughput, the
+    same lengths); only configurations with two or more seeds, all positive, count. None with fewer than three such
+    configurations (with a non-zero spread).
 
     Each configuration's own spread from 2-3 seeds is itself very uncertain (t_{0.975} = 4.3 with 3 seeds), while
     the configurations of one study share most of what makes seeds differ. The empirical Bayes prior of Smyth (2004,
@@ -98,26 +157,62 @@ def spread_prior(samples: Sequence[Sequence[float]], times: Sequence[Sequence[fl
     section 6.2, the moderated t of limma) is estimated from the spread of the configurations' log variances: when
     they differ no more than chance, d0 is the configurations' summed degrees of freedom and s0 their pooled spread
     (the one-way ANOVA pooled variance); when they differ (small batches noisier than large ones), d0 is small and
-    each configuration keeps mostly its own."""
-    pairs = [(np.log(np.asarray(s, float)), np.log(np.asarray(t, float))) for s, t in zip(samples, times)
-             if len(s) >= 2 and len(s) == len(t) and np.all(np.asarray(s, float) > 0)
-             and np.all(np.asarray(t, float) > 0)]
-    ps, pt = _prior_of([p[0] for p in pairs]), _prior_of([p[1] for p in pairs])
-    if ps is None or pt is None:
+    each configuration keeps mostly its own. A configuration's moderated degrees of freedom never exceed the summed
+    ones (``cap``): its own seeds are already in the prior. ``names``: the configurations' names, kept with their
+    values so that each configuration's prior can be learned without it (:meth:`SpreadPrior.for_config`)."""
+    if rates is None:
+        rates = [list(np.asarray(s, float) / np.asarray(t, float)) for s, t in zip(samples, times)]
+    keep = [i for i, (s, t, x) in enumerate(zip(samples, times, rates))
+            if len(s) >= 2 and len(s) == len(t) == len(x) and np.all(np.asarray(s, float) > 0)
+            and np.all(np.asarray(t, float) > 0) and np.all(np.asarray(x, float) > 0)]
+    triples = [(np.log(np.asarray(samples[i], float)), np.log(np.asarray(times[i], float)),
+                np.log(np.asarray(rates[i], float))) for i in keep]
+    names = [names[i] for i in keep] if names is not None else None
+    ps = [_prior_of([p[i] for p in triples]) for i in range(3)]
+    if any(p is None for p in ps):
         return None
-    return SpreadPrior(S_d0=ps[0], S_s0=ps[1], T_d0=pt[0], T_s0=pt[1], n_configurations=len(pairs))
+    cap = float(sum(len(p[0]) - 1 for p in triples))
+    S, T, X = (Spread(p[0], p[1], "seeds", cap) for p in ps)
+    return SpreadPrior(S=S, T=T, X=X, n_configurations=len(triples),
+                       members=tuple(zip(names, triples)) if names is not None else ())
 
 
-def moderated_spread(log_values: Sequence[float] | np.ndarray, d0: float, s0: float) -> tuple[float, float]:
-    """``(s, df)``: the moderated standard deviation of ``log_values`` (one configuration's seeds, two or more) and
-    its degrees of freedom, ``s^2 = (d0 s0^2 + (k-1) s_own^2) / (d0 + k - 1)``, ``df = d0 + k - 1`` (``d0`` inf:
-    ``s0`` with infinite degrees of freedom, the normal). Source: Smyth (2004), section 3 (the posterior
-    variance)."""
+def ladder_spread(log_batch: Sequence[float], values: Sequence[float], seeds: Sequence[int]) -> Spread | None:
+    """The seed-to-seed spread a ladder shows by itself: the residual spread of the configurations' mean log
+    values ``values`` (one per configuration, e.g. log samples-to-target; ``seeds``: how many runs each mean is of)
+    around a smooth trend in ``log_batch`` (least squares, weights = seeds: the variance of a mean of k runs is
+    s^2 / k), a quadratic with six or more configurations, a straight line with four or five; None with fewer (no
+    residual degrees of freedom to speak of). ``d0`` = configurations - parameters.
+
+    With one run per batch size (what users bring: one verl or TRL log each) this is the only honest source of
+    run-to-run variability: evaluation noise alone leaves it out. Configurations that truly depart from a smooth
+    trend add to the residuals, so the spread errs wide (conservative), never narrow."""
+    x = np.asarray(log_batch, float)
+    y = np.asarray(values, float)
+    k = np.asarray(seeds, float)
+    n = len(x)
+    deg = 2 if n >= 6 else 1 if n >= 4 else None
+    if deg is None or len(np.unique(x)) <= deg:
+        return None
+    coef = np.polyfit(x, y, deg, w=np.sqrt(k))
+    r = y - np.polyval(coef, x)
+    d0 = float(n - deg - 1)
+    s0 = math.sqrt(float(np.sum(k * r ** 2)) / d0)
+    return Spread(d0, s0, "ladder", d0) if s0 > 0 else None
+
+
+def moderated_spread(log_values: Sequence[float] | np.ndarray, d0: float, s0: float,
+                     cap: float = math.inf) -> tuple[float, float]:
+    """``(s, df)``: the moderated standard deviation of ``log_values`` (one configuration's seeds; one seed: the
+    prior alone) and its degrees of freedom, ``s^2 = (d0 s0^2 + (k-1) s_own^2) / (d0 + k - 1)``,
+    ``df = min(d0 + k - 1, cap)`` (``d0`` inf: ``s0`` with infinite degrees of freedom, the normal). Source: Smyth
+    (2004), section 3 (the posterior variance)."""
     v = np.asarray(log_values, float)
-    d = len(v) - 1
+    d = max(len(v) - 1, 0)
     if math.isinf(d0):
         return s0, math.inf
-    return math.sqrt((d0 * s0 ** 2 + d * float(np.var(v, ddof=1))) / (d0 + d)), d0 + d
+    own = float(np.var(v, ddof=1)) if d >= 1 else 0.0
+    return math.sqrt((d0 * s0 ** 2 + d * own) / (d0 + d)), min(d0 + d, cap)
 
 
 def t_draws(n_seeds: int, n_boot: int, rng: np.random.Generator, df: float | None = None) -> np.ndarray | None:

@@ -24,8 +24,8 @@ from typing import Any
 
 from markdown_it import MarkdownIt
 
-from rlbatch.analysis.accounting import (WITHIN_NOISE, clock_note, configuration_summaries, headline_markdown,
-                                         run_summaries, seed_rows)
+from rlbatch.analysis.accounting import configuration_summaries, run_summaries, seed_rows
+from rlbatch.analysis.headline import INTERVALS, clock_note, headline_markdown
 from rlbatch.analysis.curves import CLOCK_X, aggregate_seeds, group_seeds
 from rlbatch.analysis.interval import format_interval
 from rlbatch.analysis.study import Study
@@ -289,14 +289,16 @@ def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None,
         if "comparisons" in acc:
             cols = [("comparison", "model / task / algorithm", None)] + cols
         shown = [{**r, "run": f"**{r['run']}** (pick)" if r["run"] == pick else r["run"]} for r in rows]
-        md += ["## Recommendation", "", headline_markdown(acc["headline"]), "", WITHIN_NOISE, "",
+        md += ["## Recommendation", "", headline_markdown(acc["headline"]), "", INTERVALS, "",
                f"### Accounting at {metric} ≥ {target:g}" + (f" (reference {ref})" if ref else ""), "",
                markdown_table(_md_cell_safe(with_ci_cells(shown)), cols, none=NOT_REACHED), "",
                "rN = samples-to-target / the reference's; relative time = time-to-target / the reference's = rN / "
                "relative throughput (throughput up to the target); a configuration is faster iff its relative "
                "throughput exceeds rN (Li et al. 2026). The verdict compares with the reference: \"faster\" or "
-               "\"slower\" only when the 95% interval of the relative time lies wholly below or above 1, else "
-               "\"within noise\" (of the reference).", "",
+               "\"slower\" only when the simultaneous 95% interval of the relative time lies wholly below or above "
+               "1, else \"within noise\" (of the reference); \"undetermined\" when some seeds never reached the "
+               "target and the lower bound does not show it slower, or when there is no seed-to-seed spread to judge "
+               "one seed by.", "",
                f"**How these numbers are computed.** {acc['aggregation']}", ""]
         if "comparisons" not in acc:  # one model / task / algorithm: one batch ladder
 

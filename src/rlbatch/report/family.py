@@ -12,7 +12,9 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from rlbatch.analysis.interval import format_interval
-from rlbatch.analysis.accounting import STOPPED, TOLERANCE, UNFINISHED, aligned, aligned_span, verdict
+from rlbatch.analysis.accounting import TOLERANCE, aligned, aligned_span
+from rlbatch.analysis.decision import STOPPED, UNFINISHED
+from rlbatch.analysis.headline import verdict
 
 
 def _ci_text(ci: Sequence[float | None] | None) -> str:

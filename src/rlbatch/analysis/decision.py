@@ -1,0 +1,300 @@
+"""The decision: which configuration reaches the target soonest, with error rates that hold (issue 43).
+
+Input: each configuration's replicates (:func:`rlbatch.analysis.accounting.estimate_configuration`: samples-,
+time-to-target and throughput drawn from Student's t of the seed mean on the log scale, the seed spread moderated
+across the comparison or taken from the ladder) and the reference. Output: one typed :class:`Decision`.
+
+- **Simultaneous intervals.** rN, relative throughput and relative time of every configuration against the
+  reference are given at 95% *simultaneous* over the comparison (all of them hold together in 95% of studies):
+  each interval is the replicates' percentile interval at the level a* that makes the replicates of all
+  comparisons fall inside their intervals together 95% of the time (the min-p adjustment of Westfall & Young 1993
+  on the replicates; the shared reference makes it tighter than Bonferroni). So the verdicts across a ladder of
+  nine configurations err together at most 5% of the time, not 5% each, and the pick's own interval, which is
+  one of them, stays valid after it was selected as the smallest (no winner's curse in its interval).
+- **Verdict** (:func:`verdict_label`): ``faster`` / ``slower`` when the simultaneous interval of the relative
+  time lies wholly below / above 1, ``within noise`` when it contains 1. A configuration some of whose seeds never
+  reached the target (censored) is ``slower`` only when even its lower bound (each such seed took at least its
+  whole run) is above 1 at the simultaneous level, else ``undetermined``. Without a seed-to-seed spread (one seed
+  and too few configurations to learn it from) there is no interval and the verdict is ``undetermined``.
+- **May be fastest** (multiple comparisons with the best, Hsu 1984): a configuration is in the set unless another
+  one is faster than it beyond noise, each configuration against all the others at 95% simultaneous (one-sided,
+  the min-p level over the others), so the truly fastest configuration is in the set in at least 95% of studies.
+  The pick is the set's member with the smallest estimated time; it beats the reference when its simultaneous
+  interval lies below 1.
+- **Aligned** (equivalence, two one-sided tests at 5%, Schuirmann 1987): rN's 90% interval lies inside
+  [1 / (1 + tol), 1 + tol]: ``aligned``; it lies wholly above 1: ``penalised``; wholly below 1 (and not
+  aligned): ``below 1``; else ``not distinguishable from 1`` (the interval is too wide to say either).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from rlbatch.analysis.results import Estimate
+
+#: level of every interval of the decision (simultaneous over the comparison)
+LEVEL = 0.95
+#: level of the equivalence test of "aligned" (two one-sided tests at 5%: the 90% interval)
+EQUIVALENCE_LEVEL = 0.90
+#: aligned-family tolerance: rN within [1 / (1 + TOLERANCE), 1 + TOLERANCE]
+TOLERANCE = 0.1
+
+REFERENCE, FASTER, SLOWER, WITHIN_NOISE, UNDETERMINED = "reference", "faster", "slower", "within noise", "undetermined"
+STOPPED, UNFINISHED, UNKNOWN = "stopped early", "unfinished", "unknown"
+ALIGNED, NOT_DISTINGUISHABLE, PENALISED, BELOW = "aligned", "not distinguishable from 1", "penalised", "below 1"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One configuration's verdict against the reference. ``rN``, ``relative_throughput``, ``relative_time``:
+    simultaneous 95% intervals (:data:`LEVEL`); for a censored configuration ``relative_time_at_least`` and
+    ``rN_at_least`` are lower bounds (``value``: the bound's point; ``lo``: its lower end). ``why``: the reason
+    in words (``interval below 1``, ``2 of 3 seeds reached the target``, ...). ``alignment``: the equivalence
+    grade of rN (:data:`ALIGNED`, :data:`NOT_DISTINGUISHABLE`, :data:`PENALISED`) with its 90% interval
+    ``rN_test``."""
+
+    config: str
+    batch_size: int | None
+    label: str
+    why: str
+    rN: Estimate = field(default_factory=lambda: Estimate(None))
+    relative_throughput: Estimate = field(default_factory=lambda: Estimate(None))
+    relative_time: Estimate = field(default_factory=lambda: Estimate(None))
+    rN_at_least: Estimate | None = None
+    relative_time_at_least: Estimate | None = None
+    alignment: str | None = None
+    rN_test: tuple[float, float] | None = None
+    n_seeds: int = 0
+    n_reached: int = 0
+
+    @property
+    def faster(self) -> bool:
+        return self.label == FASTER
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The decision over one comparison: ``verdicts`` (one per configuration, the reference's included),
+    ``may_be_fastest`` (the set that may hold the fastest at 95%), ``pick`` (its member with the smallest estimated
+    time-to-target; None when nothing has a time), ``beats_reference`` (the pick's simultaneous interval lies
+    below 1), ``levels`` (per quantity, the marginal level of each simultaneous interval, e.g. 0.993),
+    ``comparisons`` (how many configurations were compared with the reference)."""
+
+    reference: str | None
+    verdicts: dict[str, Verdict]
+    may_be_fastest: tuple[str, ...] = ()
+    pick: str | None = None
+    beats_reference: bool = False
+    levels: dict[str, float] = field(default_factory=dict)
+    comparisons: int = 0
+    level: float = LEVEL
+
+
+def _log(v: np.ndarray | None) -> np.ndarray | None:
+    if v is None:
+        return None
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = np.log(np.asarray(v, float))
+    return out if np.isfinite(out).all() else None
+
+
+def _ranks(d: np.ndarray) -> np.ndarray:
+    """(rank + 0.5) / n of each replicate among its own (ties broken by position)."""
+    r = np.empty(len(d))
+    r[np.argsort(d, kind="stable")] = np.arange(len(d))
+    return (r + 0.5) / len(d)
+
+
+def simultaneous_tail(diffs: Sequence[np.ndarray], level: float = LEVEL, two_sided: bool = True) -> float:
+    """The tail probability a* of each interval so that the replicates of all ``diffs`` (each shape (n,), one
+    comparison, replicate i of each drawn together) fall inside their [a*, 1 - a*] quantiles (``two_sided``) or
+    above their a* quantile (one-sided) together with probability ``level``: the min-p adjustment (Westfall &
+    Young 1993) on replicates. One comparison: (1 - level) / 2 (two-sided) or 1 - level."""
+    diffs = [d for d in diffs if d is not None and len(d)]
+    if not diffs:
+        return (1 - level) / 2 if two_sided else 1 - level
+    if len(diffs) == 1:
+        return (1 - level) / 2 if two_sided else 1 - level
+    u = np.array([_ranks(d) for d in diffs])
+    ext = np.minimum(u, 1 - u) if two_sided else u
+    m = ext.min(axis=0)
+    return float(max(np.quantile(m, 1 - level), 0.5 / u.shape[1]))
+
+
+def _interval(d: np.ndarray, a: float) -> tuple[float, float]:
+    lo, hi = np.quantile(d, [a, 1 - a])
+    return float(math.exp(lo)), float(math.exp(hi))
+
+
+def verdict_label(relative_time: float | None, ci: Sequence[float | None] | None, *, is_reference: bool = False,
+                  reached: bool = True, stopped: bool = False, unfinished: bool = False) -> str:
+    """The decision word for one configuration from its relative time-to-target and interval: ``reference``,
+    ``stopped early``, ``unfinished``, ``undetermined`` (not reached, or no interval), ``unknown`` (no time),
+    ``faster`` / ``slower`` (the interval wholly below / above 1) or ``within noise`` (it contains 1). A table
+    without intervals (a CSV of point values) gets ``faster (point estimate)`` / ``slower (point estimate)``."""
+    if is_reference:
+        return REFERENCE
+    if not reached and stopped:
+        return STOPPED
+    if not reached and unfinished:
+        return UNFINISHED
+    if not reached:
+        return UNDETERMINED
+    if relative_time is None:
+        return UNKNOWN
+    if ci is None or ci[0] is None or ci[1] is None:
+        return "faster (point estimate)" if relative_time < 1 else "slower (point estimate)"
+    if ci[1] < 1:
+        return FASTER
+    if ci[0] > 1:
+        return SLOWER
+    return WITHIN_NOISE
+
+
+def alignment(rn_test: tuple[float, float] | None, tol: float = TOLERANCE) -> str | None:
+    """The equivalence grade of rN from its 90% interval (module docstring); None without one."""
+    if rn_test is None:
+        return None
+    lo, hi = rn_test
+    if lo >= 1 / (1 + tol) and hi <= 1 + tol:
+        return ALIGNED
+    if lo > 1:
+        return PENALISED
+    if hi < 1:
+        return BELOW
+    return NOT_DISTINGUISHABLE
+
+
+def decide(ests: Mapping[str, Mapping[str, Any]], reference: str | None, *, level: float = LEVEL,
+           tolerance: float = TOLERANCE) -> Decision:
+    """The :class:`Decision` over the configurations ``ests`` (name -> :func:`rlbatch.analysis.accounting.
+    estimate_configuration`'s dict: point values, ``reached``, ``stopped``, ``unfinished``, ``n_seeds``,
+    ``n_reached`` and ``_replicates`` with ``S``, ``T``, ``X``, ``T_low``, ``S_low``, each shape (n,) or None)
+    against ``reference`` (a name of ``ests``, reached, or None: every verdict ``undetermined``)."""
+    names = list(ests)
+    if reference is None or reference not in ests:
+        return Decision(None, {n: Verdict(n, ests[n].get("batch_size"), UNDETERMINED, "no reference",
+                                          n_seeds=ests[n].get("n_seeds", 0), n_reached=ests[n].get("n_reached", 0))
+                               for n in names}, level=level)
+    ref = ests[reference]
+    rr = ref.get("_replicates") or {}
+    logs = {q: _log(rr.get(q)) for q in ("S", "T", "X")}
+    measured = [n for n in names if n != reference and ests[n]["reached"] and ests[n].get("time_to_target_s")]
+    diffs: dict[str, dict[str, np.ndarray | None]] = {}
+    for n in names:
+        if n == reference:
+            continue
+        rep = ests[n].get("_replicates") or {}
+        diffs[n] = {}
+        for q in ("S", "T", "X"):
+            key = q if n in measured else {"S": "S_low", "T": "T_low", "X": "X"}[q]
+            a = _log(rep.get(key))
+            diffs[n][q] = a - logs[q] if a is not None and logs[q] is not None and len(a) == len(logs[q]) else None
+    # one simultaneous level per quantity over the comparisons that have replicates (censored ones included)
+    levels = {q: simultaneous_tail([diffs[n][q] for n in diffs if diffs[n][q] is not None], level)
+              for q in ("S", "T", "X")}
+    verdicts: dict[str, Verdict] = {
+        reference: Verdict(reference, ref.get("batch_size"), REFERENCE, "the reference",
+                           Estimate(1.0, 1.0, 1.0, level), Estimate(1.0, 1.0, 1.0, level),
+                           Estimate(1.0, 1.0, 1.0, level), alignment=ALIGNED, rN_test=(1.0, 1.0),
+                           n_seeds=ref.get("n_seeds", 0), n_reached=ref.get("n_reached", 0))}
+    for n in names:
+        if n == reference:
+            continue
+        e = ests[n]
+        d = diffs[n]
+        k, kr = e.get("n_seeds", 0), e.get("n_reached", 0)
+        est = {q: _point(e, ref, q) for q in ("S", "T", "X")}
+        iv = {q: (_interval(d[q], levels[q]) if d[q] is not None else None) for q in ("S", "T", "X")}
+        if n in measured:
+            rn = Estimate.of(est["S"], iv["S"], level)
+            gain = Estimate.of(est["X"], iv["X"], level)
+            rel = Estimate.of(est["T"], iv["T"], level)
+            test = _interval(d["S"], (1 - EQUIVALENCE_LEVEL) / 2) if d["S"] is not None else None
+            label = verdict_label(rel.value, rel.ci)
+            if label.endswith("(point estimate)"):
+                label, why = UNDETERMINED, _no_spread(e)
+            else:
+                why = {FASTER: "its interval of the relative time lies below 1",
+                       SLOWER: "its interval of the relative time lies above 1",
+                       WITHIN_NOISE: "its interval of the relative time contains 1"}.get(label, "")
+            verdicts[n] = Verdict(n, e.get("batch_size"), label, why, rn, gain, rel, alignment=alignment(test, tolerance),
+                                  rN_test=test, n_seeds=k, n_reached=kr)
+            continue
+        # not measured to the target: stopped by the adaptive loop, unfinished, or censored (ran its budget)
+        low_rn = _bound(e, ref, "samples_to_target_at_least", "samples_to_target", d["S"], levels["S"])
+        low_t = _bound(e, ref, "time_to_target_at_least", "time_to_target_s", d["T"], levels["T"])
+        gain = Estimate.of(est["X"], iv["X"], level, source="measured: whole run") if est["X"] else Estimate(None)
+        if e.get("stopped"):
+            label, why = STOPPED, "stopped by the adaptive sweep before every seed reached the target"
+        elif e.get("unfinished"):
+            label, why = UNFINISHED, "its trials had not finished"
+        elif low_t is not None and low_t.lo is not None and low_t.lo > 1:
+            label = SLOWER
+            why = (f"{kr} of {k} seeds reached the target; even counting each other seed's whole run as its time, "
+                   "its relative time lies above 1")
+        else:
+            label = UNDETERMINED
+            why = (f"{kr} of {k} seeds reached the target" if k else "no seeds") + (
+                "; its lower bound on the relative time does not exclude 1" if low_t is not None else "")
+        verdicts[n] = Verdict(n, e.get("batch_size"), label, why, relative_throughput=gain, rN_at_least=low_rn,
+                              relative_time_at_least=low_t, alignment=PENALISED if label == SLOWER else None,
+                              n_seeds=k, n_reached=kr)
+    best, pick = may_be_fastest(ests, reference, [reference] + measured, level)
+    beats = pick is not None and pick != reference and verdicts[pick].label == FASTER
+    return Decision(reference, {n: verdicts[n] for n in names}, tuple(best), pick, beats,
+                    {q: 1 - 2 * a for q, a in levels.items()}, len(diffs), level)
+
+
+def _point(e: Mapping[str, Any], ref: Mapping[str, Any], q: str) -> float | None:
+    key = {"S": "samples_to_target", "T": "time_to_target_s", "X": "throughput_samples_per_s"}[q]
+    a, b = e.get(key), ref.get(key)
+    return a / b if a is not None and b else None
+
+
+def _bound(e: Mapping[str, Any], ref: Mapping[str, Any], key: str, ref_key: str, d: np.ndarray | None,
+           a: float) -> Estimate | None:
+    v, r = e.get(key), ref.get(ref_key)
+    if v is None or not r:
+        return None
+    lo = float(math.exp(np.quantile(d, a))) if d is not None else None
+    return Estimate(v / r, lo, None, LEVEL if lo is not None else None, "lower bound")
+
+
+def _no_spread(e: Mapping[str, Any]) -> str:
+    return (f"{e.get('n_seeds', 0)} seed(s) and no seed-to-seed spread to judge it by (fewer than three "
+            "configurations with two or more seeds, and too few configurations on the ladder)")
+
+
+def may_be_fastest(ests: Mapping[str, Mapping[str, Any]], reference: str, names: Sequence[str],
+                   level: float = LEVEL) -> tuple[list[str], str | None]:
+    """The configurations among ``names`` that may be the fastest at ``level`` (Hsu 1984's multiple comparisons with
+    the best on the replicates: c is out when, with the lower ends of its comparisons against every other
+    configuration taken at one simultaneous one-sided level, some other configuration is faster than it beyond
+    noise), and the pick: the member with the smallest time-to-target. Configurations without replicates of the
+    time-to-target stay in the set (nothing shows them slower). Returns ``(members, pick)``."""
+    logs = {n: _log((ests[n].get("_replicates") or {}).get("T")) for n in names}
+    point = {n: ests[n].get("time_to_target_s") for n in names}
+    timed = [n for n in names if point[n]]
+    if not timed:
+        return [], None
+    ref_t = point.get(reference)
+    out = []
+    for c in timed:
+        others = [d for d in timed if d != c and logs[c] is not None and logs[d] is not None
+                  and len(logs[d]) == len(logs[c])]
+        if not others:
+            out.append(c)
+            continue
+        diffs = [logs[c] - logs[d] for d in others]
+        a = simultaneous_tail(diffs, level, two_sided=False)
+        # normalise each to the reference's clock when they differ: log T already comparable within a study
+        beaten = any(float(np.quantile(df, a)) > 0 for df in diffs)
+        if not beaten:
+            out.append(c)
+    pick = min(out, key=lambda n: (point[n] / (ref_t or 1.0), ests[n].get("batch_size") or 0)) if out else None
+    return out, pick

@@ -1,0 +1,254 @@
+"""The decision in words: the accounting's headline and one sentence per configuration.
+
+Every number and verdict here comes from the accounting rows (:func:`rlbatch.analysis.accounting.account_runs`),
+whose verdicts, intervals and "may be fastest" set come from :func:`rlbatch.analysis.decision.decide`; nothing is
+computed here but text. The headline has at most five lines: the pick (or that nothing beats the reference beyond
+noise), which configurations may be the fastest, what is rejected and why, what is undetermined (censored, or no
+seed-to-seed spread to judge by), and what the adaptive sweep stopped or is unfinished.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from rlbatch.analysis.decision import (FASTER, SLOWER, STOPPED, UNDETERMINED, UNFINISHED, WITHIN_NOISE)
+from rlbatch.analysis.interval import format_interval
+from rlbatch.runstore import Run
+
+#: Verdicts the decision rule rejects (the headline's "Rejected" line, :func:`rlbatch.report.family.rejected`).
+REJECTED = (SLOWER,)
+
+#: at most this many seeds per configuration, a configuration that cannot be separated is said to need more seeds
+FEW_SEEDS = 2
+
+#: What the page's intervals are (said once, under the headline).
+INTERVALS = ("Intervals of rN, relative throughput and relative time are 95% simultaneous over the configurations "
+             "compared with the reference (they hold together in 95% of studies, so a ladder of many batch sizes "
+             "does not produce a false \"faster\" or \"slower\" 5% of the time each, and the pick's interval holds "
+             "although it was chosen as the smallest). \"May be fastest\" is the set that holds the fastest "
+             "configuration with 95% confidence (multiple comparisons with the best).")
+
+AGGREGATION = ("Each seed's samples-to-target comes from a monotone fit of its evaluations refined by a straight "
+               "line against log samples around the target (it does not depend on how often or how noisily a run "
+               "was evaluated); its time-to-target is the clock there. Seeds of one configuration are combined as "
+               "the mean of their samples-to-target and time-to-target; throughput = samples-to-target / "
+               "time-to-target. Intervals: Student's t interval of the seed mean on the log scale for each of "
+               "samples-to-target, time-to-target and throughput, each configuration's seed spread moderated by "
+               "the spreads of the configurations compared (empirical Bayes, Smyth 2004); with one seed per "
+               "configuration, the spread of the ladder's configurations around a smooth trend in log B (run-to-run "
+               "variability, never evaluation noise alone); without either, no interval.")
+
+
+def clock_note(clock: str) -> str:
+    """One sentence on the clock that time-to-target and throughput were measured on, and what it does and does not
+    protect against."""
+    if clock == "cpu":
+        return ("Time is the trainer's process CPU time (time/cpu_s): the runs ran on CPU, where other processes "
+                "sharing the cores (parallel trials, other users) stretch the wall-clock; CPU time is less affected "
+                "by them, but not untouched: cycles stalled on memory bandwidth, caches or a shared core that a "
+                "neighbour uses are billed as CPU time too.")
+    return "Time is the logged wall-clock (time/wall_s, evaluation excluded where the log allows)."
+
+
+def _iv(ci: Sequence[float] | None, spec: str = ".2f") -> str:
+    return f" (95% CI {format_interval(ci, spec)})" if ci and ci[0] is not None else ""
+
+
+def batch_list(bs: Sequence[Any]) -> str:
+    """Batch sizes as words, each named (never a span that would take in those between): ``B=32``, ``B=32 and
+    B=128``, ``B=32, B=64 and B=512``."""
+    items = [f"B={b}" for b in sorted({b for b in bs if b is not None})]
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1] if items else ""
+
+
+def _name(r: dict[str, Any]) -> str:
+    return f"{r['run']} (B={r['batch_size']})" if r.get("batch_size") else str(r["run"])
+
+
+def few_seeds_text(rows: Sequence[dict[str, Any]]) -> str:
+    """"2 seeds each" or "1-2 seeds per configuration": the seed counts behind a "too few seeds" sentence."""
+    ns = sorted({int(r.get("n_seeds") or 0) for r in rows})
+    return f"{ns[0]} seed{'s' if ns[0] != 1 else ''} each" if len(ns) == 1 else \
+        f"{ns[0]}-{ns[-1]} seeds per configuration"
+
+
+def stopped_text(r: dict[str, Any]) -> str:
+    """One stopped-early configuration in words: its name, why and at how many samples the adaptive sweep stopped
+    it, and the rN it had at least (it had not reached the target after that many samples)."""
+    st = r.get("stopped") or {}
+    at = st.get("samples")
+    return (f"{_name(r)} stopped at {at:,.0f} samples ({st.get('state')}: {st.get('why')})" if at else
+            f"{_name(r)} stopped ({st.get('state')}: {st.get('why')})") + (
+        f", rN > {r['rN_at_least']:.2f} by then" if r.get("rN_at_least") else "")
+
+
+def _bound_text(r: dict[str, Any]) -> str:
+    """A censored configuration's bounds: ``rN > 1.2, relative time > 0.8 (lower end 0.6)``."""
+    parts = []
+    if r.get("rN_at_least"):
+        parts.append(f"rN > {r['rN_at_least']:.2f}")
+    if r.get("relative_time_at_least"):
+        lo = r.get("relative_time_at_least_lo")
+        parts.append(f"relative time > {r['relative_time_at_least']:.2f}" + (
+            f" (95% lower end {lo:.2f})" if lo is not None else ""))
+    return ", ".join(parts)
+
+
+def undetermined_text(r: dict[str, Any]) -> str:
+    """Why one configuration has no verdict, in words (censored seeds, or no spread to judge one seed by)."""
+    if not r.get("reached"):
+        b = _bound_text(r)
+        return (f"{_name(r)}: {r.get('n_reached', 0)} of {r.get('n_seeds', '?')} seeds reached the target"
+                + (f"; {b}" if b else "") + ", which does not show it slower")
+    return f"{_name(r)}: {r.get('why') or 'no interval'}"
+
+
+def verdict(row: dict[str, Any], reference: str) -> str:
+    """One sentence on an accounting row: throughput gain vs sample penalty rN with their intervals, and the
+    verdict (:func:`rlbatch.analysis.decision.verdict_label`)."""
+    run = row["run"]
+    if run == reference:
+        return f"{run} is the reference."
+    label = row.get("verdict")
+    if label == STOPPED:
+        return f"{stopped_text(row)}: stopped early, not measured to the target."
+    if label == UNFINISHED:
+        return (f"{run} is unfinished ({len(row.get('unfinished') or [])} seed(s) still running or interrupted)"
+                + (f"; rN > {row['rN_at_least']:.2f} so far" if row.get("rN_at_least") else "") + ": no verdict yet.")
+    if not row.get("reached"):
+        b = _bound_text(row)
+        n = f"{row.get('n_reached', 0)} of {row.get('n_seeds', '?')} seeds reached the target"
+        if label == SLOWER:
+            return (f"{run} is slower: {n} within the budget, and even counting each other seed's whole run as its "
+                    f"time, {b}.")
+        return f"{run} is undetermined: {n}" + (f"; {b}" if b else "") + (
+            ": not reaching the target is not the same as being slower (censored, statistics review finding 5).")
+    if row.get("relative_throughput") is None or row.get("relative_time") is None:
+        return f"{run}: throughput unknown, no decision."
+    gain, rn, rel = row["relative_throughput"], row["rN"], row["relative_time"]
+    nums = (f"throughput gain {gain:.2f}x{_iv(row.get('relative_throughput_ci'))} vs sample penalty "
+            f"rN={rn:.2f}{_iv(row.get('rN_ci'))}; {rel:.2f}x{_iv(row.get('relative_time_ci'))} the reference's "
+            "time-to-target")
+    if label == FASTER:
+        return f"{run} is faster ({nums})."
+    if label == SLOWER:
+        return f"{run} is slower ({nums})."
+    if label == UNDETERMINED:
+        return f"{run} is undetermined ({nums}): {row.get('why')}."
+    few = (f"; too few seeds to separate ({row['n_seeds']} seed{'s' if row['n_seeds'] != 1 else ''})"
+           if 0 < (row.get("n_seeds") or 0) <= FEW_SEEDS else "")
+    return f"{run} is within noise of the reference ({nums}{few})."
+
+
+def headline(rows: list[dict[str, Any]], ref: str | None, metric: str, target: float,
+             runs: Sequence[Run] = (), *, pick: str | None = None, may_be_fastest: Sequence[str] = (),
+             beats_reference: bool = False) -> dict[str, Any]:
+    """The accounting's headline from the decision: ``lines`` (the pick with its simultaneous interval; the "may be
+    fastest" set; what was rejected; what is undetermined; stopped or unfinished configurations) and ``bullets``
+    (one sentence per other configuration, then notes such as mixed hardware), with ``pick``, ``best_set`` (the
+    "may be fastest" names), ``within_noise`` (the others of that set: configurations that cannot be told from the
+    pick) and ``beats_reference``. Callers may append bullets (e.g. how the learning rate was set)."""
+    out: dict[str, Any] = {"pick": None, "within_noise": [], "best_set": None, "lines": [], "bullets": [],
+                           "beats_reference": False}
+    if ref is None:
+        reached = [r["run"] for r in rows if r["reached"]]
+        if reached:
+            out["lines"] = [f"No pick: runs {', '.join(reached)} reached {metric} ≥ {target:g}, but none has a measured "
+                            "clock (no per-step timings in the logs) and a target reached after training began, so "
+                            "time-to-target cannot be compared."]
+        elif rows and not any(r.get("batch_size") for r in rows):
+            out["lines"] = [f"No samples-to-target: no run's log gives its batch size (P x G), so its {metric} "
+                            "cannot be placed on the retained-sample axis; supply it with --set "
+                            "RUN:prompts_per_step=P --set RUN:group_size=G (rlbatch inspect FILE says what is "
+                            "missing)."]
+        elif rows and all(r.get("best_score") is None for r in rows):
+            out["lines"] = [f"No run logs {metric}: nothing to compare at a target. Choose the score with --metric "
+                            "(e.g. eval/score, reward/mean; rlbatch inspect FILE lists what each log holds)."]
+        else:
+            best = max(rows, key=lambda r: r.get("best_score") if r.get("best_score") is not None else -1e300,
+                       default=None)
+            bv = best.get("best_score") if best else None
+            out["lines"] = [f"No run reached {metric} ≥ {target:g}" +
+                            (f"; the best was {best['run']} at {bv:.4g}. " if bv is not None else ". ") +
+                            "Train longer, or choose a lower target, before comparing batch sizes."]
+        return out
+    by = {r["run"]: r for r in rows}
+    if len(rows) == 1:
+        out.update(pick=ref, best_set=[ref], lines=[f"Only one configuration ({ref}, B={rows[0]['batch_size']}): "
+                                                     "nothing to compare it with."])
+        return out
+    pick = pick if pick in by else ref
+    b = by[pick]
+    best = [n for n in may_be_fastest if n in by] or [pick]
+    out.update(pick=pick, best_set=best, within_noise=[n for n in best if n != pick], beats_reference=beats_reference)
+    at = f"at {metric} ≥ {target:g}"
+    if pick == ref:
+        first = (f"**Pick: {_name(b)}, the reference.** No other configuration has a smaller estimated "
+                 f"time-to-target {at}.")
+    elif not beats_reference:
+        first = (f"**No batch beats the reference {_name(by[ref])} beyond noise** {at}. The best estimate is "
+                 f"{_name(b)}: {b['relative_time']:.2f}x{_iv(b['relative_time_ci'])} the reference's time-to-target "
+                 f"(throughput {b['relative_throughput']:.2f}x{_iv(b['relative_throughput_ci'])} against a sample "
+                 f"penalty rN = {b['rN']:.2f}{_iv(b['rN_ci'])}), an interval that contains 1.")
+    else:
+        first = (f"**Pick: {_name(b)}**, {b['relative_time']:.2f}x{_iv(b['relative_time_ci'])} the reference "
+                 f"{by[ref]['run']}'s time-to-target {at}: throughput {b['relative_throughput']:.2f}x"
+                 f"{_iv(b['relative_throughput_ci'])} against a sample penalty rN = {b['rN']:.2f}{_iv(b['rN_ci'])}.")
+    others = [by[n] for n in best if n != pick]
+    if others:
+        few = min([r.get("n_seeds") or 0 for r in [b, *others]]) <= FEW_SEEDS
+        second = (f"May be the fastest (95%, multiple comparisons with the best): {_name(b)} and "
+                  f"{', '.join(_name(r) for r in others)}; " + (
+                      f"too few seeds to separate them ({few_seeds_text([b, *others])}): run more seeds."
+                      if few else "more seeds or longer timing would separate them."))
+    else:
+        second = (f"May be the fastest (95%, multiple comparisons with the best): only {_name(b)}; every other "
+                  "configuration is slower than it beyond noise.")
+    rej = [r for r in rows if r.get("verdict") in REJECTED]
+    if rej:
+        third = "Rejected (slower than the reference beyond noise): " + "; ".join(
+            f"{_name(r)}" + (f" ({r['relative_time']:.2f}x{_iv(r['relative_time_ci'])}: samples-to-target grew by "
+                             f"rN = {r['rN']:.2f}{_iv(r['rN_ci'])}, throughput only "
+                             f"{r['relative_throughput']:.2f}x{_iv(r['relative_throughput_ci'])})"
+                             if r.get("reached") else
+                             f" ({r.get('n_reached', 0)} of {r.get('n_seeds', '?')} seeds reached the target; "
+                             f"{_bound_text(r)})") for r in rej) + "."
+    else:
+        third = "Rejected: none (no configuration is slower than the reference beyond noise)."
+    out["lines"] = [first, second, third]
+    und = [r for r in rows if r.get("verdict") == UNDETERMINED]
+    if und:
+        out["lines"].append("Undetermined: " + "; ".join(undetermined_text(r) for r in und) + ".")
+    stopped = [r for r in rows if r.get("verdict") == STOPPED]
+    unfinished = [r for r in rows if r.get("verdict") == UNFINISHED]
+    if stopped:
+        out["lines"].append("Stopped early by the adaptive sweep (not measured to the target, so no verdict on the "
+                            "batch itself): " + "; ".join(stopped_text(r) for r in stopped) + ".")
+    if unfinished:
+        out["lines"].append("Unfinished: " + "; ".join(
+            f"{_name(r)} ({len(r['unfinished'])} of {r.get('n_seeds', '?')} seed(s) still running or interrupted"
+            + (f", rN > {r['rN_at_least']:.2f} so far" if r.get("rN_at_least") else "") + ")" for r in unfinished)
+                            + ". The verdicts above are provisional until they finish (rerun the same sweep "
+                            "command to resume).")
+        out["provisional"] = True
+    out["bullets"] = [verdict(r, ref) for r in rows if r["run"] not in (ref, pick)
+                      and r.get("verdict") not in (STOPPED, UNFINISHED)]
+    hw = {str(r.meta.hardware) for r in runs if r.meta.hardware}
+    if len(hw) > 1:
+        out["bullets"].append(f"Caution: these runs used different hardware ({'; '.join(sorted(hw))}), so throughput "
+                              "ratios compare hardware as well as batch size.")
+    return out
+
+
+def headline_markdown(h: dict[str, Any]) -> str:
+    """A :func:`headline` as Markdown: its lines (hard line breaks), then its bullets (one per configuration, then
+    how the learning rate was set across batch sizes, ``lr_note``, when known)."""
+    text = "  \n".join(h["lines"])
+    bullets = list(h["bullets"]) + ([h["lr_note"]] if h.get("lr_note") else [])
+    if bullets:
+        text += "\n\n" + "\n".join(f"- {b}" for b in bullets)
+    return text
+
+
+__all__ = ["AGGREGATION", "FEW_SEEDS", "INTERVALS", "REJECTED", "WITHIN_NOISE", "batch_list", "clock_note",
+           "few_seeds_text", "headline", "headline_markdown", "stopped_text", "verdict"]
