@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 
 from _stored_sweeps import unpack
-from rlbatch.analysis.accounting import SMOOTH_WINDOW
 from rlbatch.analysis.interval import bootstrap_interval
 from rlbatch.analysis.curves import group_seeds
 from rlbatch.analysis.fit import fit_configuration, fit_configurations, invert, profile_interval, sigmoid
@@ -22,7 +21,26 @@ from rlbatch.study.ladder import build_ladder
 
 
 # The plan's earlier method (rN measured at a score level below the target), kept here only to show that it
-# gets the late-penalty case wrong.
+# gets the late-penalty case wrong; with it, the first-crossing rule it used (linear between the two evaluations
+# around the first point at or above the level) and its smoothing window.
+SMOOTH_WINDOW = 5
+
+
+def crossing(xs, ys, level):
+    """First crossing of ``level`` by each row of ``ys`` (shape (n,) or (k, n)) over ``xs``: linear between the
+    evaluations around the first one at or above it; NaN where a row never reaches it."""
+    xs = np.asarray(xs, float)
+    y = np.atleast_2d(np.asarray(ys, float))
+    above = y >= level
+    out = np.full(len(y), np.nan)
+    hit, i = above.any(axis=1), np.argmax(above, axis=1)
+    out[hit & (i == 0)] = xs[0]
+    mid = hit & (i > 0)
+    if mid.any():
+        r, ii = np.flatnonzero(mid), i[mid]
+        y0, y1 = y[r, ii - 1], y[r, ii]
+        out[mid] = xs[ii - 1] + (level - y0) / (y1 - y0) * (xs[ii] - xs[ii - 1])
+    return out
 def probe_level(ref_runs, runs, target, metric="eval/score"):
     """The score level short probes can be compared at: ``min(target, lowest smoothed maximum of every curve of
     the pair - 2 standard errors of a smoothed point)``, provided it lies above every curve's smoothed start;
@@ -44,7 +62,7 @@ def rn_at_level(ref_runs, runs, level, metric="eval/score", *, n_boot=200, seed=
     (5-point centered moving average) per-seed curves of ``runs`` over that of ``ref_runs``, with a 95% percentile
     bootstrap resampling seeds (when several) and each curve's residuals around its moving average. It is the
     ratio at ``level``, not at the target: the plan labels it so (``rN_source = "curve"``, ``rN_level``)."""
-    from rlbatch.analysis.curves import crossing, curve, moving_average
+    from rlbatch.analysis.curves import curve, moving_average
 
     def prep(rs):
         out = []

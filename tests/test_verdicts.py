@@ -11,7 +11,8 @@ import pandas as pd
 import pytest
 
 from _stored_sweeps import unpack
-from rlbatch.analysis.accounting import STOPPED, UNFINISHED, headline
+from rlbatch.analysis.decision import STOPPED, UNFINISHED
+from rlbatch.analysis.headline import headline
 from rlbatch.analysis.noise import b_simple_by_batch, b_simple_pooled
 from rlbatch.analysis.noise_model import b_noise_from_gradients, noise_candidate
 from rlbatch.analyze import analyze
@@ -69,7 +70,12 @@ def test_a_killed_trial_and_one_that_ran_its_budget_differ(sweep):
         cut_trial(sweep / f"B128-G8-sqrt-s{s}", 2000, "finished")
     res = analyze([sweep], target=TARGET)
     row = next(r for r in res["accounting"] if r["run"] == "B128-G8-sqrt")
-    assert row["verdict"] == "not reached" and not row["unfinished"]
+    # censored: no seed reached the target within 2,000 samples; that bounds its rN and relative time from below
+    # but does not show it slower (the full runs reach it at ~13,000), so no verdict on the batch: undetermined
+    assert row["verdict"] == "undetermined" and not row["unfinished"] and row["n_reached"] == 0
+    assert row["samples_to_target"] is None and row["rN_at_least"] > 0
+    und = next(ln for ln in res["headline"]["lines"] if ln.startswith("Undetermined:"))
+    assert "B128-G8-sqrt (B=128): 0 of 3 seeds reached the target" in und
 
 
 def test_an_adaptive_sweeps_stopped_configurations_are_stopped_early_not_failed(sweep, tmp_path):
@@ -107,8 +113,8 @@ def test_one_verdict_per_configuration_and_noise_said_when_nothing_beats_the_ref
     # (1.6x [1.3, 2.0]) yet its interval overlaps B64's [0.7, 1.4]: it is rejected, never also "within noise"
     rows = [_row("B16", 16, 1.0, [1.0, 1.0], "reference"), _row("B64", 64, 0.9, [0.7, 1.4], "within noise"),
             _row("B128", 128, 1.6, [1.3, 2.0], "slower")]
-    h = headline(rows, "B16", "eval/score", 0.45, [])
-    assert h["pick"] == "B64" and not h["beats_reference"]
+    h = headline(rows, "B16", "eval/score", 0.45, [], pick="B64", may_be_fastest=["B16", "B64"])
+    assert h["pick"] == "B64" and not h["beats_reference"] and h["best_set"] == ["B16", "B64"]
     assert h["lines"][0].startswith("**No batch beats the reference")
     assert "B128" not in h["within_noise"] and "B128" in h["lines"][2]
 
@@ -128,6 +134,12 @@ def test_two_seeds_give_wider_intervals_than_three_and_say_too_few_seeds(sweep):
         if r["verdict"] == "reference":
             continue
         assert r["n_seeds"] == 2 and three[name]["n_seeds"] == 3
+        if three[name]["spread"]["S"] != "moderated":
+            # B64's three seeds (10,188, 13,269, 8,602) scatter more than the other configurations' allow (F test
+            # against the prior learned from the others): it keeps its own spread with 2 degrees of freedom, wider
+            # than a moderated one; with two seeds the test cannot tell, so that comparison says nothing here
+            assert name == "B64-G8-sqrt" and three[name]["spread"]["S"] == "own (wider than the others')"
+            continue
         w2 = r["rN_ci"][1] / r["rN_ci"][0]
         w3 = three[name]["rN_ci"][1] / three[name]["rN_ci"][0]
         assert w2 > w3, name

@@ -248,6 +248,9 @@ def _sentence(c: dict[str, Any], ref_label: str, tol: float) -> str:
             if c["verdict"] == "recommended" else "."
         return f"{name}{bstr} is the reference (rN = 1, throughput 1x){tail}"
     rn, g, t = c["rN"], c["relative_throughput"], c["predicted_relative_time"]
+    if c.get("accounting_verdict") in ("slower", "undetermined") and not c.get("reaches", True):
+        return (f"{name}{bstr} ran its budget without every seed reaching the target: {c['accounting_verdict']} "
+                f"({c.get('why') or 'censored'}), as the accounting says; no prediction.")
     if c.get("never_reaches"):
         return (f"{name}{bstr}: predicted never to reach the target ({c['never_reaches']}): rejected "
                 "(not reached, so it cannot be faster).")
@@ -274,11 +277,13 @@ def _sentence(c: dict[str, Any], ref_label: str, tol: float) -> str:
         return f"{name}{bstr} is {fam}, rN {src}{rn_ci}; throughput unknown (give --profile), no decision."
     iv = c.get("interval")
     ivs = f", interval {format_interval(iv, sep='-', unbounded='unbounded')}" if iv else ""
+    if c["verdict"] == "undetermined":
+        return f"{name}{bstr} is {fam}: undetermined ({c.get('why') or 'no interval'})."
     if c["verdict"] == "within noise":
         return (f"{name}{bstr} is {fam}; throughput gain {g:.2f}x vs rN {rn:.2f}{rn_ci} ({src}), predicted "
                 f"{t:.2f}x the reference's time-to-target{ivs}: within noise of the reference (the interval "
                 "contains 1).")
-    if c["verdict"] in ("recommended", "faster"):
+    if c["verdict"] in ("recommended", "faster", "faster (point estimate)"):
         verdict = "recommended: the smallest predicted time-to-target" if c["verdict"] == "recommended" else \
             "faster than the reference but not the fastest"
         return (f"{name}{bstr} is {fam}; its throughput gain {g:.2f}x beats its rN {rn:.2f}{rn_ci} ({src}), "
@@ -311,8 +316,13 @@ def _finish(cands: list[dict[str, Any]], ref_label: str, target: float | None, t
     else:
         best = ref if ref.get("reaches", True) else None
 
-    tied = [c for c in ok if c is not best and intervals_overlap(
-        c["interval"], best["interval"], c["predicted_relative_time"], best["predicted_relative_time"])]
+    if ok and all(c["rN_source"] == "measured" and c.get("may_be_fastest") is not None for c in ok):
+        # all measured: the accounting's "may be fastest" set (multiple comparisons with the best), not overlapping
+        # intervals relative to the reference (which double-count the reference's noise)
+        tied = [c for c in ok if c is not best and c["may_be_fastest"]]
+    else:
+        tied = [c for c in ok if c is not best and intervals_overlap(
+            c["interval"], best["interval"], c["predicted_relative_time"], best["predicted_relative_time"])]
     # the aligned family: the contiguous range of batch sizes around the reference with rN <= 1 + tol (DESIGN.md);
     # at several candidates of one B (group sizes) one outside the family decides. A candidate is aligned only
     # inside that range (an rN within the tolerance beyond its end does not join it).
@@ -329,13 +339,15 @@ def _finish(cands: list[dict[str, Any]], ref_label: str, target: float | None, t
             c["verdict"] = "recommended"
         elif c["is_reference"]:
             c["verdict"] = "reference"
+        elif c.get("accounting_verdict"):  # measured: the accounting's verdict (simultaneous intervals, censoring)
+            c["verdict"] = c["accounting_verdict"]
         elif c.get("never_reaches"):
             c["verdict"] = "never reaches"
         elif not c.get("reaches", True):
             c["verdict"] = "not reached"
         else:
             c["verdict"] = verdict_label(c["predicted_relative_time"], c["interval"])
-        c["rejected"] = c["verdict"] in ("slower", "never reaches")
+        c["rejected"] = c["verdict"] in ("slower", "slower (point estimate)", "never reaches")
         c["sentence"] = _sentence(c, ref_label, tol)
     fam = [members[0], members[-1]]
     out = {"recommended": None if best is None else best["run"] if best["run"] is not None else best["batch_size"],
@@ -606,7 +618,17 @@ def plan_runs(runs: Sequence[Run], target: float, *, reference: str | None = Non
         if ref_reached and (row["reached"] or is_ref):  # the accounting's numbers, as they are
             c.update({k: row[k] for k in ("rN", "rN_ci", "relative_throughput", "relative_throughput_ci")})
             c.update(rN_source="measured", rN_level=target, predicted_relative_time=row["relative_time"],
-                     interval=row["relative_time_ci"])
+                     interval=row["relative_time_ci"], accounting_verdict=row["verdict"],
+                     may_be_fastest=row.get("may_be_fastest"))
+        elif ref_reached and row["verdict"] in ("slower", "undetermined") and not e.get("unfinished") \
+                and not e.get("stopped"):
+            # ran its budget without every seed reaching the target: the accounting's verdict (a lower bound that
+            # shows it slower, or undetermined), one verdict per configuration on every page; no prediction
+            x = row["throughput_samples_per_s"]
+            c.update(rN=None, rN_ci=None, rN_source="measured", rN_level=target,
+                     relative_throughput=relative_throughput(x, x_ref) if x and x_ref else None,
+                     relative_throughput_ci=None, predicted_relative_time=None, interval=None, reaches=False,
+                     accounting_verdict=row["verdict"], why=row.get("why"))
         else:
             # not at the target yet: samples-to-target predicted by the saturating fit (analysis.fit), at the target
             x = row["throughput_samples_per_s"]

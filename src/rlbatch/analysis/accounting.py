@@ -107,7 +107,8 @@ def account(runs: pd.DataFrame, reference: str) -> pd.DataFrame:
         if r["relative_throughput"] is None and x is not None:
             r["relative_throughput"] = relative_throughput(x, ref["throughput_samples_per_s"])
         label = verdict_label(r["relative_time"], None, is_reference=r["run"] == reference, reached=r["reached"])
-        r["faster_than_reference"], r["verdict"] = label == "faster", label
+        # a table of point values: the verdict says so ("faster (point estimate)"); the flag follows its word
+        r["faster_than_reference"], r["verdict"] = label.startswith("faster"), label
     return pd.DataFrame(rows)
 
 
@@ -304,9 +305,10 @@ def estimate_configuration(runs: Sequence[Run], target: float | None, metric: st
         else:
             est["unfinished"] = [r.run_id for r, it in zip(runs, items)
                                  if it["samples_to_target"] is None and still_running(r)]
-        low_s = [it["samples_to_target"] if it["samples_to_target"] is not None else
+        # a seed at the target at its first evaluation after 0 has no lower bound (S <= that x): none for the mean
+        low_s = [it["samples_to_target"] if it["samples_to_target"] is not None else None if it["at_most"] else
                  (it["censored_at"] if it["censored_at"] is not None else it["samples"]) for it in items]
-        low_t = [it["time_to_target_s"] if it["time_to_target_s"] is not None else
+        low_t = [it["time_to_target_s"] if it["time_to_target_s"] is not None else None if it["at_most"] else
                  (it["time_censored"] if it["time_censored"] is not None else it["seconds"]) for it in items]
         if target is not None and all(v is not None and v > 0 for v in low_s):
             # each seed needs at least the samples it was evaluated at (or its crossing): a lower bound

@@ -5,16 +5,18 @@ on a noise spike), and a straight chord between two coarse evaluations of a conc
 depend on the evaluation spacing, which grows with B (every max(eval_every, B) samples, or every N steps), so
 they make rN grow with B on identical curves (statistics review, finding 4). This estimator:
 
-1. keeps the curve up to where its centred moving average peaks (a later decline, e.g. a collapse, does not pull
-   the fit down), and fits it with a monotone (isotonic, pool-adjacent-violators) regression, weighted by the
+1. keeps the curve up to where its centred moving average peaks, or its highest evaluation if later (a later
+   decline, e.g. a collapse, does not pull the fit down), and fits it with a monotone (isotonic, pool-adjacent-violators) regression, weighted by the
    evaluation items ``eval/n`` when logged: a noise spike is pooled with its neighbours instead of ending the
    search. The monotone fit decides whether the target is reached at all, and brackets the crossing between the
    evaluation points of the two fitted blocks around it;
 2. refines the crossing by a straight-line fit of the score against log samples over the points within a factor
-   :data:`WINDOW` of it (iterated until it settles), weighted as above. Learning curves are close to straight in
+   :data:`WINDOW` of it and the two evaluations that bracket it in the monotone fit (iterated until it settles),
+   weighted as above. Learning curves are close to straight in
    log samples over a factor of 2 either side, so neither the spacing nor the noise biases the crossing, and
    every point near it counts, not only the first one above. The refined crossing stays between the points the
-   line was fitted on (no extrapolation).
+   line was fitted on (no extrapolation), and where the monotone fit is within two noise sd of the target (so a
+   step-like curve keeps its crossing between the evaluations that bracket it).
 
 A curve whose monotone fit never reaches the target has no samples-to-target (censored: the target lies beyond its
 last evaluation). A curve already at the target at its first evaluation after 0 has none either: it is only known
@@ -37,8 +39,10 @@ import numpy as np
 WINDOW = 2.0
 #: points of the centred moving average that finds where a curve peaks
 PEAK_SMOOTHING = 5
-#: fewest points of a local fit (the nearest ones when the window holds fewer)
-MIN_POINTS = 2
+#: distinct points from which the local fit is a quadratic in log samples (fewer: a straight line)
+QUADRATIC_POINTS = 5
+#: evaluations at or after the crossing before a running trial may stop as "reached" (:func:`settled`)
+SETTLE_POINTS = 3
 
 
 @dataclass(frozen=True)
@@ -88,24 +92,40 @@ def _moving_average(y: np.ndarray, window: int) -> np.ndarray:
     return (c[hi] - c[lo]) / (hi - lo)
 
 
-def _local_line(u: np.ndarray, y: np.ndarray, w: np.ndarray,
-                centre: float) -> tuple[float, float, int, float, float] | None:
-    """(intercept, slope, points, lowest u, highest u) of the weighted line of ``y`` on ``u`` (log samples) over the
-    points within log :data:`WINDOW` of ``centre`` (at least :data:`MIN_POINTS`, the nearest); None without two
-    distinct u."""
+def _local_fit(u: np.ndarray, y: np.ndarray, w: np.ndarray, centre: float, target: float,
+               bracket: tuple[int, int]) -> tuple[float, int, str] | None:
+    """Where a weighted local polynomial of ``y`` on ``u`` (log samples) reaches ``target``: over the points within
+    log :data:`WINDOW` of ``centre`` and the two points ``bracket`` (indices of the monotone fit's last point below
+    the target and first at or above it, so the fit always spans the crossing). A quadratic with
+    :data:`QUADRATIC_POINTS` or more points, in samples (a curve's bend over the window would otherwise move the
+    crossing by several percent, and by how densely it was evaluated: a straight line in samples is convex in log
+    samples), else a straight line in log samples (between two or three sparse evaluations of a concave curve a
+    chord in log samples lies closer to it than one in samples). The crossing stays between the points fitted on (no extrapolation).
+    Returns ``(u of the crossing, points, "quadratic" | "linear")``, or None when the fit does not rise there."""
     d = np.abs(u - centre)
     inside = d <= math.log(WINDOW) + 1e-12
-    if inside.sum() < MIN_POINTS:
-        inside = np.zeros(len(u), bool)
-        inside[np.argsort(d, kind="stable")[:MIN_POINTS]] = True
-    uu, yy, ww = u[inside], y[inside], w[inside]
+    inside[list(bracket)] = True
+    uu, yy, ww = u[inside] - centre, y[inside], w[inside]
     if len(uu) < 2 or np.ptp(uu) <= 0:
         return None
+    lo, hi = float(uu.min()), float(uu.max())
+    if len(np.unique(uu)) >= QUADRATIC_POINTS:
+        # in samples relative to the centre (exact for a straight line or parabola in samples; a straight line in
+        # log samples is followed to third order over the window)
+        v = np.exp(uu) - 1.0
+        c2, c1, c0 = np.polyfit(v, yy, 2, w=np.sqrt(ww))
+        roots = np.roots([c2, c1, c0 - target]) if abs(c2) > 1e-15 else np.array([(target - c0) / c1])
+        vlo, vhi = math.exp(lo) - 1.0, math.exp(hi) - 1.0
+        real = [float(r.real) for r in np.atleast_1d(roots) if abs(r.imag) < 1e-12 and vlo <= r.real <= vhi
+                and c1 + 2 * c2 * r.real > 0]
+        if real:
+            return centre + math.log1p(min(real, key=abs)), int(inside.sum()), "quadratic"
     um = np.average(uu, weights=ww)
     ym = np.average(yy, weights=ww)
-    sxx = float(np.sum(ww * (uu - um) ** 2))
-    b = float(np.sum(ww * (uu - um) * (yy - ym))) / sxx
-    return ym - b * um, b, int(inside.sum()), float(uu.min()), float(uu.max())
+    b = float(np.sum(ww * (uu - um) * (yy - ym))) / float(np.sum(ww * (uu - um) ** 2))
+    if b <= 0:
+        return None
+    return centre + min(max(um + (target - ym) / b, lo), hi), int(inside.sum()), "linear"
 
 
 def find_crossing(xs: np.ndarray, ys: np.ndarray, target: float, weights: np.ndarray | None = None,
@@ -121,7 +141,8 @@ def find_crossing(xs: np.ndarray, ys: np.ndarray, target: float, weights: np.nda
     if n == 0:
         return Crossing(None)
     last = float(xs[-1])
-    ma = _moving_average(ys, PEAK_SMOOTHING if n >= 2 * PEAK_SMOOTHING else 3 if n >= 6 else 1)
+    window = PEAK_SMOOTHING if n >= 2 * PEAK_SMOOTHING else 3 if n >= 6 else 1
+    ma = _moving_average(ys, window)
     if sustained:
         below = np.flatnonzero(ma < target)
         if len(below) and below[-1] == n - 1:
@@ -129,10 +150,10 @@ def find_crossing(xs: np.ndarray, ys: np.ndarray, target: float, weights: np.nda
         if len(below):
             start = int(below[-1])  # from the last smoothed point below the target on
             xs, ys, w, ma = xs[start:], ys[start:], w[start:], ma[start:]
-    # the last point where the smoothed curve is at its highest (ties: the last; a short curve, fewer points)
+    # up to where the smoothed curve is at its highest (ties: the last), with the points that smoothing spans
     m = len(ma)
-    peak = m - int(np.argmax(ma[::-1] >= ma.max() - 1e-12))
-    keep = max(peak, min(2, m))
+    peak = m - 1 - int(np.argmax(ma[::-1] >= ma.max() - 1e-9 * max(1.0, abs(ma.max()))))
+    keep = max(min(m, peak + window // 2 + 1), int(np.argmax(ys)) + 1, min(2, m))
     px, py, pw = xs[:keep], ys[:keep], w[:keep]
     fit = isotonic(py, pw)
     if not (fit >= target).any():
@@ -148,17 +169,37 @@ def find_crossing(xs: np.ndarray, ys: np.ndarray, target: float, weights: np.nda
     xc = math.exp(math.log(x0) + (target - f0) / (f1 - f0) * (math.log(x1) - math.log(x0)))
     pos = px > 0
     u, yy, ww = np.log(px[pos]), py[pos], pw[pos]
+    first = int(np.argmax(pos))  # index in px of the first point after 0 (px is sorted)
+    bracket = (j - 1 - first, j - first)
+    # where the crossing may lie: between the last point whose monotone level is below the target by more than the
+    # evaluation noise and the first above it by more than that (2 sd of the points around the monotone fit)
+    levels = len(np.unique(fit))
+    dof = len(fit) - levels
+    noise = math.sqrt(float(np.sum(pw * (py - fit) ** 2) / np.sum(pw)) * len(fit) / dof) if dof > 0 else 0.0
+    below = np.flatnonzero(fit < target - 2 * noise)
+    above = np.flatnonzero(fit >= target + 2 * noise)
+    lo = math.log(max(px[below[-1]] if len(below) else px[0], px[first]))
+    hi = math.log(px[above[0]] if len(above) else px[-1])
     method, used = "monotone", 2
     for _ in range(8):
-        line = _local_line(u, yy, ww, math.log(xc))
-        if line is None or line[1] <= 0:
+        fit_ = _local_fit(u, yy, ww, math.log(xc), target, bracket)
+        if fit_ is None:
             break
-        a, b, used, lo, hi = line
-        # interpolation only: the line's crossing stays within the points it was fitted on
-        new = math.exp(min(max((target - a) / b, lo), hi))
-        method = "local-linear"
+        new, used, kind = math.exp(min(max(fit_[0], lo), hi)), fit_[1], fit_[2]
+        method = f"local-{kind}"
         if abs(math.log(new) - math.log(xc)) < 1e-6:
             xc = new
             break
         xc = new
     return Crossing(float(xc), method=method, points=used)
+
+
+def settled(xs: np.ndarray, crossing: Crossing, points: int = SETTLE_POINTS) -> bool:
+    """Whether a curve evaluated at ``xs`` (sorted) has reached the target for good enough to stop training it:
+    its :class:`Crossing` is reached and at least ``points`` evaluations lie at or after it. A noise spike at the
+    latest evaluation makes a crossing there, with one point after it: the trial runs on until more evaluations
+    confirm it (or the monotone fit pools the spike away), so a stopped trial's samples-to-target is not the first
+    noisy evaluation above the target (statistics review finding 4: the demo's stop rule)."""
+    if crossing.samples is None:
+        return False
+    return int(np.sum(np.asarray(xs, float) >= crossing.samples - 1e-9)) >= points

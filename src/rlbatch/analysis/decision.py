@@ -183,7 +183,8 @@ def decide(ests: Mapping[str, Mapping[str, Any]], reference: str | None, *, leve
     ref = ests[reference]
     rr = ref.get("_replicates") or {}
     logs = {q: _log(rr.get(q)) for q in ("S", "T", "X")}
-    measured = [n for n in names if n != reference and ests[n]["reached"] and ests[n].get("time_to_target_s")]
+    measured = [n for n in names if n != reference and ests[n]["reached"]
+                and ests[n].get("time_to_target_s") is not None]
     diffs: dict[str, dict[str, np.ndarray | None]] = {}
     for n in names:
         if n == reference:

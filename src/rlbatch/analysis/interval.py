@@ -65,6 +65,13 @@ class SpreadPrior:
     def source(self) -> str:
         return self.S.source
 
+    @property
+    def key(self) -> tuple:
+        """A hashable value of the prior (its spreads and members), so that two priors learned from the same runs
+        are one key of a memo."""
+        return (self.S, self.T, self.X, self.n_configurations,
+                tuple((n, tuple(tuple(float(x) for x in a) for a in v)) for n, v in self.members))
+
     # the names of the earlier two-quantity prior (S and T)
     S_d0 = property(lambda self: self.S.d0)
     S_s0 = property(lambda self: self.S.s0)

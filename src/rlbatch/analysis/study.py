@@ -67,7 +67,8 @@ class Study:
         """:func:`rlbatch.analysis.accounting.estimate_configuration` (same arguments, same result), computed once
         per study for each set of runs and arguments. The returned dict is shared: read it, do not change it."""
         runs = list(runs)
-        key = (tuple(r.run_id for r in runs), target, metric, ema, sustained, clock, n_boot, seed, name, spread)
+        key = (tuple(r.run_id for r in runs), target, metric, ema, sustained, clock, n_boot, seed, name,
+               spread.key if spread is not None else None)
         if key not in self.memo:
             self.memo[key] = estimate_configuration(runs, target, metric, ema=ema, sustained=sustained, clock=clock,
                                                     n_boot=n_boot, seed=seed, name=name, spread=spread)

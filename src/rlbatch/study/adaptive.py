@@ -50,7 +50,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Sequence
 
 from rlbatch.analysis.accounting import estimate_configuration, seed_estimate
-from rlbatch.analysis.curves import metric_frame
+from rlbatch.analysis.crossing import settled
+from rlbatch.analysis.curves import crossing_of, curve, metric_frame
 from rlbatch.analysis.interval import format_interval
 from rlbatch.analysis.throughput import clock_basis, run_clock
 from rlbatch.errors import UserError
@@ -162,8 +163,13 @@ def eval_points(run, metric: str) -> int:
 
 
 def reached(run, target: float, metric: str) -> bool:
-    """Whether the run's curve crossed the target (the accounting's samples-to-target is not None)."""
-    return run is not None and estimate_configuration([run], target, metric, n_boot=0)["samples_to_target"] is not None
+    """Whether the run's curve reached the target for good (the accounting's samples-to-target, with
+    :data:`rlbatch.analysis.crossing.SETTLE_POINTS` evaluations at or after it: :func:`rlbatch.analysis.crossing.
+    settled`), so that stopping it there does not end it on a noise spike."""
+    if run is None:
+        return False
+    c = curve(run, metric)
+    return settled(c["samples/retained"].to_numpy(float), crossing_of(c, target, metric))
 
 
 def earliest_crossing(runs: Sequence[Any], target: float, metric: str) -> float | None:
