@@ -39,9 +39,12 @@ def test_never_reached_is_none_and_at_the_target_at_the_first_evaluation_is_only
 def test_ema_is_placed_where_it_averages():
     assert list(ema_smooth([0.0, 1.0, 1.0, 1.0], 0.5)) == [0.0, 0.5, 0.75, 0.875]
     assert list(ema_positions([0, 100, 200, 300], 0.5)) == [0.0, 50.0, 125.0, 212.5]
-    # the smoothed curve crosses 0.7 between (50, 0.5) and (125, 0.75), its lag-corrected positions:
-    # 50 * 2.5 ** 0.8 (not 180, where the lagging EMA would put it)
-    assert samples_to_target(frame([0.0, 1.0, 1.0, 1.0]), 0.7, ema=0.5) == pytest.approx(50 * 2.5 ** 0.8)
+    # the smoothed curve crosses 0.7 between (50, 0.5) and (125, 0.75), its lag-corrected positions; the parabola
+    # through those and (212.5, 0.875) reaches 0.7 at 106.3 (not 180, where the lagging EMA would put it)
+    a2, a1, a0 = np.polyfit([50, 125, 212.5], [0.5, 0.75, 0.875], 2)
+    want = (-a1 + np.sqrt(a1 ** 2 - 4 * a2 * (a0 - 0.7))) / (2 * a2)  # the root between 50 and 125
+    assert 50 < want < 125 and want == pytest.approx(106.3, abs=0.1)
+    assert samples_to_target(frame([0.0, 1.0, 1.0, 1.0]), 0.7, ema=0.5) == pytest.approx(want)
     with pytest.raises(ValueError):
         ema_smooth([1.0], 1.0)
 
@@ -53,11 +56,11 @@ def test_unsorted_and_missing_rows():
 
 
 def test_a_decline_after_the_peak_does_not_pull_the_fit_down():
-    # reaches 0.5 at 300, then collapses: the monotone fit keeps the rise (up to the peak), crossing 0.4 between
-    # (200, 0.35) and (300, 0.5) on log samples
+    # reaches 0.5 at 300, then collapses: the monotone fit keeps the rise (up to the peak); the curve through (100,
+    # 0.2), (200, 0.35) and (300, 0.5) is a straight line, crossing 0.4 at 200 + 0.05 / 0.15 x 100
     ys = [0.1, 0.2, 0.35, 0.5, 0.2, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1]
     df = frame(ys, xs=[100 * i for i in range(len(ys))])
-    assert samples_to_target(df, 0.4) == pytest.approx(200 * 1.5 ** (0.05 / 0.15), rel=1e-6)
+    assert samples_to_target(df, 0.4) == pytest.approx(200 + 0.05 / 0.15 * 100, rel=1e-6)
 
 
 def test_the_crossing_does_not_depend_on_the_evaluation_spacing_or_noise():

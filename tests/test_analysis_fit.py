@@ -248,7 +248,7 @@ def test_plan_from_30_percent_rejects_the_late_penalty_batch_the_old_method_pick
     # not recommended; its predicted relative time 1.16 has a 95% interval that reaches down to 0.87 (the
     # profile likelihood widens the bootstrap's), so "slower" or "within noise", never "faster"
     assert plan["recommended"] == "B64-G8-sqrt" and big["verdict"] in ("slower", "within noise")
-    assert big["predicted_relative_time"] > 1.05 and big["interval"][1] > 1.5
+    assert big["predicted_relative_time"] > 1.05 and (big["interval"][1] is None or big["interval"][1] > 1.5)
     assert big["rN_source"] == "fit" and big["rN_level"] == LATE_TARGET
     assert big["rN"] > big["relative_throughput"] and big["rN_ci"][0] > 1.1  # 95% interval (was 80%: > 1.3)
     assert "fitted and extrapolated to the target" in big["sentence"]
@@ -268,13 +268,23 @@ def _stored(name, tmp_path_factory):
 
 @pytest.mark.parametrize("name", ["demo_sweep", "demo_sweep_cpu"])
 def test_stored_sweeps_at_30_percent_cover_and_pick_within_10_percent(name, tmp_path_factory):
-    """Measured (benchmarks/plan_accuracy.py, benchmarks/results/plan_accuracy.md): at 30% of the samples both
-    sweeps' 80% intervals cover 5 of 5 measured samples-to-target (most are open above: the cut data cannot bound
-    them) and the pick is within 10% of the best measured. Before the profile likelihood: 4/5 and 3/5."""
+    """Measured (benchmarks/plan_accuracy.py): at 30% of the samples demo_sweep's intervals cover 5 of 5 measured
+    samples-to-target (most are open above: the cut data cannot bound them) and the pick is within 10% of the best
+    measured; demo_sweep_cpu: see below."""
     runs = _stored(name, tmp_path_factory)
-    (s,) = plan_accuracy.evaluate(runs, 0.45, [0.3], n_boot=200, out=lambda _l: None)
-    assert s["picks_best"], s
-    assert s["n_predicted"] >= 4 and s["coverage"] >= 0.8, s
+    if name == "demo_sweep":
+        (s,) = plan_accuracy.evaluate(runs, 0.45, [0.3], n_boot=200, out=lambda _l: None)
+        assert s["picks_best"], s
+        assert s["n_predicted"] >= 4 and s["coverage"] >= 0.8, s
+        return
+    # demo_sweep_cpu: at 30% the reference's fit levels off just below 0.45 while curves that reach it fit as well,
+    # so the plan cannot tell whether the reference gets there and picks nothing (issue 43: the samples-to-target it
+    # predicts is the accounting's, which no longer counts a noisy evaluation above the target as reaching it, so a
+    # continuation of the fit with residual noise added no longer crosses by noise alone); at 50% it picks within
+    # 10% of the best measured
+    s30, s50 = plan_accuracy.evaluate(runs, 0.45, [0.3, 0.5], n_boot=200, out=lambda _l: None)
+    assert s30["pick"] is None and s30["coverage"] >= 0.8, s30
+    assert s50["picks_best"] and s50["coverage"] >= 0.8, s50
 
 
 def test_weak_model_sweep_at_30_and_40_percent(tmp_path_factory):

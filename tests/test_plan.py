@@ -224,10 +224,13 @@ def test_adaptive_sweep_stops_at_the_right_batch(tmp_path, max_active):
     # every configuration ended with a recorded outcome; none ran past its budget
     assert set(states.values()) <= {"reached", "cannot win", "never reaches", "decided", "budget", "skipped"}
     assert all(t.samples <= budget + t.batch_size for t in res.trials)
-    if max_active == 1:  # the doubling order: 4096 lost to 2048, so 8192 never runs
-        assert states[8192] == "skipped" and res.trials[-1].samples == 0
+    # one seed per batch size: a measured trial has no interval until the ladder can show the run-to-run spread
+    # (issue 43: never the evaluation noise alone), so the plan stops nothing on a prediction here; the race does
+    # (exact, on the trials' own clocks): B = 8192 has spent more seconds than B = 2048 needed
+    assert states[8192] == "cannot win"
+    assert all(states[b] == "reached" for b in ladder[:4])
     full = sum(math.ceil(budget / b) * b for b in ladder)
-    assert res.samples_spent < 0.45 * full
+    assert res.samples_spent < 0.5 * full
     stops = [d for d in res.decisions if d.action in ("stop", "skip")]
     assert sorted(d.config for d in stops) == sorted(t.config for t in res.trials)
     assert all(d.reason and d.outcome for d in stops)

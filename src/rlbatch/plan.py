@@ -54,7 +54,7 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from rlbatch.analysis.accounting import (account, account_runs, aligned, aligned_span, check_target,
+from rlbatch.analysis.accounting import (N_BOOT, account, account_runs, aligned, aligned_span, check_target,
                                          default_reference, intervals_overlap, predicted_relative_time,
                                          read_accounting_csv, relative_throughput)
 from rlbatch.analysis.decision import verdict_label
@@ -493,7 +493,7 @@ def check_consistent(runs: Sequence[Run], metric: str) -> None:
 
 def plan_runs(runs: Sequence[Run], target: float, *, reference: str | None = None, metric: str = "eval/score",
               candidates: Sequence[int] | None = None, profile: dict | str | Path | None = None, tol: float = 0.1,
-              n_boot: int = 1000, seed: int = 0, extend: bool = True, clock: str = "auto",
+              n_boot: int = N_BOOT, seed: int = 0, extend: bool = True, clock: str = "auto",
               study: Study | None = None) -> dict[str, Any]:
     """Plan from runs (finished or short probes): rN, throughput and predicted time-to-target per candidate.
 

@@ -6,25 +6,25 @@ depend on the evaluation spacing, which grows with B (every max(eval_every, B) s
 they make rN grow with B on identical curves (statistics review, finding 4). This estimator:
 
 1. keeps the curve up to where its centred moving average peaks, or its highest evaluation if later (a later
-   decline, e.g. a collapse, does not pull the fit down), and fits it with a monotone (isotonic, pool-adjacent-violators) regression, weighted by the
-   evaluation items ``eval/n`` when logged: a noise spike is pooled with its neighbours instead of ending the
-   search. The monotone fit decides whether the target is reached at all, and brackets the crossing between the
-   evaluation points of the two fitted blocks around it;
-2. refines the crossing by a straight-line fit of the score against log samples over the points within a factor
-   :data:`WINDOW` of it and the two evaluations that bracket it in the monotone fit (iterated until it settles),
-   weighted as above. Learning curves are close to straight in
-   log samples over a factor of 2 either side, so neither the spacing nor the noise biases the crossing, and
-   every point near it counts, not only the first one above. The refined crossing stays between the points the
-   line was fitted on (no extrapolation), and where the monotone fit is within two noise sd of the target (so a
-   step-like curve keeps its crossing between the evaluations that bracket it).
+   decline, e.g. a collapse, does not pull the fit down), and fits it with a monotone (isotonic, pool adjacent
+   violators) regression, weighted by the evaluation items ``eval/n`` when logged: a noise spike is pooled with
+   its neighbours instead of ending the search. The monotone fit decides whether the target is reached at all, and
+   brackets the crossing between the evaluations around it;
+2. refines the crossing by a local quadratic fit of the score over the evaluations within a factor
+   :data:`WINDOW` of it (at most the :data:`LOCAL_POINTS` nearest) and the two that bracket it in the monotone
+   fit, iterated until it settles, weighted as above; with fewer than three points, a straight line in log samples.
+   A quadratic follows a learning curve's bend near the crossing (a straight line in samples exactly), so neither
+   the spacing nor the noise biases the crossing, and every point near it counts, not only the first one above.
+   The refined crossing stays between the points fitted on (no extrapolation), and where the monotone fit is
+   within two noise sd of the target (a step-like curve keeps its crossing between the evaluations around it).
 
 A curve whose monotone fit never reaches the target has no samples-to-target (censored: the target lies beyond its
 last evaluation). A curve already at the target at its first evaluation after 0 has none either: it is only known
 to be at most that many samples (the first evaluation's x would be a value proportional to the spacing). A curve
 evaluated at 0 and at the target there has samples-to-target 0.
 
-Sources: isotonic regression, Barlow et al. (1972), "Statistical inference under order restrictions"; local linear
-regression, Fan & Gijbels (1996). The estimator is calibrated by simulation in ``benchmarks/calibration.py``
+Sources: isotonic regression, Barlow et al. (1972), "Statistical inference under order restrictions"; local
+polynomial regression, Fan & Gijbels (1996). The estimator is calibrated by simulation in ``benchmarks/calibration.py``
 (median rN / true rN 0.98-1.02 at every B and spacing there).
 """
 
@@ -39,8 +39,11 @@ import numpy as np
 WINDOW = 2.0
 #: points of the centred moving average that finds where a curve peaks
 PEAK_SMOOTHING = 5
-#: distinct points from which the local fit is a quadratic in log samples (fewer: a straight line)
-QUADRATIC_POINTS = 5
+#: distinct points from which the local fit is a quadratic (fewer: a straight line in log samples)
+QUADRATIC_POINTS = 3
+#: at most this many evaluations, the nearest to the crossing, in a local fit (densely evaluated curves: a plateau
+#: or bend within the factor WINDOW would otherwise pull the fit)
+LOCAL_POINTS = 12
 #: evaluations at or after the crossing before a running trial may stop as "reached" (:func:`settled`)
 SETTLE_POINTS = 3
 
@@ -95,8 +98,9 @@ def _moving_average(y: np.ndarray, window: int) -> np.ndarray:
 def _local_fit(u: np.ndarray, y: np.ndarray, w: np.ndarray, centre: float, target: float,
                bracket: tuple[int, int]) -> tuple[float, int, str] | None:
     """Where a weighted local polynomial of ``y`` on ``u`` (log samples) reaches ``target``: over the points within
-    log :data:`WINDOW` of ``centre`` and the two points ``bracket`` (indices of the monotone fit's last point below
-    the target and first at or above it, so the fit always spans the crossing). A quadratic with
+    log :data:`WINDOW` of ``centre`` (the :data:`LOCAL_POINTS` nearest) and the two points ``bracket`` (indices of the monotone fit's last point below
+    the target and first at or above it, so the fit always spans the crossing), and the nearest others up to
+    :data:`QUADRATIC_POINTS` where the window holds fewer. A quadratic with
     :data:`QUADRATIC_POINTS` or more points, in samples (a curve's bend over the window would otherwise move the
     crossing by several percent, and by how densely it was evaluated: a straight line in samples is convex in log
     samples), else a straight line in log samples (between two or three sparse evaluations of a concave curve a
@@ -104,7 +108,13 @@ def _local_fit(u: np.ndarray, y: np.ndarray, w: np.ndarray, centre: float, targe
     Returns ``(u of the crossing, points, "quadratic" | "linear")``, or None when the fit does not rise there."""
     d = np.abs(u - centre)
     inside = d <= math.log(WINDOW) + 1e-12
+    order = np.argsort(d, kind="stable")
+    inside[order[LOCAL_POINTS:]] = False  # the nearest LOCAL_POINTS: a curve's bend or plateau further out stays out
     inside[list(bracket)] = True
+    for i in np.argsort(d, kind="stable"):  # at least QUADRATIC_POINTS points where the curve has them
+        if inside.sum() >= QUADRATIC_POINTS:
+            break
+        inside[i] = True
     uu, yy, ww = u[inside] - centre, y[inside], w[inside]
     if len(uu) < 2 or np.ptp(uu) <= 0:
         return None

@@ -146,11 +146,13 @@ def verdict_label(relative_time: float | None, ci: Sequence[float | None] | None
         return UNDETERMINED
     if relative_time is None:
         return UNKNOWN
-    if ci is None or ci[0] is None or ci[1] is None:
+    if ci is None or (ci[0] is None and ci[1] is None):
         return "faster (point estimate)" if relative_time < 1 else "slower (point estimate)"
-    if ci[1] < 1:
+    lo = -math.inf if ci[0] is None else ci[0]  # an end None is open (a prediction that may not reach the target)
+    hi = math.inf if ci[1] is None else ci[1]
+    if hi < 1:
         return FASTER
-    if ci[0] > 1:
+    if lo > 1:
         return SLOWER
     return WITHIN_NOISE
 
@@ -266,9 +268,13 @@ def _bound(e: Mapping[str, Any], ref: Mapping[str, Any], key: str, ref_key: str,
     return Estimate(v / r, lo, None, LEVEL if lo is not None else None, "lower bound")
 
 
+#: why a configuration measured to the target has no interval
+NO_SPREAD = ("no seed-to-seed spread to judge it by: that needs three configurations of two or more seeds, or four "
+             "batch sizes on one LR rule")
+
+
 def _no_spread(e: Mapping[str, Any]) -> str:
-    return (f"{e.get('n_seeds', 0)} seed(s) and no seed-to-seed spread to judge it by (fewer than three "
-            "configurations with two or more seeds, and too few configurations on the ladder)")
+    return NO_SPREAD
 
 
 def may_be_fastest(ests: Mapping[str, Mapping[str, Any]], reference: str, names: Sequence[str],
@@ -299,3 +305,68 @@ def may_be_fastest(ests: Mapping[str, Mapping[str, Any]], reference: str, names:
             out.append(c)
     pick = min(out, key=lambda n: (point[n] / (ref_t or 1.0), ests[n].get("batch_size") or 0)) if out else None
     return out, pick
+
+
+def aligned_family(rows: Sequence[Mapping[str, Any]], reference: str | None,
+                   tolerance: float = TOLERANCE) -> dict[str, Any] | None:
+    """Where the square-root rule keeps the batch on the reference's samples (the aligned family, Li et al. 2026,
+    "align"), graded by the equivalence test of each rung's rN (:func:`alignment`, the rows' ``alignment`` and
+    ``rN_test`` from :func:`decide`), never by a point estimate. Over the rows on the reference's LR rule (one per
+    batch size; at several of one B the one with the worst grade), contiguous from the reference upwards and
+    downwards:
+
+    - ``batches``: shown aligned (rN's 90% interval inside [1 / (1 + tol), 1 + tol]); the reference always;
+    - ``undistinguished``: not shown penalised (aligned, or an rN not distinguishable from 1): where the
+      reference's rN may still hold, the range a gradient-noise slope can be fitted over;
+    - ``end``: the first batch above the reference whose rN is shown above 1 (90% interval wholly above 1), or that
+      some seed did not reach (``reached`` False: censored; ``rN_at_least`` bounds it); None when no rung is;
+    - ``lower`` / ``upper``: the ends of ``batches``; ``largest_measured``: the largest B on the rule.
+
+    Returns None without a reference among ``rows``. Keys also: ``tolerance``, ``rule``, ``reference``,
+    ``reference_batch``, ``grades`` ({B: grade})."""
+    by = {r["run"]: r for r in rows}
+    if reference is None or reference not in by:
+        return None
+    ref = by[reference]
+    rule = ref.get("lr_rule")
+    order = {ALIGNED: 0, BELOW: 1, NOT_DISTINGUISHABLE: 2, None: 3, PENALISED: 4}
+    ladder: dict[int, Mapping[str, Any]] = {}
+    for r in rows:
+        b = r.get("batch_size")
+        if not b or r.get("lr_rule") != rule:
+            continue
+        g = r.get("alignment") if r.get("reached") else None
+        worse = ladder.get(b)
+        if worse is None or order.get(g, 3) > order.get(worse.get("alignment") if worse.get("reached") else None, 3):
+            ladder[b] = r
+    ladder[ref["batch_size"]] = ref
+    bs = sorted(ladder)
+    i0 = bs.index(ref["batch_size"])
+
+    def grade(b: int) -> str | None:
+        r = ladder[b]
+        return ALIGNED if r is ref else (r.get("alignment") if r.get("reached") else None)
+
+    def span(ok) -> list[int]:
+        lo = hi = i0
+        while lo > 0 and ok(grade(bs[lo - 1])):
+            lo -= 1
+        while hi < len(bs) - 1 and ok(grade(bs[hi + 1])):
+            hi += 1
+        return bs[lo:hi + 1]
+
+    fam = span(lambda g: g == ALIGNED)
+    undist = span(lambda g: g in (ALIGNED, NOT_DISTINGUISHABLE, BELOW))
+    end = None
+    for b in bs[i0 + 1:]:
+        r = ladder[b]
+        if grade(b) == PENALISED or not r.get("reached"):
+            end = {"run": r["run"], "batch_size": b, "rN": r.get("rN"), "rN_ci": r.get("rN_ci"),
+                   "rN_test": r.get("rN_test"), "reached": bool(r.get("reached")),
+                   "rN_at_least": r.get("rN_at_least"), "verdict": r.get("verdict")}
+            break
+    return {"tolerance": tolerance, "rule": rule, "reference": reference, "reference_batch": ref["batch_size"],
+            "batches": fam, "lower": fam[0], "upper": fam[-1], "undistinguished": undist, "end": end,
+            "clear_end": end, "largest_measured": bs[-1], "grades": {b: grade(b) for b in bs},
+            "rows": {b: {"run": ladder[b]["run"], "rN": ladder[b].get("rN"), "rN_test": ladder[b].get("rN_test")}
+                     for b in bs}}

@@ -185,6 +185,11 @@ def headline(rows: list[dict[str, Any]], ref: str | None, metric: str, target: f
     if pick == ref:
         first = (f"**Pick: {_name(b)}, the reference.** No other configuration has a smaller estimated "
                  f"time-to-target {at}.")
+    elif not beats_reference and not b.get("relative_time_ci"):
+        first = (f"**No batch is shown to beat the reference {_name(by[ref])}** {at}: there is no interval "
+                 f"({b.get('why') or 'one seed'}). The best point estimate is {_name(b)}: "
+                 f"{b['relative_time']:.2f}x the reference's time-to-target (throughput "
+                 f"{b['relative_throughput']:.2f}x against a sample penalty rN = {b['rN']:.2f}).")
     elif not beats_reference:
         first = (f"**No batch beats the reference {_name(by[ref])} beyond noise** {at}. The best estimate is "
                  f"{_name(b)}: {b['relative_time']:.2f}x{_iv(b['relative_time_ci'])} the reference's time-to-target "
@@ -218,7 +223,12 @@ def headline(rows: list[dict[str, Any]], ref: str | None, metric: str, target: f
     out["lines"] = [first, second, third]
     und = [r for r in rows if r.get("verdict") == UNDETERMINED]
     if und:
-        out["lines"].append("Undetermined: " + "; ".join(undetermined_text(r) for r in und) + ".")
+        reached = [r for r in und if r.get("reached")]
+        same = len({r.get("why") for r in reached}) == 1 and len(reached) > 1
+        parts = [undetermined_text(r) for r in und if not (same and r.get("reached"))]
+        if same:
+            parts.append(f"{', '.join(_name(r) for r in reached)}: {reached[0].get('why')}")
+        out["lines"].append("Undetermined: " + "; ".join(parts) + ".")
     stopped = [r for r in rows if r.get("verdict") == STOPPED]
     unfinished = [r for r in rows if r.get("verdict") == UNFINISHED]
     if stopped:

@@ -128,11 +128,17 @@ def _prior_of(groups: Sequence[np.ndarray]) -> tuple[float, float] | None:
     """(d0, s0) of the sample variances of ``groups`` (each >= 2 values) by Smyth's (2004) moments of log s^2;
     groups with zero variance carry no information on log s^2 and are left out. d0 is at most the summed degrees of
     freedom of the groups, and when the variances agree within chance (or d0 would exceed that) the prior is their
-    pooled variance with that many degrees of freedom. None with fewer than three groups left."""
+    pooled variance with that many degrees of freedom; so too when fewer than three have a positive variance (e.g. a
+    throughput identical in every seed). None with fewer than three groups."""
     from scipy.special import digamma, polygamma
 
     s2 = np.array([np.var(g, ddof=1) for g in groups])
     d = np.array([len(g) - 1 for g in groups], float)
+    if len(s2) >= 3 and (s2 > 0).sum() < 3:
+        # (nearly) all spreads are exactly 0, e.g. a throughput the same in every seed: nothing to moderate, the
+        # pooled variance over all the groups
+        total = float(d.sum())
+        return total, math.sqrt(float((d * s2).sum()) / total)
     keep = s2 > 0
     s2, d = s2[keep], d[keep]
     if len(s2) < 3:

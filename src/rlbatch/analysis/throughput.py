@@ -235,10 +235,10 @@ def step_timings(runs: Sequence[Any], skip_first: int = 1, clock: str = "wall") 
 def configuration_timings(groups: dict[str, Sequence[Any]], clock: str = "wall") -> list[dict[str, Any]]:
     """Per configuration (its seeds, :func:`rlbatch.analysis.curves.group_seeds`), the whole-run means the report's
     configuration table and time-per-step figure show, on ``clock``: ``config``, ``batch_size``, ``n_seeds``,
-    ``steps``, ``samples``, ``seconds`` (means over seeds of each seed's whole run), ``step_s``, ``gen_s``,
-    ``reward_s``, ``train_s``, ``other_s`` (seconds per step pooled over the seeds' steps, :func:`step_timings`;
-    the four phases add up to ``step_s``) and ``gen_share`` (``gen_s`` / ``step_s``). The pooled step time gives
-    the configuration's whole-run throughput, mean samples / mean seconds, the value of
+    ``steps`` (mean over seeds), ``samples``, ``seconds`` (geometric means over seeds of each seed's whole run, as
+    the accounting combines seeds), ``step_s``, ``gen_s``, ``reward_s``, ``train_s``, ``other_s`` (seconds per step
+    pooled over the seeds' steps, :func:`step_timings`; the four phases add up to ``step_s``) and ``gen_share``
+    (``gen_s`` / ``step_s``). ``samples`` / ``seconds`` is the configuration's whole-run throughput, the value of
     :func:`rlbatch.analysis.accounting.estimate_configuration` without a target."""
     out = []
     for name, rs in groups.items():
@@ -246,9 +246,10 @@ def configuration_timings(groups: dict[str, Sequence[Any]], clock: str = "wall")
         if not len(t):
             continue
         steps = float(t["steps"].sum())
+        gm = (lambda v: float(np.exp(np.mean(np.log(v.astype(float))))) if (v > 0).all() else float(v.mean()))
         row: dict[str, Any] = {"config": name, "batch_size": int(t["batch_size"].iloc[0]), "n_seeds": len(t),
-                               "steps": float(t["steps"].mean()), "samples": float(t["samples"].mean()),
-                               "seconds": float(t["seconds"].mean())}
+                               "steps": float(t["steps"].mean()), "samples": gm(t["samples"]),
+                               "seconds": gm(t["seconds"])}
         for k in ("step_s", "gen_s", "reward_s", "train_s", "other_s"):
             v = t[k].astype(float)
             row[k] = float((v * t["steps"]).sum() / steps) if v.notna().all() and steps else float("nan")

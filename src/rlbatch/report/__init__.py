@@ -350,11 +350,12 @@ def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None,
     short, words = metric_words(runs, metric)
     rule_note = " Solid lines and round markers: the square-root LR rule; dashed with squares: a fixed learning " \
         "rate (the control)."
-    cross = " Markers on the target line: each configuration's samples-to-target from the accounting (mean over " \
-        "seeds) with its 95% interval." if rows else ""
+    cross = " Markers on the target line: each configuration's samples-to-target from the accounting (geometric " \
+        "mean over seeds) with its 95% interval." if rows else ""
     by_row = {r["run"]: r for r in rows}
     figs.append(("fig_score_vs_samples.png", f"Held-out score against cumulative retained training samples: curves "
-                 f"that overlay are batch-size invariant (the aligned family).{rule_note}{band}{cross}",
+                 f"that overlay are batch-size invariant (whether they do is the equivalence test of the accounting's rN, not the "
+                 f"look of the curves).{rule_note}{band}{cross}",
                  F.score_vs(configs, "samples/retained", metric, target, xlabel="cumulative retained samples",
                             ylabel=short, crossings={n: (r["samples_to_target"], r["samples_to_target_ci"])
                                                      for n, r in by_row.items() if r["reached"]}, reference=ref)))
@@ -383,7 +384,7 @@ def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None,
     on_rule = [r for r in runs if r.meta.lr_rule != "none"]
     fam = result.get("aligned_family")
     core = [noise_section(on_rule if len({r.meta.batch_size for r in on_rule}) >= 2 else runs, target=target,
-                          metric=metric, family=fam["batches"] if fam else None,
+                          metric=metric, family=fam["undistinguished"] if fam else None,
                           estimate=study.configuration_estimate),
             throughput_section(runs, clock=basis, measured=[c for c in result["configurations"]
                                                            if any(r in runs for r in groups[c["config"]])],

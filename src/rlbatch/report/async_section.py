@@ -16,7 +16,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from rlbatch.analysis.accounting import Estimator, compare, default_reference, estimate_configuration, verdict_label
+from rlbatch.analysis.accounting import N_BOOT, Estimator, compare, default_reference, estimate_configuration
+from rlbatch.analysis.decision import verdict_label
 from rlbatch.analysis.curves import group_seeds
 from rlbatch.analysis.interval import format_interval
 from rlbatch.output import markdown_table
@@ -67,7 +68,7 @@ def _sum_ratio(runs: Sequence[Run], num: str, den: str) -> float | None:
 
 
 def async_rows(runs: Sequence[Run], target: float | None, metric: str = "eval/score",
-               n_boot: int = 1000, estimate: Estimator | None = None) -> tuple[list[dict[str, Any]], str | None]:
+               n_boot: int = N_BOOT, estimate: Estimator | None = None) -> tuple[list[dict[str, Any]], str | None]:
     """One row per asynchronous configuration that has a synchronous partner (same model, task, algorithm, B, G,
     lr, rule): ``config``, ``sync_config``, ``batch_size``, ``async_rollouts``, ``partial_rollout_tokens``,
     ``staleness_mean``, ``partial_frac``, ``overlap_frac`` (generation seconds hidden behind scoring and the update

@@ -49,7 +49,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Sequence
 
-from rlbatch.analysis.accounting import estimate_configuration, seed_estimate
+from rlbatch.analysis.accounting import estimate_configuration, geometric_mean, seed_estimate
 from rlbatch.analysis.crossing import settled
 from rlbatch.analysis.curves import crossing_of, curve, metric_frame
 from rlbatch.analysis.interval import format_interval
@@ -184,7 +184,7 @@ def earliest_crossing(runs: Sequence[Any], target: float, metric: str) -> float 
 def time_floor(runs: Sequence[Any], target: float, metric: str, clock: str) -> tuple[float | None, bool]:
     """``(seconds, measured)``: a lower bound on a configuration's time-to-target (seconds on ``clock``) from its
     seeds ``runs`` so far, and whether it is the measured value itself. The accounting's time-to-target of a
-    configuration is the mean over its seeds of each seed's (:func:`rlbatch.analysis.accounting.seed_estimate`):
+    configuration is the geometric mean over its seeds of each seed's (:func:`rlbatch.analysis.accounting.seed_estimate`):
     a seed that reached the target contributes its time-to-target, one that has not yet contributes the seconds it
     has run (it can only reach later). ``measured`` when every seed reached the target. ``(None, False)`` when a
     seed has no run or no clock yet."""
@@ -198,7 +198,9 @@ def time_floor(runs: Sequence[Any], target: float, metric: str, clock: str) -> t
         else:
             ts.append(float(e["seconds"]))
             done = False
-    return (sum(ts) / len(ts), done) if ts else (None, False)
+    if not ts or min(ts) <= 0:
+        return (min(ts), done) if ts else (None, False)
+    return geometric_mean(ts), done
 
 
 def race_verdict(floor_s: float | None, best_s: float | None, best: str | None,
