@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from rlbatch.analysis.decision import (ALIGNED, BELOW, NOT_DISTINGUISHABLE, PENALISED, SLOWER, TOLERANCE,
-                                       aligned_family as family_of)
+from rlbatch.analysis.decision import (ALIGNED, BELOW, NOT_DISTINGUISHABLE, SLOWER, STOPPED, TOLERANCE,
+                                       UNFINISHED, aligned_family as family_of)
 from rlbatch.analysis.headline import verdict
 from rlbatch.analysis.interval import format_interval
 
@@ -50,6 +50,13 @@ def aligned_family(rows: Sequence[dict[str, Any]], reference: str | None,
     if end is None:
         words.append(f"No batch size up to B = {fam['largest_measured']} has an rN shown above 1, so where the "
                      "family ends (and the critical batch) is not measured by this ladder.")
+    elif not end["reached"] and end.get("verdict") in (STOPPED, UNFINISHED):
+        low = end.get("rN_at_least")
+        how = ("stopped early by the adaptive sweep" if end["verdict"] == STOPPED else
+               "unfinished (its trials had not finished)")
+        words.append(f"B = {end['batch_size']} ({end['run']}) was {how} before its rN could be measured"
+                     + (f" (rN > {low:.2f} by then)" if low else "") + ", so where the family ends is not measured "
+                     "by this sweep.")
     elif not end["reached"]:
         low = end.get("rN_at_least")
         words.append(f"B = {end['batch_size']} ({end['run']}) did not reach the target within its budget in every "
