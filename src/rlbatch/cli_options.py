@@ -130,9 +130,10 @@ CLOCK = typer.Option("auto", "--clock", help="Clock for time-to-target and throu
                      "CPU time for runs on a CPU device that log time/cpu_s, where parallel trials share the cores; "
                      "else wall-clock), wall or cpu.")
 EMA = typer.Option(None, "--ema", help="Smooth the metric with an EMA of this weight in [0, 1) "
-                   "(TensorBoard's convention) before finding samples-to-target.")
-SUSTAINED = typer.Option(False, "--sustained", help="Count a target as reached only if the score "
-                         "stays at or above it afterwards.")
+                   "(TensorBoard's convention), each point placed where it averages (no lag), before finding "
+                   "samples-to-target.")
+SUSTAINED = typer.Option(False, "--sustained", help="Count the target as reached only from the last time the "
+                         "smoothed score falls below it.")
 
 
 # ----------------------------------------------------------------------------------------- deprecated spellings

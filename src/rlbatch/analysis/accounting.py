@@ -562,10 +562,31 @@ def account_runs(runs: Sequence[Run], target: float, metric: str = "eval/score",
                               for r in apart)
             h["lr_note"] += (f" Not on it: {named}, whose rN measures its learning-rate setting as well as the batch"
                              + (" (the fixed-LR control)." if all(r["lr_rule"] == "none" for r in apart) else "."))
+    shares = {name: clipped_share(rs) for name, rs in groups.items()}
+    for row in rows:
+        row["clipped_share"] = shares.get(row["run"])
+    known = {n: v for n, v in shares.items() if v is not None}
+    if len(known) >= 2 and max(known.values()) - min(known.values()) > 0.1:
+        order = sorted(known, key=lambda n: (ests[n]["batch_size"] or 0, n))
+        h["clip_note"] = ("Not only the learning rate differs along the ladder: gradient clipping (max_grad_norm) "
+                          "clipped " + ", ".join(f"{known[n]:.0%} of the steps at B={ests[n]['batch_size']}"
+                                                 for n in order)
+                          + ", so small batches ran clipped Adam and large ones plain Adam (clipping re-weights "
+                          "steps), a difference the rN of each batch includes.")
+        h["bullets"].append(h["clip_note"])
     text, best, tied = headline_markdown(h), h["pick"], h["within_noise"]
     return {"rows": rows, "reference": ref, "recommendation": text, "headline": h, "best": best,
             "within_noise": tied, "clock": basis, "estimates": ests, "lr_retuning": retuning_json(retune),
             "decision": dec}
+
+
+def clipped_share(runs: Sequence[Run]) -> float | None:
+    """The share of optimizer steps whose gradient was clipped (``grad_clipped``, logged by the trainer per step)
+    over a configuration's seeds; None when no run logs it."""
+    v = [pd.to_numeric(r.metrics["grad_clipped"], errors="coerce").dropna().astype(float)
+         for r in runs if isinstance(r.metrics, pd.DataFrame) and "grad_clipped" in r.metrics.columns]
+    v = [x for x in v if len(x)]
+    return float(pd.concat(v).mean()) if v else None
 
 
 def _smallest(ests: dict[str, dict[str, Any]]) -> str | None:

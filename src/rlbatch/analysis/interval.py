@@ -124,6 +124,22 @@ def _trigamma_inverse(x: float) -> float:
     return y
 
 
+#: Level at which the spreads of a comparison's configurations are taken to differ (else they are pooled)
+HETEROGENEITY_LEVEL = 0.05
+
+
+def _excess_p_value(excess: float, d: np.ndarray, n_sim: int = 2000) -> float:
+    """P(an excess variance of log s^2 at least ``excess``) when every configuration has the same spread: sample
+    variances with ``d`` degrees of freedom simulated (a fixed seed: the same answer every time)."""
+    from scipy.special import digamma, polygamma
+
+    rng = np.random.default_rng(0)
+    s2 = rng.chisquare(np.broadcast_to(d, (n_sim, len(d)))) / d
+    e = np.log(s2) - digamma(d / 2) + np.log(d / 2)
+    ex = ((e - e.mean(axis=1, keepdims=True)) ** 2).sum(axis=1) / (len(d) - 1) - np.mean(polygamma(1, d / 2))
+    return float((ex >= excess).mean())
+
+
 def _prior_of(groups: Sequence[np.ndarray]) -> tuple[float, float] | None:
     """(d0, s0) of the sample variances of ``groups`` (each >= 2 values) by Smyth's (2004) moments of log s^2;
     groups with zero variance carry no information on log s^2 and are left out. d0 is at most the summed degrees of
@@ -148,8 +164,13 @@ def _prior_of(groups: Sequence[np.ndarray]) -> tuple[float, float] | None:
     excess = float(((e - e_bar) ** 2).sum() / (len(e) - 1) - np.mean(polygamma(1, d / 2)))
     total = float(d.sum())
     # the prior cannot hold more than the configurations it was learned from: at most their summed degrees of
-    # freedom (limma's infinite d0 assumes thousands of genes; a study has a handful of configurations)
-    if excess <= 0 or 2.0 * _trigamma_inverse(excess) >= total:
+    # freedom (limma's infinite d0 assumes thousands of genes; a study has a handful of configurations). With a
+    # handful of 2-3-seed configurations the moment estimate of the excess is itself noisy (var log s^2 = 4.9 at
+    # one degree of freedom): a chance excess would throw away most of the pooled degrees of freedom, so the spreads
+    # are pooled unless their excess is beyond chance (HETEROGENEITY_LEVEL, by simulating equal spreads); a single
+    # odd configuration is caught separately (:func:`hypervariable`)
+    if excess <= 0 or 2.0 * _trigamma_inverse(excess) >= total or \
+            _excess_p_value(excess, d) > HETEROGENEITY_LEVEL:
         # the variances differ no more than chance: one common spread, the pooled variance, worth sum(d) df
         return total, math.sqrt(float((d * s2).sum()) / total)
     d0 = 2.0 * _trigamma_inverse(excess)

@@ -232,6 +232,25 @@ def _median_b_simple(values: Sequence[float], rng: np.random.Generator, n_boot: 
     return row
 
 
+def retained_batch(runs: Sequence[Any]) -> dict[int, float]:
+    """Per nominal batch size B, the mean retained responses per optimizer step over its runs' steps (the big batch
+    of the noise estimator, ``noise/b_big``, where logged; else the step's increment of ``samples/retained``):
+    B_simple is in retained responses, so it is compared with this, not with the nominal P x G."""
+    out: dict[int, list[float]] = {}
+    for r in runs:
+        b, m = r.meta.batch_size, r.metrics
+        if not b or not isinstance(m, pd.DataFrame) or not len(m):
+            continue
+        if "noise/b_big" in m.columns and m["noise/b_big"].notna().any():
+            v = pd.to_numeric(m["noise/b_big"], errors="coerce").dropna()
+        elif "samples/retained" in m.columns:
+            v = pd.to_numeric(m["samples/retained"], errors="coerce").dropna().diff().dropna()
+        else:
+            continue
+        out.setdefault(int(b), []).extend(float(x) for x in v if x > 0)
+    return {b: float(np.mean(v)) for b, v in out.items() if v}
+
+
 def b_simple_by_batch(runs: Sequence[Any], n_boot: int = 1000, seed: int = 0, block: int = 10,
                       conf: float = 0.95) -> list[dict[str, Any]]:
     """B_simple per batch size with its interval, or the reason it has none: the runs at one B pooled (every
@@ -242,7 +261,8 @@ def b_simple_by_batch(runs: Sequence[Any], n_boot: int = 1000, seed: int = 0, bl
 
     Returns one row per B, ascending: ``batch_size``, ``b_simple`` (responses; None with its ``reason``),
     ``ci`` [lo, hi] (hi None = unbounded) or None with ``reason``, ``measurable`` (a value with a bounded
-    interval), ``n_runs`` (runs with noise metrics), ``steps``.
+    interval), ``n_runs`` (runs with noise metrics), ``steps``, ``retained_batch`` (:func:`retained_batch`: the
+    retained responses per step B_simple is to be compared with, in its units).
     """
     full, foreign = _noise_steps([r for r in runs if r.meta.batch_size is not None])
     by: dict[int, list[pd.DataFrame]] = {}
@@ -252,12 +272,15 @@ def b_simple_by_batch(runs: Sequence[Any], n_boot: int = 1000, seed: int = 0, bl
     for r, v in foreign:
         fb.setdefault(int(r.meta.batch_size), []).extend(v)
     rng = np.random.default_rng(seed)
+    retained = retained_batch(runs)
     out = []
     for b in sorted(set(by) | set(fb)):
         if b not in by:
-            out.append({"batch_size": b, **_median_b_simple(fb[b], rng, n_boot, block, conf)})
+            out.append({"batch_size": b, **_median_b_simple(fb[b], rng, n_boot, block, conf),
+                        "retained_batch": retained.get(b)})
             continue
-        out.append({"batch_size": b, **_pooled_b_simple(by[b], rng, n_boot, block, conf)})
+        out.append({"batch_size": b, **_pooled_b_simple(by[b], rng, n_boot, block, conf),
+                    "retained_batch": retained.get(b)})
     return out
 
 
@@ -427,15 +450,37 @@ def grad_norm_points(runs: Sequence[Any], metric: str = "grad_norm/actor", windo
     return pd.DataFrame(rows, columns=["run", "batch_size", "seed", "value", "n_steps"])
 
 
-def doubling_ratio_flag(ratio: float, batch_ratio: float = 2.0, tol: float = 0.08) -> bool:
-    """True when a measured grad-norm ratio for a batch step departs from the noise-dominated expectation
-    ``batch_ratio ** -0.5`` (1/sqrt(2) per doubling) by more than ``tol`` relative: |ratio / expected - 1| > tol.
+def doubling_ratio_flag(ratio: float, batch_ratio: float = 2.0, tol: float = 0.08,
+                        ratio_ci: Sequence[float] | None = None) -> bool:
+    """True when a measured grad-norm ratio for a batch step has flattened past the noise-dominated expectation
+    ``batch_ratio ** -0.5`` (1/sqrt(2) per doubling): ``ratio / expected - 1 > tol`` (one-sided: past the critical
+    batch the norm stops falling, Li et al. 2026; a steeper drop is not a knee) and, with the ratio's interval
+    ``ratio_ci`` (seeds at both batch sizes), its lower end above the expectation (beyond noise).
 
     Default tol 0.08: the paper's in-range slopes (-0.468, -0.471) give 0.72 per doubling (2% off) and are inside;
     its past-knee doublings (0.823, 0.905; 16% and 28% off) are flagged. Source: Li et al. 2026, gradient-norm proxy.
     """
     expected = batch_ratio ** -0.5
-    return abs(ratio / expected - 1.0) > tol
+    if ratio / expected - 1.0 <= tol:
+        return False
+    return ratio_ci is None or ratio_ci[0] is None or ratio_ci[0] > expected
+
+
+def ratio_interval(a: Sequence[float], b: Sequence[float], conf: float = 0.95) -> list[float] | None:
+    """The ``conf`` interval of the ratio of geometric means gm(b) / gm(a) of two positive samples (the seeds'
+    mean gradient norms at two batch sizes), Welch's t on the log scale; None with fewer than two values on either
+    side or no spread."""
+    la, lb = np.log(np.asarray(a, float)), np.log(np.asarray(b, float))
+    if len(la) < 2 or len(lb) < 2:
+        return None
+    va, vb = la.var(ddof=1) / len(la), lb.var(ddof=1) / len(lb)
+    se = math.sqrt(va + vb)
+    if not se > 0:
+        return None
+    df = (va + vb) ** 2 / ((va ** 2 / (len(la) - 1) if va else 0.0) + (vb ** 2 / (len(lb) - 1) if vb else 0.0))
+    t = float(stats.t.ppf(0.5 + conf / 2, df))
+    d = float(lb.mean() - la.mean())
+    return [math.exp(d - t * se), math.exp(d + t * se)]
 
 
 def loglog_fit(b: np.ndarray, v: np.ndarray, conf: float) -> dict[str, Any]:
@@ -467,9 +512,10 @@ def fit_grad_norm_scaling(runs_or_frame: Any, metric: str = "grad_norm/actor", *
     matched retained-sample window, see :func:`grad_norm_points`) or a DataFrame with columns ``batch_size`` and
     ``value`` (one row per run; several rows per B = seeds). Values of equal B are averaged (geometric mean).
 
-    Per consecutive pair of batch sizes: ``ratio`` = norm(B_hi)/norm(B_lo) against ``expected`` = (B_lo/B_hi)^0.5
-    (1/sqrt(2) per doubling), flagged by :func:`doubling_ratio_flag`. The knee (critical batch) is the lower B of the
-    first flagged step; the slope (with a t-interval at ``conf``) is fitted over the aligned part, B <= knee (all
+    Per consecutive pair of batch sizes: ``ratio`` = norm(B_hi)/norm(B_lo) with its interval over seeds
+    (``ratio_ci``, :func:`ratio_interval`; None with one run per B) against ``expected`` = (B_lo/B_hi)^0.5
+    (1/sqrt(2) per doubling), flagged by :func:`doubling_ratio_flag` (one-sided: the norm flattens). The knee is
+    the lower B of the first flagged step (a point estimate without seeds; not by itself the critical batch); the slope (with a t-interval at ``conf``) is fitted over the aligned part, B <= knee (all
     points when no knee), and also over all points (``slope_all``). With seeds at two or more B a percentile
     bootstrap interval of the slope over seeds is added (``slope_ci_bootstrap``). Source: Li et al. 2026 (slope -1/2
     and ratio 1/sqrt(2) in the aligned range; McCandlish et al. 2018 for why: noise-dominated norm ~ B^-1/2).
@@ -499,11 +545,13 @@ def fit_grad_norm_scaling(runs_or_frame: Any, metric: str = "grad_norm/actor", *
     bs = agg["batch_size"].to_numpy(float)
     vs = np.exp(agg["logv"].to_numpy())
     doublings, knee = [], None
+    per_b = {int(b): list(np.exp(g["logv"])) for b, g in pts.groupby("batch_size")}
     for i in range(len(bs) - 1):
         ratio, br = vs[i + 1] / vs[i], bs[i + 1] / bs[i]
         exp_ = br ** -0.5
-        flag = doubling_ratio_flag(ratio, br, tol)
-        doublings.append({"b_from": int(bs[i]), "b_to": int(bs[i + 1]), "ratio": float(ratio),
+        rci = ratio_interval(per_b[int(bs[i])], per_b[int(bs[i + 1])], conf)
+        flag = doubling_ratio_flag(ratio, br, tol, rci)
+        doublings.append({"b_from": int(bs[i]), "b_to": int(bs[i + 1]), "ratio": float(ratio), "ratio_ci": rci,
                           "expected": float(exp_), "departure": float(ratio / exp_ - 1.0), "past_knee": flag})
         if flag and knee is None:
             knee = int(bs[i])

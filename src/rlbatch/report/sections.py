@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 import numpy as np
+import pandas as pd
 
 from rlbatch.analysis.accounting import configuration_summaries
 from rlbatch.analysis.curves import group_seeds
@@ -164,14 +165,14 @@ def _fmt_fit(fit: dict[str, Any], family: Sequence[int] | None = None) -> str:
     knee = fit["knee_batch"]
     fb = fit["fit_batches"]
     if fit.get("fit_range") == "given":
-        where = (f"over the aligned family as the accounting defines it (B = {fb[0]} to {fb[-1]}: rN within the "
-                 "tolerance on the LR rule)")
+        where = (f"over the batch sizes whose rN the accounting does not show above 1 (B = {fb[0]} to {fb[-1]} on "
+                 "the LR rule)")
     else:
         if family is not None:
             fam_s = f"B = {family[0]}" + (f" to {family[-1]}" if family[-1] != family[0] else " only")
-            why = f"the aligned family ({fam_s}) has gradient norms at fewer than two batch sizes"
+            why = f"the range where rN is not shown above 1 ({fam_s}) has gradient norms at fewer than two batch sizes"
         else:
-            why = "no aligned family from an accounting"
+            why = "no accounting to take the range from"
         where = f"over B = {fb[0]} to {fb[-1]} ({'up to the knee' if knee is not None else 'every batch size'}; {why})"
     if len(fb) >= 2:
         lines = [f"- `{fit['metric']}`: log-log slope {where} = **{fit['slope']:.3f}**{ci_s} (ideal -0.5); over "
@@ -185,16 +186,28 @@ def _fmt_fit(fit: dict[str, Any], family: Sequence[int] | None = None) -> str:
         lo, hi = fit["slope_ci_bootstrap"]
         lines.append(f"  Bootstrap over seeds: {lo:.3f} to {hi:.3f}.")
     for d in fit["doublings"]:
-        lines.append(f"  - B {d['b_from']} -> {d['b_to']}: ratio {d['ratio']:.3f} vs {d['expected']:.3f} "
-                     f"({d['departure']:+.0%}){' — departs from 1/sqrt(2)' if d['past_knee'] else ''}")
+        rci = d.get("ratio_ci")
+        lines.append(f"  - B {d['b_from']} -> {d['b_to']}: ratio {d['ratio']:.3f}"
+                     + (f" (95% CI {format_interval(rci, '.3f')})" if rci else " (one run per B: no interval)")
+                     + f" vs {d['expected']:.3f} ({d['departure']:+.0%})"
+                     + (" — flattens: the norm stops falling like B^-1/2" if d["past_knee"] else ""))
+    if fit.get("window") is None:
+        lines.append("  The runs do not overlap in retained samples, so each run's norm is its mean over its whole "
+                     "run, not over a matched stretch of training (the norm changes as training goes on).")
     sl_ci = fit["slope_ci"] if len(fb) >= 2 else (fit.get("slope_all_ci") or [float("nan")] * 2)
     if all(np.isfinite(sl_ci)) and sl_ci[0] < -0.5 < sl_ci[1] and sl_ci[0] < 0 < sl_ci[1]:
         lines.append(f"  Its interval holds both -0.5 (noise-dominated) and 0 (signal-dominated): the slope is not "
                      "measurable at this scale.")
     lines.append("")
-    lines.append(f"Knee (critical batch): **{knee}** (the lower B of the first doubling whose ratio departs from "
-                 f"1/sqrt(2) by more than {fit.get('tolerance', 0.08):.0%}; from the gradient norms)." if knee is not None
-                 else "No knee within the measured batch sizes: all doublings stay within the tolerance of 1/sqrt(2).")
+    seeded = any(d.get("ratio_ci") for d in fit["doublings"])
+    lines.append(f"Knee of the gradient norm: **B = {knee}** (the lower B of the first doubling whose ratio is above "
+                 f"1/sqrt(2) by more than {fit.get('tolerance', 0.08):.0%}"
+                 + (", its interval's lower end above 1/sqrt(2)" if seeded else
+                    "; one run per batch size, so one ratio without an interval: a hint, not a measurement")
+                 + "). It is an estimate of where the norm flattens, not by itself the critical batch."
+                 if knee is not None else
+                 "No knee within the measured batch sizes: no doubling's ratio is above 1/sqrt(2) by more than "
+                 f"{fit.get('tolerance', 0.08):.0%}" + (" beyond noise." if seeded else "."))
     lines.append(knee_vs_family(fit, family))
     return "\n".join(x for x in lines if x is not None)
 
@@ -338,9 +351,17 @@ def noise_section(runs: Sequence[Any], target: float | None = None, metric: str 
                      f"{b_simple_vs_family(pooled, family)}" if pooled else "")
                   + "Per batch size:")
         for row in js["b_simple_by_batch"]:
-            md.append(f"- B = {row['batch_size']}: {b_simple_text(row)}"
-                      + (" — the batch is above the noise scale" if row["measurable"]
-                         and row["b_simple"] < row["batch_size"] else "") + ".")
+            rb = row.get("retained_batch")
+            cmp = ""
+            if row["measurable"] and rb:
+                ci = row.get("ci") or [None, None]
+                if ci[0] is not None and ci[0] > rb:
+                    cmp = f" — above the retained batch (~{rb:,.0f} responses): the batch is below the noise scale"
+                elif ci[1] is not None and ci[1] < rb:
+                    cmp = f" — below the retained batch (~{rb:,.0f} responses): the batch is above the noise scale"
+                else:
+                    cmp = f" — not distinguishable from the retained batch (~{rb:,.0f} responses)"
+            md.append(f"- B = {row['batch_size']}: {b_simple_text(row)}{cmp}.")
         fig, ax = plt.subplots(figsize=(6.5, 4.4))
         pts = [(row["batch_size"], row["b_simple"]) for row in js["b_simple"]
                if row["batch_size"] and row["b_simple"] is not None and np.isfinite(row["b_simple"])
@@ -369,7 +390,8 @@ def noise_section(runs: Sequence[Any], target: float | None = None, metric: str 
                 if l is not None and l <= 0:
                     ax.annotate("", xy=(x, bottom), xytext=(0, 18), textcoords="offset points",
                                 arrowprops=dict(arrowstyle="-|>", color="C0"))
-            ax.plot(bb, bb, ":", color="0.3", label="B_simple = B")
+            rb = [r.get("retained_batch") or r["batch_size"] for r in summ]
+            ax.plot(bb, rb, ":", color="0.3", label="B_simple = retained batch")
             ax.set_ylim(bottom, top)
         batch_axis(ax)
         plain_log_axis(ax, "y")
@@ -395,11 +417,13 @@ def noise_section(runs: Sequence[Any], target: float | None = None, metric: str 
             md.append(f"- B={row['batch_size']}: P={row['prompts_per_step']}, G={row['group_size']} vs "
                       f"P={ref['prompts_per_step']}, G={ref['group_size']}: {dev}{rn}")
     caps = {"grad_norm_vs_batch": "Mean gradient norm (before clipping) against the batch size, log-log, with the "
-            "least-squares slope over the range the text names (the aligned family when there is one) and the knee (critical batch); inside the aligned range the "
-            "norm falls like B^-1/2 (dotted grey).",
+            "least-squares slope over the range the text names (where rN is not shown above 1, when there is one) "
+            "and the knee where the norm flattens; where batches are noise-dominated the norm falls like B^-1/2 "
+            "(dotted grey).",
             "b_simple_by_batch": "Simple noise scale B_simple (McCandlish et al. 2018) per batch size: each run's "
             "mean over its steps (grey) and the value per B over all its steps with its 95% interval (arrows: an end "
             "beyond what the steps can bound); where it "
-            "lies below the dotted line B_simple = B, the batch is larger than the noise scale."}
+            "lies below the dotted line (the retained batch, in the same units: responses kept after filtering), "
+            "the batch is larger than the noise scale."}
     return {"title": "Gradient noise and the critical batch", "markdown": "\n".join(md), "figures": figs,
             "captions": caps, "json_key": "noise", "json": js}

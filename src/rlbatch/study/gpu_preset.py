@@ -30,12 +30,12 @@ GPU_DEMOS: dict[str, dict[str, Any]] = {
                       fixed_lr_control=512, group_sizes=[8], seeds=2, samples=65536, target=0.45,
                       options=dict(eval_every=1024, eval_size=512, eval_batch_size=512, max_new_tokens=5,
                                    micro_batch_size=2048, max_grad_norm=1.0, checkpoint_every=10**6,
-                                   stop_at_target=0.45, stop_hold=1, max_time_s=40.0, precision="bf16")),
+                                   stop_at_target=0.45, stop_hold=3, max_time_s=40.0, precision="bf16")),
     # the CPU rehearsal: the same options at toy size (a 0.1 M-parameter model, 4 rungs, 1 seed, a small budget)
     "gpu-small-toy": dict(model="gpu-small-toy", task="arithmetic", base_batch=16, base_lr=1e-4,
                           batches=[16, 64, 256], rule="sqrt", fixed_lr_control=64, group_sizes=[8], seeds=1,
                           samples=2048, target=0.26,
                           options=dict(eval_every=256, eval_size=64, eval_batch_size=64, max_new_tokens=5,
                                        micro_batch_size=2048, max_grad_norm=1.0, checkpoint_every=10**6,
-                                       stop_at_target=0.26, stop_hold=1, max_time_s=10.0, precision="bf16")),
+                                       stop_at_target=0.26, stop_hold=3, max_time_s=10.0, precision="bf16")),
 }
