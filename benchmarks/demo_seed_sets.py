@@ -8,14 +8,19 @@
 
 Reads each directory's report.json (what the report itself computed; nothing is re-estimated here) and checks:
 
-1. overlay: on the square-root rule the first doubling above the reference (2 B0; ``--doublings N`` for the first
-   N) has an rN 95% interval that contains 1 (its samples-to-target is the reference's within noise); the next
-   doubling's rN is shown beside it;
-2. control: the fixed-LR control's rN 95% interval lies wholly above 1 (the sample penalty of not retuning lr);
+1. no penalty shown at the first doubling: on the square-root rule the first doubling above the reference (2 B0;
+   ``--doublings N`` for the first N) is not shown to pay more samples (the equivalence grade of its rN is
+   "aligned" or "not distinguishable from 1", never "penalised"; its 90% interval is printed, and "aligned" only
+   where that interval lies within 10% of 1);
+2. control: the fixed-LR control's rN 95% (simultaneous) interval lies wholly above 1 (the sample penalty of not
+   retuning lr);
 3. generation is sublinear in B: the fitted exponent k of generation time per step ~ B^k has its 95% interval
    below 1 (the point estimate when the fit gives no interval);
-4. rejection: some batch on the rule above the aligned family's end is rejected by the decision rule (verdict
-   "slower": its relative time-to-target interval lies wholly above 1, or "not reached").
+4. rejection: some batch on the rule above the range where rN is not shown above 1 is rejected by the decision
+   rule (verdict "slower": its simultaneous relative time-to-target interval lies wholly above 1, or a censored
+   configuration's lower bound does).
+
+It also checks that each seed set's pick lies in the "may be fastest" set of every other seed set.
 """
 
 from __future__ import annotations
@@ -48,8 +53,8 @@ def findings(rep: dict, doublings: int = 1) -> dict:
     by_b = {r["batch_size"]: r for r in rule}
     first = [by_b[b0 * 2 ** i] for i in range(1, doublings + 1) if b0 * 2 ** i in by_b]
     shown = first + ([by_b[b0 * 2 ** (doublings + 1)]] if b0 * 2 ** (doublings + 1) in by_b else [])
-    overlay = bool(first) and all(r["rN_ci"] and r["rN_ci"][0] is not None and r["rN_ci"][0] <= 1.0
-                                  and (r["rN_ci"][1] is None or r["rN_ci"][1] >= 1.0) for r in first)
+    overlay = bool(first) and all(r.get("reached") and r.get("alignment") in ("aligned", "not distinguishable from 1",
+                                                                            "below 1") for r in first)
     ctrl = next((r for r in rows if r.get("lr_rule") == "none"), None)
     control = bool(ctrl and (not ctrl["reached"] or (ctrl["rN_ci"] and ctrl["rN_ci"][0] is not None
                                                         and ctrl["rN_ci"][0] > 1.0)))
@@ -57,26 +62,32 @@ def findings(rep: dict, doublings: int = 1) -> dict:
     k, kci = gen.get("exponent"), gen.get("exponent_ci")
     sublinear = k is not None and ((kci[1] < 1.0) if kci and kci[1] is not None else k < 1.0)
     fam = rep.get("aligned_family") or {}
-    upper = fam.get("upper", b0)
+    upper = (fam.get("undistinguished") or [fam.get("upper", b0)])[-1]
     rej = [r for r in rep.get("rejected", []) if r.get("lr_rule") == ref.get("lr_rule") and r["batch_size"] > upper]
     reached = [r for r in rows if r["reached"] and r.get("relative_time") is not None]
     best = min(reached, key=lambda r: r["relative_time"]) if reached else None
-    end, clear = fam.get("end") or {}, fam.get("clear_end") or {}
+    end = fam.get("end") or {}
     return {
         "reference": f"{ref['run']}: {ref['samples_to_target']:,.0f} samples" if ref.get("samples_to_target") else ref["run"],
         "headline": (f"B = {best['batch_size']}{' (fixed lr)' if best.get('lr_rule') == 'none' else ''}: "
-                     f"{best['relative_time']:.2f}x time{_ci(best.get('relative_time_ci'))}, {best['verdict']}"
+                     f"{best['relative_time']:.2f}x time{_ci(best.get('relative_time_ci'))}, {best['verdict']}; may be "
+                     "fastest: " + ", ".join(str(r["batch_size"]) + (" (fixed lr)" if r.get("lr_rule") == "none" else "")
+                                            for r in rows if r.get("may_be_fastest"))
                      if best else "n/a"),
+        "pick": rep.get("headline", {}).get("pick"),
+        "best_set": rep.get("headline", {}).get("best_set") or [],
         "ladder": ", ".join(f"{b}: {_x(by_b[b]['rN'])}{_ci(by_b[b]['rN_ci'])}" for b in sorted(by_b) if b != b0),
         "overlay": overlay,
-        "overlay_text": "; ".join(f"B = {r['batch_size']}: {_x(r['rN'])}{_ci(r['rN_ci'])}" for r in shown),
+        "overlay_text": "; ".join(f"B = {r['batch_size']}: {_x(r['rN'])} ("
+                                  + (f"90% CI {_ci(r['rN_test']).strip(' ()')}: " if r.get("rN_test") else "")
+                                  + f"{r.get('alignment') or 'not measured'})" for r in shown),
         "control": control,
         "control_text": (f"B = {ctrl['batch_size']}: " + (f"{ctrl['rN']:.2f}{_ci(ctrl['rN_ci'])}" if ctrl["reached"]
                                                           else "not reached") if ctrl else "no control"),
         "sublinear": sublinear,
         "sublinear_text": f"k = {_x(k)}{_ci(kci)}",
-        "family": (f"family B = {fam.get('lower')}-{upper}; end B = {end.get('batch_size', '-')}; certain end "
-                   f"B = {clear.get('batch_size', '-')}"),
+        "family": (f"aligned (equivalence) B = {fam.get('lower')}-{fam.get('upper')}; rN not shown above 1 up to "
+                   f"B = {upper}; first rN above 1: B = {end.get('batch_size', '-')}"),
         "rejected": bool(rej),
         "rejected_text": ", ".join(f"B = {r['batch_size']}: {r['verdict']}"
                                    + (f" {r['relative_time']:.2f}x{_ci(r.get('relative_time_ci'))}"
@@ -155,16 +166,22 @@ def main(argv: list[str] | None = None) -> int:
         cols.append(f)
     lines = ["| | " + " | ".join(c["name"] for c in cols) + " |", "|---" * (len(cols) + 1) + "|"]
     for label, key in (("reference samples-to-target", "reference"), ("headline (fastest)", "headline"),
-                       ("rN on the sqrt rule (95% CI)", "ladder"), ("aligned family", "family")):
+                       ("rN on the sqrt rule (95% simultaneous CI)", "ladder"), ("aligned family", "family")):
         lines.append(f"| {label} | " + " | ".join(c[key] for c in cols) + " |")
     first = "first doubling" if args.doublings == 1 else f"first {args.doublings} doublings"
-    for label, key in ((f"(1) {first} on the sqrt rule overlay (rN CI contains 1)", "overlay"),
+    for label, key in ((f"(1) {first} on the sqrt rule: no sample penalty shown (rN's equivalence grade)", "overlay"),
                        ("(2) fixed-LR control pays (rN CI above 1)", "control"),
                        ("(3) generation sublinear in B", "sublinear"),
-                       ("(4) past the family's end a larger B is rejected", "rejected")):
+                       ("(4) past where rN is not shown above 1, a larger B is rejected", "rejected")):
         lines.append(f"| {label} | " + " | ".join(f"{yes(c[key])}: {c[key + '_text']}" for c in cols) + " |")
     if any(c["cost"] for c in cols):
         lines.append("| cost | " + " | ".join(c["cost"] for c in cols) + " |")
+    cross = [(a["name"], b["name"], a["pick"] in b["best_set"]) for a in cols for b in cols if a is not b]
+    if cross:
+        held = sum(ok for *_, ok in cross)
+        lines.append(f"| each set's pick in the others' 'may be fastest' set | {held} of {len(cross)} pairs"
+                     + "".join(f"; {p} not in {q}'s" for p, q, ok in cross if not ok) + " |"
+                     + " |" * (len(cols) - 1))
     if not args.readme:
         print("\n".join(lines))
     return 0 if all(c[k] for c in cols for k in ("overlay", "control", "sublinear", "rejected")) else 1
