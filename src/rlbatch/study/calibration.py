@@ -208,9 +208,20 @@ def score_study(sc: Scenario, acc: dict[str, Any]) -> dict[str, Any]:
             "best_set_size": None if best_set is None else len(best_set)}
 
 
-def run_one(sc: Scenario, study_seed: int, workdir: Path | None = None) -> dict[str, Any]:
-    """Simulate, write, analyse and score one study (a temporary directory unless ``workdir``)."""
+def analyze_runs(runs: Sequence[Run], target: float) -> dict[str, Any]:
+    """The same accounting as :func:`analyze_study` on runs in memory (no files: for the test suite's small
+    version; the benchmark goes through the files)."""
+    from rlbatch.analysis.study import Study
+
+    return dict(Study.of(list(runs), target).accounting)
+
+
+def run_one(sc: Scenario, study_seed: int, workdir: Path | None = None, in_memory: bool = False) -> dict[str, Any]:
+    """Simulate, write, analyse and score one study (a temporary directory unless ``workdir``; ``in_memory``: no
+    files, :func:`analyze_runs`)."""
     runs = simulate_study(sc, study_seed)
+    if in_memory:
+        return score_study(sc, analyze_runs(runs, sc.target))
     if workdir is not None:
         write_study(runs, workdir)
         return score_study(sc, analyze_study(workdir, sc.target))
