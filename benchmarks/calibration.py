@@ -41,11 +41,15 @@ def main(argv=None) -> int:
     ap.add_argument("--only", default=None, help="semicolon-separated substrings (or =exact names): run only those scenarios")
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--seed", type=int, default=0, help="first study seed")
+    ap.add_argument("--one-seed-factor", type=int, default=4,
+                    help="studies of one-seed scenarios = this x --studies (they are cheap, and their median rN per B "
+                         "is the noisiest: one run per configuration)")
     a = ap.parse_args(argv)
     keys = [k.strip() for k in a.only.split(";")] if a.only else []
     scs = [s for s in scenarios() if not keys or any(s.name == k[1:] if k.startswith("=") else k in s.name
                                                      for k in keys)]
-    jobs = [(s, a.seed + i) for s in scs for i in range(a.studies)]
+    n_of = {s.name: a.studies * (a.one_seed_factor if s.seeds == 1 else 1) for s in scs}
+    jobs = [(s, a.seed + i) for s in scs for i in range(n_of[s.name])]
     t0 = time.time()
     results: dict[str, list] = {s.name: [] for s in scs}
     with mp.get_context("fork").Pool(a.workers) as pool:
@@ -53,16 +57,23 @@ def main(argv=None) -> int:
             results[name].append(res)
             if n % 20 == 0 or n == len(jobs):
                 print(f"calibration: {n}/{len(jobs)} studies, {time.time() - t0:.0f} s", file=sys.stderr, flush=True)
-    print(f"# Calibration: {a.studies} studies per scenario (study seeds {a.seed}..{a.seed + a.studies - 1})\n")
-    print("| scenario | per-comparison false | familywise false | headline false faster | cover rN | cover gain | "
-          "cover time | median rN / truth by B | power | best set holds fastest (size) |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print(f"# Calibration: {a.studies} studies per scenario, {a.studies * a.one_seed_factor} for one seed per "
+          f"configuration (study seeds from {a.seed})\n")
+    print(f"Command: `.venv/bin/python benchmarks/calibration.py --studies {a.studies} --one-seed-factor "
+          f"{a.one_seed_factor}`. Coverage: mean over comparisons / the worst batch size's. Familywise false: the share "
+          "of studies with any false \"faster\", \"slower\" (or, on the old code, \"not reached\") among the "
+          "configurations equal to the reference, with its Monte Carlo standard error.\n")
+    print("| scenario | studies | per-comparison false | familywise false (se) | headline false faster | cover rN | "
+          "cover gain | cover time | median rN / truth by B | power | best set holds fastest (size) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     sums = []
     for s in scs:
         m = summarize(s, results[s.name])
         sums.append(m)
         med = " ".join(f"{v:.2f}" if v is not None else "—" for v in m["median_rN_by_B"].values())
-        print(f"| {s.name} | {fmt(m['per_comparison_false'])} | {fmt(m['familywise_false'])} | "
+        fw, n = m["familywise_false"], m["studies"]
+        se = (fw * (1 - fw) / n) ** 0.5 if fw is not None else None
+        print(f"| {s.name} | {n} | {fmt(m['per_comparison_false'])} | {fmt(fw, '.3f')} ({fmt(se, '.3f')}) | "
               f"{fmt(m['headline_false_faster'])} | {fmt(m['cover_rN'])} | {fmt(m['cover_gain'])} | "
               f"{fmt(m['cover_time'])} | {med} | {fmt(m['power'])} | {fmt(m['best_set_coverage'])} "
               f"({fmt(m['best_set_size'], '.1f')}) |")

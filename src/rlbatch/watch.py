@@ -249,8 +249,8 @@ def finished(run: Run) -> bool:
 
 
 def _final_verdicts(study: Study) -> dict[str, str]:
-    """{configuration: the report's verdict in words} from the study's accounting (the pick, within noise of it,
-    or the accounting's verdict): what ``watch`` shows for configurations that finished, so that it and the report
+    """{configuration: the report's verdict in words} from the study's accounting (the pick, another member of the
+    "may be fastest" set, or the accounting's verdict): what ``watch`` shows for configurations that finished, so that it and the report
     give one answer. {} when there is no accounting (no reference reached the target)."""
     try:
         acc = study.accounted
@@ -262,7 +262,7 @@ def _final_verdicts(study: Study) -> dict[str, str]:
     out = {}
     for r in acc["rows"]:
         name = r["run"]
-        out[name] = ("the pick" if name == h.get("pick") else "within noise of the pick"
+        out[name] = ("the pick" if name == h.get("pick") else "may be the fastest too"
                      if name in (h.get("within_noise") or []) else str(r.get("verdict")))
     return out
 

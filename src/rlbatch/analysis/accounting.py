@@ -567,12 +567,13 @@ def account_runs(runs: Sequence[Run], target: float, metric: str = "eval/score",
         row["clipped_share"] = shares.get(row["run"])
     known = {n: v for n, v in shares.items() if v is not None}
     if len(known) >= 2 and max(known.values()) - min(known.values()) > 0.1:
-        order = sorted(known, key=lambda n: (ests[n]["batch_size"] or 0, n))
+        order = sorted(known, key=lambda n: (ests[n]["lr_rule"] == "none", ests[n]["batch_size"] or 0, n))
         h["clip_note"] = ("Not only the learning rate differs along the ladder: gradient clipping (max_grad_norm) "
-                          "clipped " + ", ".join(f"{known[n]:.0%} of the steps at B={ests[n]['batch_size']}"
-                                                 for n in order)
-                          + ", so small batches ran clipped Adam and large ones plain Adam (clipping re-weights "
-                          "steps), a difference the rN of each batch includes.")
+                          "clipped these shares of the steps: " + ", ".join(
+                              f"B={ests[n]['batch_size']}{' (fixed lr)' if ests[n]['lr_rule'] == 'none' else ''} "
+                              f"{known[n]:.0%}" for n in order)
+                          + "; where most steps are clipped Adam takes clipped gradients, elsewhere plain ones "
+                          "(clipping re-weights steps), a difference each batch's rN includes.")
         h["bullets"].append(h["clip_note"])
     text, best, tied = headline_markdown(h), h["pick"], h["within_noise"]
     return {"rows": rows, "reference": ref, "recommendation": text, "headline": h, "best": best,

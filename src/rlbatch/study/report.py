@@ -60,7 +60,8 @@ def adaptive_section(rec: dict[str, Any]) -> dict[str, Any]:
                       for c, t in seen.items())
           + f". Samples spent over all trials: {rec['samples_spent']:.0f}; clock seconds: {rec['time_spent_s']:.0f}. "
             f"Recommended: {rec['recommended']}"
-          + (f" (within noise: {', '.join(map(str, rec['within_noise']))})" if rec["within_noise"] else "") + ".")
+          + (f" (may be the fastest too: {', '.join(map(str, rec['within_noise']))})" if rec["within_noise"] else "")
+          + ".")
     return {"title": "Adaptive sweep", "json_key": "adaptive", "json": rec, "markdown": md}
 
 
