@@ -349,6 +349,10 @@ def demo_cmd(
     algo: str = CONFIG.algo,
     backend: str = typer.Option("local", "--backend", help="local (our trainer) or trl (every trial with TRL's "
                                 "GRPOTrainer; GRPO only; needs the trl extra: pip install -e \".\\[trl]\")."),
+    timing_rounds: int = typer.Option(3, "--timing-rounds", min=0, help="After the study, every configuration's "
+                                      "step time measured again in this many rounds of short blocks interleaved "
+                                      "across the configurations (the throughput the verdicts use; 0: the study's "
+                                      "own step times)."),
 ) -> None:
     """The main job: a real batch-size study on the tiny preset (B = 16 to 4096 on the square-root LR rule, past
     the critical batch, plus a fixed-LR control at B = 256, 3 seeds, target 0.37), then the report: the accounting,
@@ -359,7 +363,8 @@ def demo_cmd(
     _quiet_transformers()
 
     rep = run_demo(out, preset=model, seeds=seeds, samples=samples, workers=workers, device=device,
-                   progress=fmt is Format.table, algo=algo, backend=backend, seed_offset=seed_offset)
+                   progress=fmt is Format.table, algo=algo, backend=backend, seed_offset=seed_offset,
+                   timing_rounds=timing_rounds)
     _print_sweep_report(rep, fmt, out)
     if fmt is not Format.json:
         c = rep.get("demo_cost") or {}

@@ -525,6 +525,42 @@ def adaptive_trials(root: Path | str) -> list[dict[str, Any]]:
     return []
 
 
+#: the timing pass's blocks beside a sweep's trials (``OUT/timing.jsonl``; rlbatch.study.timing)
+TIMING_JSONL = "timing.jsonl"
+
+
+def timing_blocks(root: Path | str) -> list[dict[str, Any]]:
+    """The timing pass's blocks at ``root`` or its parent (``OUT/timing.jsonl`` beside ``OUT/trials``), each
+    ``config, batch_size, round, steps, samples, cpu_s, wall_s``; a truncated last line is ignored; [] without."""
+    root = Path(root)
+    for d in (root, root.parent):
+        p = d / TIMING_JSONL
+        if p.is_file():
+            rows = []
+            for line in p.read_text(encoding="utf-8").splitlines():
+                try:
+                    r = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                if isinstance(r, dict) and {"config", "round", "samples"} <= set(r):
+                    rows.append(r)
+            return rows
+    return []
+
+
+def annotate_timing(runs: Iterable["Run"], blocks: Sequence[dict[str, Any]]) -> None:
+    """Give every run the timing pass's blocks of its configuration (``meta.timing_blocks``; the configuration of a
+    run id is its id without ``-s<seed>``), so that the accounting takes throughput from them."""
+    by: dict[str, list[dict[str, Any]]] = {}
+    for b in blocks:
+        by.setdefault(str(b["config"]), []).append(b)
+    for r in runs:
+        head, _, tail = r.run_id.rpartition("-s")
+        key = head if head and tail.isdigit() else r.run_id
+        if key in by:
+            r.meta.timing_blocks = by[key]
+
+
 def finite_record(rec: dict[str, Any]) -> dict[str, Any]:
     """``rec`` with every non-finite float (NaN, +-Inf) replaced by None (written as ``null``), as the trainer and
     the TRL callback log their lines."""

@@ -41,8 +41,8 @@ from rlbatch.analysis.crossing import Crossing
 from rlbatch.analysis.curves import crossing_of, curve, group_seeds, mean_last, summarize_run
 from rlbatch.analysis.decision import decide, verdict_label
 from rlbatch.analysis.headline import AGGREGATION, headline, headline_markdown
-from rlbatch.analysis.interval import (SpreadPrior, bootstrap_interval, hypervariable, ladder_spread,
-                                      moderated_spread, spread_prior, uniform_ranks)
+from rlbatch.analysis.interval import (Spread, SpreadPrior, bootstrap_interval, hypervariable, smyth_prior,
+                                      ladder_spread, moderated_spread, spread_prior, uniform_ranks)
 from rlbatch.analysis.throughput import (clock_basis, configuration_timings, run_clock, run_throughput,
                                          throughput_to_target, throughput_whole_run, time_at)
 from rlbatch.errors import UserError
@@ -177,7 +177,20 @@ def seed_estimate(run: Run, target: float | None, metric: str = "eval/score", *,
             "seconds": float(clk[1][-1]) if clk is not None else None, "_curve": c, "_clock": clk}
 
 
-def _spread_of(logs: np.ndarray, spread: SpreadPrior | None, name: str | None, q: str) -> tuple[float, float, str] | None:
+def timing_of(runs: Sequence[Run], clock: str) -> np.ndarray | None:
+    """The timing pass's block throughputs of a configuration (retained samples per second on ``clock``: ``cpu_s``
+    on the CPU clock, ``wall_s`` else), from ``meta.timing_blocks`` (:func:`rlbatch.runstore.annotate_timing`);
+    None when its runs have none."""
+    blocks = getattr(runs[0].meta, "timing_blocks", None) if runs else None
+    if not blocks:
+        return None
+    key = "cpu_s" if clock == "cpu" else "wall_s"
+    x = [float(b["samples"]) / float(b[key]) for b in blocks if b.get(key) and float(b[key]) > 0 and b["samples"]]
+    return np.array(x) if x else None
+
+
+def _spread_of(logs: np.ndarray, spread: SpreadPrior | None, name: str | None,
+               q: str) -> tuple[float, float, str] | None:
     """(s, df, how) of one quantity's seed spread on the log scale (``q``: ``S``, ``T`` or ``X``): moderated by the
     comparison's prior (:meth:`rlbatch.analysis.interval.SpreadPrior.for_config`, learned without this
     configuration; one seed: the prior alone), unless its own seeds scatter more than that prior allows
@@ -185,10 +198,10 @@ def _spread_of(logs: np.ndarray, spread: SpreadPrior | None, name: str | None, q
     else None. ``how``: ``moderated``, ``ladder``, ``own (wider than the others')`` or ``own``."""
     prior = spread.for_config(name, q) if spread is not None else None
     if prior is not None and math.isfinite(prior.s0):
-        if len(logs) >= 2 and prior.source == "seeds" and hypervariable(logs, prior):
+        if len(logs) >= 2 and prior.source in ("seeds", "timing") and hypervariable(logs, prior):
             return float(np.std(logs, ddof=1)), float(len(logs) - 1), "own (wider than the others')"
         s, df = moderated_spread(logs, prior.d0, prior.s0, prior.cap)
-        return s, df, "moderated" if prior.source == "seeds" else "ladder"
+        return s, df, "ladder" if prior.source == "ladder" else "moderated"
     if len(logs) >= 2:
         return float(np.std(logs, ddof=1)), float(len(logs) - 1), "own"
     return None
@@ -329,6 +342,26 @@ def estimate_configuration(runs: Sequence[Run], target: float | None, metric: st
                                         spread if target is not None else None, name, "X", n_boot, rng)
             if sp:
                 dfs["X"], hows["X"] = sp[1], sp[2]
+    blocks = timing_of(runs, clock)
+    if blocks is not None and target is not None:
+        # the timing pass (issue 44): throughput from its interleaved blocks, time-to-target = S / that throughput
+        x = blocks
+        est["throughput_samples_per_s"] = geometric_mean(x)
+        est["throughput_window"] = "timing pass"
+        reps["X"], sp = _replicates(est["throughput_samples_per_s"], np.log(x), len(x), spread, name, "timing",
+                                    n_boot, rng)
+        if sp:
+            dfs["X"], hows["X"] = sp[1], "timing pass: " + sp[2]
+        est["timing"] = {"blocks": len(x), "source": "timing pass"}
+        if est["samples_to_target"] is not None and est["samples_to_target"] > 0:
+            est["time_to_target_s"] = est["samples_to_target"] / est["throughput_samples_per_s"]
+            reps["T"] = reps["S"] / reps["X"] if reps["S"] is not None and reps["X"] is not None else None
+            hows["T"] = "samples-to-target / timing-pass throughput"
+            dfs.pop("T", None)
+        if est.get("samples_to_target_at_least"):
+            est["time_to_target_at_least"] = est["samples_to_target_at_least"] / est["throughput_samples_per_s"]
+            reps["T_low"] = reps["S_low"] / reps["X"] if reps["S_low"] is not None and reps["X"] is not None \
+                else None
     est["samples_to_target_ci"] = bootstrap_interval(reps["S"])
     est["time_to_target_ci"] = bootstrap_interval(reps["T"])
     est["throughput_ci"] = bootstrap_interval(reps["X"])
@@ -359,6 +392,7 @@ def comparison_spread(groups: dict[str, list[Run]], target: float | None, metric
         ok = [(it["samples_to_target"], it["time_to_target_s"]) for it in items
               if it["samples_to_target"] and it["time_to_target_s"]]
         per.append({"name": gname, "b": rs[0].meta.batch_size, "rule": rs[0].meta.lr_rule, "k": len(rs), "ok": ok})
+    timing = _timing_prior(groups, clock)
     rules = [p["rule"] for p in per]
     main = max(set(rules), key=lambda r: (rules.count(r), r is not None, str(r))) if rules else None
     ladder = [p for p in per if p["rule"] == main]
@@ -366,17 +400,28 @@ def comparison_spread(groups: dict[str, list[Run]], target: float | None, metric
     prior = spread_prior([[s for s, _ in p["ok"]] for p in multi], [[t for _, t in p["ok"]] for p in multi],
                          names=[p["name"] for p in multi]) if len(multi) >= 3 else None
     if prior is not None:
-        return prior
+        return dataclasses.replace(prior, timing=timing) if timing is not None else prior
     full = [p for p in ladder if p["b"] and len(p["ok"]) == p["k"] and p["k"] >= 1]
     if len(full) < 4:
-        return None
+        return SpreadPrior(S=None, T=None, X=None, n_configurations=0, timing=timing) if timing is not None \
+            else None
     lb = [math.log(p["b"]) for p in full]
     ks = [p["k"] for p in full]
     sp = [ladder_spread(lb, [float(np.mean(np.log([v[i] if i < 2 else v[0] / v[1] for v in p["ok"]])))
                              for p in full], ks) for i in range(3)]
     if any(s is None for s in sp):
         return None
-    return SpreadPrior(S=sp[0], T=sp[1], X=sp[2], n_configurations=len(full))
+    return SpreadPrior(S=sp[0], T=sp[1], X=sp[2], n_configurations=len(full), timing=timing)
+
+
+def _timing_prior(groups: dict[str, list[Run]], clock: str) -> Spread | None:
+    """Smyth's prior over the configurations' timing-pass block throughputs (log scale), None without a timing
+    pass of three or more configurations."""
+    logs = [np.log(x) for x in (timing_of(rs, clock) for rs in groups.values()) if x is not None and len(x) >= 2]
+    if len(logs) < 3:
+        return None
+    pr = smyth_prior(logs)
+    return Spread(pr[0], pr[1], "timing", float(sum(len(v) - 1 for v in logs))) if pr else None
 
 
 def compare(est: dict[str, Any], ref: dict[str, Any]) -> dict[str, Any]:

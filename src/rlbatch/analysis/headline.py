@@ -39,15 +39,26 @@ AGGREGATION = ("Each seed's samples-to-target comes from a monotone fit of its e
                "variability, never evaluation noise alone); without either, no interval.")
 
 
-def clock_note(clock: str) -> str:
-    """One sentence on the clock that time-to-target and throughput were measured on, and what it does and does not
-    protect against."""
+def clock_note(clock: str, timing_pass: bool = False) -> str:
+    """Sentences on the clock that time-to-target and throughput were measured on, what it does and does not
+    protect against, and (``timing_pass``) that the accounting's throughput comes from the timing pass."""
+    if timing_pass:
+        return clock_note(clock) + (
+            " The accounting's throughput (and so each time-to-target, samples-to-target / throughput) is the timing "
+            "pass's: after the study every configuration ran short blocks of steps again, interleaved across the "
+            "configurations and repeated in rounds (rlbatch.study.timing), so that a load change during the study "
+            "does not land on one batch size; its interval is over the blocks.")
     if clock == "cpu":
         return ("Time is the trainer's process CPU time (time/cpu_s): the runs ran on CPU, where other processes "
                 "sharing the cores (parallel trials, other users) stretch the wall-clock; CPU time is less affected "
                 "by them, but not untouched: cycles stalled on memory bandwidth, caches or a shared core that a "
-                "neighbour uses are billed as CPU time too.")
-    return "Time is the logged wall-clock (time/wall_s, evaluation excluded where the log allows)."
+                "neighbour uses are billed as CPU time too. " + WARMUP)
+    return ("Time is the logged wall-clock (time/wall_s, evaluation excluded where the log allows; an asynchronous "
+            "generator's work during evaluations is charged to it). " + WARMUP)
+
+
+#: How the warm-up step is timed (:func:`rlbatch.analysis.throughput.run_clock`), said with the clock
+WARMUP = ("A run's first step (the warm-up) counts as a typical step of that run: the median of its next ten.")
 
 
 def _iv(ci: Sequence[float] | None, spec: str = ".2f") -> str:

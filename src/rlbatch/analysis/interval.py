@@ -54,38 +54,42 @@ class SpreadPrior:
     samples-to-target (``S``), time-to-target (``T``) and throughput to the target (``X``), from
     ``n_configurations``. Made by :func:`spread_prior` (with ``members``: each configuration's log values, so that a
     configuration's own prior can leave it out, :meth:`for_config`) or from :func:`ladder_spread`; used by
-    :func:`moderated_spread`."""
-    S: Spread
-    T: Spread
-    X: Spread
+    :func:`moderated_spread`. ``timing``: the spread of the timing pass's block throughputs (issue 44), pooled over
+    the configurations; any of them None where there is nothing to learn it from."""
+    S: Spread | None
+    T: Spread | None
+    X: Spread | None
     n_configurations: int
     members: tuple[tuple[str, tuple[np.ndarray, np.ndarray, np.ndarray]], ...] = ()
+    timing: Spread | None = None
 
     @property
-    def source(self) -> str:
-        return self.S.source
+    def source(self) -> str | None:
+        return self.S.source if self.S is not None else None
 
     @property
     def key(self) -> tuple:
         """A hashable value of the prior (its spreads and members), so that two priors learned from the same runs
         are one key of a memo."""
-        return (self.S, self.T, self.X, self.n_configurations,
+        return (self.S, self.T, self.X, self.n_configurations, self.timing,
                 tuple((n, tuple(tuple(float(x) for x in a) for a in v)) for n, v in self.members))
 
     # the names of the earlier two-quantity prior (S and T)
-    S_d0 = property(lambda self: self.S.d0)
-    S_s0 = property(lambda self: self.S.s0)
-    T_d0 = property(lambda self: self.T.d0)
-    T_s0 = property(lambda self: self.T.s0)
+    S_d0 = property(lambda self: self.S.d0 if self.S else None)
+    S_s0 = property(lambda self: self.S.s0 if self.S else None)
+    T_d0 = property(lambda self: self.T.d0 if self.T else None)
+    T_s0 = property(lambda self: self.T.s0 if self.T else None)
 
     def for_config(self, name: str | None, q: str) -> Spread:
         """The prior on quantity ``q`` (``S``, ``T`` or ``X``) for configuration ``name``: learned from the other
         configurations (leave-one-out, so its own seeds are not counted twice and an odd one does not shape its own
         prior) when it is a member and three or more others remain; else the whole prior."""
+        if q == "timing":
+            return self.timing
         i = "STX".index(q)
         whole = getattr(self, q)
         names = [n for n, _ in self.members]
-        if name not in names or len(names) < 4:
+        if whole is None or name not in names or len(names) < 4:
             return whole
         loo = _prior_of([v[i] for n, v in self.members if n != name])
         return whole if loo is None else Spread(loo[0], loo[1], whole.source)
@@ -175,6 +179,12 @@ def _prior_of(groups: Sequence[np.ndarray]) -> tuple[float, float] | None:
         return total, math.sqrt(float((d * s2).sum()) / total)
     d0 = 2.0 * _trigamma_inverse(excess)
     return d0, math.exp((e_bar + float(digamma(d0 / 2)) - math.log(d0 / 2)) / 2)
+
+
+def smyth_prior(groups: Sequence[np.ndarray]) -> tuple[float, float] | None:
+    """``(d0, s0)``: Smyth's (2004) prior of the spreads of ``groups`` (log values, each two or more), pooled unless
+    they differ beyond chance (:data:`HETEROGENEITY_LEVEL`); None with fewer than three groups."""
+    return _prior_of(groups)
 
 
 def spread_prior(samples: Sequence[Sequence[float]], times: Sequence[Sequence[float]],

@@ -82,12 +82,18 @@ def clock_basis(runs: Sequence[Any], requested: str = "auto") -> str:
     return "cpu" if runs and all(has_cpu) and all(on_cpu(r) for r in runs) else "wall"
 
 
+#: runs of at least this many steps count their first step (the warm-up) as a typical one (:func:`run_clock`)
+WARMUP_MIN_STEPS = 3
+
+
 def run_clock(run: Any, basis: str = "wall") -> tuple[np.ndarray, np.ndarray] | None:
     """The run's clock on the policy-sample axis: ``(samples, seconds)``, both non-decreasing, one point per step
     plus ``(0, 0)`` first; ``samples`` as :func:`rlbatch.analysis.curves.curve` (critic warm-up removed; its time is
     kept), ``seconds`` cumulative on ``basis`` (``wall``: ``time/wall_s``, else the sum of ``time/step_s``; ``cpu``:
     the sum of ``time/cpu_s``; without either wall column, the sum of the phases ``time/gen_s`` + ``time/reward_s``
-    + ``time/train_s``). Equal sample values keep the last point. None without samples or clock."""
+    + ``time/train_s``). Equal sample values keep the last point. The first step's seconds (the warm-up) are
+    replaced by the median of the next ten steps' when the run has :data:`WARMUP_MIN_STEPS` or more. None without
+    samples or clock."""
     m = run.metrics
     if not isinstance(m, pd.DataFrame) or X not in m.columns or not len(m):
         return None
@@ -110,6 +116,13 @@ def run_clock(run: Any, basis: str = "wall") -> tuple[np.ndarray, np.ndarray] | 
     if len(xs) < 2:
         return None
     xs, ts = np.maximum.accumulate(xs), np.maximum.accumulate(ts)
+    dt = np.diff(ts)
+    if len(dt) >= WARMUP_MIN_STEPS and dt[0] > 0:
+        # step 1 holds the warm-up (allocation, compilation, the pipeline filling): it counts as a typical step of
+        # the run, the median of the next ten, so a 5-step run at a large B is not charged a warm-up that a 500-step
+        # run at a small B spreads thin (statistics review finding 12; issue 44)
+        dt[0] = float(np.median(dt[1:11]))
+        ts = np.r_[0.0, np.cumsum(dt)]
     keep = np.r_[xs[1:] != xs[:-1], True]
     return xs[keep], ts[keep]
 

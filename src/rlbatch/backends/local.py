@@ -27,7 +27,7 @@ from rlbatch.backends.local_trl import run_trial_trl
 from rlbatch.errors import Interrupted, UserError
 from rlbatch.procs import die_with_parent
 from rlbatch.runstore import check_writable, lock_run_dir, remove_stale_temps
-from rlbatch.study.ladder import TrialSpec
+from rlbatch.study.ladder import TrialSpec, trial_order
 from rlbatch.study.manifest import TRIALS_DIR, read_manifest, trial_finished, write_manifest
 
 
@@ -125,7 +125,9 @@ def _run_sweep(specs: list[TrialSpec], out: Path, workers: int, threads: int, se
                      "run_dir": f"{TRIALS_DIR}/{spec.run_id}", "attempts": 0, "error": None, "seconds": None}
             manifest["trials"].append(entry)
             known[spec.run_id] = entry
-    todo = [known[s.run_id] for s in specs if not trial_finished(out, known[s.run_id])]
+    order = [s.run_id for s in trial_order(specs)]
+    manifest["order"] = order  # the order trials run in: seed-major rounds, each shuffled (a fixed seed)
+    todo = [known[r] for r in order if not trial_finished(out, known[r])]
     for entry in todo:
         entry["state"] = "pending"
     write_manifest(out, manifest)
@@ -179,9 +181,7 @@ def _run_sweep(specs: list[TrialSpec], out: Path, workers: int, threads: int, se
                     except KeyboardInterrupt:
                         _stop_workers(pool)
                         raise
-                    queue = list(todo)
-                    # longest trials (smallest B: most steps) first, so the tail is short
-                    queue.sort(key=lambda e: (e["spec"].batch_size, e["spec"].run_id))
+                    queue = list(todo)  # in the study's interleaved order (trial_order, recorded in the manifest)
                     running = {}
                     try:
                         while queue or running:

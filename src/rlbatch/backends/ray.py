@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 from rlbatch.backends.local import run_trial
 from rlbatch.errors import UserError
-from rlbatch.study.ladder import TrialSpec
+from rlbatch.study.ladder import TrialSpec, trial_order
 from rlbatch.study.manifest import TRIALS_DIR, read_manifest_json, write_manifest_json
 
 STATES = ("pending", "running", "finished", "failed")
@@ -134,13 +134,14 @@ def run_sweep_ray(trials: list[dict], out_dir: Path | str, *, trial_fn: TrialFn 
     extra.setdefault("created", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
     extra.update(backend="ray", ray={"address": address, "cpus_per_trial": cpus_per_trial,
                                      "gpus_per_trial": gpus_per_trial, "max_retries": max_retries})
+    extra["order"] = [t["run_id"] for t in trial_order(trials)]  # seed-major rounds, each shuffled (fixed seed)
     write_manifest_json(out, {**extra, "trials": list(entries.values())})
 
     stop_ray = start_ray(address, num_cpus=num_cpus, runtime_env=runtime_env)
     say = log or (lambda _m: None)
     remote = ray.remote(execute_trial).options(num_cpus=cpus_per_trial, num_gpus=gpus_per_trial, max_retries=0,
                                           retry_exceptions=False)
-    todo = [t["run_id"] for t in trials if entries[t["run_id"]]["state"] != "finished"]
+    todo = [rid for rid in extra["order"] if entries[rid]["state"] != "finished"]
     started: dict[str, float] = {}
     budget = {rid: max_retries + 1 for rid in todo}  # attempts allowed in this invocation
     inflight: dict[Any, str] = {}

@@ -40,7 +40,8 @@ from rlbatch.readers import (consoles, extract, generic, jsonl, mlflow_store, ta
 from rlbatch.readers.common import (ReadWarning, apply_overrides, clean_store_run, finalize, read_text,
                                     sniff_encoding, unique_ids, virtual, virtual_text, warn)
 from rlbatch.readers.generic import JSONL_CONFIG_BESIDE, config_paths_beside
-from rlbatch.runstore import Run, adaptive_trials, annotate_stopped, is_run_dir, iter_run_dirs, read_run
+from rlbatch.runstore import (Run, adaptive_trials, annotate_stopped, annotate_timing, is_run_dir, iter_run_dirs,
+                              read_run, timing_blocks)
 
 FORMATS = ("rlbatch", "verl", "verl-jsonl", "tensorboard", "trl", "trl-console", "prime-rl", "nemo-rl", "slime",
            "wandb-summary", "wandb-csv", "csv", "jsonl", "wandb", "mlflow", "notebook", "generic")
@@ -185,6 +186,7 @@ def _read_one(path: Path, fmt: str, mapping: dict[str, str]) -> list[Run]:
         if not runs:
             raise UserError("no run directories (run.json) here", path=str(path))
         annotate_stopped(runs, adaptive_trials(path))  # an adaptive sweep's record: which trials it stopped early
+        annotate_timing(runs, timing_blocks(path))  # a study's timing pass: the accounting's throughput
         return runs
     if fmt == "verl":
         return [verl_console.read(path, user_map=mapping)]

@@ -269,8 +269,10 @@ def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None,
                               "generated_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
                               "metric": metric, "target": target, "reference": reference, "runs": summaries,
                               "clock": basis}
-    md: list[str] = [f"# {title}", "", f"**Clock.** {clock_note(basis)} Every time on this page (time-to-target, "
-                     "throughput, seconds per step, the time axis of the figures) is on this clock.", ""]
+    timed = any(getattr(r.meta, "timing_blocks", None) for r in runs)
+    md: list[str] = [f"# {title}", "", f"**Clock.** {clock_note(basis, timed)} Every time on this page "
+                     "(time-to-target, throughput, seconds per step, the time axis of the figures) is on this clock.",
+                     ""]
     recommendation = None
     ref = None
     rows: list[dict] = []
@@ -337,9 +339,9 @@ def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None,
              "s2t_range": s2t_range(c)} for c in result["configurations"]]
     md += [f"## Configurations ({len(runs)} runs in {len(groups)} configurations)", "",
            "Means over each seed's **whole run** (every seed to its own end), times on the clock above; the "
-           "min / max samples-to-target are the seeds' own crossings, which the accounting averages. Throughput "
-           "here is over the whole run (retained samples per second); the accounting's relative throughput is up "
-           "to the target.", "",
+           "min / max samples-to-target are the seeds' own crossings, which the accounting combines. Throughput "
+           "here is over the whole run during the study (retained samples per second); the accounting's is up "
+           "to the target" + (", from the timing pass (the clock note above)" if timed else "") + ".", "",
            markdown_table(_md_cell_safe(crow), filled_columns(crow, conf_cols), none=NOT_REACHED), ""]
     if seeded:
         md += [f"Per-run values (each seed) are in `report.json` (`runs`).", ""]

@@ -14,11 +14,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rlbatch.backends.local import run_sweep
+from rlbatch.backends.local import prepare_here, run_sweep
 from rlbatch.errors import UserError
 from rlbatch.study.gpu_preset import GPU_DEMOS
 from rlbatch.study.ladder import build_ladder
 from rlbatch.study.report import report_sweep
+from rlbatch.study.timing import timing_pass
 from rlbatch.train.config import check_device
 
 #: The demo studies. tiny (issue 23: the same study on every machine; the warm start is the shipped tiny-v2):
@@ -79,11 +80,13 @@ PPO_DEMOS: dict[str, dict[str, Any]] = {
 
 def run_demo(out: Path | str = "runs/demo", *, preset: str = "tiny", seeds: int | None = None,
              samples: int | None = None, workers: int | None = None, device: str = "cpu",
-             progress: bool = True, algo: str = "grpo", backend: str = "local", seed_offset: int = 0) -> dict:
+             progress: bool = True, algo: str = "grpo", backend: str = "local", seed_offset: int = 0,
+             timing_rounds: int = 3, timing_steps: int = 4) -> dict:
     """Run the demo study of ``preset`` into ``out`` (resumable: finished trials are skipped) and write the report.
     ``backend``: ``local`` (our trainer) or ``trl`` (each trial with TRL's GRPOTrainer, GRPO only).
     ``seed_offset``: the seed set (seeds ``seed_offset`` .. ``seed_offset + seeds - 1``; another offset, another
-    independent repetition of the whole study).
+    independent repetition of the whole study). ``timing_rounds`` (``timing_steps`` steps a block): the timing pass
+    after the study (:mod:`rlbatch.study.timing`; 0: none), whose throughput the verdicts then use.
     Returns the report's JSON object plus ``demo_seconds``. Raises :class:`UserError` for an unknown preset or
     backend."""
     if backend not in ("local", "trl") or (backend == "trl" and algo != "grpo"):
@@ -114,6 +117,9 @@ def run_demo(out: Path | str = "runs/demo", *, preset: str = "tiny", seeds: int 
                                                                  "seed_offset": seed_offset}
     run_sweep(specs, out, workers=workers, threads=1, settings=settings | {"backend": backend}, progress=progress,
               runner=backend)
+    if timing_rounds and backend == "local":
+        prepare_here(d["model"], device, threads=1)  # one torch thread, as every trial had
+        timing_pass(out, specs, rounds=timing_rounds, steps=timing_steps, say=print if progress else None)
     rep = report_sweep(out, target=d["target"], title=f"rlbatch demo: {algo.upper()} batch-size study ({preset} preset, "
                        f"{d['task']}, sqrt LR rule + fixed-LR control, {d['seeds']} seed(s)"
                        + (f" from seed {seed_offset}" if seed_offset else "") + ")")

@@ -158,3 +158,28 @@ def build_ladder(*, base_batch: int, base_lr: float, batches: Iterable[int] | st
             for variant, opts in sweep_variants(options)
             for b, g, r, lr in configs
             for s in range(seed_offset, seed_offset + seeds)]
+
+
+def trial_order(specs: Iterable[Any], seed: int = 0) -> list[Any]:
+    """The order trials run in: seed-major rounds (every configuration's first seed, then every second seed, ...),
+    each round in a random order drawn from ``seed`` (a fixed seed: the same order on every run of the sweep). So a
+    change of machine load (another job starting, a neighbour on the cores) lands on several configurations, not on
+    all seeds of one batch size, and no batch size is always first or last in its round (issue 44; statistics
+    review finding 7: a configuration-major queue confounded load with B). ``specs``: trial specs (objects or
+    dicts) with ``seed`` and ``run_id``. Returns them reordered."""
+    import random
+
+    def get(s: Any, key: str) -> Any:
+        return s.get(key) if isinstance(s, dict) else getattr(s, key, None)
+
+    specs = list(specs)
+    rounds: dict[Any, list[Any]] = {}
+    for s in sorted(specs, key=lambda s: (get(s, "seed") or 0, str(get(s, "run_id")))):
+        rounds.setdefault(get(s, "seed") or 0, []).append(s)
+    rng = random.Random(seed)
+    out: list[Any] = []
+    for key in sorted(rounds):
+        r = list(rounds[key])
+        rng.shuffle(r)
+        out += r
+    return out

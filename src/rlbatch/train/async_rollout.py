@@ -486,6 +486,11 @@ class AsyncRollouts:
                 "time/cpu_s": main_cpu_s + (cpu2 - cpu0), "rollout/async_lag": self.sched.lag,
                 "rollout/pieces": self.sched.chunks}
 
+    def busy_seconds(self) -> float:
+        """The generator's busy seconds so far (it keeps decoding while the trainer evaluates: the trainer charges
+        what accrues during an evaluation to the clock, issue 44)."""
+        return self._busy()[0]
+
     def checkpoint(self) -> dict:
         """The generation state for the checkpoint (``{CKPT_KEY: ...}``): after the last round the generator
         finished before the snapshot request (asked now unless :meth:`publish` already did)."""

@@ -334,6 +334,10 @@ class RolloutSource(Protocol):
     def step_metrics(self, cpu_s: float) -> dict[str, Any]:
         """The source's own metrics-line entries for the step just taken (``cpu_s``: the trainer's CPU seconds)."""
 
+    def busy_seconds(self) -> float:
+        """Seconds the source has spent generating in the background so far (0 for the synchronous source: it
+        generates only inside a step). The trainer charges what accrues during an evaluation to the clock."""
+
     def checkpoint(self) -> dict[str, Any]:
         """What a checkpoint must keep to resume the source exactly (``{}`` when nothing)."""
 
@@ -376,6 +380,9 @@ class SyncRollouts:
 
     def step_metrics(self, cpu_s: float) -> dict[str, Any]:
         return {}
+
+    def busy_seconds(self) -> float:
+        return 0.0
 
     def checkpoint(self) -> dict[str, Any]:
         return {}

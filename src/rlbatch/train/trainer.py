@@ -218,11 +218,21 @@ class Run:
     saved_step: int | None = None
 
     def evaluate(self) -> float:
-        """Greedy evaluation on the task's held-out items; one eval.jsonl line."""
+        """Greedy evaluation on the task's held-out items; one eval.jsonl line. Evaluation time is off the clock,
+        but an asynchronous generator keeps decoding meanwhile: its busy seconds during the evaluation are charged
+        to the clock (``time/wall_s`` from here on; ``time/gen_during_eval_s`` in the eval line), so that work done
+        off the clock is not free (statistics review finding 8; issue 44)."""
+        busy = getattr(self.source, "busy_seconds", lambda: 0.0)
+        busy0 = busy()
         sc, n, dt = evaluate(self.learner.model, self.tok, self.task, self.cfg.max_new_tokens,
                              self.cfg.eval_batch_size, max_concurrent=self.cfg.max_concurrent_sequences,
                              sample=self.greedy)
-        self.evals.append(finite_record(self.state.eval_line(sc, n, dt, self.cfg.stop_at_target)))
+        charge = max(0.0, busy() - busy0)
+        self.state.wall_s += charge
+        line = self.state.eval_line(sc, n, dt, self.cfg.stop_at_target)
+        if charge:
+            line["time/gen_during_eval_s"] = charge
+        self.evals.append(finite_record(line))
         self.state.eval_lines += 1
         return sc
 

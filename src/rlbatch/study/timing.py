@@ -1,0 +1,91 @@
+"""The timing pass: every configuration's step time measured again after the study, in short blocks interleaved
+across the configurations and repeated (issue 44).
+
+Samples-to-target does not depend on the machine; throughput does, and a study's trials run at different moments
+under different loads (another job, a neighbour on the cores), which no seed spread shows when a load change lands
+on one configuration's trials. The pass runs ``steps`` optimizer steps of each configuration (its first seed's
+settings, from the warm start, no evaluation) in ``rounds`` rounds, each round in its own shuffled order, so a load
+change hits every configuration alike; each block's throughput (retained samples per second of its steps after the
+first, the warm-up) is one line of ``OUT/timing.jsonl``:
+
+    {"config": "B64-G8-sqrt", "batch_size": 64, "round": 0, "steps": 4, "samples": 256, "cpu_s": 0.21, "wall_s": 0.25}
+
+The accounting then takes a configuration's throughput from its blocks (their geometric mean, with Student's t
+interval over the blocks, the spread moderated across configurations) and its time-to-target as
+samples-to-target / that throughput (:func:`rlbatch.analysis.accounting.estimate_configuration`); the report says
+which timing the verdict used. The pass is resumable: blocks already in the file are not run again. The blocks start
+from the warm start, so their responses are as long as at the start of training (the tiny preset's answers are a
+few tokens at any point).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from rlbatch.runstore import TIMING_JSONL, timing_blocks
+from rlbatch.study.ladder import TrialSpec, config_id
+
+
+def read_timing(out: Path | str) -> list[dict[str, Any]]:
+    """The blocks recorded in ``out/timing.jsonl`` (:func:`rlbatch.runstore.timing_blocks`)."""
+    return timing_blocks(out)
+
+
+def block_plan(specs: Sequence[TrialSpec], rounds: int, seed: int = 0) -> list[tuple[int, TrialSpec]]:
+    """``(round, spec)`` in the order the blocks run: one spec per configuration (its first seed's), every round in
+    its own order shuffled from ``seed``."""
+    first: dict[str, TrialSpec] = {}
+    for s in sorted(specs, key=lambda s: (s.seed, s.run_id)):
+        first.setdefault(config_id(s.run_id), s)
+    out = []
+    for r in range(rounds):
+        order = sorted(first)
+        random.Random(seed + r).shuffle(order)
+        out += [(r, first[c]) for c in order]
+    return out
+
+
+def run_block(spec: TrialSpec, steps: int, workdir: Path) -> dict[str, Any]:
+    """One block: ``steps + 1`` optimizer steps of ``spec``'s configuration from the warm start (no evaluation, no
+    checkpoint), timed; the first step (the warm-up) is left out. Returns the block's line without ``round``."""
+    from rlbatch.train.trainer import train  # lazy: torch
+
+    opts = {**spec.options, "eval_every": 10 ** 12, "checkpoint_every": 10 ** 6, "stop_at_target": None,
+            "max_steps": steps + 1}
+    cfg = spec.model_copy(update={"options": opts, "samples": 10 ** 12, "run_id": f"{spec.run_id}-timing"}) \
+        .train_config()
+    run = train(cfg, Path(tempfile.mkdtemp(dir=workdir)) / cfg.run_id)
+    rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text(encoding="utf-8").splitlines() if x.strip()]
+    rows = rows[1:]
+    return {"config": config_id(spec.run_id), "batch_size": spec.prompts_per_step * spec.group_size,
+            "steps": len(rows), "samples": float(sum(r.get("batch/retained", 0) for r in rows)),
+            "cpu_s": float(sum(r.get("time/cpu_s", 0.0) for r in rows)),
+            "wall_s": float(sum(r.get("time/step_s", 0.0) for r in rows))}
+
+
+def timing_pass(out: Path | str, specs: Sequence[TrialSpec], *, rounds: int = 3, steps: int = 4, seed: int = 0,
+                say: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
+    """Run the blocks of :func:`block_plan` not yet in ``out/timing.jsonl`` (appending each as it ends, flushed and
+    fsynced) and return all the file's blocks. ``say``: a progress line per block."""
+    out = Path(out)
+    have = {(r["round"], r["config"]) for r in read_timing(out)}
+    plan = [(r, s) for r, s in block_plan(specs, rounds, seed) if (r, config_id(s.run_id)) not in have]
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="rlbatch-timing-") as d:
+        for i, (r, spec) in enumerate(plan, 1):
+            row = {**run_block(spec, steps, Path(d)), "round": r}
+            with open(out / TIMING_JSONL, "a", encoding="utf-8") as f:
+                f.write(json.dumps(row) + "\n")
+                f.flush()
+                os.fsync(f.fileno())
+            if say:
+                say(f"timing pass: {i}/{len(plan)} {row['config']} round {r + 1}: "
+                    f"{row['samples'] / max(row['cpu_s'], 1e-9):,.0f} samples per CPU second "
+                    f"({time.perf_counter() - t0:.0f} s)")
+    return read_timing(out)
