@@ -258,8 +258,11 @@ def sweep_cmd(
                                              "time-to-target measured so far."),
     confirm: bool = typer.Option(False, "--confirm", help="--adaptive: run a configuration that reached the target "
                                  "on until its samples-to-target interval closes above (narrower rN intervals, at "
-                                 "the samples past its crossing); default: it stops at its first evaluation at or "
-                                 "above the target."),
+                                 "the samples past its crossing); default: it stops once three evaluations lie at "
+                                 "or after its crossing."),
+    force: bool = typer.Option(False, "--force", help="When --out holds a study of other settings: start over there, "
+                               "the old study moved whole into OUT/replaced-<time>/ (default: refuse, naming the "
+                               "settings that differ)."),
     address: Optional[str] = ADDRESS,
     cpus_per_trial: float = typer.Option(1, "--cpus-per-trial", help="ray: CPUs requested per trial."),
     gpus_per_trial: float = typer.Option(0, "--gpus-per-trial", help="ray: GPUs requested per trial."),
@@ -298,7 +301,7 @@ def sweep_cmd(
                     max_retries=max_retries, base_config=verl_config, dry_run=dry_run, submit=submit,
                     progress=fmt is Format.table,
                     adaptive_options={k: v for k, v in (("chunk", chunk_samples), ("max_active", max_active),
-                                                        ("confirm", confirm)) if v})
+                                                        ("confirm", confirm)) if v}, force=force)
     if res["kind"] == "launch":
         _print_launch(res["launch"], backend, out, dry_run, fmt)
         return
@@ -349,6 +352,9 @@ def demo_cmd(
     algo: str = CONFIG.algo,
     backend: str = typer.Option("local", "--backend", help="local (our trainer) or trl (every trial with TRL's "
                                 "GRPOTrainer; GRPO only; needs the trl extra: pip install -e \".\\[trl]\")."),
+    force: bool = typer.Option(False, "--force", help="When --out holds a study of other settings: start over there, "
+                               "the old study moved whole into OUT/replaced-<time>/ (default: refuse, naming the "
+                               "settings that differ)."),
     timing_rounds: int = typer.Option(3, "--timing-rounds", min=0, help="After the study, every configuration's "
                                       "step time measured again in this many rounds of short blocks interleaved "
                                       "across the configurations (the throughput the verdicts use; 0: the study's "
@@ -364,7 +370,7 @@ def demo_cmd(
 
     rep = run_demo(out, preset=model, seeds=seeds, samples=samples, workers=workers, device=device,
                    progress=fmt is Format.table, algo=algo, backend=backend, seed_offset=seed_offset,
-                   timing_rounds=timing_rounds)
+                   timing_rounds=timing_rounds, force=force)
     _print_sweep_report(rep, fmt, out)
     if fmt is not Format.json:
         c = rep.get("demo_cost") or {}

@@ -18,6 +18,7 @@ from rlbatch.backends.local import prepare_here, run_sweep
 from rlbatch.errors import UserError
 from rlbatch.study.gpu_preset import GPU_DEMOS
 from rlbatch.study.ladder import build_ladder
+from rlbatch.study.manifest import check_same_study
 from rlbatch.study.report import report_sweep
 from rlbatch.study.timing import timing_pass
 from rlbatch.train.config import check_device
@@ -81,7 +82,7 @@ PPO_DEMOS: dict[str, dict[str, Any]] = {
 def run_demo(out: Path | str = "runs/demo", *, preset: str = "tiny", seeds: int | None = None,
              samples: int | None = None, workers: int | None = None, device: str = "cpu",
              progress: bool = True, algo: str = "grpo", backend: str = "local", seed_offset: int = 0,
-             timing_rounds: int = 3, timing_steps: int = 4) -> dict:
+             timing_rounds: int = 3, timing_steps: int = 4, force: bool = False) -> dict:
     """Run the demo study of ``preset`` into ``out`` (resumable: finished trials are skipped) and write the report.
     ``backend``: ``local`` (our trainer) or ``trl`` (each trial with TRL's GRPOTrainer, GRPO only).
     ``seed_offset``: the seed set (seeds ``seed_offset`` .. ``seed_offset + seeds - 1``; another offset, another
@@ -115,6 +116,7 @@ def run_demo(out: Path | str = "runs/demo", *, preset: str = "tiny", seeds: int 
     settings = {k: v for k, v in d.items() if k != "options"} | {"options": opts, "preset": preset,
                                                                  "workers": workers, "algo": algo,
                                                                  "seed_offset": seed_offset}
+    check_same_study(Path(out), specs, settings, force)  # a re-run of other settings: refused (or --force)
     run_sweep(specs, out, workers=workers, threads=1, settings=settings | {"backend": backend}, progress=progress,
               runner=backend)
     if timing_rounds and backend == "local":

@@ -26,7 +26,7 @@ from rlbatch.backends.ray import run_sweep_ray, start_ray
 from rlbatch.errors import UserError
 from rlbatch.study.adaptive import AdaptiveResult, TrialRef, decide
 from rlbatch.study.ladder import TrialSpec, build_ladder
-from rlbatch.study.manifest import TRIALS_DIR, ladder_settings, read_manifest, write_manifest
+from rlbatch.study.manifest import TRIALS_DIR, check_same_study, ladder_settings, read_manifest, write_manifest
 from rlbatch.study.report import adaptive_writer, finish_adaptive, report_sweep
 from rlbatch.train.config import check_device
 
@@ -44,7 +44,7 @@ def run_study(ladder: list[TrialSpec], *, backend: str, out: Path, target: float
               gpus_per_trial: float = 0, max_retries: int = 2, base_config: Path | None = None,
               dry_run: bool = False, submit: bool = False, progress: bool = True,
               launch_kwargs: dict[str, Any] | None = None,
-              adaptive_options: dict[str, Any] | None = None) -> dict[str, Any]:
+              adaptive_options: dict[str, Any] | None = None, force: bool = False) -> dict[str, Any]:
     """Run (or launch) the trials of ``ladder`` on ``backend`` and return ``{"kind": "report"|"adaptive"|"launch",
     ...}``: for the trainer backends the report's JSON object (``report``), for ``--adaptive`` the adaptive record
     and the report, for the launch backends :func:`rlbatch.backends.launch.launch`'s result (``launch``).
@@ -52,7 +52,9 @@ def run_study(ladder: list[TrialSpec], *, backend: str, out: Path, target: float
     Raises :class:`UserError` for an unknown backend, a ladder whose budget kind the backend cannot run, options
     that do not apply to it (``--base-config``, ``--dry-run``, ``--submit`` outside verl/openrlhf/trl; ``--adaptive``
     with ``--dry-run``), or a missing target. ``adaptive_options``: ``chunk``, ``min_eval_points``, ``n_boot``,
-    ``max_active``, ``confirm`` of :func:`run_adaptive` (``max_active`` also for the launched backends)."""
+    ``max_active``, ``confirm`` of :func:`run_adaptive` (``max_active`` also for the launched backends).
+    A trainer backend refuses ``out`` when it holds a study of other settings
+    (:func:`rlbatch.study.manifest.check_same_study`; ``force``: start over, the old study moved aside)."""
     if backend not in BACKENDS:
         raise UserError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}", field="backend")
     for k in adaptive_options or {}:
@@ -89,12 +91,19 @@ def run_study(ladder: list[TrialSpec], *, backend: str, out: Path, target: float
     if backend in ("local", "trl") and not launched(backend, dry_run, submit):  # trials run on this machine
         check_device(cfg.device)
     title = f"rlbatch sweep ({ladder[0].model}, {ladder[0].task})"
+    settings = {**ladder_settings(ladder), "target": target, "workers": workers}
+    check_same_study(out, ladder, settings, force)
     if adaptive:
+        if read_manifest(out) is None:  # record what the study is, so that a re-run of other settings is told apart
+            out.mkdir(parents=True, exist_ok=True)
+            write_manifest(out, {"version": 1, "settings": {**settings, "adaptive": True}, "backend": backend,
+                                 "trials": [{"run_id": s.run_id, "spec": s, "state": "adaptive",
+                                             "run_dir": f"{TRIALS_DIR}/{s.run_id}", "attempts": 0, "error": None,
+                                             "seconds": None} for s in ladder]})
         return {"kind": "adaptive", **run_adaptive(ladder, out, backend=backend, target=target, title=title,
                                                    progress=progress, address=address,
                                                    cpus_per_trial=cpus_per_trial, gpus_per_trial=gpus_per_trial,
                                                    max_retries=max_retries, **(adaptive_options or {}))}
-    settings = {**ladder_settings(ladder), "target": target, "workers": workers}
     if backend == "ray":
         old = read_manifest(out)
         out.mkdir(parents=True, exist_ok=True)
