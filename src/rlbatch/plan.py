@@ -277,6 +277,11 @@ def _sentence(c: dict[str, Any], ref_label: str, tol: float) -> str:
         return f"{name}{bstr} is {fam}, rN {src}{rn_ci}; throughput unknown (give --profile), no decision."
     iv = c.get("interval")
     ivs = f", interval {format_interval(iv, sep='-', unbounded='unbounded')}" if iv else ""
+    if c["verdict"] == "undetermined" and c["rN_source"] == "noise-model" and g is not None and t is not None:
+        ivs = c.get("interval")
+        ivs = f" (interval {format_interval(ivs, sep='-', unbounded='open')})" if ivs else ""
+        return (f"{name}{bstr} is {fam}; predicted {t:.2f}x the reference's time-to-target{ivs} from a throughput "
+                f"gain {g:.2f}x and rN {rn:.2f}{rn_ci} ({src}): no verdict, {c.get('why')}.")
     if c["verdict"] == "undetermined":
         return f"{name}{bstr} is {fam}: undetermined ({c.get('why') or 'no interval'})."
     if c["verdict"] == "within noise":
@@ -309,8 +314,10 @@ def _finish(cands: list[dict[str, Any]], ref_label: str, target: float | None, t
     # a candidate off the LR rule is recommended only with rN measured at the target: its fit is extrapolated
     # alone (no family on the rule to share the curve's shape with)
     # never a candidate that does not reach the target (measured, or by a fit of a reference that reaches it)
+    # never a candidate predicted by the noise model alone (its B_noise = B_simple is an assumption, and a B_simple
+    # the runs do not resolve bounds nothing): it gets no verdict and is only named as worth a probe
     ok = [c for c in cands if c["predicted_relative_time"] is not None and c.get("reaches", True)
-          and (c["on_lr_rule"] or c["rN_source"] == "measured")]
+          and (c["on_lr_rule"] or c["rN_source"] == "measured") and c["rN_source"] != "noise-model"]
     if ok:
         best = min(ok, key=lambda c: (c["predicted_relative_time"], c["batch_size"] or 0))
     else:
@@ -341,6 +348,11 @@ def _finish(cands: list[dict[str, Any]], ref_label: str, target: float | None, t
             c["verdict"] = "reference"
         elif c.get("accounting_verdict"):  # measured: the accounting's verdict (simultaneous intervals, censoring)
             c["verdict"] = c["accounting_verdict"]
+        elif c["rN_source"] == "noise-model":
+            c["verdict"] = "undetermined"
+            c["why"] = ("rN from the noise model alone"
+                        + (f" ({c['rN_open_because']})" if c.get("rN_open_because") else "")
+                        + f"; a probe at B={c['batch_size']} would measure it")
         elif c.get("never_reaches"):
             c["verdict"] = "never reaches"
         elif not c.get("reaches", True):
@@ -883,14 +895,21 @@ def _headline(plan: dict[str, Any]) -> str:
     tied = plan.get("within_noise") or []
     if tied:
         bs = [x["batch_size"] for x in plan["candidates"] if (x["run"] or x["batch_size"]) in tied]
-        s += f". Within noise of {'the pick' if word.endswith('ick') else 'it'}: {batch_list(bs)}"
+        s += f". May be as fast as {'the pick' if word.endswith('ick') else 'it'}: {batch_list(bs)}"
     if bn.get("source"):
         if bn.get("lower_bound"):
             s += (f". B_noise at least {bn['lower_bound']:.4g} retained responses (the probes' noise/* metrics do "
-                  "not resolve the true gradient |G|^2, so only a lower bound; rN intervals run from 1)")
+                  "not resolve the true gradient |G|^2, so only a lower bound, which bounds no rN: the batches "
+                  "without runs get no verdict, their rN intervals are open above)")
         else:
             v = "unbounded (no penalty seen)" if bn.get("unbounded") else f"{bn['value']:.4g}"
             s += f". B_noise {v} retained responses ({bn['source']})"
+    nm = [x for x in plan["candidates"] if x.get("rN_source") == "noise-model" and x.get("predicted_relative_time")
+          is not None and c is not None and c.get("predicted_relative_time") is not None
+          and x["predicted_relative_time"] < c["predicted_relative_time"]]
+    if nm:
+        s += (". On the noise model alone " + batch_list([x["batch_size"] for x in nm]) + " would be faster still: "
+              "a prediction without a run, not a verdict; probe it")
     if plan.get("provisional"):
         s += f". Provisional: {plan['provisional']}; run the probes longer to confirm it"
     return s + "."

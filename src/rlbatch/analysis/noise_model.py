@@ -73,7 +73,13 @@ def noise_candidate(b: int, b_ref: int, bn: dict[str, Any], retained_b: float | 
     c["rN"] = noise_model_rn(rb, rr, bn["value"])
     c["rN_source"] = "noise-model"
     lo, hi = bn.get("ci") or (None, None)
-    if lo is not None and hi is not None:
+    if bn.get("lower_bound") is not None:
+        # the noise/* metrics did not resolve |G|^2: B_simple is only bounded below, and a bound on the noise scale
+        # is no bound on the penalty (the model's B_noise = B_simple is itself an assumption): open above
+        c["rN_ci"] = [1.0 if rb >= rr else c["rN"], None]
+        c["rN_open_because"] = ("the noise/* metrics bound B_simple only from below, so nothing bounds rN from "
+                                "above")
+    elif lo is not None and hi is not None:
         r1, r2 = noise_model_rn(rb, rr, hi), noise_model_rn(rb, rr, lo)  # larger B_noise -> smaller penalty
         c["rN_ci"] = [min(r1, r2, c["rN"]), max(r1, r2, c["rN"])]
     return c
