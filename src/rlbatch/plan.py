@@ -361,7 +361,7 @@ def _finish(cands: list[dict[str, Any]], ref_label: str, target: float | None, t
             c["verdict"] = verdict_label(c["predicted_relative_time"], c["interval"])
         c["rejected"] = c["verdict"] in ("slower", "slower (point estimate)", "never reaches")
         c["sentence"] = _sentence(c, ref_label, tol)
-    fam = [members[0], members[-1]]
+    fam = list(members)  # every member, as the table marks them (not only its ends)
     out = {"recommended": None if best is None else best["run"] if best["run"] is not None else best["batch_size"],
            "recommended_batch_size": None if best is None else best["batch_size"],
            "within_noise": [c["run"] if c["run"] is not None else c["batch_size"] for c in tied],
@@ -524,7 +524,7 @@ def plan_runs(runs: Sequence[Run], target: float, *, reference: str | None = Non
     from the accounting (:func:`rlbatch.analysis.accounting.account_runs`): the same numbers as ``rlbatch
     analyze``. Returns the plan dict: ``recommended`` (configuration label, or batch size for a batch without
     runs), ``within_noise`` (candidates whose interval of the predicted relative time overlaps the recommended
-    one's), ``reference``, ``target``, ``metric``, ``tolerance``, ``aligned_family`` [B_lo, B_hi], ``b_noise``
+    one's), ``reference``, ``target``, ``metric``, ``tolerance``, ``aligned_family`` (its members' B, ascending), ``b_noise``
     {value, ci, source}, ``throughput_model``, ``clock``, ``notes``, ``reach`` {best_score, best_run} (the best
     measured score, for the advice when nothing reaches the target) and ``candidates`` (:data:`CANDIDATE_KEYS`).
     ``recommended`` is None when no candidate reaches the target, measured or predicted (a candidate whose rN is
@@ -920,8 +920,9 @@ def to_markdown(plan: dict[str, Any]) -> str:
     lines = [f"**{_headline(plan)}**", "", markdown_table(plan["candidates"], COLUMNS), ""]
     lines += [f"- {c['sentence']}" for c in plan["candidates"]]
     if plan.get("aligned_family"):
-        lo, hi = plan["aligned_family"]
-        span = f"B = {lo} to {hi}" if lo != hi else f"only B = {lo}"
+        fam = plan["aligned_family"]
+        lo, hi = fam[0], fam[-1]
+        span = ", ".join(f"B = {b}" for b in fam) if len(fam) > 1 else f"only B = {lo}"
         lines += ["", f"Aligned family (rN <= {1 + plan['tolerance']:.2f}, square-root LR rule): {span}."]
     lines += ["", "Predicted relative time = rN / relative throughput; a candidate beats the reference iff its "
               "throughput gain exceeds rN (Li et al. 2026). rN for batches without runs: E/E_min = 1 + B/B_noise "
