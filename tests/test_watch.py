@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -13,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from _stored_sweeps import unpack
-from rlbatch.watch import watch
+from rlbatch.watch import snapshot, watch
 
 DATA = Path(__file__).resolve().parent / "data" / "demo_sweep"
 SRC = str(Path(__file__).resolve().parents[1] / "src")
@@ -36,6 +38,7 @@ def _writer(src: Path, dst: Path, pieces: list[float], started: threading.Event,
     metrics = src.joinpath("metrics.jsonl").read_text().splitlines()
     evals = src.joinpath("eval.jsonl").read_text().splitlines()
     dst.mkdir(parents=True)
+    (dst / ".lock").write_text(str(os.getpid()))  # as a trainer holds its run directory (this process is alive)
     (dst / "run.json").write_text((src / "run.json").read_text().replace('"finished"', '"running"'))
     done_m = done_e = 0
     for i, f in enumerate(pieces):
@@ -85,8 +88,8 @@ def test_watch_follows_a_run_being_written(stored, tmp_path):
     assert views[-1].throughput_samples_per_s > 0 and views[-1].time_to_target_s > 0
     assert views[-1].scores and views[-1].fitted  # score vs samples with the fitted curve
     # nothing written into the watched directory: its files are exactly those the writer wrote
-    assert _tree(run) == ups[-1].tree and sorted(p.name for p in run.iterdir()) == ["eval.jsonl", "metrics.jsonl",
-                                                                                   "run.json"]
+    assert _tree(run) == ups[-1].tree and sorted(p.name for p in run.iterdir()) == [".lock", "eval.jsonl",
+                                                                                   "metrics.jsonl", "run.json"]
 
 
 def test_watch_cli_json_once_on_a_sweep_leaves_it_unchanged(stored, tmp_path):
@@ -136,6 +139,7 @@ def test_watch_shows_what_the_adaptive_loop_stopped_and_why(stored, tmp_path):
     # B64 still running; the loop has stopped B32 (its record, as decide() writes it while the sweep runs)
     (trials / "B64-G8-sqrt-s0" / "run.json").write_text(
         (stored / "B64-G8-sqrt-s0" / "run.json").read_text().replace('"finished"', '"running"'))
+    (trials / "B64-G8-sqrt-s0" / ".lock").write_text(str(os.getpid()))  # its trainer lives (this process)
     why = "lost the race: 9.8 s on its clock without reaching the target, is more than the best measured"
     loop = {"stopped_because": "running", "trials": [
         {"run_id": "B16-G8-sqrt-s0", "config": "B16-G8-sqrt", "state": "active", "decided_by": "active"},
@@ -181,3 +185,68 @@ def test_watch_ends_on_a_finished_sweep_and_counts_checks_without_change(stored,
     assert r.returncode == 0, r.stderr[-2000:]
     assert len(r.stdout.strip().splitlines()) == 1  # one update shown: the log did not change
     assert time.monotonic() - t0 < 120
+
+
+def _cli(*args, timeout=120):
+    return subprocess.run([sys.executable, "-m", "rlbatch.cli", "watch", *map(str, args)], capture_output=True,
+                          text=True, env={"PYTHONPATH": SRC, "PATH": ""}, timeout=timeout)
+
+
+def _sweep(stored: Path, out: Path, states: dict[str, str]) -> Path:
+    """A local sweep directory of two stored trials, with the given trial states in its sweep.json."""
+    (out / "trials").mkdir(parents=True)
+    trials = []
+    for name, state in states.items():
+        shutil.copytree(stored / name, out / "trials" / name)
+        if state != "finished":
+            meta = json.loads((out / "trials" / name / "run.json").read_text())
+            meta["status"] = "running"
+            (out / "trials" / name / "run.json").write_text(json.dumps(meta))
+        trials.append({"run_id": name, "state": state, "run_dir": f"trials/{name}"})
+    (out / "sweep.json").write_text(json.dumps({"version": 1, "backend": "local", "trials": trials}))
+    return out
+
+
+def test_watch_ends_on_an_interrupted_sweep_with_a_note(stored, tmp_path):
+    """Issue 46 (newcomer finding 6): a sweep stopped by Ctrl-C (trials left running/pending, no process holding
+    the sweep's or a run's lock) ends the watch with one line saying so, instead of waiting forever."""
+    out = _sweep(stored, tmp_path / "sw", {"B32-G8-sqrt-s0": "finished", "B64-G8-sqrt-s0": "running"})
+    r = _cli(out, "--target", "0.45", "--interval", "0.5", timeout=60)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip().splitlines()[-1] == (
+        f"update 1: no trial is running: the sweep in {out} was interrupted (1 of 2 trials finished); rerun the "
+        "same command to resume it")
+    # while the sweep process lives (its lock names a live pid) the same files are a sweep in progress
+    (out / ".lock").write_text(str(os.getpid()))
+    up = snapshot(out, target=0.45)
+    assert not up.finished and (up.note is None or "interrupted" not in up.note)
+    # a single run directory left "running" by a killed trainer
+    (out / ".lock").unlink()
+    up = snapshot(out / "trials" / "B64-G8-sqrt-s0", target=0.45)
+    assert up.finished and "B64-G8-sqrt-s0 stopped before finishing" in up.note and "--resume" in up.note
+
+
+def test_watch_refuses_unrelated_files_and_waits_on_an_empty_directory(tmp_path):
+    """Issue 46 (newcomer finding 7): a directory of files no reader knows is the error analyze gives (exit 2);
+    an empty directory is a wait, and says so."""
+    junk = tmp_path / "unrelated"
+    junk.mkdir()
+    (junk / "notes.txt").write_text("hello\n")
+    r = _cli(junk, "--target", "0.5", "--interval", "0.5", timeout=60)
+    assert r.returncode == 2 and "nothing usable read from" in r.stderr and "Traceback" not in r.stderr
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    up = snapshot(empty, target=0.5)
+    assert not up.finished and up.note.startswith("waiting for a training log to appear (Ctrl-C to stop)")
+
+
+def test_watch_names_missing_p_and_g_of_a_foreign_log(tmp_path):
+    """Issue 46 (newcomer finding 15): a verl log without P and G says which options are missing."""
+    log = tmp_path / "train.jsonl"
+    log.write_text("".join(json.dumps({"step": i, "data": {"critic/score/mean": 0.1 * i}}) + "\n"
+                           for i in range(1, 6)))
+    r = _cli(log, "--target", "0.35", "--once")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "--group-size and --prompts-per-step missing" in r.stdout
+    r = _cli(log, "--target", "0.35", "--once", "--prompts-per-step", "4", "--group-size", "2")
+    assert "missing" not in r.stdout

@@ -590,6 +590,29 @@ def truncate_lines(path: Path, n: int) -> None:
         atomic_write_text(path, "".join(lines[:n]))
 
 
+def lock_holder(directory: Path | str) -> int | None:
+    """The pid of the live process on this machine that holds ``directory/.lock`` (:func:`lock_run_dir`: a trainer
+    in its run directory, a local sweep in its sweep directory), or None when there is no lock file, it names no
+    pid, or that process has exited (a run or sweep killed, or one that ended). Reads only: the lock is not taken.
+    A process on another machine (a Ray worker) is not seen."""
+    f = Path(directory) / LOCK
+    try:
+        pid = int(f.read_text().strip() or "0")
+    except (OSError, ValueError):
+        return None
+    if pid <= 0:
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:  # alive, another user's
+        return pid
+    except OSError:
+        return None
+    return pid
+
+
 def lock_run_dir(out: Path):
     """Take an exclusive lock on ``out/.lock`` for this process (released when it exits, even by ``kill -9``), so
     two trainers never write one run directory; :class:`UserError` if another process holds it. Returns the open

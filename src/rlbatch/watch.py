@@ -39,7 +39,8 @@ from rlbatch.analysis.throughput import run_throughput
 from rlbatch.errors import UserError
 from rlbatch.plan import plan_runs
 from rlbatch.readers.collect import load_all
-from rlbatch.runstore import Run
+from rlbatch.readers.generic import missing_fields
+from rlbatch.runstore import Run, lock_holder
 from rlbatch.study.adaptive import earliest_crossing, eval_points, race, run_samples, stop_verdict
 
 SPARK = "▁▂▃▄▅▆▇█"
@@ -113,14 +114,82 @@ def snapshot(path: Path | str, *, target: float | None, metric: str = "eval/scor
             runs, _ = load_all([path], log_format=log_format, prompts_per_step=prompts_per_step,
                                group_size=group_size)
         except UserError as err:
-            return WatchUpdate(update, str(path), target, metric, "wall", [], note=f"nothing to show yet: {err}")
+            if not may_appear(path):  # what analyze, inspect and plan refuse: the same error (exit 2)
+                raise
+            stopped = interrupted(path, [])
+            return WatchUpdate(update, str(path), target, metric, "wall", [], finished=stopped is not None,
+                               note=stopped or f"waiting for a training log to appear (Ctrl-C to stop): {err}")
     up = predict(runs, target=target, metric=metric, update=update, path=str(path), n_boot=n_boot)
+    missing = sorted({f"--{f.replace('_', '-')}" for r in runs for f in missing_fields(r)
+                      if f in ("prompts_per_step", "group_size")})
+    if missing:
+        hint = (f"{' and '.join(missing)} missing: without P and G the log's samples cannot be counted; give them "
+                "(as for rlbatch analyze)")
+        up.note = hint if up.note is None else f"{up.note}; {hint}"
     loop = loop_record(path)
     if loop is not None:
         with_loop(up, loop)
     up.finished = bool(runs) and all(finished(r) for r in runs) and (loop is None or loop.get("stopped_because")
                                                                      not in (None, "running"))
+    if not up.finished:
+        stopped = interrupted(path, runs)
+        if stopped is not None:
+            up.finished = True
+            up.note = stopped if up.note is None else f"{up.note}; {stopped}"
     return up
+
+
+def _sweep_dir(path: Path) -> Path | None:
+    for d in (path, path.parent):
+        if d.is_dir() and (d / "sweep.json").is_file():
+            return d
+    return None
+
+
+def may_appear(path: Path) -> bool:
+    """Whether a training log may still appear at ``path``, so that nothing readable yet is a wait, not an error:
+    an empty file or directory, a sweep's directory (its ``sweep.json``) or ``trials/``, or a directory a live
+    rlbatch process holds (its ``.lock``). A file or a directory of files no reader knows is an error, as for
+    ``rlbatch analyze``."""
+    if path.is_file():
+        return path.stat().st_size == 0
+    if _sweep_dir(path) is not None or lock_holder(path) is not None:
+        return True
+    return not any(p.is_file() and p.name != ".lock" for p in path.rglob("*"))
+
+
+def interrupted(path: Path, runs: list[Run]) -> str | None:
+    """A one-line note when nothing at ``path`` is running any more although not every trial finished (a sweep or
+    run stopped by Ctrl-C or killed): no live process on this machine holds the sweep's or a running run's lock
+    (:func:`rlbatch.runstore.lock_holder`). None while something runs, when it cannot be told (a Ray sweep, a log of
+    another framework), or when there is nothing of rlbatch's at ``path``."""
+    sweep = _sweep_dir(path)
+    if sweep is not None:
+        try:
+            rec = json.loads((sweep / "sweep.json").read_text())
+        except (OSError, ValueError):
+            return None
+        if not isinstance(rec, dict) or rec.get("backend") == "ray" or lock_holder(sweep) is not None:
+            return None
+        trials = [t for t in rec.get("trials") or [] if isinstance(t, dict)]
+        if any(lock_holder(sweep / str(t.get("run_dir") or "")) is not None for t in trials if t.get("run_dir")):
+            return None
+        left = [t for t in trials if t.get("state") != "finished"]
+        if not left:
+            return None
+        if any(lock_holder(r.path) is not None for r in runs if r.path is not None):
+            return None
+        return (f"no trial is running: the sweep in {sweep} was interrupted ({len(trials) - len(left)} of "
+                f"{len(trials)} trials finished); rerun the same command to resume it")
+    ours = [r for r in runs if r.meta.source_format in (None, "rlbatch") and r.path is not None]
+    if not ours or len(ours) != len(runs):
+        return None
+    running = [r for r in ours if r.meta.status == "running"]
+    if not running or any(lock_holder(r.path) is not None for r in running):
+        return None
+    names = ", ".join(r.run_id for r in running[:3]) + (" ..." if len(running) > 3 else "")
+    return (f"no trial is running: {names} stopped before finishing (no process holds the run directory); rerun "
+            "the same command with --resume to continue")
 
 
 def loop_record(path: Path) -> dict[str, Any] | None:
@@ -308,7 +377,10 @@ def line(up: WatchUpdate) -> str:
             s += f" | would stop: {r['why']}"
         out.append(s)
     if up.recommended is not None:
-        out.append(f"update {up.update}: best {up.recommended}" + (" (finished)" if up.finished else ""))
+        out.append(f"update {up.update}: best {up.recommended}" + (" (finished)" if up.finished and not up.note
+                                                                    else ""))
+    if up.note:
+        out.append(f"update {up.update}: {up.note}")
     return "\n".join(out)
 
 
