@@ -25,7 +25,12 @@ def test_bootstrap_interval_drops_nan_keeps_inf_and_needs_20_replicates():
 
 def test_format_interval_by_hand():
     assert format_interval([0.5234, 0.9]) == "0.52–0.90"
-    assert format_interval([0.5, None]) == "0.50–∞" and format_interval([0.5, math.inf]) == "0.50–∞"
+    assert format_interval([0.5, None]) == "≥ 0.50" and format_interval([0.5, math.inf]) == "≥ 0.50"
+    # issue 46 item 4: never "0.00–∞"; bounds rounded outward, never printed as 0 or 1 unless they are
+    assert format_interval([0.0, None]) == "not measurable" and format_interval([-1.0, math.inf]) == "not measurable"
+    assert format_interval([1.003, 1.2]) == "1.003–1.20" and format_interval([0.004, 0.2]) == "0.004–0.20"
+    assert format_interval([0.5261, 0.9049]) == "0.52–0.91" and format_interval([0.97, 0.9996]) == "0.97–0.9996"
+    assert format_interval([1.0, 2.0]) == "1.00–2.00"
     assert format_interval([0.5, None], sep=", ", unbounded="unbounded") == "0.50, unbounded"
     assert format_interval([1234.5, 2000.0], lambda x: f"{x:,.0f}") == "1,234–2,000"
     assert format_interval(None) == "—" and format_interval([None, 1.0]) == "< 1.00" and format_interval([0.1, math.nan]) == "—"

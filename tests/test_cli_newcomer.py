@@ -109,3 +109,26 @@ def test_ctrl_c_is_one_line_early_and_mid_sweep(tmp_path):
     assert kept >= 1 and err.strip() == (f"rlbatch: interrupted: rerun the same command to resume ({kept} of 4 "
                                          f"trials kept in {out})")
     assert not any(t["state"] == "running" for t in man["trials"])  # unfinished ones resume next time
+
+
+def test_every_help_reads_at_80_columns(tmp_path):
+    """Issue 46 item 5 (newcomer finding 11): at 80 columns every command's --help keeps each option's full names
+    (none truncated with "…"), no line is wider than 80, and no flag shows a "<bool>" value."""
+    import typer
+
+    from rlbatch.cli import app
+
+    group = typer.main.get_command(app)
+    env = {**_env(tmp_path), "COLUMNS": "80"}
+    for name, cmd in sorted(group.commands.items()):
+        r = subprocess.run([*CLI, name, "--help"], capture_output=True, text=True, env=env, timeout=60)
+        assert r.returncode == 0, (name, r.stderr)
+        text = r.stdout
+        assert "…" not in text and "<bool>" not in text, name
+        assert max(len(line) for line in text.splitlines()) <= 80, name
+        for p in cmd.params:
+            if getattr(p, "hidden", False):
+                continue
+            for opt in [*p.opts, *p.secondary_opts]:
+                if opt.startswith("-"):
+                    assert opt in text, (name, opt)

@@ -105,3 +105,22 @@ def test_directory_of_results_and_notes_is_one_error_not_invented_runs(tmp_path)
         load(tmp_path)
     msg = str(err.value)
     assert "no training log among the 3 file(s)" in msg and "speed.md" in msg and "profile.json" in msg
+
+
+def test_errors_print_no_binary_bytes_and_cut_no_word(tmp_path):
+    """Issue 46 item 6 (newcomer finding 14): a PNG among logs is "binary", its bytes never printed; an unreadable
+    file's reason is cut at a word boundary with "...", never mid-word ("trainin")."""
+    import random
+
+    rng = random.Random(0)
+    (tmp_path / "plot.png").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(rng.randrange(256) for _ in range(3000)))
+    (tmp_path / "notes.txt").write_text("hello\n")
+    with pytest.raises(UserError) as err:
+        load(tmp_path / "plot.png")
+    assert "binary file, not a training log" in str(err.value)
+    with pytest.raises(UserError) as err:
+        load(tmp_path)
+    msg = str(err.value)
+    assert "plot.png (binary file, not a training log)" in msg and "\ufffd" not in msg and "PNG" not in msg
+    assert msg.isprintable()
+    assert "trainin)" not in msg and "training metrics in it ..." in msg

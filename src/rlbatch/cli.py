@@ -38,6 +38,7 @@ app = typer.Typer(
     "(a larger batch wins iff its throughput gain beats its samples-to-target penalty rN).",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # click's plain help: wraps at the terminal's width, never truncates an option's name
     add_completion=False,
     cls=AliasGroup,
     context_settings={"help_option_names": ["-h", "--help"]},
@@ -351,7 +352,7 @@ def demo_cmd(
     fmt: Format = typer.Option(Format.table, "--format", help="Output format."),
     algo: str = CONFIG.algo,
     backend: str = typer.Option("local", "--backend", help="local (our trainer) or trl (every trial with TRL's "
-                                "GRPOTrainer; GRPO only; needs the trl extra: pip install -e \".\\[trl]\")."),
+                                "GRPOTrainer; GRPO only; needs the trl extra: pip install -e \".[trl]\")."),
     force: bool = typer.Option(False, "--force", help="When --out holds a study of other settings: start over there, "
                                "the old study moved whole into OUT/replaced-<time>/ (default: refuse, naming the "
                                "settings that differ)."),

@@ -11,6 +11,7 @@ Smyth 2004).
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -326,24 +327,46 @@ def bootstrap_interval(reps: Sequence[float] | np.ndarray | None, conf: float = 
     return [lo, hi]
 
 
-def format_interval(ci: Any, spec: str | Callable[[float], str] = ".2f", *, sep: str = "–", unbounded: str = "∞",
-                    missing: str = "—") -> str:
+def _outward(x: float, spec: str | Callable[[float], str], down: bool) -> str:
+    """``x`` formatted by ``spec`` with a fixed-point spec (``.2f``) rounded outward (down for a lower end, up for
+    an upper), with up to 3 more digits where the rounded value would land on 0 or 1 while ``x`` does not (a
+    "slower" whose lower end is 1.003 prints 1.003, never 1.00; a lower end 0.004 prints 0.004, never 0.00)."""
+    if callable(spec):
+        return spec(x)
+    m = re.fullmatch(r"([,_]?)\.(\d+)f", spec)
+    if not m:
+        return format(x, spec)
+    nd = int(m.group(2))
+    for d in range(nd, nd + 4):
+        q = 10.0 ** d
+        v = (math.floor(x * q + 1e-9) if down else math.ceil(x * q - 1e-9)) / q
+        if (v == 0.0 and x != 0.0) or (v == 1.0 and x != 1.0):
+            continue
+        return format(v, f"{m.group(1)}.{d}f")
+    return format(x, f"{m.group(1)}.{nd + 3}f")
+
+
+def format_interval(ci: Any, spec: str | Callable[[float], str] = ".2f", *, sep: str = "–",
+                    unbounded: str | None = None, missing: str = "—") -> str:
     """The one text form of an interval ``[lo, hi]``: ``lo{sep}hi`` with each end formatted by ``spec`` (a format
-    spec, or a function of the number), ``unbounded`` for an upper end that is None or +inf (``0.52–∞``), and
-    ``< hi`` for an interval open below (lower end None, upper finite), and ``missing`` when there is no interval
-    (not a pair, a lower end that is not a finite number otherwise, or a NaN upper end). Every table cell, sentence and caption that shows an interval takes its text from here; callers add
-    their own frame (``" (95% CI ...)"``)."""
+    spec, or a function of the number) and rounded outward (:func:`_outward`: the printed interval holds the
+    computed one, and a bound never prints as 0 or 1 unless it is); an upper end that is None or +inf gives
+    ``≥ lo`` (or ``lo{sep}{unbounded}`` when the caller names the open end, e.g. ``open``), and ``not measurable``
+    when the lower end is not above 0 either (nothing is known); ``< hi`` for an interval open below (lower end
+    None, upper finite); ``missing`` when there is no interval (not a pair, a lower end that is not a finite number
+    otherwise, or a NaN upper end). Every table cell, sentence and caption that shows an interval takes its text
+    from here; callers add their own frame (``" (95% CI ...)"``)."""
     def ok(x: Any) -> bool:
         return isinstance(x, (int, float)) and math.isfinite(x)
 
-    def fmt(x: float) -> str:
-        return spec(x) if callable(spec) else format(x, spec)
-
     if isinstance(ci, (list, tuple)) and len(ci) == 2 and ci[0] is None and ok(ci[1]):
-        return f"< {fmt(ci[1])}"  # open below (a ratio to a reference whose own prediction is open above)
+        return f"< {_outward(ci[1], spec, False)}"  # open below (a ratio to a reference whose own is open above)
     if not isinstance(ci, (list, tuple)) or len(ci) != 2 or not ok(ci[0]):
         return missing
-    hi = ci[1]
+    lo, hi = ci
     if hi is None or (isinstance(hi, (int, float)) and math.isinf(hi) and hi > 0):
-        return f"{fmt(ci[0])}{sep}{unbounded}"
-    return f"{fmt(ci[0])}{sep}{fmt(hi)}" if ok(hi) else missing
+        if lo <= 0:
+            return "not measurable"
+        return f"≥ {_outward(lo, spec, True)}" if unbounded is None else f"{_outward(lo, spec, True)}{sep}{unbounded}"
+    return f"{_outward(lo, spec, True)}{sep}{_outward(hi, spec, False)}" if ok(hi) else missing
+

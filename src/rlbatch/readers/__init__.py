@@ -49,6 +49,22 @@ FORMATS = ("rlbatch", "verl", "verl-jsonl", "tensorboard", "trl", "trl-console",
 __all__ = ["FORMATS", "ReadWarning", "load", "detect_format", "apply_overrides", "parse_mapping", "read_console_text"]
 
 
+
+def clip(text: str, n: int) -> str:
+    """``text`` cut to at most about ``n`` characters at a word boundary, with "..." where it was cut (an error
+    message is never cut mid-word)."""
+    if len(text) <= n:
+        return text
+    cut = text[:n].rsplit(" ", 1)[0].rstrip(",;:(")
+    return f"{cut} ..."
+
+
+def shown(line: str, n: int = 60) -> str:
+    """A quoted line of a user's file for an error message: characters that do not print (control bytes, binary)
+    as ``?``, cut at a word boundary."""
+    safe = "".join(ch if ch.isprintable() and ch != "\ufffd" else "?" for ch in line.strip())
+    return repr(clip(safe, n))
+
 def _head(path: Path, n: int = 65536) -> str:
     v = virtual(path)
     if v is not None:
@@ -91,14 +107,13 @@ def detect_format(path: str | Path) -> str:
     stripped = head.lstrip()
     if not stripped:
         raise UserError("empty file", path=str(path))
-    if "\x00" in head:
-        # NUL runs inside a text log (a file cut by a crash, binary junk pasted in) are dropped; a file that is
-        # mostly not text is binary
-        head = head.replace("\x00", "")
-        stripped = head.lstrip()
-        printable = sum(ch.isprintable() or ch in "\n\r\t\x1b" for ch in head[:4096])
-        if not stripped or printable < 0.8 * min(len(head), 4096):
-            raise UserError("binary file of unknown format; give --log-format", path=str(path))
+    # NUL runs inside a text log (a file cut by a crash, binary junk pasted in) are dropped; a file that is
+    # mostly not text (an image, an archive) is binary, and its bytes are never printed
+    head = head.replace("\x00", "")
+    stripped = head.lstrip()
+    printable = sum((ch.isprintable() and ch != "\ufffd") or ch in "\n\r\t\x1b" for ch in head[:4096])
+    if not stripped or printable < 0.8 * min(len(head), 4096):
+        raise UserError("binary file, not a training log", path=str(path))
     first = stripped.split("\n", 1)[0].strip()
     if extract.is_notebook(head):
         return "notebook"
@@ -137,7 +152,7 @@ def detect_format(path: str | Path) -> str:
     if "," in first and "\n" in stripped:
         cols = [c.strip().strip('"') for c in first.split(",")]
         return "wandb-csv" if tabular.is_wandb_header(cols) else "csv"
-    raise UserError(f"unknown log format (first line: {first[:60]!r}); give --log-format, one of {', '.join(FORMATS)}",
+    raise UserError(f"unknown log format (first line: {shown(first)}); give --log-format, one of {', '.join(FORMATS)}",
                     path=str(path), line=1)
 
 
@@ -332,7 +347,7 @@ def _read_part(path: Path, text: str, mapping: dict[str, str], run_id: str | Non
         except UserError:
             if first_err is not None:
                 raise first_err from None
-            raise UserError(f"unknown log format (first line: {text.lstrip().split(chr(10), 1)[0][:60]!r}) and no "
+            raise UserError(f"unknown log format (first line: {shown(text.lstrip().split(chr(10), 1)[0])}) and no "
                             "records with a step and training metrics in it; give --log-format, one of "
                             f"{', '.join(FORMATS)}", path=str(path), line=1) from None
         if first_err is not None:
@@ -417,7 +432,7 @@ def load(path: str | Path, fmt: str | None = None, *, prompts_per_step: int | No
                     try:
                         got = load(f, prompts_per_step=prompts_per_step, group_size=group_size, mapping=mapping)
                     except UserError as err:
-                        unreadable.append(f"{f.name} ({str(err).split(': ', 1)[-1][:80]})")
+                        unreadable.append(f"{f.name} ({clip(str(err).split(': ', 1)[-1], 100)})")
                         continue
                 logs = [r for r in got if is_training_log(r)]
                 if not logs:  # a result table, a note, a profile: read, but not a log of training steps
