@@ -239,8 +239,10 @@ def print_inspection(res: dict[str, Any], fmt: str) -> None:
         _print_launch(res)
         return
     for r in res["runs"]:
-        print(f"run {r['run']}  (format: {r['format']}; {r['steps']} step(s); step counter: "
-              f"{r['counters']['step'] or 'none (records numbered)'}"
+        # the counter column when the log names one; else the "steps:" line says what numbers the steps (the
+        # format's own step, or records numbered in file order): one statement, never two that disagree
+        print(f"run {r['run']}  (format: {r['format']}; {r['steps']} step(s)"
+              + (f"; step counter: {r['counters']['step']}" if r["counters"]["step"] else "")
               + (f"; rollout counter: {r['counters']['rollout']}" if r["counters"]["rollout"] else "") + ")")
         print(f"  steps: {r['counters']['why']}")
         print("  metrics read:")
