@@ -9,7 +9,7 @@ pytest.importorskip("torch")
 from rlbatch.errors import UserError  # noqa: E402
 from rlbatch.backends import local  # noqa: E402
 from rlbatch.backends.local import run_sweep  # noqa: E402
-from rlbatch.study.ladder import build_ladder  # noqa: E402
+from rlbatch.study.ladder import build_ladder, trial_order  # noqa: E402
 from rlbatch.study.manifest import read_manifest  # noqa: E402
 
 OPTS = dict(max_steps=2, max_new_tokens=3, eval_every=16, eval_size=16, micro_batch_size=4, checkpoint_every=1)
@@ -52,7 +52,8 @@ def test_sweep_skips_finished_trials_and_reports(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(local, "run_trial", counting)
     out = tmp_path / "sweep"
     run_sweep(specs, out, progress=False, settings={"base_batch": 8, "rule": "sqrt"})
-    assert calls == ["B8-G4-sqrt-s0", "B16-G4-sqrt-s0"]
+    # trials run in trial_order (seed-major rounds, each shuffled from a fixed seed: issue 44), not ladder order
+    assert calls == [s.run_id for s in trial_order(specs)] and sorted(calls) == ["B16-G4-sqrt-s0", "B8-G4-sqrt-s0"]
     man = read_manifest(out)
     assert [t["state"] for t in man["trials"]] == ["finished", "finished"]
     before = (out / "trials" / "B8-G4-sqrt-s0" / "metrics.jsonl").read_text()

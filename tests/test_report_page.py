@@ -14,6 +14,7 @@ import pytest
 from _page_check import conflicts, page_values
 from _stored_sweeps import unpack
 from rlbatch.analysis.curves import group_seeds
+from rlbatch.analysis.interval import format_interval
 from rlbatch.analysis.throughput import configuration_timings
 from rlbatch.readers.collect import load_all
 from rlbatch.report import build_report
@@ -55,13 +56,13 @@ def test_every_quantity_on_the_page_has_one_value(demo):
     acc = {r["run"]: r for r in res["accounting"]}
     pick = acc[res["headline"]["pick"]]
     lo, hi = pick["relative_time_ci"]
-    assert f"{pick['relative_time']:.2f}x (95% CI {lo:.2f}–{hi:.2f})" in res["headline"]["lines"][0]
+    assert f"{pick['relative_time']:.2f}x (95% CI {format_interval([lo, hi])})" in res["headline"]["lines"][0]
     assert found[(pick["run"], "relative time")][0][1] == (round(pick["relative_time"], 2),)
     for b in res["headline"]["bullets"]:
         run = b.split(" ", 1)[0]
         r = acc[run]
         lo, hi = r["relative_time_ci"]
-        assert f"{r['relative_time']:.2f}x (95% CI {lo:.2f}–{hi:.2f}) the reference's" in b, b
+        assert f"{r['relative_time']:.2f}x (95% CI {format_interval([lo, hi])}) the reference's" in b, b
 
 
 def test_one_clock_stated_once_and_used_by_every_table(demo):
@@ -73,7 +74,11 @@ def test_one_clock_stated_once_and_used_by_every_table(demo):
     groups = group_seeds(runs)
     conf = {c["config"]: c for c in res["configurations"]}
     for name, rs in groups.items():
-        cpu = np.exp(np.mean(np.log([r.metrics["time/cpu_s"].sum() for r in rs])))  # geometric mean over seeds
+        def whole(r):  # step 1 counts as a typical step: the median of the next ten (issue 44, warm-up)
+            t = r.metrics["time/cpu_s"].to_numpy(dtype=float)
+            return t[1:].sum() + (np.median(t[1:11]) if len(t) >= 3 else t[0])
+
+        cpu = np.exp(np.mean(np.log([whole(r) for r in rs])))  # geometric mean over seeds
         assert conf[name]["seconds"] == pytest.approx(cpu, rel=1e-9)
         assert conf[name]["steps"] == pytest.approx(np.mean([len(r.metrics) for r in rs]))
         last = np.mean([r.evals["eval/score"].dropna().iloc[-1] for r in rs])
@@ -206,3 +211,29 @@ def test_seed_mean_curve_runs_to_the_last_point_any_seed_has():
     assert at.loc[3000, "eval/score"] == pytest.approx(0.4) and at.loc[3000, "n_seeds"] == 1
     assert at.loc[1000, "eval/score_min"] == pytest.approx(0.2) and at.loc[1000, "eval/score_max"] == pytest.approx(0.3)
     assert at.loc[3000, CLOCK_X] == pytest.approx(15.0) and at.loc[1000, CLOCK_X] == pytest.approx(5.0)
+
+
+def test_no_impossible_interval_is_printed(demo, tmp_path):
+    """Issue 46 item 4 (newcomer findings 8, 10): no "∞", no interval from 0.00 and no "slower" whose lower end
+    prints as 1.00, in the report of the stored demo sweep and in one whose larger batches were stopped early
+    (open intervals: their time-to-target is only bounded below)."""
+    import re
+
+    def check(text: str) -> None:
+        assert "∞" not in text
+        assert not re.search(r"(?<![\d.])0\.00[–-]", text), re.search(r".{60}(?<![\d.])0\.00[–-].{20}", text)
+        for m in re.finditer(r"\((?:95% CI )?(1\.00)[–-]\d[^)]*\)[^\n|]{0,40}slower", text):
+            raise AssertionError(f"a 'slower' with a lower end of 1.00: {m.group(0)}")
+
+    _, out, runs = demo
+    check((out / "report.md").read_text())
+    check((out / "report.html").read_text())
+    cut = []
+    for r in runs:  # stop the larger batches before the target: censored, open-ended intervals
+        if (r.meta.batch_size or 0) >= 64:
+            keep = r.evals["samples/retained"] <= float(r.evals["samples/retained"].min()) * 1.5
+            r.evals = r.evals[keep].reset_index(drop=True)
+            r.metrics = r.metrics[r.metrics["samples/retained"] <= float(r.evals["samples/retained"].max())]
+        cut.append(r)
+    build_report(cut, tmp_path / "cut", target=0.45)
+    check((tmp_path / "cut" / "report.md").read_text())

@@ -77,7 +77,7 @@ def print_analysis(result: dict[str, Any], fmt: str) -> None:
     if fmt == "markdown":
         print(markdown_table(result["runs"], cols))
         if "accounting" in result:
-            print(f"\n**Accounting at {result['metric']} ≥ {target:g}** (reference {result.get('reference') or 'none'})\n")
+            print(f"\n**Accounting at {result['metric']} ≥ {target:g}** {' (reference ' + result['reference'] + ')' if result.get('reference') else ' (no reference reached the target)'}\n")
             print(markdown_table(with_ci_cells(result["accounting"]), acc_cols, none="—"))
         if result.get("recommendation"):
             print("\n**Recommendation**\n\n" + result["recommendation"])
@@ -85,7 +85,7 @@ def print_analysis(result: dict[str, Any], fmt: str) -> None:
             print(f"\nReport: {result['report']['html']}")
         return
     con = console()
-    clock = {"cpu": "process CPU", "wall": "wall-clock"}.get((result["runs"] or [{}])[0].get("clock"), "logged")
+    clock = {"cpu": "process-CPU", "wall": "wall"}.get((result["runs"] or [{}])[0].get("clock"), "logged")
     con.print(rich_table(result["runs"], summary_columns(compact=True), title=f"Runs (time and throughput on the "
                          f"{clock} clock; --format markdown or json for all columns)"))
     if "accounting" in result:
@@ -97,7 +97,7 @@ def print_analysis(result: dict[str, Any], fmt: str) -> None:
         if result.get("comparisons"):
             compact = [("comparison", "model / task / alg.", None)] + compact
         con.print(rich_table(rows, compact, none="not reached",
-                             title=f"Accounting at {result['metric']} ≥ {target:g} (reference {result.get('reference') or 'none'}; "
+                             title=f"Accounting at {result['metric']} ≥ {target:g} ({'reference ' + result['reference'] if result.get('reference') else 'no reference reached the target'}; "
                              "--format markdown or json for every column)"))
     if result.get("recommendation"):
         con.print(result["recommendation"].replace("**", "").replace("  \n", "\n"), markup=False)

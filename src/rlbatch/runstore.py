@@ -37,7 +37,7 @@ CHECKPOINT = "checkpoint.pt"
 LOCK = ".lock"
 #: Metric keys that measure time (excluded when comparing a resumed run with an uninterrupted one).
 TIME_KEYS = ("time/gen_s", "time/reward_s", "time/train_s", "time/step_s", "time/cpu_s", "time/wall_s",
-             "time/eval_s")
+             "time/eval_s", "time/gen_during_eval_s")
 
 #: Canonical metric names (DESIGN.md). Readers map foreign names onto these; see ``rlbatch.readers.names``.
 CANONICAL_METRICS: dict[str, str] = {

@@ -164,7 +164,7 @@ def headline(rows: list[dict[str, Any]], ref: str | None, metric: str, target: f
     if ref is None:
         reached = [r["run"] for r in rows if r["reached"]]
         if reached:
-            out["lines"] = [f"No pick: runs {', '.join(reached)} reached {metric} ≥ {target:g}, but none has a measured "
+            out["lines"] = [f"No pick: {', '.join(reached)} reached {metric} ≥ {target:g}, but none has a measured "
                             "clock (no per-step timings in the logs) and a target reached after training began, so "
                             "time-to-target cannot be compared."]
         elif rows and not any(r.get("batch_size") for r in rows):

@@ -123,7 +123,7 @@ def run_demo(out: Path | str = "runs/demo", *, preset: str = "tiny", seeds: int 
         prepare_here(d["model"], device, threads=1)  # one torch thread, as every trial had
         timing_pass(out, specs, rounds=timing_rounds, steps=timing_steps, say=print if progress else None)
     rep = report_sweep(out, target=d["target"], title=f"rlbatch demo: {algo.upper()} batch-size study ({preset} preset, "
-                       f"{d['task']}, sqrt LR rule + fixed-LR control, {d['seeds']} seed(s)"
+                       f"{d['task']}, sqrt LR rule + fixed-LR control, {d['seeds']} seed{'s' if d['seeds'] != 1 else ''}"
                        + (f" from seed {seed_offset}" if seed_offset else "") + ")")
     rep["demo_seconds"] = time.perf_counter() - t0
     rep["demo_cost"] = demo_cost(out)
