@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from rlbatch.analysis.accounting import check_target, run_summaries
 from rlbatch.analysis.study import Study
@@ -22,7 +22,8 @@ def analyze(paths: list[Path], *, target: float | None = None, metric: str = "ev
             reference: str | None = None, out: Path | None = None, log_format: str | None = None,
             mapping: list[str] | None = None, sets: list[str] | None = None, prompts_per_step: int | None = None,
             group_size: int | None = None, title: str = "rlbatch analyze", ema: float | None = None,
-            sustained: bool = False, clock: str = "auto") -> dict[str, Any]:
+            sustained: bool = False, clock: str = "auto",
+            stage: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Read ``paths``, summarise, account (with a target) and write the report into ``out`` when given.
 
     ``ema`` (smoothing weight in [0, 1)) and ``sustained`` (the score must stay at or above the target after the
@@ -33,9 +34,13 @@ def analyze(paths: list[Path], *, target: float | None = None, metric: str = "ev
     "warnings": [...], "report": {"html", "markdown", "json"} (with ``out``)}``.
     """
     check_target(target)
+    stage = stage or (lambda _label: None)
+    stage(f"reading {len(paths)} path{'s' if len(paths) != 1 else ''}")
     runs, msgs = load_all(paths, log_format=log_format, mapping=mapping, prompts_per_step=prompts_per_step,
                           group_size=group_size, sets=sets)
     study = Study.of(runs, target, metric, reference, ema=ema, sustained=sustained, clock=clock)
+    stage(f"{len(runs)} run{'s' if len(runs) != 1 else ''} read; "
+          + ("computing the accounting and writing the report" if out is not None else "computing the summary"))
     if out is not None:
         result = build_report(runs, Path(out), title=title, study=study)
         result["report"] = {k: str(Path(out) / f) for k, f in

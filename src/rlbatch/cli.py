@@ -21,7 +21,7 @@ from rlbatch.cli_options import (ADDRESS, BASE_BATCH, BASE_CONFIG, BASE_LR, BATC
                                  SWEEP_SETTINGS, TARGET, TRAIN_SETTINGS, AliasGroup, with_config_options)
 from rlbatch import __version__
 from rlbatch.errors import Interrupted, UserError
-from rlbatch.output import console, markdown_table, markdown_text, print_json, rich_table
+from rlbatch.output import Stages, console, markdown_table, markdown_text, print_json, rich_table
 from rlbatch.scaling import lr_table, parse_int_list, scaled_lr
 from rlbatch.train.config import (check_device, check_score_target, lr_fields, make_config, stop_fields,
                                    trainer_fields, trial_budget)
@@ -199,19 +199,29 @@ def train_cmd(
     check_device(cfg.device)
     from rlbatch.train.trainer import train  # imports torch: after the options are checked (a typo fails fast)
 
+    was_done = resume and (Path(out) / "run.json").exists() and read_run(out).meta.status == "finished"
+    steps_before = len(read_run(out).metrics) if was_done else None
     run_dir = train(cfg, out, resume=resume, progress=fmt is Format.table)
     run = read_run(run_dir)
     m, e = run.metrics, run.evals
+    if was_done and len(m) == steps_before:  # newcomer finding 21: say it, do not just reprint the summary
+        typer.echo(f"rlbatch: {out} had already finished ({run.meta.stop_reason}): nothing to resume; its summary:",
+                   err=True)
+    extra = getattr(run.meta, "model_extra", None) or {}
+    critic_lr = extra.get("critic_lr", getattr(run.meta, "critic_lr", None))
     row = {"run": run.run_id, "status": run.meta.status, "stop_reason": run.meta.stop_reason,
            "steps": int(m["step"].iloc[-1]) if len(m) else 0,
            "samples_retained": int(m["samples/retained"].iloc[-1]) if len(m) else 0,
            "samples_generated": int(m["samples/generated"].iloc[-1]) if len(m) else 0,
-           "lr": run.meta.lr, "first_eval_score": float(e["eval/score"].iloc[0]) if len(e) else None,
+           "lr": run.meta.lr, **({"critic_lr": critic_lr} if critic_lr is not None else {}),
+           "first_eval_score": float(e["eval/score"].iloc[0]) if len(e) else None,
            "last_eval_score": float(e["eval/score"].iloc[-1]) if len(e) else None,
            "mean_step_s": float(m["time/step_s"].mean()) if len(m) else None,
            "wall_clock_s": float(m["time/wall_s"].iloc[-1]) if len(m) else None,
            "peak_memory_mib": _mib(getattr(run.meta, "peak_memory_bytes", None)),
-           "peak_kv_cache_mib": _mib(getattr(run.meta, "peak_kv_cache_bytes", None)), "run_dir": str(run_dir)}
+           # an asynchronous run decodes in its generation process, whose KV cache this process does not see
+           "peak_kv_cache_mib": (None if cfg.async_rollouts else _mib(getattr(run.meta, "peak_kv_cache_bytes", None))),
+           "run_dir": str(run_dir)}
     cols = [(k, k, None) for k in row]
     if fmt is Format.json:
         print_json(row)
@@ -460,8 +470,9 @@ def analyze_cmd(
     run; with --target, the end-to-end accounting (rN vs throughput gain) and which batch size is fastest."""
     from rlbatch.analyze import analyze, print_analysis  # on use: --help loads no pandas / scipy / matplotlib
 
-    result = analyze(paths, target=target, metric=metric, reference=reference, out=out, log_format=log_format,
-                     mapping=mapping, sets=sets, ema=ema, sustained=sustained, clock=clock)
+    with Stages("analyze") as stage:  # a line on stderr once it takes 2 s, then each stage
+        result = analyze(paths, target=target, metric=metric, reference=reference, out=out, log_format=log_format,
+                         mapping=mapping, sets=sets, ema=ema, sustained=sustained, clock=clock, stage=stage)
     print_analysis(result, fmt.value)
 
 # --------------------------------------------------------------------------------------------------- inspect
@@ -631,9 +642,12 @@ def watch_cmd(
     """Live view of one running job or a whole sweep, re-read as it grows: score vs retained samples with the fitted
     curve, predicted samples-to-target and time-to-target with intervals, throughput so far, and for a sweep the
     plan's ranking and which trials the adaptive loop stopped (from the sweep's adaptive.json, with its reason) or
-    would stop. Piped: one line per configuration per update. Exits when every trial has finished (rlbatch run
-    directories; a foreign log does not say, so watch it with --max-updates or Ctrl-C). Only reads: nothing is
-    written to PATH."""
+    would stop. Piped: one line per configuration per update, where S is the retained samples so far, S* the
+    samples-to-target [95% interval] (measured, or predicted by the fit), T* the time-to-target in seconds, X the
+    throughput in retained samples per second and rel.time the plan's time-to-target relative to the reference.
+    Exits when every trial has finished (rlbatch run directories; a foreign log does not say, so watch it with
+    --max-updates or Ctrl-C), or, with one line saying so, when a local sweep or run was interrupted (no process
+    holds it). Only reads: nothing is written to PATH."""
     from rlbatch.watch import watch  # on use: --help loads no pandas / scipy
 
     watch(path, target=target, fmt=fmt, once=once, interval=interval, max_updates=max_updates, metric=metric,
@@ -646,6 +660,13 @@ def main() -> None:
     does a usage error (unknown option, missing argument, bad value: click's message and the command's ``--help``
     on one line); warnings go through :func:`_show_warning`."""
     warnings.showwarning = _show_warning
+    # no library notices in the user's terminal (transformers' attention-mask advice and the like: rlbatch passes
+    # its masks), and no progress bars of a library written as one long line into a pipe or file (newcomer finding
+    # 22); a user's own setting of these variables wins
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+    if not sys.stderr.isatty():
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     try:
         rv = app(standalone_mode=False)
     except UserError as err:

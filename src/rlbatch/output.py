@@ -158,3 +158,45 @@ def markdown_text(md: str):
         part = re.sub(r"`([^`]*)`", r"\1", part)
         out.append(part, style="bold" if i % 2 else None)
     return out
+
+
+class Stages:
+    """Progress of a command in stages, on stderr, shown only once it has taken ``delay`` seconds (a quick command
+    prints nothing; a long one says within ``delay`` seconds what it is doing, then every later stage with the
+    seconds so far): ``with Stages("analyze") as st: st("reading 3 paths"); ...; st("writing the report")``.
+    Works piped too (plain lines)."""
+
+    def __init__(self, name: str, delay: float = 2.0, stream: Any = None):
+        import threading
+        import time
+
+        self.name, self.delay, self.stream = name, delay, stream or sys.stderr
+        self._time = time.monotonic
+        self._t0 = self._time()
+        self._label = "starting"
+        self._shown = False
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(delay, self._late)
+        self._timer.daemon = True
+
+    def _print(self) -> None:
+        print(f"{self.name}: {self._label} ({self._time() - self._t0:.0f} s)", file=self.stream, flush=True)
+
+    def _late(self) -> None:
+        with self._lock:
+            if not self._shown:
+                self._shown = True
+                self._print()
+
+    def __call__(self, label: str) -> None:
+        with self._lock:
+            self._label = label
+            if self._shown:
+                self._print()
+
+    def __enter__(self) -> "Stages":
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._timer.cancel()

@@ -733,9 +733,13 @@ def plan_runs(runs: Sequence[Run], target: float, *, reference: str | None = Non
             c["predicted_relative_time"] = predicted_relative_time(c["rN"], g)
             c["interval"] = _div_ci(c.get("rN_ci"), c.get("relative_throughput_ci") or [g, g])
     if all(c["relative_throughput"] is None for c in cands if not c["is_reference"]):
-        raise UserError("no throughput for any candidate: the runs have no per-step timings (time/gen_s, "
-                        "time/step_s or time/wall_s) at two or more batch sizes; give --profile PROFILE.json "
-                        "(rlbatch profile)", field="throughput")
+        timed = sorted({int(r.meta.batch_size) for r in runs if r.meta.batch_size and any(
+            k in r.metrics.columns for k in ("time/gen_s", "time/step_s", "time/wall_s"))})
+        why = ("the runs have no per-step timings (time/gen_s, time/step_s or time/wall_s)" if not timed else
+               f"the runs are timed at one batch size only (B = {timed[0]}), and a throughput model needs two or more"
+               if len(timed) == 1 else "no timed batch size reached the target")
+        raise UserError(f"no throughput for any candidate: {why}; give --profile PROFILE.json (rlbatch profile)",
+                        field="throughput")
     if all(c["rN"] is None for c in cands if not c["is_reference"]):
         raise UserError("no sample penalty rN for any candidate: the probes have not risen above their starting "
                         "score, and there is no B_noise estimate (noise/* metrics or grad_norm/actor at two batch "

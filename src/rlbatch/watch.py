@@ -18,6 +18,7 @@ It only reads: nothing is written into the watched directory.
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import sys
@@ -37,6 +38,7 @@ from rlbatch.analysis.interval import format_interval
 from rlbatch.analysis.study import Study
 from rlbatch.analysis.throughput import run_throughput
 from rlbatch.errors import UserError
+from rlbatch.output import Stages
 from rlbatch.plan import plan_runs
 from rlbatch.readers.collect import load_all
 from rlbatch.readers.generic import missing_fields
@@ -231,7 +233,9 @@ def predict(runs: list, *, target: float | None, metric: str = "eval/score", upd
     runs = [r for r in runs if len(r.metrics)]
     if not runs:
         return WatchUpdate(update, str(path), target, metric, "wall", [], note="no training step logged yet")
-    study = Study.of(runs, target, metric, n_boot=n_boot)  # the estimates the plan's ranking reads too
+    # the estimates the plan's ranking reads too, with the accounting's own number of draws, so that a finished
+    # configuration shows the intervals analyze shows (newcomer finding 9); ``n_boot`` is the curve fits' only
+    study = Study.of(runs, target, metric)
     clock = study.basis
     groups = study.groups
     fits: dict[str, Any] = {}
@@ -291,11 +295,15 @@ def predict(runs: list, *, target: float | None, metric: str = "eval/score", upd
             crossed = earliest_crossing(runs, target, metric)
             now = race(groups, target, metric, clock, reference=plan.get("reference"))
             final = _final_verdicts(study)
+            # the ladder's reference is its smallest batch on the LR rule (B0), whichever seed reached first: it
+            # runs to the target and is never stopped (docs/commands/sweep.md; newcomer finding 9)
+            b0 = min((c["batch_size"] for c in plan["candidates"] if c["run"] in groups and c["batch_size"]
+                      and c.get("on_lr_rule", True)), default=None)
             for c in plan["candidates"]:
                 n = min((eval_points(r, metric) for r in groups.get(c["run"], [])), default=0)
                 done = c["run"] in groups and all(finished(r) for r in groups[c["run"]])
-                if done:  # nothing left to stop: the report's verdict, the one rule for finished runs
-                    verdict = None
+                if done or (b0 is not None and c["batch_size"] == b0 and c.get("on_lr_rule", True)):
+                    verdict = None  # finished: the report's verdict, the one rule for finished runs
                 else:
                     verdict = now.verdict(c["run"]) or stop_verdict(
                         c, best, n, reference=plan.get("reference"), crossed_at=crossed,
@@ -472,8 +480,11 @@ def watch(path: Path | str, *, target: float | None = None, fmt: str = "auto", o
             sig = _signature(path)
             if sig != seen:
                 seen = sig
-                up = snapshot(path, target=target, metric=metric, update=len(updates) + 1, log_format=log_format,
-                              prompts_per_step=prompts_per_step, group_size=group_size, n_boot=n_boot)
+                with Stages("watch", stream=None if emit is None else io.StringIO()) as stage:
+                    stage(f"reading {path} for update {len(updates) + 1}")  # on stderr once it takes 2 s
+                    up = snapshot(path, target=target, metric=metric, update=len(updates) + 1,
+                                  log_format=log_format, prompts_per_step=prompts_per_step, group_size=group_size,
+                                  n_boot=n_boot)
                 updates.append(up)
                 show(up)
                 if up.finished:  # every trial has finished: nothing more will come

@@ -21,7 +21,8 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                           TimeRemainingColumn)
 
 from rlbatch.backends.local_trl import run_trial_trl
 from rlbatch.errors import Interrupted, UserError
@@ -140,9 +141,11 @@ def _run_sweep(specs: list[TrialSpec], out: Path, workers: int, threads: int, se
     bar = None
     if progress:
         bar = Progress(TextColumn("[bold]sweep"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
-                       TimeElapsedColumn())
+                       TimeElapsedColumn(), TextColumn("left ~"), TimeRemainingColumn())
         bar.start()
         tid = bar.add_task("trials", total=len(todo), info=f"{skipped} already finished" if skipped else "")
+
+    started = time.monotonic()
 
     def done(run_id: str, state: str, error: str | None, secs: float) -> None:
         entry = known[run_id]
@@ -152,7 +155,9 @@ def _run_sweep(specs: list[TrialSpec], out: Path, workers: int, threads: int, se
             bar.update(tid, advance=1, info=f"{run_id}: {state} ({secs:.0f} s)")
             if not sys.stdout.isatty():  # a log file gets no live bar: one plain line per trial instead
                 n = sum(1 for e in todo if e["state"] in ("finished", "failed"))
-                print(f"sweep: {n}/{len(todo)} {run_id}: {state} ({secs:.0f} s)", flush=True)
+                spent = time.monotonic() - started
+                left = f", ~{spent / n * (len(todo) - n):.0f} s left" if n < len(todo) else ""
+                print(f"sweep: {n}/{len(todo)} {run_id}: {state} ({secs:.0f} s{left})", flush=True)
 
     try:
         if workers <= 1:

@@ -304,7 +304,11 @@ def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None,
                f"**How these numbers are computed.** {acc['aggregation']}", ""]
         if "comparisons" not in acc:  # one model / task / algorithm: one batch ladder
 
-            result["aligned_family"] = aligned_family(rows, ref)
+            # the family is a property of one system: an asynchronous run at the same B is another (newcomer
+            # finding 20), so the family comes from the synchronous rows, as the noise fit and the plan do
+            sync_ids = {r.run_id for r in synchronous(runs)}
+            family_rows = [r for r in rows if set(r.get("runs") or [r["run"]]) <= sync_ids] or rows
+            result["aligned_family"] = aligned_family(family_rows, ref)
             result["rejected"] = rejected(rows, ref)
             md += ["### Where the aligned family ends", "", family_markdown(result["aligned_family"],
                                                                              result["rejected"]), ""]

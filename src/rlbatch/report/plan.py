@@ -76,22 +76,28 @@ def plan_section(plan_or_runs: dict[str, Any] | Sequence[Run], **plan_kwargs: An
         names = [str(c["run"] or f"B={c['batch_size']}") + (" (pick)" if c["verdict"] == "recommended" else "")
                  for c in pr]
         t = np.array([c["predicted_relative_time"] for c in pr])
+        los = [c["interval"][0] if c["interval"] and c["interval"][0] else v for v, c in zip(t, pr)]
         his = [c["interval"][1] if c["interval"] else v for v, c in zip(t, pr)]
-        right = 1.12 * max([1.0] + list(t) + [h for h in his if h is not None and np.isfinite(h)])
-        err = np.array([[max(0, v - c["interval"][0]), max(0, (h if h is not None else right) - v)]
-                        if c["interval"] else [0, 0] for v, c, h in zip(t, pr, his)]).T
+        # a log axis around 1 (newcomer finding 24: one candidate's interval to 17 squeezed the others into 0-1):
+        # ratios read alike above and below 1, and every interval is drawn whole
+        finite = [h for h in his if h is not None and np.isfinite(h)]
+        left = min([1.0] + [x for x in list(t) + los if x and x > 0]) / 1.3
+        right = 1.3 * max([1.0] + list(t) + finite)
         colors = ["tab:green" if c["verdict"] == "recommended" else "tab:red" if c["rejected"] else "tab:blue"
                   for c in pr]
-        a2.barh(range(len(pr)), t, xerr=err, color=colors, capsize=3)
-        for i, (c, h) in enumerate(zip(pr, his)):
-            if c["interval"] and h is None:
+        for i, (v, lo, h, color) in enumerate(zip(t, los, his, colors)):
+            a2.errorbar([v], [i], xerr=[[max(0.0, v - lo)], [max(0.0, (h if h is not None else v) - v)]], fmt="o",
+                        color=color, ms=6, capsize=3, elinewidth=1.6)
+            if pr[i]["interval"] and h is None:
                 open_arrow(a2, right, i, "x")
         a2.set_yticks(range(len(pr)), names, fontsize=TICK_FONT)
+        a2.set_ylim(-0.6, len(pr) - 0.4)
         a2.axvline(1.0, color="black", lw=0.8)
-        a2.set_xlim(0, right)
+        plain_log_axis(a2, "x")
+        a2.set_xlim(left, right)
         a2.legend(handles=[Patch(color="tab:green", label="pick"), Patch(color="tab:blue", label="not rejected"),
                            Patch(color="tab:red", label="rejected")], fontsize=LEGEND_FONT, loc="lower right")
-    a2.set_xlabel("predicted time-to-target / reference's (bar: 95% interval)")
+    a2.set_xlabel("predicted time-to-target / reference's (log scale; bar: 95% interval)")
     a2.set_title("Predicted time-to-target")
     a2.tick_params(labelsize=TICK_FONT)
     fig.tight_layout()
