@@ -31,7 +31,8 @@ import json
 import re
 import warnings
 from pathlib import Path
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Callable
 
 from rlbatch.batchspec import batch_spec
 from rlbatch.errors import UserError
@@ -43,8 +44,30 @@ from rlbatch.readers.generic import JSONL_CONFIG_BESIDE, config_paths_beside
 from rlbatch.runstore import (Run, adaptive_trials, annotate_stopped, annotate_timing, is_run_dir, iter_run_dirs,
                               read_run, timing_blocks)
 
-FORMATS = ("rlbatch", "verl", "verl-jsonl", "tensorboard", "trl", "trl-console", "prime-rl", "nemo-rl", "slime",
-           "wandb-summary", "wandb-csv", "csv", "jsonl", "wandb", "mlflow", "notebook", "generic")
+
+
+@dataclass(frozen=True)
+class Adapter:
+    """A console-log format recognised by its text: ``looks_like(head)`` on the file's first 64 KiB (decoded),
+    ``read(path, mapping)`` -> its runs (a :class:`UserError` naming the file when it holds none)."""
+
+    name: str
+    looks_like: Callable[[str], bool]
+    read: Callable[[Path, dict[str, str]], list[Run]]
+
+
+#: The console formats detected by content, tried in this order after the structured ones (a run store, JSON,
+#: TRL's trainer_state.json) and before a plain CSV: a new format is one module with ``looks_like`` and ``read``
+#: and one line here (docs/adding-a-reader.md).
+CONSOLE_ADAPTERS: tuple[Adapter, ...] = (
+    Adapter("verl", verl_console.looks_like, lambda p, m: [verl_console.read(p, user_map=m)]),
+    Adapter("trl-console", trl_console.looks_like, lambda p, m: [trl_console.read(p, user_map=m)]),
+    *(Adapter(f, lambda h, f=f: consoles.detect(h) == f, lambda p, m, f=f: [consoles.read(p, f, user_map=m)])
+      for f in consoles.FORMATS),
+)
+
+FORMATS = ("rlbatch", "verl-jsonl", "tensorboard", "trl", *(a.name for a in CONSOLE_ADAPTERS), "wandb-csv", "csv",
+           "jsonl", "wandb", "mlflow", "notebook", "generic")
 
 __all__ = ["FORMATS", "ReadWarning", "load", "detect_format", "apply_overrides", "parse_mapping", "read_console_text"]
 
@@ -142,13 +165,9 @@ def detect_format(path: str | Path) -> str:
                 return "jsonl"
         except (ValueError, RecursionError):
             pass
-    if verl_console.looks_like(head):
-        return "verl"
-    if trl_console.looks_like(head):
-        return "trl-console"
-    other = consoles.detect(head)
-    if other:
-        return other
+    for adapter in CONSOLE_ADAPTERS:
+        if adapter.looks_like(head):
+            return adapter.name
     if "," in first and "\n" in stripped:
         cols = [c.strip().strip('"') for c in first.split(",")]
         return "wandb-csv" if tabular.is_wandb_header(cols) else "csv"
@@ -203,8 +222,9 @@ def _read_one(path: Path, fmt: str, mapping: dict[str, str]) -> list[Run]:
         annotate_stopped(runs, adaptive_trials(path))  # an adaptive sweep's record: which trials it stopped early
         annotate_timing(runs, timing_blocks(path))  # a study's timing pass: the accounting's throughput
         return runs
-    if fmt == "verl":
-        return [verl_console.read(path, user_map=mapping)]
+    adapter = next((a for a in CONSOLE_ADAPTERS if a.name == fmt), None)
+    if adapter is not None:
+        return adapter.read(path, mapping)
     if fmt in ("verl-jsonl", "jsonl"):
         return jsonl.read_all(path, fmt=fmt, user_map=mapping)
     if fmt == "tensorboard":
@@ -223,10 +243,6 @@ def _read_one(path: Path, fmt: str, mapping: dict[str, str]) -> list[Run]:
         return runs
     if fmt == "trl":
         return trainer_state.read_all(path, user_map=mapping)
-    if fmt == "trl-console":
-        return [trl_console.read(path, user_map=mapping)]
-    if fmt in ("prime-rl", "nemo-rl", "slime", "wandb-summary"):
-        return [consoles.read(path, fmt, user_map=mapping)]
     if fmt in ("wandb-csv", "csv"):
         return tabular.read(path, fmt=fmt, user_map=mapping)
     if fmt in ("notebook", "generic"):

@@ -47,6 +47,10 @@ WANDB_LINE = re.compile(r"^\s+(\S.*?)\s+(\S+)\s*$")  # "   train/reward 0.82", "
 STEP_KEYS = ("train/global_step", "global_step", "training/global_step", "trainer/global_step", "_step", "step")
 
 
+#: the formats of this module, in the order :func:`detect` tries them
+FORMATS = ("prime-rl", "nemo-rl", "slime", "wandb-summary")
+
+
 def detect(head: str) -> str | None:
     """The console format of ``head`` (``prime-rl``, ``nemo-rl``, ``slime``, ``wandb-summary``) or None."""
     if "\x1b" in head:
