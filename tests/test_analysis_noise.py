@@ -167,8 +167,14 @@ def test_noise_section_contract():
     assert sec["json"]["b_simple"][0]["b_simple"] == pytest.approx(10.0)
     assert {"grad_norm_vs_batch", "b_simple_by_batch"} <= set(sec["figures"])
     # one run per batch size: the knee is one ratio without an interval, said as a hint, never "the critical batch"
-    assert "Knee of the gradient norm: **B = 256**" in sec["markdown"] and "a hint, not a measurement" in sec["markdown"]
+    assert "Knee of the `grad_norm/actor` norm: **B = 256**" in sec["markdown"]
+    assert "a hint, not a measurement" in sec["markdown"]
+    assert "No knee of the `grad_norm/critic` norm" in sec["markdown"]  # each line names its norm (PPO: two)
     assert "critical batch)" not in sec["markdown"]
+    # a knee at the ladder's first batch is not located (newcomer finding 19): said so, not in bold
+    low = noise_section([synth_run(b, knee_fn(64)) for b in (64, 128, 256, 512)])
+    assert low["json"]["actor"]["knee_batch"] == 64
+    assert "at or below the smallest batch, B = 64" in low["markdown"] and "**B = 64**" not in low["markdown"]
     # B_simple (10 responses) against the retained batch at B = 512 (512 responses per step), in the same units
     assert "B = 512: **10** (95% CI 10 to 10) — below the retained batch (~512 responses): the batch is above the " \
            "noise scale" in sec["markdown"]

@@ -51,6 +51,10 @@ def test_cuda_on_a_machine_without_it_is_one_line(monkeypatch, capsys, tmp_path)
         assert code == 2 and err.endswith("--device cuda: this torch build has no CUDA (a CPU build); use --device "
                                           "cpu here, or run on a machine with a GPU"), err
         assert not out.exists()
+    # profile: the same one line, and nothing before it (newcomer finding 22: an empty line came first)
+    code, _, err = run_in_process(monkeypatch, capsys, "profile", "--device", "cuda", "--out", tmp_path / "prof")
+    assert code == 2 and err.strip().splitlines() == [err.splitlines()[0]] and err.startswith("rlbatch: error: "
+                                                                                               "--device cuda: "), err
 
 
 def test_help_and_version(tmp_path):

@@ -60,6 +60,22 @@ def test_a_legend_over_the_data_is_a_problem():
     assert figure_problems(fig) == []
 
 
+def test_plan_fit_figure_says_when_the_asymptote_is_the_bound_and_its_legend_covers_no_point():
+    """Newcomer finding 24: B4096's fit read "A=1.00" (the asymptote pinned at the score ceiling, the fit's bound)
+    and the legend hid its highest point."""
+    from rlbatch.report.plan import fit_figure
+
+    def cand(run: str, a: float, ci: list[float]) -> dict:
+        return {"run": run, "batch_size": 64, "runs": [], "predicted_samples_to_target": 5000,
+                "fit": {"R0": 0.2, "A": a, "C_mid": 2000.0, "b": 1.5, "x_max": 3000.0, "A_ci": ci}}
+
+    fig = fit_figure({"target": 0.4, "candidates": [cand("B64", 1.0, [0.5, 1.0]), cand("B128", 0.6, [0.55, 0.71])]})
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["B64 (A at the bound 1.00: not measured)",
+                                                                     "B128 (A=0.60, 95% 0.55-0.71)"]
+    assert legend_covers(ax, ax.get_legend()) == 0 and figure_problems(fig) == []
+
+
 @pytest.mark.parametrize("seconds, text", [(0.0012, "1.2 ms"), (0.085, "85 ms"), (0.5, "500 ms"), (3.14159, "3.1 s"),
                                            (4.96, "5.0 s"), (42.4, "42 s"), (121, "2.0 min"), (7300, "2.03 h")])
 def test_durations_keep_two_significant_figures(seconds, text):

@@ -3,6 +3,7 @@ prints results, and one-line errors with exit code 2 for bad input (:class:`rlba
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import sys
@@ -422,12 +423,21 @@ def profile_cmd(
     _quiet_transformers()
 
     sizes = parse_int_list(sequences, "sequences")
-    with Progress(console=Console(stderr=True), transient=True) as bar:
+    if device:
+        check_device(device)  # before the progress bar: an error is one line, no blank line before it
+    tty = sys.stderr.isatty()  # a bar on a terminal; piped, plain stage lines (a bar there is one long line)
+    with Progress(console=Console(stderr=True), transient=True, disable=not tty) as bar, \
+            (contextlib.nullcontext(lambda _s: None) if tty else Stages(f"profile {model}")) as stage:
         task = bar.add_task(f"profiling {model}", total=len(sizes))
+        stage(f"loading the model, then {len(sizes)} batch sizes")
+
+        def advance(b: int) -> None:
+            bar.advance(task)
+            stage(f"B = {b} done ({bar.tasks[0].completed:.0f} of {len(sizes)})")
+
         prof = run_profile(model, sizes, new_tokens=new_tokens, prompt_tokens=prompt_tokens, device=device,
                            bandwidth_gbs=bandwidth_gbs, peak_tflops=peak_tflops, update=update,
-                           repeats=repeats,
-                           progress=lambda _b: bar.advance(task))
+                           repeats=repeats, progress=advance)
     jpath, fpath = save_profile(prof, out)
     if fmt is Format.json:
         print_json(json_rows(prof))

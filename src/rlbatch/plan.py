@@ -38,7 +38,10 @@ Where each number comes from (``rN_source`` / ``throughput_source`` in the outpu
   without runs), **profile** (the same model fitted to a ``rlbatch profile`` JSON: every candidate), **table**
   (samples-to-target / wall-clock of an accounting table) or **interpolated** (log-log between table rows).
 
-A candidate is in the *aligned family* when it is on the square-root LR rule and rN <= 1 + tolerance (DESIGN.md).
+A candidate is in the *aligned family* when it is on the square-root LR rule and its rN is shown within the tolerance
+of the reference's: its interval inside [1 / (1 + tolerance), 1 + tolerance] (the accounting's 90% equivalence
+interval for a measured rN, the fit's or the noise model's 95% otherwise; the report's family), or rN <= 1 +
+tolerance for a point value without an interval (an accounting table), contiguous from the reference (DESIGN.md).
 """
 
 from __future__ import annotations
@@ -266,13 +269,20 @@ def _sentence(c: dict[str, Any], ref_label: str, tol: float) -> str:
         src += ", as its own fit cannot tell yet whether or when it reaches the target: run it longer"
     if not c["on_lr_rule"]:
         fam = "off the square-root LR rule, so outside the aligned family"
-    elif c["aligned"]:
-        fam = f"inside the aligned family (rN {rn:.2f} <= {1 + tol:.2f})"
-    elif c.get("aligned_rn"):
-        fam = (f"outside the aligned family (rN {rn:.2f} <= {1 + tol:.2f}, but the family, contiguous from the "
-               "reference, ends at a smaller batch)")
     else:
-        fam = f"outside the aligned family (rN {rn:.2f} > {1 + tol:.2f})"
+        band = f"[{1 / (1 + tol):.2f}, {1 + tol:.2f}]"
+        by = c.get("aligned_by")
+        iv = c.get("rN_test") if by == "90%" else c.get("rN_ci")
+        test = (f"rN {rn:.2f}, its {by} interval {format_interval(iv, sep='-')} "
+                + ("inside " if c.get("aligned_rn") else "not inside ") + band) if by else \
+            f"rN {rn:.2f} {'<=' if c.get('aligned_rn') else '>'} {1 + tol:.2f}, a point value without an interval"
+        if c["aligned"]:
+            fam = f"inside the aligned family ({test})"
+        elif c.get("aligned_rn"):
+            fam = f"outside the aligned family ({test}, but the family, contiguous from the reference, ends at a " \
+                  "smaller batch)"
+        else:
+            fam = f"outside the aligned family ({test})"
     if g is None:
         return f"{name}{bstr} is {fam}, rN {src}{rn_ci}; throughput unknown (give --profile), no decision."
     iv = c.get("interval")
@@ -302,7 +312,11 @@ def _finish(cands: list[dict[str, Any]], ref_label: str, target: float | None, t
     s_ref, t_ref = ref.get("samples_to_target"), ref.get("time_to_target_s")
     for c in cands:
         rn, g = c["rN"], c["relative_throughput"]
-        c["aligned"] = aligned(rn, c["on_lr_rule"], tol)
+        # one family on every page (the report's): by rN's interval where there is one (the accounting's 90%
+        # equivalence interval for measured rN, else the fit's or noise model's 95%), a point value only without
+        c["aligned_by"] = ("90%" if c.get("rN_test") else "95%" if c.get("rN_ci") and None not in c["rN_ci"]
+                           else None)
+        c["aligned"] = aligned(rn, c["on_lr_rule"], tol, interval=c.get("rN_test") or c.get("rN_ci"))
         if c.get("predicted_relative_time") is None and rn is not None and g and c.get("reaches", True):
             c["predicted_relative_time"] = predicted_relative_time(rn, g)
             c["interval"] = _div_ci(c.get("rN_ci"), [g, g])
@@ -630,6 +644,7 @@ def plan_runs(runs: Sequence[Run], target: float, *, reference: str | None = Non
         if ref_reached and (row["reached"] or is_ref):  # the accounting's numbers, as they are
             c.update({k: row[k] for k in ("rN", "rN_ci", "relative_throughput", "relative_throughput_ci")})
             c.update(rN_source="measured", rN_level=target, predicted_relative_time=row["relative_time"],
+                     rN_test=row.get("rN_test"),
                      interval=row["relative_time_ci"], accounting_verdict=row["verdict"],
                      may_be_fastest=row.get("may_be_fastest"))
         elif ref_reached and row["verdict"] in ("slower", "undetermined") and not e.get("unfinished") \
@@ -637,9 +652,13 @@ def plan_runs(runs: Sequence[Run], target: float, *, reference: str | None = Non
             # ran its budget without every seed reaching the target: the accounting's verdict (a lower bound that
             # shows it slower, or undetermined), one verdict per configuration on every page; no prediction
             x = row["throughput_samples_per_s"]
-            c.update(rN=None, rN_ci=None, rN_source="measured", rN_level=target,
+            # (newcomer finding 19: never a noise-model rN whose interval reaches below the measured bound): rN
+            # and relative time as the 95% lower ends of the accounting's bounds, open above ("≥ x" in the table)
+            lo_rn, lo_t = row.get("rN_at_least_lo"), row.get("relative_time_at_least_lo")
+            c.update(rN=None, rN_ci=[lo_rn, None] if lo_rn else None, rN_source="measured", rN_level=target,
                      relative_throughput=relative_throughput(x, x_ref) if x and x_ref else None,
-                     relative_throughput_ci=None, predicted_relative_time=None, interval=None, reaches=False,
+                     relative_throughput_ci=None, predicted_relative_time=None,
+                     interval=[lo_t, None] if lo_t else None, reaches=False, censored=True,
                      accounting_verdict=row["verdict"], why=row.get("why"))
         else:
             # not at the target yet: samples-to-target predicted by the saturating fit (analysis.fit), at the target
@@ -689,7 +708,7 @@ def plan_runs(runs: Sequence[Run], target: float, *, reference: str | None = Non
     if bn is None:
         bn = {"value": None, "ci": None, "source": None}
     early = [c for c in cands if c["rN"] is None and c["on_lr_rule"] and not c["is_reference"]
-             and not c.get("never_reaches")]
+             and not c.get("never_reaches") and not c.get("censored")]
     if early and bn.get("value") is not None:
         for c in early:
             nc = noise_candidate(c["batch_size"], b_ref, bn, c["retained_batch"], rb_ref)
@@ -927,7 +946,10 @@ def to_markdown(plan: dict[str, Any]) -> str:
         fam = plan["aligned_family"]
         lo, hi = fam[0], fam[-1]
         span = ", ".join(f"B = {b}" for b in fam) if len(fam) > 1 else f"only B = {lo}"
-        lines += ["", f"Aligned family (rN <= {1 + plan['tolerance']:.2f}, square-root LR rule): {span}."]
+        tol = plan["tolerance"]
+        lines += ["", f"Aligned family (square-root LR rule; rN shown within {tol:.0%} of the reference's: its "
+                  f"interval inside [{1 / (1 + tol):.2f}, {1 + tol:.2f}], as in the accounting; rN <= {1 + tol:.2f} "
+                  f"only for a point value without an interval): {span}."]
     lines += ["", "Predicted relative time = rN / relative throughput; a candidate beats the reference iff its "
               "throughput gain exceeds rN (Li et al. 2026). rN for batches without runs: E/E_min = 1 + B/B_noise "
               "(McCandlish et al. 2018, eq. 2.11)."]

@@ -38,6 +38,7 @@ from rlbatch.analysis.throughput import sublinear_window
 from rlbatch.errors import UserError
 from rlbatch.output import markdown_table, to_json
 from rlbatch.runstore import atomic_write_text
+from rlbatch.train.config import check_device
 from rlbatch.train.models import load_model
 
 
@@ -203,8 +204,7 @@ def run_profile(model_spec: str, batches: Sequence[int] = (1, 2, 4, 8), new_toke
     (non-positive, context longer than the model's positions) or device.
     """
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise UserError("--device cuda requested but no CUDA device is available", field="device")
+    check_device(device)  # the one device check of train, demo and sweep
     if device not in ("cpu",) and not device.startswith("cuda"):
         raise UserError(f"--device must be cpu or cuda, got {device!r}", field="device")
     batches = sorted(set(int(b) for b in batches))

@@ -39,7 +39,7 @@ import pandas as pd
 
 from rlbatch.analysis.crossing import Crossing
 from rlbatch.analysis.curves import crossing_of, curve, group_seeds, mean_last, summarize_run
-from rlbatch.analysis.decision import decide, verdict_label
+from rlbatch.analysis.decision import ALIGNED, alignment, decide, verdict_label
 from rlbatch.analysis.headline import AGGREGATION, headline, headline_markdown
 from rlbatch.analysis.interval import (Spread, SpreadPrior, bootstrap_interval, hypervariable, smyth_prior,
                                       ladder_spread, moderated_spread, spread_prior, uniform_ranks)
@@ -177,16 +177,61 @@ def seed_estimate(run: Run, target: float | None, metric: str = "eval/score", *,
             "seconds": float(clk[1][-1]) if clk is not None else None, "_curve": c, "_clock": clk}
 
 
-def timing_of(runs: Sequence[Run], clock: str) -> np.ndarray | None:
-    """The timing pass's block throughputs of a configuration (retained samples per second on ``clock``: ``cpu_s``
-    on the CPU clock, ``wall_s`` else), from ``meta.timing_blocks`` (:func:`rlbatch.runstore.annotate_timing`);
-    None when its runs have none."""
+def timing_of(runs: Sequence[Run], clock: str, share: float | None = None) -> np.ndarray | None:
+    """The timing pass's block throughputs of a configuration, retained samples per second on ``clock``
+    (``cpu_s`` on the CPU clock, ``wall_s`` else), from ``meta.timing_blocks``
+    (:func:`rlbatch.runstore.annotate_timing`); None when its runs have none.
+
+    The blocks start from the warm start, where the share of responses kept (groups with a reward spread) is the
+    start of training's, not the run's (the demo's B = 16 kept 37% in its blocks, 68% over its run up to the
+    target): a property of the stage of training, not of the machine. With the runs' ``share``
+    (:func:`retained_share`), each block's seconds are split by its phases' wall-clock shares into generation
+    (per response generated: g) and the rest (the update and scoring, per response retained: u), and the block's
+    throughput is the run's mix, 1 / (g / share + u) retained samples per second. A block without phases counts
+    its generated responses (steps x B) times ``share``; without ``share``, its own retained samples."""
     blocks = getattr(runs[0].meta, "timing_blocks", None) if runs else None
     if not blocks:
         return None
     key = "cpu_s" if clock == "cpu" else "wall_s"
-    x = [float(b["samples"]) / float(b[key]) for b in blocks if b.get(key) and float(b[key]) > 0 and b["samples"]]
+    x = []
+    for b in blocks:
+        t = float(b.get(key) or 0.0)
+        if t <= 0:
+            continue
+        n_gen = float(b.get("generated") or (float(b.get("steps") or 0) * float(b.get("batch_size") or 0)))
+        n_ret = float(b.get("samples") or 0.0)
+        gen_s, train_s = float(b.get("gen_s") or 0.0), float(b.get("train_s") or 0.0)
+        if share and n_gen > 0 and n_ret > 0 and gen_s > 0 and float(b.get("wall_s") or 0) > 0:
+            f_gen = min(1.0, gen_s / float(b["wall_s"]))
+            g, u = t * f_gen / n_gen, t * (1.0 - f_gen) / n_ret
+            x.append(1.0 / (g / share + u))
+        elif share and n_gen > 0:
+            x.append(share * n_gen / t)
+        elif n_ret > 0:
+            x.append(n_ret / t)
     return np.array(x) if x else None
+
+
+def retained_share(items: Sequence[dict[str, Any]], runs: Sequence[Run]) -> float | None:
+    """Retained over generated responses of one configuration, pooled over its seeds (``items``: their
+    :func:`seed_estimate`, in the order of ``runs``), each seed up to its samples-to-target (its whole run when it
+    did not reach the target): the share that turns a generation rate into retained samples per second. None when a
+    run logs no cumulative ``samples/generated``."""
+    ret = gen = 0.0
+    for it, r in zip(items, runs):
+        if "samples/generated" not in r.metrics.columns or "samples/retained" not in r.metrics.columns:
+            return None
+        d = r.metrics[["samples/retained", "samples/generated"]].dropna()
+        if d.empty:
+            return None
+        upto = it.get("samples_to_target")
+        if upto is not None:
+            ret += float(upto)
+            gen += float(np.interp(upto, d["samples/retained"].to_numpy(float), d["samples/generated"].to_numpy(float)))
+        else:
+            ret += float(d["samples/retained"].iloc[-1])
+            gen += float(d["samples/generated"].iloc[-1])
+    return ret / gen if gen > 0 and ret > 0 else None
 
 
 def _spread_of(logs: np.ndarray, spread: SpreadPrior | None, name: str | None,
@@ -342,9 +387,11 @@ def estimate_configuration(runs: Sequence[Run], target: float | None, metric: st
                                         spread if target is not None else None, name, "X", n_boot, rng)
             if sp:
                 dfs["X"], hows["X"] = sp[1], sp[2]
-    blocks = timing_of(runs, clock)
+    share = retained_share(items, runs) if target is not None else None
+    blocks = timing_of(runs, clock, share)
     if blocks is not None and target is not None:
-        # the timing pass (issue 44): throughput from its interleaved blocks, time-to-target = S / that throughput
+        # the timing pass (issue 44): throughput from its interleaved blocks (re-weighted to the runs' retained
+        # share up to the target), time-to-target = S / that throughput
         x = blocks
         est["throughput_samples_per_s"] = geometric_mean(x)
         est["throughput_window"] = "timing pass"
@@ -352,7 +399,7 @@ def estimate_configuration(runs: Sequence[Run], target: float | None, metric: st
                                     n_boot, rng)
         if sp:
             dfs["X"], hows["X"] = sp[1], "timing pass: " + sp[2]
-        est["timing"] = {"blocks": len(x), "source": "timing pass"}
+        est["timing"] = {"blocks": len(x), "source": "timing pass", "retained_share": share}
         if est["samples_to_target"] is not None and est["samples_to_target"] > 0:
             est["time_to_target_s"] = est["samples_to_target"] / est["throughput_samples_per_s"]
             reps["T"] = reps["S"] / reps["X"] if reps["S"] is not None and reps["X"] is not None else None
@@ -387,12 +434,14 @@ def comparison_spread(groups: dict[str, list[Run]], target: float | None, metric
     if target is None:
         return None
     per = []
+    shares: dict[str, float | None] = {}
     for gname, rs in groups.items():
         items = [seed_estimate(r, target, metric, ema=ema, sustained=sustained, clock=clock) for r in rs]
         ok = [(it["samples_to_target"], it["time_to_target_s"]) for it in items
               if it["samples_to_target"] and it["time_to_target_s"]]
         per.append({"name": gname, "b": rs[0].meta.batch_size, "rule": rs[0].meta.lr_rule, "k": len(rs), "ok": ok})
-    timing = _timing_prior(groups, clock)
+        shares[gname] = retained_share(items, rs)
+    timing = _timing_prior(groups, clock, shares)
     rules = [p["rule"] for p in per]
     main = max(set(rules), key=lambda r: (rules.count(r), r is not None, str(r))) if rules else None
     ladder = [p for p in per if p["rule"] == main]
@@ -414,10 +463,12 @@ def comparison_spread(groups: dict[str, list[Run]], target: float | None, metric
     return SpreadPrior(S=sp[0], T=sp[1], X=sp[2], n_configurations=len(full), timing=timing)
 
 
-def _timing_prior(groups: dict[str, list[Run]], clock: str) -> Spread | None:
-    """Smyth's prior over the configurations' timing-pass block throughputs (log scale), None without a timing
+def _timing_prior(groups: dict[str, list[Run]], clock: str, shares: dict[str, float | None]) -> Spread | None:
+    """Smyth's prior over the configurations' timing-pass block throughputs (log scale; each as
+    :func:`timing_of` with its configuration's retained share, as the accounting uses them), None without a timing
     pass of three or more configurations."""
-    logs = [np.log(x) for x in (timing_of(rs, clock) for rs in groups.values()) if x is not None and len(x) >= 2]
+    logs = [np.log(x) for x in (timing_of(rs, clock, shares.get(n)) for n, rs in groups.items())
+            if x is not None and len(x) >= 2]
     if len(logs) < 3:
         return None
     pr = smyth_prior(logs)
@@ -462,10 +513,19 @@ def still_running(run: Run) -> bool:
 TOLERANCE = 0.1
 
 
-def aligned(rn: float | None, on_rule: bool, tol: float = TOLERANCE) -> bool:
+def aligned(rn: float | None, on_rule: bool, tol: float = TOLERANCE,
+            interval: Sequence[float | None] | None = None) -> bool:
     """Whether one batch size belongs to the aligned family (DESIGN.md; Li et al. 2026, "align"): on the
-    reference's LR rule and samples-to-target ratio ``rn <= 1 + tol`` (False when rN is unknown)."""
-    return bool(on_rule and rn is not None and rn <= 1.0 + tol)
+    reference's LR rule and rN within ``tol`` of the reference's. With ``interval`` (rN's 90% interval from the
+    accounting, or a fit's or the noise model's 95% one), by the equivalence test of
+    :func:`rlbatch.analysis.decision.alignment` (the interval inside [1 / (1 + tol), 1 + tol]: the report's aligned
+    family, never a point estimate); without one (an accounting table of point values), ``rn <= 1 + tol``. False
+    when rN is unknown."""
+    if not on_rule or rn is None:
+        return False
+    if interval is not None and interval[0] is not None and interval[1] is not None:
+        return alignment((float(interval[0]), float(interval[1])), tol) == ALIGNED
+    return rn <= 1.0 + tol
 
 
 def aligned_span(points: Sequence[tuple[int, bool]], reference_batch: int) -> list[int]:
@@ -575,6 +635,7 @@ def account_runs(runs: Sequence[Run], target: float, metric: str = "eval/score",
                **v.relative_time.flat("relative_time"), "runs": e["runs"], "reached": e["reached"],
                "stopped": e.get("stopped"), "unfinished": e.get("unfinished") or [],
                "rN_at_least": v.rN_at_least.value if v.rN_at_least else None,
+               "rN_at_least_lo": v.rN_at_least.lo if v.rN_at_least else None,
                "relative_time_at_least": v.relative_time_at_least.value if v.relative_time_at_least else None,
                "relative_time_at_least_lo": v.relative_time_at_least.lo if v.relative_time_at_least else None,
                "verdict": v.label, "why": v.why, "faster_than_reference": v.faster,

@@ -47,7 +47,9 @@ def clock_note(clock: str, timing_pass: bool = False) -> str:
             " The accounting's throughput (and so each time-to-target, samples-to-target / throughput) is the timing "
             "pass's: after the study every configuration ran short blocks of steps again, interleaved across the "
             "configurations and repeated in rounds (rlbatch.study.timing), so that a load change during the study "
-            "does not land on one batch size; its interval is over the blocks.")
+            "does not land on one batch size; its interval is over the blocks. The blocks give the rate of "
+            "generated responses; the share of them kept for the update comes from the runs up to the target (it "
+            "depends on the stage of training, not on the machine).")
     if clock == "cpu":
         return ("Time is the trainer's process CPU time (time/cpu_s): the runs ran on CPU, where other processes "
                 "sharing the cores (parallel trials, other users) stretch the wall-clock; CPU time is less affected "
@@ -130,8 +132,8 @@ def verdict(row: dict[str, Any], reference: str) -> str:
         b = _bound_text(row)
         n = f"{row.get('n_reached', 0)} of {row.get('n_seeds', '?')} seeds reached the target"
         if label == SLOWER:
-            return (f"{run} is slower: {n} within the budget, and even counting each other seed's whole run as its "
-                    f"time, {b}.")
+            return (f"{run} is slower: {n} before its run ended, and even counting each other seed's whole run as "
+                    f"its time, {b}.")
         return f"{run} is undetermined: {n}" + (f"; {b}" if b else "") + (
             ": not reaching the target is not the same as being slower (censored, statistics review finding 5).")
     if row.get("relative_throughput") is None or row.get("relative_time") is None:

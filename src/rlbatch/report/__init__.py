@@ -389,9 +389,13 @@ def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None,
     all_runs, runs = runs, synchronous(runs)  # the noise fit, throughput model and plan: synchronous runs only
     on_rule = [r for r in runs if r.meta.lr_rule != "none"]
     fam = result.get("aligned_family")
-    core = [noise_section(on_rule if len({r.meta.batch_size for r in on_rule}) >= 2 else runs, target=target,
-                          metric=metric, family=fam["undistinguished"] if fam else None,
-                          estimate=study.configuration_estimate),
+    noise_runs = on_rule if len({r.meta.batch_size for r in on_rule}) >= 2 else runs
+    why_out = (["off the LR rule"] if noise_runs is on_rule and len(on_rule) < len(runs) else []) + (
+        ["asynchronous"] if len(all_runs) > len(runs) else [])
+    left_out = sorted({c for c, rs in groups.items() for r in rs if r not in noise_runs})  # finding 19: named
+    core = [noise_section(noise_runs, target=target, metric=metric, family=fam["undistinguished"] if fam else None,
+                          estimate=study.configuration_estimate,
+                          left_out=f"left out ({', '.join(why_out)}): {', '.join(left_out)}" if left_out else None),
             throughput_section(runs, clock=basis, measured=[c for c in result["configurations"]
                                                            if any(r in runs for r in groups[c["config"]])],
                                timing=[t for t in timing if any(r in runs for r in groups[t["config"]])])]

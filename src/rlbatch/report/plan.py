@@ -9,6 +9,7 @@ import numpy as np
 
 from rlbatch.analysis.curves import curve
 from rlbatch.analysis.fit import sigmoid
+from rlbatch.output import format_interval
 from rlbatch.plan import plan_runs, to_markdown
 from rlbatch.report.figures import LEGEND_FONT, TICK_FONT, batch_axis, open_arrow, plain_log_axis
 from rlbatch.runstore import Run
@@ -127,7 +128,7 @@ def fit_figure(plan: dict[str, Any], runs: Sequence[Run] | None = None, metric: 
     if not cs:
         return None
     by_id = {r.run_id: r for r in runs or []}
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig, ax = plt.subplots(figsize=(9.5, 4.5))
     for i, c in enumerate(cs):
         f = c["fit"]
         color = f"C{i % 10}"
@@ -141,13 +142,16 @@ def fit_figure(plan: dict[str, Any], runs: Sequence[Run] | None = None, metric: 
         x_in = np.linspace(0, f["x_max"], 100)
         x_out = np.linspace(f["x_max"], end, 100)
         p = (f["R0"], f["A"], f["C_mid"], f["b"])
-        ax.plot(x_in, sigmoid(x_in, *p), "-", color=color, label=f"{c['run'] or c['batch_size']} (A={f['A']:.2f})")
+        # newcomer finding 24: an asymptote at the score's ceiling is the fit's bound, not a measured A
+        a = ("A at the bound 1.00: not measured" if f["A"] >= 0.999 and metric == "eval/score" else
+             f"A={f['A']:.2f}" + (f", 95% {format_interval(f['A_ci'], sep='-')}" if f.get("A_ci") else ""))
+        ax.plot(x_in, sigmoid(x_in, *p), "-", color=color, label=f"{c['run'] or c['batch_size']} ({a})")
         ax.plot(x_out, sigmoid(x_out, *p), "--", color=color)
     if plan.get("target") is not None:
         ax.axhline(plan["target"], color="black", lw=0.8, ls=":")
     ax.set_xlabel("cumulative retained samples")
     ax.set_ylabel("held-out score" if metric == "eval/score" else metric)
     ax.set_title("Saturating fits of the score (dashed: extrapolated)")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside the axes: hides no point
     fig.tight_layout()
     return fig

@@ -200,13 +200,19 @@ def _fmt_fit(fit: dict[str, Any], family: Sequence[int] | None = None) -> str:
                      "measurable at this scale.")
     lines.append("")
     seeded = any(d.get("ratio_ci") for d in fit["doublings"])
-    lines.append(f"Knee of the gradient norm: **B = {knee}** (the lower B of the first doubling whose ratio is above "
+    first = min((d["b_from"] for d in fit["doublings"]), default=None)
+    # newcomer finding 19: a knee at the ladder's smallest batch is not a located knee (it may lie below the
+    # ladder), so not in bold; each line names its norm (actor, critic)
+    at = (f"at or below the smallest batch, B = {knee} (the ladder's first doubling already flattens; the knee may "
+          "lie below the ladder)" if knee == first else f"**B = {knee}**")
+    lines.append(f"Knee of the `{fit['metric']}` norm: {at} (the lower B of the first doubling whose ratio is above "
                  f"1/sqrt(2) by more than {fit.get('tolerance', 0.08):.0%}"
                  + (", its interval's lower end above 1/sqrt(2)" if seeded else
                     "; one run per batch size, so one ratio without an interval: a hint, not a measurement")
                  + "). It is an estimate of where the norm flattens, not by itself the critical batch."
                  if knee is not None else
-                 "No knee within the measured batch sizes: no doubling's ratio is above 1/sqrt(2) by more than "
+                 f"No knee of the `{fit['metric']}` norm within the measured batch sizes: no doubling's ratio is "
+                 "above 1/sqrt(2) by more than "
                  f"{fit.get('tolerance', 0.08):.0%}" + (" beyond noise." if seeded else "."))
     lines.append(knee_vs_family(fit, family))
     return "\n".join(x for x in lines if x is not None)
@@ -268,7 +274,8 @@ def knee_vs_family(fit: dict[str, Any], family: Sequence[int] | None) -> str | N
 
 def noise_section(runs: Sequence[Any], target: float | None = None, metric: str = "eval/score",
                   family: Sequence[int] | None = None,
-                  estimate: Callable[[list[Any]], dict[str, Any]] | None = None) -> dict[str, Any]:
+                  estimate: Callable[[list[Any]], dict[str, Any]] | None = None,
+                  left_out: str | None = None) -> dict[str, Any]:
     """The report section on gradient noise (report contract of the lead: title, markdown, figures, json_key, json).
 
     Contents: the grad-norm vs B fit and knee for the actor and, where logged, the critic
@@ -280,7 +287,8 @@ def noise_section(runs: Sequence[Any], target: float | None = None, metric: str 
     Parts whose inputs are missing are stated as such. ``json`` = {"actor": fit|None, "critic": fit|None,
     "b_simple": [{run, batch_size, seed, b_simple, b_simple_final}], "b_simple_by_batch": [...], "gp_equivalence":
     [...]}. ``estimate``: a configuration's runs -> its accounting estimate, for the G x P rN
-    (:func:`rlbatch.analysis.noise.gp_equivalence`; the report passes its study's).
+    (:func:`rlbatch.analysis.noise.gp_equivalence`; the report passes its study's). ``left_out``: which of the
+    study's configurations these runs leave out and why (the pooled B_simple's sentence names them).
     """
     import matplotlib  # on first use (as throughput_section)
     matplotlib.use("Agg")
@@ -346,8 +354,9 @@ def noise_section(runs: Sequence[Any], target: float | None = None, metric: str 
         js["b_simple_pooled"] = pooled = b_simple_pooled(runs)
         md.append("\n**Simple noise scale B_simple = tr(Sigma)/|G|^2** (McCandlish et al. 2018; mean tr(Sigma) over "
                   "mean |G|^2, in responses; 95% interval: bootstrap over runs and blocks of steps). "
-                  + (f"Over all {pooled['n_runs']} runs ({pooled['steps']} steps, every batch size pooled, "
-                     f"weighted by the precision of each step's estimate): {b_simple_text(pooled)}. "
+                  + (f"Over all {pooled['n_runs']} runs with noise metrics ({pooled['steps']} steps, every batch "
+                     f"size pooled, weighted by the precision of each step's estimate"
+                     + (f"; {left_out}" if left_out else "") + f"): {b_simple_text(pooled)}. "
                      f"{b_simple_vs_family(pooled, family)}" if pooled else "")
                   + "Per batch size:")
         for row in js["b_simple_by_batch"]:

@@ -14,7 +14,7 @@ from rlbatch.readers.collect import load_all
 from rlbatch.errors import UserError
 from rlbatch.readers import load
 from rlbatch.report import build_report
-from rlbatch.runstore import annotate_stopped, atomic_write_text
+from rlbatch.runstore import annotate_stopped, annotate_timing, atomic_write_text, timing_blocks
 from rlbatch.study.adaptive import AdaptiveResult
 from rlbatch.study.manifest import read_manifest
 
@@ -39,6 +39,9 @@ def report_sweep(out: Path | str, *, target: float | None, reference: str | None
     runs = [run for t in manifest["trials"] if t["state"] == "finished" for run in load(out / t["run_dir"], "rlbatch")]
     if not runs:
         raise UserError("no finished trials to report on", path=str(out))
+    # the timing pass's blocks lie in OUT (beside OUT/trials), above each trial's directory: annotated here as
+    # rlbatch analyze OUT does, so that the sweep's own report takes its throughput from them too
+    annotate_timing(runs, timing_blocks(out))
     settings = manifest.get("settings", {})
     hw = runs[0].meta.hardware if isinstance(runs[0].meta.hardware, dict) else {}
     sections = [{"title": "How the sweep was run", "markdown": timing_note(settings, hw)}]

@@ -8,10 +8,13 @@ settings, from the warm start, no evaluation) in ``rounds`` rounds, each round i
 change hits every configuration alike; each block's throughput (retained samples per second of its steps after the
 first, the warm-up) is one line of ``OUT/timing.jsonl``:
 
-    {"config": "B64-G8-sqrt", "batch_size": 64, "round": 0, "steps": 4, "samples": 256, "cpu_s": 0.21, "wall_s": 0.25}
+    {"config": "B64-G8-sqrt", "batch_size": 64, "round": 0, "steps": 4, "samples": 160, "generated": 256,
+     "cpu_s": 0.21, "wall_s": 0.25, "gen_s": 0.08, "train_s": 0.16}
 
 The accounting then takes a configuration's throughput from its blocks (their geometric mean, with Student's t
-interval over the blocks, the spread moderated across configurations) and its time-to-target as
+interval over the blocks, the spread moderated across configurations; each block's time split into generation, per
+response generated, and the rest, per response retained, re-weighted by the runs' own retained share up to the
+target: :func:`rlbatch.analysis.accounting.timing_of`) and its time-to-target as
 samples-to-target / that throughput (:func:`rlbatch.analysis.accounting.estimate_configuration`); the report says
 which timing the verdict used. The pass is resumable: blocks already in the file are not run again. The blocks start
 from the warm start, so their responses are as long as at the start of training (the tiny preset's answers are a
@@ -65,21 +68,50 @@ def run_block(spec: TrialSpec, steps: int, workdir: Path) -> dict[str, Any]:
     rows = rows[1:]
     return {"config": config_id(spec.run_id), "batch_size": spec.prompts_per_step * spec.group_size,
             "steps": len(rows), "samples": float(sum(r.get("batch/retained", 0) for r in rows)),
+            "generated": float(sum(r.get("batch/generated", 0) for r in rows)),
             "cpu_s": float(sum(r.get("time/cpu_s", 0.0) for r in rows)),
-            "wall_s": float(sum(r.get("time/step_s", 0.0) for r in rows))}
+            "wall_s": float(sum(r.get("time/step_s", 0.0) for r in rows)),
+            # the step's phases (wall seconds): generation scales with the responses generated, the update with
+            # those retained, whose share at the warm start is not the run's (the accounting re-weights them)
+            "gen_s": float(sum(r.get("time/gen_s", 0.0) for r in rows)),
+            "train_s": float(sum(r.get("time/train_s", 0.0) for r in rows))}
+
+
+def _drop_partial_line(path: Path) -> None:
+    """Cut a last line without its newline (a write cut short when the pass was killed) from ``path``."""
+    if not path.is_file():
+        return
+    data = path.read_bytes()
+    if data and not data.endswith(b"\n"):
+        with open(path, "r+b") as f:
+            f.truncate(data.rfind(b"\n") + 1)
+
+
+#: the fewest responses a block generates: a block of a small batch runs more steps than ``steps`` (B = 16: 32 steps,
+#: about half a second on 2 CPU cores), so that its time is not a few timer ticks; the reference's blocks divide every
+#: gain, and 4 steps of B = 16 (64 responses) moved every gain by up to 20% between two runs (issue 44)
+MIN_RESPONSES = 512
+
+
+def block_steps(batch_size: int, steps: int) -> int:
+    """Steps timed in one block of a configuration of ``batch_size`` responses per step: at least ``steps``, and
+    at least :data:`MIN_RESPONSES` responses in all."""
+    return max(int(steps), -(-MIN_RESPONSES // max(1, int(batch_size))))
 
 
 def timing_pass(out: Path | str, specs: Sequence[TrialSpec], *, rounds: int = 3, steps: int = 4, seed: int = 0,
                 say: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
     """Run the blocks of :func:`block_plan` not yet in ``out/timing.jsonl`` (appending each as it ends, flushed and
-    fsynced) and return all the file's blocks. ``say``: a progress line per block."""
+    fsynced) and return all the file's blocks. ``steps``: steps timed per block, more for small batches
+    (:func:`block_steps`). ``say``: a progress line per block."""
     out = Path(out)
+    _drop_partial_line(out / TIMING_JSONL)  # a pass killed mid-write: the next line must not join that fragment
     have = {(r["round"], r["config"]) for r in read_timing(out)}
     plan = [(r, s) for r, s in block_plan(specs, rounds, seed) if (r, config_id(s.run_id)) not in have]
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="rlbatch-timing-") as d:
         for i, (r, spec) in enumerate(plan, 1):
-            row = {**run_block(spec, steps, Path(d)), "round": r}
+            row = {**run_block(spec, block_steps(spec.batch_size, steps), Path(d)), "round": r}
             with open(out / TIMING_JSONL, "a", encoding="utf-8") as f:
                 f.write(json.dumps(row) + "\n")
                 f.flush()
