@@ -54,3 +54,16 @@ def test_reference_must_exist_and_reach():
         account(df, "zzz")
     with pytest.raises(UserError, match="never reached"):
         account(df, "a")
+
+
+def test_aligned_is_shown_by_an_interval_inside_the_band_never_by_an_open_one():
+    """The aligned family (issue 43's equivalence test; newcomer finding 19: one family on every page): rN's interval
+    inside [1/1.1, 1.1]; an interval open at an end shows nothing (the plan's noise-model rN from a B_noise that is
+    only a lower bound); a point value without any interval (an accounting table) by rN <= 1.1."""
+    from rlbatch.analysis.accounting import aligned
+
+    assert aligned(1.0, True, 0.1, [0.95, 1.05])
+    assert not aligned(1.0, True, 0.1, [0.80, 1.05]) and not aligned(1.0, True, 0.1, [0.95, 1.20])
+    assert not aligned(1.0, True, 0.1, [1.0, None]) and not aligned(1.0, True, 0.1, [None, 1.05])
+    assert aligned(1.05, True, 0.1) and not aligned(1.15, True, 0.1)
+    assert not aligned(1.0, False, 0.1, [0.99, 1.01]) and not aligned(None, True, 0.1)

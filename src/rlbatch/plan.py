@@ -314,8 +314,7 @@ def _finish(cands: list[dict[str, Any]], ref_label: str, target: float | None, t
         rn, g = c["rN"], c["relative_throughput"]
         # one family on every page (the report's): by rN's interval where there is one (the accounting's 90%
         # equivalence interval for measured rN, else the fit's or noise model's 95%), a point value only without
-        c["aligned_by"] = ("90%" if c.get("rN_test") else "95%" if c.get("rN_ci") and None not in c["rN_ci"]
-                           else None)
+        c["aligned_by"] = "90%" if c.get("rN_test") else "95%" if c.get("rN_ci") else None
         c["aligned"] = aligned(rn, c["on_lr_rule"], tol, interval=c.get("rN_test") or c.get("rN_ci"))
         if c.get("predicted_relative_time") is None and rn is not None and g and c.get("reaches", True):
             c["predicted_relative_time"] = predicted_relative_time(rn, g)

@@ -523,8 +523,9 @@ def aligned(rn: float | None, on_rule: bool, tol: float = TOLERANCE,
     when rN is unknown."""
     if not on_rule or rn is None:
         return False
-    if interval is not None and interval[0] is not None and interval[1] is not None:
-        return alignment((float(interval[0]), float(interval[1])), tol) == ALIGNED
+    if interval is not None:  # an interval open at either end shows nothing within the tolerance
+        return (interval[0] is not None and interval[1] is not None
+                and alignment((float(interval[0]), float(interval[1])), tol) == ALIGNED)
     return rn <= 1.0 + tol
 
 

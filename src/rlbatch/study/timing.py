@@ -118,6 +118,7 @@ def timing_pass(out: Path | str, specs: Sequence[TrialSpec], *, rounds: int = 3,
                 os.fsync(f.fileno())
             if say:
                 say(f"timing pass: {i}/{len(plan)} {row['config']} round {r + 1}: "
-                    f"{row['samples'] / max(row['cpu_s'], 1e-9):,.0f} samples per CPU second "
+                    f"{row.get('generated', row['samples']) / max(row['cpu_s'], 1e-9):,.0f} responses generated "
+                    "per CPU second "
                     f"({time.perf_counter() - t0:.0f} s)")
     return read_timing(out)
