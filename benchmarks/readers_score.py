@@ -10,6 +10,7 @@ its own numbers):
 
 - ``error_expected``: reading must fail with one clear :class:`rlbatch.errors.UserError`;
 - ``runs``: how many runs the file holds (1 unless given); list values give one value per run, in file order;
+  with ``run_name`` (cases4's convention) the other fields describe the last run in file order only;
 - ``steps`` (training steps read), ``first_step``, ``last_step``: exactly;
 - ``prompts_per_step``, ``group_size``, ``responses_per_optimizer_step`` (the update batch B), ``lr`` (within 1%):
   null means the file does not state it and the reader must say "unknown";
@@ -209,6 +210,10 @@ def score_file(path: Path, want: dict[str, Any]) -> FileScore:
             if n_want == 1:  # say how the best of them fares
                 best = min((run_mismatches(r, want) for r in runs), key=lambda wu: (len(wu[0]), len(wu[1])))
                 wrong += best[0]
+        elif "run_name" in want and n_want > 1:  # cases4: the fields describe one run, the last in file order
+            rw, ru = run_mismatches(runs[-1], want)
+            wrong += [f"run {n_want} (last): " + x for x in rw]
+            unknown += [f"run {n_want} (last): " + x for x in ru]
         else:
             for k, run in enumerate(runs):
                 w = {f: _per_run(f, v, k, n_want) for f, v in want.items()}

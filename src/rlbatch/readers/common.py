@@ -265,6 +265,7 @@ def build_run(rows: list[dict[str, Any]], *, path: str | Path, source_format: st
                 d[base] = fv * unit
     evals = _eval_frame(by_step, user_map, name_map)
     _percent_scale(evals, name_map, notes)
+    _score_choice_note(evals, name_map, user_map, notes)
     meta.metric_sources = name_map  # canonical name -> the log's name it was read from (rlbatch inspect)
     run = Run(meta=meta, metrics=metrics, evals=evals, path=None, notes=notes)
     return finalize(run)
@@ -274,6 +275,21 @@ def build_run(rows: list[dict[str, Any]], *, path: str | Path, source_format: st
 #: legitimately exceed 1
 _RATE_NAME = re.compile(r"(?i)acc|accuracy|pass(?:@|_at_)?\d*|win[_ -]?rate|success|solve|correct|exact|percent|pct|"
                         r"(?<![a-z])em(?![a-z])")
+
+
+def _score_choice_note(evals: pd.DataFrame, name_map: dict[str, str], user_map: dict[str, str] | None,
+                       notes: list[str]) -> None:
+    """When a log has several evaluation scores (a success rate and a mean reward), say which one is ``eval/score``
+    and why, and how to use another (issue 45): the others are kept in ``evals`` under their own names."""
+    chosen = name_map.get("eval/score")
+    others = [c for c in evals.columns if c not in ("step", "eval/score") and not c.startswith("eval/score/")
+              and (N.canonical_for(c, user_map) or ("",))[0] == "eval/score"]
+    if not chosen or not others:
+        return
+    kind = "a bounded success rate" if N.SUCCESS_RATE_WORDS.search(chosen) else "first in rlbatch's order"
+    rest = ", ".join(repr(o) for o in others)
+    notes.append(f"eval/score: {chosen!r} ({kind}) chosen over {rest}; use another with --metric NAME "
+                 f"(e.g. --metric {others[0]})")
 
 
 def _percent_scale(evals: pd.DataFrame, name_map: dict[str, str], notes: list[str]) -> None:
@@ -438,17 +454,24 @@ def _eval_frame(by_step: dict[int, dict[str, float]], user_map: dict[str, str] |
         vals = by_step[step]
         rec: dict[str, Any] = {"step": step}
         per_ds = {}
-        direct = None
+        cands: list[tuple[int, str, float]] = []
         for n, v in vals.items():
             ds = N.eval_dataset(n)
             if ds is not None:
                 per_ds.setdefault(ds, v)
                 continue
             m = N.canonical_for(n, user_map)
-            if m and m[0] == "eval/score" and direct is None:
-                direct = v
-                if name_map is not None:
-                    name_map.setdefault("eval/score", n)
+            if m and m[0] == "eval/score":
+                cands.append((m[1], n, v))
+        direct = None
+        if cands:  # the table's order: a bounded success rate before a mean reward (issue 45)
+            cands.sort(key=lambda c: c[0])
+            direct = cands[0][2]
+            if name_map is not None:
+                name_map.setdefault("eval/score", cands[0][1])
+            for _, n, v in cands[1:]:  # the others stay readable by their own names (--metric NAME)
+                if n != "eval/score" and not n.startswith("eval/score/"):
+                    rec[n] = v
         for ds, v in per_ds.items():
             rec[f"eval/score/{ds}"] = v
         if direct is not None:

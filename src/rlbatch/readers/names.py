@@ -89,12 +89,17 @@ FOREIGN_NAMES: dict[str, tuple[str, ...]] = {
     "rollout/partial_frac": ("rollout/partial_frac", "fully_async/partial/partial_ratio"),
     "time/overlap_s": ("time/overlap_s",),
     "time/gen_busy_s": ("time/gen_busy_s",),
-    "eval/score": ("eval/score", "eval_reward", "eval/reward", "eval_accuracy", "eval/accuracy", "eval/pass_at_1",
-                   "eval/pass@1", "eval_pass_at_1",
+    # a bounded success rate (accuracy, pass@1, win rate, exact match, success rate) before a mean evaluation reward
+    # (issue 45): when a log has both, the rate is the score and the reward stays readable with --metric NAME
+    "eval/score": ("eval/score", "eval_accuracy", "eval/accuracy", "eval/pass_at_1", "eval/pass@1", "eval_pass_at_1",
                    # by meaning (issue 24): accuracy and pass rate on a validation / test set
                    "eval_acc", "eval/acc", "eval_token_acc", "eval/token_acc", "val/accuracy", "val_accuracy",
-                   "val/acc", "val_acc", "val/score", "val_score", "test/accuracy", "test_accuracy", "test_acc",
-                   "eval/success_rate", "eval_success_rate", "eval/mean_reward", "val/reward", "val_reward"),
+                   "val/acc", "val_acc", "test/accuracy", "test_accuracy", "test_acc",
+                   "eval/success_rate", "eval_success_rate", "eval/win_rate", "eval_win_rate", "val/win_rate",
+                   "eval/exact_match", "eval_exact_match", "val/exact_match",
+                   # rewards and scores whose range is not known to be [0, 1]
+                   "eval_reward", "eval/reward", "val/score", "val_score", "eval/mean_reward", "val/reward",
+                   "val_reward"),
 }
 
 #: canonical timing -> (foreign name, why): taken instead of the table's value in a row where that value is missing
@@ -145,6 +150,10 @@ VALIDATION_PREFIXES: tuple[str, ...] = ("val-", "val/", "eval/", "eval_", "test/
 
 #: metrics of the canonical table that live in ``eval.jsonl`` rather than ``metrics.jsonl``.
 EVAL_CANONICAL = ("eval/score",)
+
+#: the leading names of FOREIGN_NAMES["eval/score"] that are bounded success rates (the rest are rewards/scores)
+SUCCESS_RATE_WORDS = re.compile(r"(?i)(?:^|[/_])(?:acc|accuracy|token_acc|pass_at_1|pass@1|success_rate|win_rate|"
+                                r"exact_match)$")
 
 # inverse lookup: foreign -> (canonical, priority)
 _INVERSE: dict[str, tuple[str, int]] = {}

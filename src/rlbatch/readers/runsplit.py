@@ -66,13 +66,19 @@ def split_records(records: list[Record]) -> list[RunPart]:
         return [RunPart(d, recs, f"the records whose {f!r} is {d!r}") for d, recs in groups.items()]
     opt, roll = counters_in(r.values for r in records)
     counter = opt or roll
+    repeats_ok = not _rows_per_step(records, counter)
     parts: list[list[Record]] = [[]]
     first = top = None
     for r in records:
         s = _step_of(r, counter)
         if s is not None:
-            if top is not None and s < top and first is not None and s <= first and \
-                    sum(has_training(x.values) for x in parts[-1]) >= 2:
+            back = top is not None and s < top and first is not None and s <= first and \
+                sum(has_training(x.values) for x in parts[-1]) >= 2
+            # a run of one record: the same first step again, logging a training metric it already has, in a
+            # file that never logs two such records for one step otherwise (issue 45: fifteen runs in one file)
+            again = repeats_ok and top is not None and s == top == first and has_training(r.values) and any(
+                _step_of(x, counter) == s and _same_metric(x, r) for x in parts[-1])
+            if back or again:
                 parts.append([])
                 first = top = None
             first = s if first is None else first
@@ -97,6 +103,33 @@ def split_records(records: list[Record]) -> list[RunPart]:
                         if i + 1 < len(parts) else "the last run after a final summary")
                 for i, p in enumerate(parts)]
     return [RunPart(None, records, "")]
+
+
+def _same_metric(a: Record, b: Record) -> bool:
+    """True when two records log a training metric under the same name (the step logged twice)."""
+    common = set(a.values) & set(b.values)
+    return has_training({k: b.values[k] for k in common})
+
+
+def _rows_per_step(records: list[Record], counter: str | None) -> bool:
+    """True when the file logs several training records with the same fields for one step somewhere past a run's
+    first step (one row per optimizer step or micro-batch under one step number): there a repeated step is not a
+    new run."""
+    prev: Record | None = None
+    low = None
+    for r in records:
+        s = _step_of(r, counter)
+        if s is None or not has_training(r.values):
+            continue
+        if prev is not None:
+            ps = _step_of(prev, counter)
+            if s == ps and _same_metric(prev, r) and low is not None and s > low:
+                return True
+            if ps is not None and s < ps:
+                low = s
+        low = s if low is None else min(low, s)
+        prev = r
+    return False
 
 
 def _singular(name: str) -> str:
