@@ -48,7 +48,8 @@ ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 #: a numpy / torch scalar printed in a repr: ``np.float64(0.5)``, ``np.int64(3)``, ``tensor(0.5)``,
 #: ``tensor(0.5, device='cuda:0')``; group 1 is the number (``SCALAR_CALL.sub(r"\1", text)`` unwraps them)
 SCALAR_CALL = re.compile(r"(?:np\.(?:float|int)\d*|tensor)\(([^()]*?)(?:,[^()]*)?\)")
-RECORD_START = re.compile(r"^\s*(?:\x1b\[|\((?:[\w.-]+ )?(?:pid=\d+|[\w.-]+\))|step:\d|Step \d|\[?\d{2,4}[-/:.]\d|"
+RECORD_START = re.compile(r"^\s*(?:\x1b\[|\((?:[\w.-]+ )?(?:pid=\d+|[\w.-]+\))|step:\d|Step \d|"
+                          r"\[?(?:\d{4}[-/.]\d{1,2}[-/.]\d{1,2}|\d{1,2}:\d{2}:\d{2}|\d{2}[-/]\d{2}[ T]\d{1,2}:\d{2})|"
                           r"\{'|\{\"|wandb:|INFO|WARNING|ERROR|DEBUG|Traceback|```|=+ |[\w.]+ \d+: \{)")
 
 

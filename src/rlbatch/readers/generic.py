@@ -224,7 +224,8 @@ def fill_final_eval(run: Run, text: str) -> Run:
     """An evaluation score printed once after training (``Test accuracy: 26.7%``;
     :func:`rlbatch.readers.extract.final_eval`) as an evaluation point at the last step, when the run has no
     evaluation there yet; noted with the line it came from."""
-    fe = X.final_eval(text)
+    src = (getattr(run.meta, "metric_sources", None) or {}).get("reward/mean")
+    fe = X.final_eval(text, (str(src),) if src else ())
     m, ev = run.metrics, run.evals
     if fe is None or not len(m):
         return run

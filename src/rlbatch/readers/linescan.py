@@ -19,6 +19,7 @@ from rlbatch.readers.common import ANSI, SCALAR_CALL, to_float
 
 _NONFINITE = re.compile(r"(?<![\w'\"])(nan|inf|-inf)(?![\w'\"])")
 #: a Python dict repr starting: ``{'name':`` or ``{"name":``
+BARE_DICT = re.compile(r"^['\"][^'\"\n]{1,200}['\"]\s*:\s*[-+\d.'\"]")
 PYDICT_START = re.compile(r"\{\s*['\"][^'\"\n]{1,200}['\"]\s*:")
 #: a label naming a step in front of a record: ``step 3:``, ``Iter 3:``, ``[eval] step 200:``, ``rollout 4:``
 LABEL = re.compile(r"(?i)(?<![A-Za-z0-9_])(?P<word>global[_ ]step|train[_ ]step|step|iter(?:ation)?|update|rollout|"
@@ -124,6 +125,8 @@ class Record:
     kind: str | None = None
     label: int | None = None
     label_counter: str | None = None
+    #: the file ended inside this record: only its complete fields were kept
+    truncated: bool = False
 
 
 # ---- containers -----------------------------------------------------------------------------------------------
@@ -448,6 +451,14 @@ def scan(lines: Iterable[str], first_line: int = 1, *, max_wrap: int = 200) -> l
                 out.append(Record(ln, vals, "verl", label=int(vm.group(1)), label_counter="step",
                                   kind=_kind_of_words(raw[:vm.start()])))
                 continue
+        # a dict's body pasted without its braces ("'loss': -0.0, 'grad_norm': 0.0, ..." in an issue)
+        if BARE_DICT.match(s) and "{" not in s and s.count(",") >= 2:
+            d = parse_pydict("{" + s.rstrip(", ") + "}") or truncated_dict("{" + s)
+            if d is not None:
+                flat = _step_from_fraction(flatten({str(k): v for k, v in d.items()}, "/", drop_lists=True))
+                if sum(to_float(v) is not None for v in flat.values()) >= 2:
+                    out.append(Record(ln, flat, "dict"))
+                    continue
         # Python dict repr (possibly glued to a progress bar, labelled, or wrapped over lines)
         dm = PYDICT_START.search(raw)
         if dm:
@@ -460,11 +471,20 @@ def scan(lines: Iterable[str], first_line: int = 1, *, max_wrap: int = 200) -> l
                 j += 1
                 end = _balanced_end(buf, start)
             nested = re.search(r"['\"]\s*:\s*$", buf[:start]) is not None  # a sub-dict of a printed config
+            if end < 0 and not nested and j >= n:  # the file ends inside the record: its complete fields
+                d = truncated_dict(buf[start:])
+                if d is not None:
+                    lab, ctr, kind = _label(buf[:start])
+                    flat = _step_from_fraction(flatten({str(k): v for k, v in d.items()}, "/", drop_lists=True))
+                    out.append(Record(ln, flat, "dict", kind=kind, label=lab, label_counter=ctr,
+                                      truncated=True))
+                    i = j
+                    continue
             if end >= 0 and not nested:
                 d = parse_pydict(buf[start:end + 1])
                 if d is not None:
                     lab, ctr, kind = _label(buf[:start])
-                    flat = flatten({str(k): v for k, v in d.items()}, "/", drop_lists=True)
+                    flat = _step_from_fraction(flatten({str(k): v for k, v in d.items()}, "/", drop_lists=True))
                     if any(to_float(v) is not None for v in flat.values()):
                         out.append(Record(ln, flat, "dict", kind=kind, label=lab, label_counter=ctr))
                     i = j
@@ -528,8 +548,51 @@ def json_record(obj: dict[str, Any], line: int) -> Record:
     for k in KIND_FIELDS:
         if isinstance(vals.get(k), str):
             vals.pop(k)
-    if "step" not in vals and isinstance(vals.get("global_step/max_steps"), str):  # ms-swift: "5/500"
-        a, _, b = vals["global_step/max_steps"].partition("/")
-        if a.isdigit():
+    return Record(line, _step_from_fraction(vals), "json", kind=kind)
+
+
+def _step_from_fraction(vals: dict[str, Any]) -> dict[str, Any]:
+    """ms-swift's ``global_step/max_steps: "5/500"``: the step is 5 (kept as ``step`` when the record has none)."""
+    frac = vals.get("global_step/max_steps")
+    if "step" not in vals and isinstance(frac, str):
+        a, _, b = frac.partition("/")
+        if a.strip().isdigit():
             vals["step"] = int(a)
-    return Record(line, vals, "json", kind=kind)
+            if b.strip().isdigit():
+                vals["max_steps"] = int(b)
+    return vals
+
+
+def truncated_dict(text: str) -> dict[str, Any] | None:
+    """The complete fields of a dict cut off before its closing brace (a log's last line cut short, an excerpt):
+    everything up to the last top-level comma, closed and parsed (JSON, else a Python literal). The field after that
+    comma may be cut in half and is dropped. None when fewer than two fields survive."""
+    depth = 0
+    quote = None
+    cut = -1
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if quote:
+            if ch == "\\":
+                i += 2
+                continue
+            if ch == quote:
+                quote = None
+        elif ch in "'\"":
+            quote = ch
+        elif ch in "{[(":
+            depth += 1
+        elif ch in "}])":
+            depth -= 1
+        elif ch == "," and depth == 1:
+            cut = i
+        i += 1
+    if cut < 0:
+        return None
+    body = text[:cut] + "}"
+    try:
+        d = json.loads(body)
+    except (ValueError, RecursionError):
+        d = parse_pydict(body)
+    return d if isinstance(d, dict) and len(d) >= 2 else None

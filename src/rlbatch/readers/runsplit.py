@@ -277,9 +277,13 @@ class FinalEval:
     percent: bool
 
 
-def final_eval(text: str) -> FinalEval | None:
+def final_eval(text: str, reward_names: tuple[str, ...] = ()) -> FinalEval | None:
     """The last evaluation score printed after the last training record of ``text`` (:data:`FINAL_EVAL`), or None.
-    A percent (``26.7%``, or a value above 1 for an accuracy-like name) becomes a fraction."""
+    A percent (``26.7%``, or a value above 1 for an accuracy-like name) becomes a fraction.
+
+    Failing that, the training reward measured again after training: a line that prints only ``NAME: value`` for a
+    name in ``reward_names`` (the log's own name of the per-step reward, e.g. ``reward``) after the last training
+    record (a custom loop's test pass: ``utils - INFO - reward: 0.0598``)."""
     last = None
     for last in _LAST_RECORD.finditer(text):
         pass
@@ -291,6 +295,11 @@ def final_eval(text: str) -> FinalEval | None:
     hit = None
     for hit in FINAL_EVAL.finditer(text, tail_at):
         pass
+    if hit is None and reward_names:
+        alts = "|".join(re.escape(n) for n in reward_names if n)
+        pat = re.compile(r"(?im)^[^\n{}=]{0,80}?(?<![\w/])(?P<name>%s)\s*:\s*(?P<v>%s)\s*(?P<pct>%%)?\s*$" % (alts, NUM))
+        for hit in pat.finditer(text, tail_at):
+            pass
     if hit is None:
         return None
     v = to_float(hit.group("v"))

@@ -35,6 +35,7 @@ from rlbatch.errors import UserError
 from rlbatch.readers.common import (build_run, finalize, meta_from, read_text, step_of_fraction, to_count, to_float,
                                     RECORD_START, unwrap_lines)
 from rlbatch.readers.extract import parse_pydict
+from rlbatch.readers.linescan import truncated_dict
 from rlbatch.runstore import Run
 
 #: a TRL log dict: ``{'key': value, ...}`` with one of the keys Trainer always logs
@@ -70,6 +71,10 @@ def _elapsed(text: str, pos: int) -> float | None:
     return float(int(a) * 3600 + int(b) * 60 + int(c)) if c is not None else float(int(a) * 60 + int(b))
 
 
+#: marks a dict the text ended inside (removed before the values are read)
+TRUNCATED = "__truncated__"
+
+
 def _dicts(text: str) -> list[tuple[int, int, dict[str, Any]]]:
     """``(line, offset in text, dict)`` for every parseable TRL dict in ``text``."""
     out = []
@@ -79,7 +84,12 @@ def _dicts(text: str) -> list[tuple[int, int, dict[str, Any]]]:
         if m.start() < pos:
             continue
         end = text.find("}", m.start())
-        if end < 0:
+        if end < 0:  # the text ends inside this dict (a cut log or excerpt): its complete fields, marked
+            d = truncated_dict(text[m.start():])
+            if d is not None and not text[m.start():].rstrip().endswith(("}", "```")) and \
+                    "\n\n" not in text[m.start():].rstrip():
+                d[TRUNCATED] = True
+                out.append((line + text.count("\n", last, m.start()), m.start(), d))
             break
         span = text[m.start(): end + 1]
         d = parse_pydict(span)
@@ -168,6 +178,19 @@ def read(path: str | Path, *, run_id: str | None = None, user_map: dict[str, str
     if width:
         text = "".join(t for _, t in numbered)
     found = _dicts(text)
+    cut = [d.pop(TRUNCATED) for _, _, d in found if TRUNCATED in d]
+    cut_note = None
+    if cut:
+        whole = [d for _, _, d in found[:-1]]
+        lost = [k for k in ("episode", "step", "global_step", "global_step/max_steps")
+                if whole and all(k in d for d in whole) and k not in found[-1][2]]
+        if lost:  # cut before the counter its step comes from: no step to place it at
+            found = found[:-1]
+            cut_note = (f"the last record is cut off before its step counter {lost[0]!r} (the text ends inside it): "
+                        "dropped")
+        else:
+            cut_note = (f"the last record is cut off (the text ends inside it): its {len(found[-1][2])} complete "
+                        "fields kept, the field cut in half dropped")
     counters = [(m.start(), int(m.group(1)), int(m.group(2)), _elapsed(text, m.end()))
                 for m in COUNTER.finditer(text)]
     train, evals, runtime = [], [], None
@@ -193,6 +216,8 @@ def read(path: str | Path, *, run_id: str | None = None, user_map: dict[str, str
         return best
 
     notes: list[str] = []
+    if cut_note:
+        notes.append(cut_note)
     elapsed: list[float] | None = None
     if width:
         notes.append(f"lines wrapped at column {width} (a terminal or a paste) rejoined")

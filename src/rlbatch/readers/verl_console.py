@@ -344,7 +344,13 @@ def read(path: str | Path, *, run_id: str | None = None, user_map: dict[str, str
     if rows and not last_raw.endswith("\n") and lines[-1] == lineno:
         prev = next((r for r in reversed(rows[:-1]) if len(r) > 2), None)
         eval_only = all(k == "step" or is_eval_name(k) for k in rows[-1])
-        if not eval_only and (prev is None or len(rows[-1]) < len(prev)):
+        if not eval_only and prev is None and len(rows[-1]) > 2:
+            # the only step line, cut off (an excerpt pasted into an issue): its complete fields, not the last one
+            cut = list(rows[-1])[-1]
+            del rows[-1][cut]
+            notes_pre.append(f"line {lineno}: the step line is cut off (no line end): its complete fields kept, the "
+                             f"last one ({cut!r}) dropped")
+        elif not eval_only and (prev is None or len(rows[-1]) < len(prev)):
             warn("truncated last line (no line end; fewer fields than the step before): skipped", path, lineno)
             rows.pop()
             lines.pop()
@@ -370,7 +376,8 @@ def read(path: str | Path, *, run_id: str | None = None, user_map: dict[str, str
     if lr_vals and max(lr_vals) == 0.0:  # printed with 3 decimals: 1e-6 reads 0.000
         for r in rows:
             r.pop("actor/lr", None)
-        notes.append("actor/lr printed as 0.000 (3 decimals); lr taken from the config")
+        notes.append("actor/lr printed as 0.000 (3 decimals): not a learning rate; lr taken from the config"
+                     + ("" if config is not None or cmd else " (none in this log: unknown)"))
     info: dict[str, Any] = {}
     for field, keys in CONFIG_PATHS.items():
         v = _dig(config, keys) if isinstance(config, dict) else None

@@ -1,0 +1,136 @@
+"""Issue 45: the kinds of logs from the wild that still failed (cases4 and older folders), each on a fixture written
+here (the real files are third-party and stay in ../shared/logs, scored by tests/test_readers_shared.py). One test
+per kind; each would fail if the kind were misread again.
+"""
+
+import json
+import warnings
+
+import pytest
+
+from rlbatch.readers import ReadWarning, load
+
+
+def quiet(path, **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ReadWarning)
+        return load(path, **kw)
+
+
+# ------------------------------------------------------------ 1. runs in one file when the counter restarts often
+def test_runs_of_one_record_and_repeated_runs_are_each_a_run(tmp_path):
+    # segment lengths as a custom loop appends them run after run: single-record runs, a run repeated exactly, and a
+    # run whose fields change (an actor-critic variant adds two losses)
+    lengths = [1, 3, 1, 1, 4, 4, 1, 2]
+    lines = []
+    for k, n in enumerate(lengths):
+        for it in range(1, n + 1):
+            rec = {"iteration": it, "episodes": 8, "train/loss": 0.1 * it + (0.0 if k in (4, 5) else 0.01 * k),
+                   "reward/mean": -0.5, "eval/win_rate": 0.3 + 0.01 * it}
+            if k >= 6:
+                rec["train/value_loss"] = 1.0
+            lines.append(json.dumps(rec))
+    path = tmp_path / "training_log.json"
+    path.write_text("\n".join(lines) + "\n")
+    runs = quiet(path)
+    assert [len(r.metrics) for r in runs] == lengths
+    assert "starts over" in " ".join(runs[1].notes)
+
+
+def test_several_rows_per_step_are_not_runs_of_one_record(tmp_path):
+    # one row per optimizer step under one rollout step number (a W&B-style export of grad-accumulation steps)
+    lines = [json.dumps({"step": s, "train/grad_norm": 0.5 + 0.01 * k, "train/loss": 0.2})
+             for s in range(0, 6) for k in range(2)]
+    path = tmp_path / "rows.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    assert len(quiet(path)) == 1
+
+
+# ------------------------------------------------------------ 2. which evaluation is the score
+def test_a_success_rate_is_the_score_before_a_mean_reward_and_the_other_stays_readable(tmp_path):
+    lines = [json.dumps({"iteration": i, "train/loss": 0.3, "reward/mean": 0.1 * i,
+                         "eval/mean_reward": -0.4 + 0.1 * i, "eval/win_rate": 0.30 + 0.05 * i})
+             for i in range(1, 6)]
+    path = tmp_path / "log.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    (run,) = quiet(path)
+    assert run.evals["eval/score"].iloc[-1] == pytest.approx(0.55)
+    assert run.evals["eval/mean_reward"].iloc[-1] == pytest.approx(0.1)  # for --metric eval/mean_reward
+    note = next(n for n in run.notes if n.startswith("eval/score:"))
+    assert "'eval/win_rate' (a bounded success rate) chosen over 'eval/mean_reward'" in note
+    assert "--metric eval/mean_reward" in note
+
+
+# ------------------------------------------------------------ 3. a score printed once, after training
+def test_the_reward_measured_again_after_training_is_the_last_evaluation(tmp_path):
+    body = [f"__main__ - INFO - step={s} loss=0.000000 reward={0.1 * (s % 3):.4f} answer_reward=0.0000 "
+            f"correct=0/2" for s in range(1, 21)]
+    body += ["utils - INFO - Initializing vLLM model from ./out/final",
+             "utils - INFO - answer_reward: 0.0598", "utils - INFO - format_reward: 0.2818",
+             "utils - INFO - reward: 0.0598", "utils - INFO - Correct: 128/2140 (6.0%)"]
+    path = tmp_path / "grpo.log"
+    path.write_text("\n".join(body) + "\n")
+    (run,) = quiet(path)
+    assert len(run.metrics) == 20
+    assert run.evals["eval/score"].iloc[-1] == pytest.approx(0.0598)
+    assert int(run.evals["step"].iloc[-1]) == 20
+    assert any("'reward' printed after training" in n for n in run.notes)
+
+
+def test_a_reward_line_inside_training_is_not_a_final_score(tmp_path):
+    body = [f"step={s} loss=0.1 reward={0.1 * s:.2f}" for s in range(1, 6)]
+    body.insert(2, "reward: 0.9")
+    path = tmp_path / "loop.log"
+    path.write_text("\n".join(body) + "\n")
+    (run,) = quiet(path)
+    assert not len(run.evals) or "eval/score" not in run.evals.columns
+
+
+# ------------------------------------------------------------ 4. N/M counters and single-record excerpts
+def test_a_single_ms_swift_dict_without_braces_is_a_run_of_one_step(tmp_path):
+    text = ("someone · issue #1 · closed · Python\n# grad_norm is 0\n\n"
+            "'loss': -0.0, 'grad_norm': 0.0, 'learning_rate': 2.6e-07, 'reward': 0.34375, 'reward_std': 0.44, "
+            "'completions/mean_length': 357.5, 'epoch': 0.0, 'global_step/max_steps': '5/3766', "
+            "'percentage': '0.13%', 'elapsed_time': '1m 29s'\n\nCould you provide a script?\n"
+            "--num_generations 8\n--per_device_train_batch_size 1\n")
+    path = tmp_path / "excerpt.txt"
+    path.write_text(text)
+    (run,) = quiet(path)
+    assert run.metrics["step"].tolist() == [5]
+    assert run.meta.lr == pytest.approx(2.6e-07)
+    assert run.meta.group_size == 8
+
+
+# ------------------------------------------------------------ 5 and 7. wrapped and truncated records
+def test_an_excerpt_of_one_verl_step_line_wrapped_and_cut_keeps_its_complete_fields(tmp_path):
+    fields = " - ".join(f"critic/m{i}:0.{i:03d}" for i in range(40))
+    line = f"(TaskRunner pid=1) step:1049 - actor/ppo_kl:0.000 - timing_s/gen:29.316 - {fields} - timing_s/old_log_prob:6."
+    wrapped = "\n".join(line[i:i + 100] for i in range(0, len(line), 100))
+    path = tmp_path / "issue.txt"
+    path.write_text("org/repo · issue #1 · open\n\n```\n" + wrapped)  # no line end: cut off
+    (run,) = quiet(path)
+    assert run.metrics["step"].tolist() == [1049]
+    assert run.metrics["time/gen_s"].iloc[0] == pytest.approx(29.316)
+    assert "raw/timing_s/old_log_prob" not in run.metrics.columns  # "6." is a value cut in half
+    assert any("cut off" in n and "'timing_s/old_log_prob'" in n for n in run.notes)
+
+
+def _trl_dicts(n, cut_at):
+    out = []
+    for i in range(1, n + 1):
+        d = (f"{{'loss': 0.0, 'grad_norm': 0.5, 'learning_rate': {i}e-07, 'reward': 0.{i}, 'kl': 0.001, "
+             f"'episode': {16 * i}, 'epoch': 0.0{i}}}")
+        out.append(d)
+    out[-1] = out[-1][:out[-1].index(cut_at)]
+    return "\n".join(out)
+
+
+@pytest.mark.parametrize("cut_at, steps, lr", [("'epoch'", 3, 3e-07),   # the step counter survived: kept
+                                                ("'kl'", 2, 2e-07)])    # cut before 'episode': dropped
+def test_a_trl_console_dict_cut_off_at_the_end(tmp_path, cut_at, steps, lr):
+    path = tmp_path / "trl.txt"
+    path.write_text(_trl_dicts(3, cut_at))
+    (run,) = quiet(path, fmt="trl-console")
+    assert len(run.metrics) == steps
+    assert max(run.metrics["lr"]) == pytest.approx(lr)
+    assert any("the last record is cut off" in n for n in run.notes)
