@@ -134,3 +134,33 @@ def test_a_trl_console_dict_cut_off_at_the_end(tmp_path, cut_at, steps, lr):
     assert len(run.metrics) == steps
     assert max(run.metrics["lr"]) == pytest.approx(lr)
     assert any("the last record is cut off" in n for n in run.notes)
+
+
+def _swift_jsonl(n):
+    return [json.dumps({"loss": 0.01, "learning_rate": 1e-6 * k, "reward": 0.1 * k, "epoch": 0.001 * k,
+                        "global_step/max_steps": f"{k}/500", "percentage": f"{k / 5:.2f}%",
+                        "elapsed_time": f"{k}m 0s"}) for k in range(1, n + 1)]
+
+
+@pytest.mark.parametrize("cut_at, steps, last_lr", [('"percentage', 3, 3e-6),          # after its counter: kept
+                                                     ('"global_step/max_steps', 2, 2e-6)])  # before it: dropped
+def test_a_json_lines_record_cut_off_at_the_end(tmp_path, cut_at, steps, last_lr):
+    lines = _swift_jsonl(3)
+    lines[-1] = lines[-1][:lines[-1].index(cut_at) + 4]  # the text ends inside the key
+    path = tmp_path / "logging.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.warns(ReadWarning, match="the last record is cut off"):
+        (run,) = load(path)
+    assert list(run.metrics["step"]) == list(range(1, steps + 1))
+    assert max(run.metrics["lr"]) == pytest.approx(last_lr)
+    assert any(("kept" if steps == 3 else "dropped") in n for n in run.notes if "the last record is cut off" in n)
+
+
+def test_an_invalid_line_inside_a_json_lines_file_is_still_skipped(tmp_path):
+    lines = _swift_jsonl(4)
+    lines[1] = lines[1][:40]  # not the last line: a broken record mid-file, never salvaged
+    path = tmp_path / "logging.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.warns(ReadWarning, match="not valid JSON"):
+        (run,) = load(path)
+    assert list(run.metrics["step"]) == [1, 3, 4]

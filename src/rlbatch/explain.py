@@ -145,7 +145,9 @@ def inspect_run(run: Run) -> dict[str, Any]:
     return {
         "run": rid,
         "format": meta.source_format,
-        "steps": int(m["step"].max()) if len(m) else 0,
+        "steps": int(m["step"].max()) if len(m) else 0,  # the last step (a run from step 1: how many)
+        "first_step": int(m["step"].min()) if len(m) else None,
+        "steps_logged": int(m["step"].nunique()) if len(m) else 0,
         "log_last_step": getattr(meta, "log_last_step", None),
         "counters": {"step": getattr(meta, "step_source", None), "rollout": getattr(meta, "rollout_counter", None),
                      "why": _step_why(run)},
@@ -241,7 +243,10 @@ def print_inspection(res: dict[str, Any], fmt: str) -> None:
     for r in res["runs"]:
         # the counter column when the log names one; else the "steps:" line says what numbers the steps (the
         # format's own step, or records numbered in file order): one statement, never two that disagree
-        print(f"run {r['run']}  (format: {r['format']}; {r['steps']} step(s)"
+        span = (f"{r['steps']} step(s)" if r["first_step"] in (None, 1) and r["steps_logged"] == r["steps"] else
+                f"1 step logged, step {r['steps']}" if r["steps_logged"] == 1 else
+                f"{r['steps_logged']} steps logged, steps {r['first_step']}-{r['steps']}")
+        print(f"run {r['run']}  (format: {r['format']}; {span}"
               + (f"; step counter: {r['counters']['step']}" if r["counters"]["step"] else "")
               + (f"; rollout counter: {r['counters']['rollout']}" if r["counters"]["rollout"] else "") + ")")
         print(f"  steps: {r['counters']['why']}")

@@ -16,6 +16,7 @@ from rlbatch.batchspec import flatten
 from rlbatch.errors import UserError
 from rlbatch.readers import extract as X
 from rlbatch.readers.generic import JSONL_CONFIG_BESIDE, read_config_beside
+from rlbatch.readers.linescan import truncated_dict
 from rlbatch.readers.common import build_run, json_reason, meta_from, read_text, to_count, to_float, warn
 from rlbatch.runstore import Run
 
@@ -76,6 +77,8 @@ def read_all(path: str | Path, *, fmt: str = "jsonl", run_id: str | None = None,
         doc_note = f"read as {how}"
     all_lines = [] if doc is not None else text.split("\n")
     n = len(all_lines)
+    last = max((i for i, line in enumerate(all_lines, 1) if line.strip()), default=0)
+    cut_note = None
     for i, line in enumerate(all_lines, 1):
         s = line.strip()
         if not s:
@@ -83,6 +86,13 @@ def read_all(path: str | Path, *, fmt: str = "jsonl", run_id: str | None = None,
         try:
             obj = json.loads(s)
         except (ValueError, RecursionError) as err:  # JSONDecodeError; also ints over 4300 digits, deep nesting
+            cut = _cut_record(s, i, records) if i == last and fmt == "jsonl" else None
+            if cut is not None:
+                rec, cut_note = cut
+                warn(cut_note, path, i)
+                if rec is not None:
+                    records.append(rec)
+                continue
             if i == n and not text.endswith("\n"):
                 warn("truncated last line (no line end, not valid JSON): skipped", path, i)
             else:
@@ -119,6 +129,8 @@ def read_all(path: str | Path, *, fmt: str = "jsonl", run_id: str | None = None,
     for k, part in enumerate(parts, 1):
         rid = stem if len(parts) == 1 else (part.name if part.name else f"{stem}-run{k}")
         notes = [doc_note] if doc_note else []
+        if cut_note and k == len(parts):
+            notes.append(f"line {last}: {cut_note}")
         if len(parts) > 1:
             notes.insert(0, f"run {k} of {len(parts)} in {path.name}: {part.why}")
         try:
@@ -132,6 +144,29 @@ def read_all(path: str | Path, *, fmt: str = "jsonl", run_id: str | None = None,
     if not runs:
         raise UserError("no readable run: " + "; ".join(errors), path=str(path))
     return runs
+
+
+#: counters a record's step comes from: a last record cut before one that every other record has cannot be placed
+STEP_COUNTERS = ("step", "global_step", "global_step/max_steps", "episode", "iteration", "train/step")
+
+
+def _cut_record(line: str, lineno: int, before: list[X.Record]) -> tuple[X.Record | None, str] | None:
+    """The last line of a JSON-lines file cut off by the end of the text (an excerpt, a log copied while written):
+    ``(record of its complete fields, note)``, ``(None, note)`` when it was cut before the step counter every other
+    record has (it is dropped), or None when the line is not a cut JSON object (it is skipped as invalid)."""
+    if not line.startswith("{") or line.endswith("}"):
+        return None
+    d = truncated_dict(line)
+    if d is None:
+        return None
+    rec = X.json_record(d, lineno)
+    rec.truncated = True
+    lost = [k for k in STEP_COUNTERS if before and all(k in r.values for r in before) and k not in rec.values]
+    if lost:
+        return None, (f"the last record is cut off before its step counter {lost[0]!r} (the text ends inside it): "
+                      "dropped")
+    return rec, (f"the last record is cut off (the text ends inside it): its {len(d)} complete fields kept, the field "
+                 "cut in half dropped")
 
 
 def _records_run(path: Path, records: list[X.Record], rid: str, user_map: dict[str, str] | None,
