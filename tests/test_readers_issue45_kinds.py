@@ -164,3 +164,68 @@ def test_an_invalid_line_inside_a_json_lines_file_is_still_skipped(tmp_path):
     with pytest.warns(ReadWarning, match="not valid JSON"):
         (run,) = load(path)
     assert list(run.metrics["step"]) == [1, 3, 4]
+
+
+# ------------------------------------------------------------ 8. P and G shown only indirectly
+def _grpo_history(steps, P, G, *, every=1, decimals=None, seed=0):
+    """A TRL-shaped log_history written here: per logged step, the mean completion length (a mean of P x G whole
+    token counts), the clipped share and the share of the P groups whose G rewards are all equal; logged every
+    ``every`` steps as the mean of those steps' values (as the trainer averages a logging window)."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    rows, window = [], []
+    for step in range(1, steps + 1):
+        lengths = rng.integers(5, 400, size=P * G)
+        flat = rng.random(P) < 0.5
+        window.append((lengths.mean(), (lengths > 380).mean(), flat.mean()))
+        if step % every == 0:
+            mean = np.mean(window, axis=0)
+            vals = [round(float(v), decimals) if decimals is not None else float(v) for v in mean]
+            rows.append({"loss": 0.01, "learning_rate": 1e-6, "reward": 0.5, "completions/mean_length": vals[0],
+                         "completions/clipped_ratio": vals[1], "frac_reward_zero_std": vals[2], "step": step})
+            window = []
+    return rows
+
+
+def test_p_and_g_inferred_from_the_denominators_of_per_step_shares(tmp_path):
+    path = tmp_path / "log_history.json"
+    path.write_text(json.dumps(_grpo_history(30, P=2, G=4)))
+    (run,) = quiet(path)
+    assert (run.meta.prompts_per_step, run.meta.group_size, run.meta.batch_size) == (2, 4, 8)
+    note = next(n for n in run.notes if n.startswith("P = 2, G = 4 inferred"))
+    assert "completions/mean_length x 8" in note and "multiples of 1/2" in note
+    assert run.metrics["samples/retained"].iloc[-1] == 30 * 8
+    # eighths survive rounding to 3 decimals: the same inference from a log that prints 3 decimals
+    path.write_text(json.dumps(_grpo_history(30, P=2, G=4, decimals=3)))
+    assert quiet(path)[0].meta.batch_size == 8
+    from rlbatch.explain import inspect_run
+    cfg = inspect_run(run)["config"]
+    assert cfg["prompts_per_step"]["source"].startswith("inferred: frac_reward_zero_std")
+    assert cfg["group_size"]["source"].startswith("inferred: N / P = 8 / 2")
+
+
+@pytest.mark.parametrize("kw", [dict(every=5),       # a logging window of 5 steps: denominators 5 x N, 5 x P
+                                # values rounded to a decimal grid (verl prints 3 decimals): twelfths are not exact
+                                dict(decimals=3, P=3, G=4),
+                                dict(steps=6)])      # too few steps for a batch twice as large to be ruled out
+def test_p_and_g_not_inferred_when_the_evidence_is_ambiguous(tmp_path, kw):
+    steps, P, G = kw.pop("steps", 60), kw.pop("P", 2), kw.pop("G", 4)
+    path = tmp_path / "log_history.json"
+    path.write_text(json.dumps(_grpo_history(steps, P=P, G=G, **kw)))
+    (run,) = quiet(path)
+    assert run.meta.prompts_per_step is None and run.meta.group_size is None
+    assert not any(" inferred" in n and n.startswith("P = ") for n in run.notes)
+
+
+def test_set_overrides_an_inferred_batch_and_its_source(tmp_path):
+    from rlbatch.readers.common import apply_overrides
+    from rlbatch.explain import inspect_run
+
+    path = tmp_path / "log_history.json"
+    path.write_text(json.dumps(_grpo_history(30, P=2, G=4)))
+    (run,) = quiet(path)
+    run = apply_overrides(run, {"prompts_per_step": 4, "group_size": 2})
+    assert (run.meta.prompts_per_step, run.meta.group_size) == (4, 2)
+    assert not any(" inferred" in n and n.startswith("P = ") for n in run.notes)
+    assert "inferred" not in str(inspect_run(run)["config"]["prompts_per_step"]["source"])

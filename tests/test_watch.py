@@ -120,7 +120,9 @@ def test_watch_cli_json_once_on_a_sweep_leaves_it_unchanged(stored, tmp_path):
     # piped: one plain line per update
     r = subprocess.run([sys.executable, "-m", "rlbatch.cli", "watch", str(stored / "B16-G8-sqrt-s0"), "--once"],
                        capture_output=True, text=True, env={"PYTHONPATH": SRC, "PATH": ""}, timeout=300)
-    assert r.returncode == 0 and r.stdout.startswith("update 1: B16-G8-sqrt-s0 S=24576"), r.stderr[-2000:]
+    legend, first = r.stdout.splitlines()[:2]
+    assert r.returncode == 0 and first.startswith("update 1: B16-G8-sqrt-s0 S=24576"), r.stderr[-2000:]
+    assert legend.startswith("watch: S = retained samples so far") and "S*" not in legend  # no target: no S*, T*
     r = subprocess.run([sys.executable, "-m", "rlbatch.cli", "watch", str(tmp_path / "nope"), "--once"],
                        capture_output=True, text=True, env={"PYTHONPATH": SRC, "PATH": ""}, timeout=300)
     assert r.returncode == 2 and "no such file" in r.stderr and "Traceback" not in r.stderr
@@ -161,7 +163,9 @@ def test_watch_shows_what_the_adaptive_loop_stopped_and_why(stored, tmp_path):
     # piped: one line per configuration (and one with the best), the stopped one with the loop's reason
     r = subprocess.run([sys.executable, "-m", "rlbatch.cli", "watch", str(sweep), "--target", "0.45", "--once"],
                        capture_output=True, text=True, env={"PYTHONPATH": SRC, "PATH": ""}, timeout=300)
-    lines = r.stdout.strip().splitlines()
+    legend, *lines = r.stdout.strip().splitlines()
+    # the short names explained once, before the first update (newcomer finding 9)
+    assert legend.startswith("watch: S = retained samples so far") and "T* = time-to-target" in legend
     assert [ln.split()[2] for ln in lines[:3]] == ["B16-G8-sqrt-s0", "B32-G8-sqrt-s0", "B64-G8-sqrt-s0"], lines
     assert lines[1].endswith(f"| cannot win: {why}") and lines[-1].startswith("update 1: best ")
 
@@ -183,7 +187,8 @@ def test_watch_ends_on_a_finished_sweep_and_counts_checks_without_change(stored,
                         "--interval", "0.5", "--prompts-per-step", "4", "--group-size", "2"],
                        capture_output=True, text=True, env={"PYTHONPATH": SRC, "PATH": ""}, timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
-    assert len(r.stdout.strip().splitlines()) == 1  # one update shown: the log did not change
+    out = r.stdout.strip().splitlines()
+    assert len(out) == 2 and out[0].startswith("watch: S = ")  # the legend, then one update: the log did not change
     assert time.monotonic() - t0 < 120
 
 

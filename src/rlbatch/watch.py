@@ -362,6 +362,17 @@ def spark(values: list[float], lo: float, hi: float) -> str:
                    for v in values)
 
 
+def legend(up: WatchUpdate) -> str:
+    """What the short names of a piped update line mean, printed once before the first (newcomer finding 9)."""
+    names = ["S = retained samples so far", "score = the last evaluation"]
+    if up.target is not None:
+        names += ["S* = samples-to-target [95% interval] (measured, fitted or open)", "T* = time-to-target"]
+    names.append("X = retained samples per second")
+    if any(r.get("predicted_relative_time") is not None for r in up.ranking):
+        names.append("rel.time = predicted time-to-target over the reference's [95% interval]")
+    return "watch: " + ", ".join(names)
+
+
 def line(up: WatchUpdate) -> str:
     """The update as plain text for a pipe or a log file: one line per configuration (its samples, score,
     predictions, throughput and, for a sweep, its rank and what the adaptive loop did or would do), then one line
@@ -462,6 +473,8 @@ def watch(path: Path | str, *, target: float | None = None, fmt: str = "auto", o
         live = Live(refresh_per_second=2)
         live.start()
 
+    shown_legend: list[bool] = []  # the legend is printed once, before the first update with configurations
+
     def show(up: WatchUpdate) -> None:
         if emit is not None:
             emit(up)
@@ -470,6 +483,9 @@ def watch(path: Path | str, *, target: float | None = None, fmt: str = "auto", o
         elif fmt == "json":
             print(json.dumps(up.to_json(), default=str), flush=True)
         else:
+            if up.configs and not shown_legend:
+                shown_legend.append(True)
+                print(legend(up), flush=True)
             print(line(up), flush=True)
 
     seen = None

@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from rlbatch.errors import UserError
+from rlbatch.readers import indirect
 from rlbatch.readers import names as N
 from rlbatch.readers.textio import BOMS, open_text, read_text, sniff_encoding, virtual, virtual_text  # noqa: F401
 from rlbatch.runstore import CANONICAL_METRICS, EVAL_JSONL, METRICS_JSONL, Run, RunMeta, make_meta
@@ -512,6 +513,9 @@ def finalize(run: Run) -> Run:
         meta.lr = sched["peak"]  # a run's learning rate is its peak (a warm-up's first value can be 1/25 of it)
         _replace_note(run, ("lr: the peak",), f"lr: the peak logged learning rate ({sched['peak']:.3g} at step "
                       f"{sched['peak_step']}); schedule as read: {_sched_text(sched)}")
+    if meta.batch_size is None and getattr(meta, "rollout_batch_size", None) is None and \
+            not ("samples/retained" in m.columns and m["samples/retained"].notna().any()):
+        meta = _infer_batch(run)
     src = getattr(meta, "samples_source", None)
     b = getattr(meta, "rollout_batch_size", None) or meta.batch_size  # a step is one rollout (of mini-batches)
     if "samples/retained" in m.columns and src != "steps x B" and m["samples/retained"].notna().any():
@@ -600,6 +604,25 @@ def _replace_note(run: Run, prefixes: tuple[str, ...], text: str) -> None:
     run.notes.append(text)
 
 
+def _infer_batch(run: Run) -> RunMeta:
+    """P and G the log shows only indirectly (:mod:`rlbatch.readers.indirect`), set on the run's metadata with the
+    inference as their source and as a note; the metadata unchanged when nothing is inferred."""
+    got = indirect.infer(run.metrics, run.meta.prompts_per_step, run.meta.group_size)
+    if got is None:
+        return run.meta
+    data = run.meta.model_dump()
+    data.update(prompts_per_step=got.prompts_per_step, group_size=got.group_size, batch_size=None,
+                rollout_batch_size=None)
+    data["config_sources"] = {**(data.get("config_sources") or {}), **got.sources}
+    run.meta = make_meta(f"the batch inferred for run {run.run_id!r}", **data)
+    _replace_note(run, INFERRED_NOTE, got.note)
+    return run.meta
+
+
+#: the start of the note of an inferred P and G (dropped when the user sets them)
+INFERRED_NOTE = ("P = ",)
+
+
 def apply_overrides(run: Run, fields: dict[str, Any]) -> Run:
     """Apply ``--set`` overrides (``prompts_per_step``, ``group_size``, ``batch_size``, ``lr``, ``algorithm``...)
     to a run's metadata, re-derive B = P x G and the retained-sample axis. Raises :class:`UserError` naming the
@@ -609,6 +632,11 @@ def apply_overrides(run: Run, fields: dict[str, Any]) -> Run:
     if ("prompts_per_step" in fields or "group_size" in fields) and "batch_size" not in fields:
         data["batch_size"] = None
         data["rollout_batch_size"] = None
+    srcs = {k: v for k, v in (data.get("config_sources") or {}).items() if k not in fields}
+    if "prompts_per_step" in fields or "group_size" in fields:  # an inferred P and G no longer stand
+        run.notes[:] = [n for n in run.notes if not (n.startswith(INFERRED_NOTE) and " inferred" in n)]
+        srcs = {k: v for k, v in srcs.items() if not str(v).startswith("inferred: ")}
+    data["config_sources"] = srcs or None
     run.meta = make_meta(f"--set for run {run.run_id!r}", **data)
     for k in fields:
         _replace_note(run, (f"{k} set by the user",), f"{k} set by the user: {fields[k]}")
