@@ -32,6 +32,9 @@ def _env(tmp_path):
      "--target 45 is outside eval/score's range 0 to 1 (the share of held-out items answered right; for 45% give "
      "0.45)"),
     (["demo", "--workers", "0"], "Invalid value for '--workers'"),
+    # a mistyped task: refused before any trial starts (it failed every trial, then said only "no finished trials")
+    (["sweep", "--base-batch", "16", "--base-lr", "5e-5", "--batches", "32", "--samples", "512", "--target", "0.4",
+      "--task", "arithmatic"], "unknown task 'arithmatic' (not a reasoning-gym dataset)"),
 ])
 def test_bad_values_are_one_line_and_write_nothing(monkeypatch, capsys, tmp_path, args, says):
     out = tmp_path / "out"
@@ -136,3 +139,19 @@ def test_every_help_reads_at_80_columns(tmp_path):
             for opt in [*p.opts, *p.secondary_opts]:
                 if opt.startswith("-"):
                     assert opt in text, (name, opt)
+
+
+def test_a_sweep_whose_trials_all_failed_says_why(tmp_path):
+    """The report of a sweep whose every trial failed names the trials' error (it said only "no finished trials")."""
+    from rlbatch.errors import UserError
+    from rlbatch.study.report import report_sweep
+
+    err = "UserError: unknown model 'tinyy': not a preset (tiny, tiny-random) nor an existing directory"
+    (tmp_path / "sweep.json").write_text(json.dumps({"settings": {}, "trials": [
+        {"spec": {"run_id": f"B{b}-G8-sqrt-s0", "model": "tinyy", "prompts_per_step": b // 8, "group_size": 8,
+                  "lr": 5e-5, "lr_rule": "sqrt", "base_batch": 16, "base_lr": 5e-5, "samples": 512},
+         "state": "failed", "error": err,
+         "run_dir": f"trials/B{b}-G8-sqrt-s0"} for b in (16, 32)]}))
+    with pytest.raises(UserError) as e:
+        report_sweep(tmp_path, target=0.4)
+    assert "2 of 2 failed (unknown model 'tinyy': not a preset" in str(e.value) and "UserError" not in str(e.value)

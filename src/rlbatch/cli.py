@@ -302,10 +302,12 @@ def sweep_cmd(
     _quiet_transformers()
     from rlbatch.study.ladder import build_ladder  # on use: --help loads no pandas / torch
     from rlbatch.study.run import launched, run_study  # on use: --help loads no pandas / torch
+    from rlbatch.train.tasks import check_task  # on use: --help loads no numpy
 
     is_launch = launched(backend, dry_run, submit)
     if not is_launch:
         check_score_target(target)
+        check_task(task)  # a mistyped --task is one line before anything is written, not a failure per trial
     samples = trial_budget(backend, samples, generated_samples, launched=is_launch)
     opts = {**trainer_fields(task, algo, trainer, changed_only=True), **stop_fields(target, stop_on_target, hold)}
     ladder = build_ladder(base_batch=base_batch, base_lr=base_lr, batches=batches, rule=rule,

@@ -151,13 +151,16 @@ def _run_sweep(specs: list[TrialSpec], out: Path, workers: int, threads: int, se
         entry = known[run_id]
         entry.update(state=state, error=error, seconds=round(secs, 2), attempts=int(entry.get("attempts") or 0) + 1)
         write_manifest(out, manifest)
+        why = f": {error.split(': ', 1)[1] if error.startswith('UserError: ') else error}" if error else ""
         if bar:
             bar.update(tid, advance=1, info=f"{run_id}: {state} ({secs:.0f} s)")
             if not sys.stdout.isatty():  # a log file gets no live bar: one plain line per trial instead
                 n = sum(1 for e in todo if e["state"] in ("finished", "failed"))
                 spent = time.monotonic() - started
                 left = f", ~{spent / n * (len(todo) - n):.0f} s left" if n < len(todo) else ""
-                print(f"sweep: {n}/{len(todo)} {run_id}: {state} ({secs:.0f} s{left})", flush=True)
+                print(f"sweep: {n}/{len(todo)} {run_id}: {state} ({secs:.0f} s{left}){why}", flush=True)
+            elif why:  # a failure says why above the live bar (its state and error are in sweep.json too)
+                bar.console.print(f"sweep: {run_id}: failed{why}", highlight=False, soft_wrap=True)
 
     try:
         if workers <= 1:

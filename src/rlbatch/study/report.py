@@ -27,6 +27,11 @@ def timing_note(settings: dict, hardware: dict) -> str:
             f"inflates them and adds noise to the throughput ratios.")
 
 
+def _short_error(error: str) -> str:
+    """A trial's recorded error without its exception class when that is our own one-line error."""
+    return error.split(": ", 1)[1] if error.startswith("UserError: ") else error
+
+
 def report_sweep(out: Path | str, *, target: float | None, reference: str | None = None,
                  title: str = "rlbatch sweep") -> dict:
     """Read the finished trials of the sweep in ``out`` (manifest ``sweep.json``, any backend) and write
@@ -38,6 +43,12 @@ def report_sweep(out: Path | str, *, target: float | None, reference: str | None
     # read as rlbatch analyze reads them (the run-store reader), so both reports say the same
     runs = [run for t in manifest["trials"] if t["state"] == "finished" for run in load(out / t["run_dir"], "rlbatch")]
     if not runs:
+        failed = [t for t in manifest["trials"] if t["state"] == "failed" and t.get("error")]
+        if failed:  # say why: the same error in every trial (a mistyped --task) is one line, not a silent failure
+            errors = sorted({_short_error(t["error"]) for t in failed})
+            raise UserError(f"no finished trials to report on: {len(failed)} of {len(manifest['trials'])} failed "
+                            f"({'; '.join(errors[:3])}{'; ...' if len(errors) > 3 else ''}; each trial's error is in "
+                            f"sweep.json)", path=str(out))
         raise UserError("no finished trials to report on", path=str(out))
     # the timing pass's blocks lie in OUT (beside OUT/trials), above each trial's directory: annotated here as
     # rlbatch analyze OUT does, so that the sweep's own report takes its throughput from them too

@@ -252,6 +252,31 @@ def get_task(name: str | Path, seed: int = 0, eval_size: int | None = None) -> T
     return reasoning_gym_task(name, seed=seed, eval_size=eval_size or 256)
 
 
+def check_task(name: str | Path) -> None:
+    """Raise the :class:`UserError` :func:`get_task` would raise for ``name``, without loading the task: an unknown
+    reasoning-gym name, a missing file or directory, no GSM8K directory found. Cheap (no dataset is built), so that a
+    sweep can refuse a mistyped ``--task`` before it writes anything."""
+    name = str(name)
+    if name == "arithmetic":
+        return
+    if name == "gsm8k":
+        _shared_gsm8k()
+        return
+    p = Path(name)
+    if p.suffix in (".parquet", ".jsonl") or p.is_dir() or "/" in name:
+        if not p.exists():
+            raise UserError("task file or directory not found", path=str(p))
+        return
+    try:
+        from reasoning_gym.factory import DATASETS
+    except ImportError:  # pragma: no cover - a runtime dependency
+        raise UserError("task needs the reasoning-gym package: pip install reasoning-gym") from None
+    if name not in DATASETS:
+        raise UserError(f"unknown task {name!r} (not a reasoning-gym dataset); use arithmetic, gsm8k, a verl "
+                        f"parquet/jsonl path or a reasoning-gym name such as chain_sum, basic_arithmetic, countdown",
+                        field="task")
+
+
 # --------------------------------------------------------------------------------------------------- defaults, words
 #: Default cap on generated tokens per response, per kind of task: long enough not to cut a task's answers short.
 #: ``arithmetic``: a reversed sum of two two-digit numbers has at most 3 digits, + EOS = 4 tokens (5 leaves one
