@@ -229,3 +229,27 @@ def test_set_overrides_an_inferred_batch_and_its_source(tmp_path):
     assert (run.meta.prompts_per_step, run.meta.group_size) == (4, 2)
     assert not any(" inferred" in n and n.startswith("P = ") for n in run.notes)
     assert "inferred" not in str(inspect_run(run)["config"]["prompts_per_step"]["source"])
+
+
+# ------------------------------------------------------------ a step time from the cumulative wall time a log prints
+def test_step_time_from_ms_swift_elapsed_time_differences(tmp_path):
+    # ms-swift prints no step timer, only "elapsed_time" since the start (model loading included in the first)
+    elapsed = ["1m 35s", "2m 46s", "3m 23s", "1h 0m 3s"]
+    lines = [str({"loss": 0.1, "grad_norm": 0.5, "learning_rate": 5e-7, "reward": 0.2 * k,
+                  "global_step/max_steps": f"{k}/9", "elapsed_time": e, "remaining_time": "5m 0s"})
+             for k, e in enumerate(elapsed, 1)]
+    path = tmp_path / "swift.log"
+    path.write_text("\n".join(lines) + "\n")
+    (run,) = quiet(path, fmt="trl-console")
+    st = list(run.metrics["time/step_s"])
+    assert st[0] != st[0] and st[1:] == [71.0, 37.0, 3600 + 3 - 203.0]  # the first (start-up included) unknown
+    assert any(n.startswith("time/step_s: differences of 'elapsed_time'") for n in run.notes)
+
+
+@pytest.mark.parametrize("text, seconds", [("1m 35s", 95.0), ("10d 9h 50m 13s", 899413.0), ("01:35", 95.0),
+                                            ("1:02:03", 3723.0), ("95.5", 95.5), (12, 12.0), ("soon", None),
+                                            ("5 m 3x", None)])
+def test_duration_text(text, seconds):
+    from rlbatch.readers.common import duration_s
+
+    assert duration_s(text) == seconds

@@ -182,6 +182,8 @@ def build_run(rows: list[dict[str, Any]], *, path: str | Path, source_format: st
         scaled = _numeric(df.pop(c)) * unit
         # the same name with and without a unit (or with two units) in one log: the first present wins per row
         df[base] = _numeric(df[base]).fillna(scaled) if base in df.columns else scaled
+    for c in [c for c in df.columns if c in N.ELAPSED_NAMES]:
+        df[c] = pd.Series([duration_s(v) for v in df[c]], index=df.index, dtype=float)
     df = df.apply(_numeric) if len(df.columns) else df
     df = df.replace([np.inf, -np.inf], np.nan)
 
@@ -362,6 +364,28 @@ def lr_schedule(steps: np.ndarray, lrs: np.ndarray) -> dict[str, Any] | None:
     return out
 
 
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)\s*(d|h|m|s)\b")
+
+
+def duration_s(v: Any) -> float | None:
+    """A logged duration in seconds: a number, ``"95.2"``, ``"1m 35s"``, ``"10d 9h 50m 13s"`` (ms-swift) or
+    ``"1:02:03"`` / ``"01:35"`` (h:m:s, m:s); None when it is none of these."""
+    x = to_float(v)
+    if x is not None or not isinstance(v, str):
+        return x
+    t = v.strip()
+    if re.fullmatch(r"\d+(?::\d{1,2}){1,2}(?:\.\d+)?", t):
+        out = 0.0
+        for part in t.split(":"):
+            out = out * 60 + float(part)
+        return out
+    parts = _DURATION_PART.findall(t)
+    if parts and _DURATION_PART.sub("", t).strip() == "":
+        unit = {"d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0}
+        return sum(float(n) * unit[u] for n, u in parts)
+    return None
+
+
 def _numeric(col: pd.Series) -> pd.Series:
     """A column as float64: numbers kept, anything else (text, None, ints beyond the float range) -> NaN."""
     if col.dtype.kind in "fiub":
@@ -435,6 +459,16 @@ def _canonical_frame(train: pd.DataFrame, cols: list[str], steps: np.ndarray,
         else:
             gap = np.isnan(out[canon]) & ~np.isnan(summed)
             out[canon][gap] = summed[gap]
+    elapsed = next((c for c in N.ELAPSED_NAMES if c in train.columns and train[c].notna().sum() >= 2), None)
+    if "time/step_s" not in out and elapsed is not None:
+        e = train[elapsed].to_numpy(dtype=float)
+        dstep = np.diff(np.concatenate([[np.nan], steps]))
+        per = np.diff(np.concatenate([[np.nan], e])) / dstep  # the first record's elapsed includes start-up
+        out["time/step_s"] = np.where(per > 0, per, np.nan)
+        notes.append(f"time/step_s: differences of {elapsed!r} (the cumulative wall time the log prints) between "
+                     "records, over the steps between them; the first record's includes start-up and is left unknown")
+        if name_map is not None:
+            name_map["time/step_s"] = f"differences of {elapsed}"
     if "time/wall_s" not in out and "time/step_s" in out:
         over = [p for p in N.EVAL_OVERHEAD_PARTS if p in train.columns]
         per = out["time/step_s"].copy()

@@ -130,6 +130,11 @@ STEP_TIME_PARTS: tuple[str, ...] = ("timing/gen", "timing/reward", "timing/old_l
                                     "timing/values", "timing/adv", "timing/update_critic", "timing/update_actor",
                                     "timing/testing")
 
+#: a cumulative wall clock since the run started, logged per record as text or seconds (ms-swift's
+#: ``"elapsed_time": "1m 35s"``): a step's time is the difference between consecutive records (its first record's
+#: includes start-up). Used only where the log has no step timer.
+ELAPSED_NAMES: tuple[str, ...] = ("elapsed_time",)
+
 #: timings inside the step timer that are not training: excluded from ``time/wall_s``.
 EVAL_OVERHEAD_PARTS: tuple[str, ...] = ("timing_s/testing", "timing/testing", "timing_s/save_checkpoint",
                                         "timing/save_checkpoint", "eval/time_s")

@@ -32,10 +32,11 @@ from pathlib import Path
 from typing import Any
 
 from rlbatch.errors import UserError
-from rlbatch.readers.common import (build_run, finalize, meta_from, read_text, step_of_fraction, to_count, to_float,
-                                    RECORD_START, unwrap_lines)
+from rlbatch.readers.common import (RECORD_START, build_run, duration_s, finalize, meta_from, read_text,
+                                    step_of_fraction, to_count, to_float, unwrap_lines)
 from rlbatch.readers.extract import parse_pydict
 from rlbatch.readers.linescan import truncated_dict
+from rlbatch.readers.names import ELAPSED_NAMES
 from rlbatch.runstore import Run
 
 #: a TRL log dict: ``{'key': value, ...}`` with one of the keys Trainer always logs
@@ -307,7 +308,7 @@ def read(path: str | Path, *, run_id: str | None = None, user_map: dict[str, str
                 k = "samples/generated"
             elif ppo and str(k).startswith("val/"):  # PPO's value-head statistics, not validation
                 k = "value/" + str(k)[4:]
-            f = to_float(v)
+            f = duration_s(v) if k in ELAPSED_NAMES else to_float(v)  # ms-swift's "elapsed_time": "1m 35s"
             if f is not None:
                 rec[str(k)] = f
         rows.append(rec)
