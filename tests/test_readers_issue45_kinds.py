@@ -250,6 +250,6 @@ def test_step_time_from_ms_swift_elapsed_time_differences(tmp_path):
                                             ("1:02:03", 3723.0), ("95.5", 95.5), (12, 12.0), ("soon", None),
                                             ("5 m 3x", None)])
 def test_duration_text(text, seconds):
-    from rlbatch.readers.common import duration_s
+    from rlbatch.readers.names import duration_s
 
     assert duration_s(text) == seconds

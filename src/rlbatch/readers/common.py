@@ -183,7 +183,7 @@ def build_run(rows: list[dict[str, Any]], *, path: str | Path, source_format: st
         # the same name with and without a unit (or with two units) in one log: the first present wins per row
         df[base] = _numeric(df[base]).fillna(scaled) if base in df.columns else scaled
     for c in [c for c in df.columns if c in N.ELAPSED_NAMES]:
-        df[c] = pd.Series([duration_s(v) for v in df[c]], index=df.index, dtype=float)
+        df[c] = pd.Series([N.duration_s(v) for v in df[c]], index=df.index, dtype=float)
     df = df.apply(_numeric) if len(df.columns) else df
     df = df.replace([np.inf, -np.inf], np.nan)
 
@@ -364,28 +364,6 @@ def lr_schedule(steps: np.ndarray, lrs: np.ndarray) -> dict[str, Any] | None:
     return out
 
 
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)\s*(d|h|m|s)\b")
-
-
-def duration_s(v: Any) -> float | None:
-    """A logged duration in seconds: a number, ``"95.2"``, ``"1m 35s"``, ``"10d 9h 50m 13s"`` (ms-swift) or
-    ``"1:02:03"`` / ``"01:35"`` (h:m:s, m:s); None when it is none of these."""
-    x = to_float(v)
-    if x is not None or not isinstance(v, str):
-        return x
-    t = v.strip()
-    if re.fullmatch(r"\d+(?::\d{1,2}){1,2}(?:\.\d+)?", t):
-        out = 0.0
-        for part in t.split(":"):
-            out = out * 60 + float(part)
-        return out
-    parts = _DURATION_PART.findall(t)
-    if parts and _DURATION_PART.sub("", t).strip() == "":
-        unit = {"d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0}
-        return sum(float(n) * unit[u] for n, u in parts)
-    return None
-
-
 def _numeric(col: pd.Series) -> pd.Series:
     """A column as float64: numbers kept, anything else (text, None, ints beyond the float range) -> NaN."""
     if col.dtype.kind in "fiub":
@@ -549,7 +527,7 @@ def finalize(run: Run) -> Run:
                       f"{sched['peak_step']}); schedule as read: {_sched_text(sched)}")
     if meta.batch_size is None and getattr(meta, "rollout_batch_size", None) is None and \
             not ("samples/retained" in m.columns and m["samples/retained"].notna().any()):
-        meta = _infer_batch(run)
+        meta = indirect.apply(run)
     src = getattr(meta, "samples_source", None)
     b = getattr(meta, "rollout_batch_size", None) or meta.batch_size  # a step is one rollout (of mini-batches)
     if "samples/retained" in m.columns and src != "steps x B" and m["samples/retained"].notna().any():
@@ -638,25 +616,6 @@ def _replace_note(run: Run, prefixes: tuple[str, ...], text: str) -> None:
     run.notes.append(text)
 
 
-def _infer_batch(run: Run) -> RunMeta:
-    """P and G the log shows only indirectly (:mod:`rlbatch.readers.indirect`), set on the run's metadata with the
-    inference as their source and as a note; the metadata unchanged when nothing is inferred."""
-    got = indirect.infer(run.metrics, run.meta.prompts_per_step, run.meta.group_size)
-    if got is None:
-        return run.meta
-    data = run.meta.model_dump()
-    data.update(prompts_per_step=got.prompts_per_step, group_size=got.group_size, batch_size=None,
-                rollout_batch_size=None)
-    data["config_sources"] = {**(data.get("config_sources") or {}), **got.sources}
-    run.meta = make_meta(f"the batch inferred for run {run.run_id!r}", **data)
-    _replace_note(run, INFERRED_NOTE, got.note)
-    return run.meta
-
-
-#: the start of the note of an inferred P and G (dropped when the user sets them)
-INFERRED_NOTE = ("P = ",)
-
-
 def apply_overrides(run: Run, fields: dict[str, Any]) -> Run:
     """Apply ``--set`` overrides (``prompts_per_step``, ``group_size``, ``batch_size``, ``lr``, ``algorithm``...)
     to a run's metadata, re-derive B = P x G and the retained-sample axis. Raises :class:`UserError` naming the
@@ -668,7 +627,7 @@ def apply_overrides(run: Run, fields: dict[str, Any]) -> Run:
         data["rollout_batch_size"] = None
     srcs = {k: v for k, v in (data.get("config_sources") or {}).items() if k not in fields}
     if "prompts_per_step" in fields or "group_size" in fields:  # an inferred P and G no longer stand
-        run.notes[:] = [n for n in run.notes if not (n.startswith(INFERRED_NOTE) and " inferred" in n)]
+        run.notes[:] = [n for n in run.notes if not (n.startswith(indirect.NOTE_START) and " inferred" in n)]
         srcs = {k: v for k, v in srcs.items() if not str(v).startswith("inferred: ")}
     data["config_sources"] = srcs or None
     run.meta = make_meta(f"--set for run {run.run_id!r}", **data)

@@ -29,6 +29,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from rlbatch.runstore import Run, RunMeta, make_meta
+
+#: the start of the note of an inferred P and G (dropped when the user sets them with --set)
+NOTE_START = "P = "
 #: the fewest steps (or share values strictly between 0 and 1) an inference rests on
 MIN_STEPS = 10
 #: the largest batch considered
@@ -160,3 +164,18 @@ def infer(m: pd.DataFrame, prompts: int | None, group: int | None) -> Inferred |
                      "group_size": f"inferred: N / P = {n} / {p} (N from {why_n.split(' x ')[0]}; see notes)",
                      "batch_size": f"inferred: N = {n} completions per step (see notes)"})
 
+
+
+def apply(run: Run) -> RunMeta:
+    """P and G inferred for ``run`` (:func:`infer`) set on its metadata, with the inference as their source in
+    ``config_sources`` and as a note; the metadata unchanged when nothing is inferred. Returns the metadata."""
+    got = infer(run.metrics, run.meta.prompts_per_step, run.meta.group_size)
+    if got is None:
+        return run.meta
+    data = run.meta.model_dump()
+    data.update(prompts_per_step=got.prompts_per_step, group_size=got.group_size, batch_size=None,
+                rollout_batch_size=None)
+    data["config_sources"] = {**(data.get("config_sources") or {}), **got.sources}
+    run.meta = make_meta(f"the batch inferred for run {run.run_id!r}", **data)
+    run.notes[:] = [n for n in run.notes if not (n.startswith(NOTE_START) and " inferred" in n)] + [got.note]
+    return run.meta

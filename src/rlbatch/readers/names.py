@@ -21,6 +21,7 @@ Kinds of entries
 
 from __future__ import annotations
 
+import math
 import re
 
 #: canonical name -> foreign names, first present wins.
@@ -134,6 +135,36 @@ STEP_TIME_PARTS: tuple[str, ...] = ("timing/gen", "timing/reward", "timing/old_l
 #: ``"elapsed_time": "1m 35s"``): a step's time is the difference between consecutive records (its first record's
 #: includes start-up). Used only where the log has no step timer.
 ELAPSED_NAMES: tuple[str, ...] = ("elapsed_time",)
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)\s*(d|h|m|s)\b")
+
+
+def duration_s(v: object) -> float | None:
+    """A logged duration in seconds: a number, ``"95.2"``, ``"1m 35s"``, ``"10d 9h 50m 13s"`` (ms-swift) or
+    ``"1:02:03"`` / ``"01:35"`` (h:m:s, m:s); None when it is none of these (or not finite)."""
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, (int, float)):
+        return float(v) if math.isfinite(v) else None
+    if not isinstance(v, str):
+        return None
+    t = v.strip()
+    try:
+        x = float(t)
+        return x if math.isfinite(x) else None
+    except ValueError:
+        pass
+    if re.fullmatch(r"\d+(?::\d{1,2}){1,2}(?:\.\d+)?", t):
+        out = 0.0
+        for part in t.split(":"):
+            out = out * 60 + float(part)
+        return out
+    parts = _DURATION_PART.findall(t)
+    if parts and _DURATION_PART.sub("", t).strip() == "":
+        unit = {"d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0}
+        return sum(float(n) * unit[u] for n, u in parts)
+    return None
+
 
 #: timings inside the step timer that are not training: excluded from ``time/wall_s``.
 EVAL_OVERHEAD_PARTS: tuple[str, ...] = ("timing_s/testing", "timing/testing", "timing_s/save_checkpoint",

@@ -32,11 +32,11 @@ from pathlib import Path
 from typing import Any
 
 from rlbatch.errors import UserError
-from rlbatch.readers.common import (RECORD_START, build_run, duration_s, finalize, meta_from, read_text,
+from rlbatch.readers.common import (RECORD_START, build_run, finalize, meta_from, read_text,
                                     step_of_fraction, to_count, to_float, unwrap_lines)
 from rlbatch.readers.extract import parse_pydict
 from rlbatch.readers.linescan import truncated_dict
-from rlbatch.readers.names import ELAPSED_NAMES
+from rlbatch.readers.names import ELAPSED_NAMES, duration_s
 from rlbatch.runstore import Run
 
 #: a TRL log dict: ``{'key': value, ...}`` with one of the keys Trainer always logs
