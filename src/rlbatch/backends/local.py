@@ -29,7 +29,7 @@ from rlbatch.errors import Interrupted, UserError
 from rlbatch.procs import die_with_parent
 from rlbatch.runstore import check_writable, lock_run_dir, remove_stale_temps
 from rlbatch.study.ladder import TrialSpec, trial_order
-from rlbatch.study.manifest import TRIALS_DIR, read_manifest, trial_finished, write_manifest
+from rlbatch.study.manifest import TRIALS_DIR, read_manifest, short_error, trial_finished, write_manifest
 
 
 def run_trial(spec: TrialSpec, run_dir: Path | str) -> Path:
@@ -151,7 +151,7 @@ def _run_sweep(specs: list[TrialSpec], out: Path, workers: int, threads: int, se
         entry = known[run_id]
         entry.update(state=state, error=error, seconds=round(secs, 2), attempts=int(entry.get("attempts") or 0) + 1)
         write_manifest(out, manifest)
-        why = f": {error.split(': ', 1)[1] if error.startswith('UserError: ') else error}" if error else ""
+        why = f": {short_error(error)}" if error else ""
         if bar:
             bar.update(tid, advance=1, info=f"{run_id}: {state} ({secs:.0f} s)")
             if not sys.stdout.isatty():  # a log file gets no live bar: one plain line per trial instead

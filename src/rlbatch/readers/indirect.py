@@ -141,7 +141,7 @@ def infer(m: pd.DataFrame, prompts: int | None, group: int | None) -> Inferred |
     head = f"completions per step N = {n} ({why_n})"
     if prompts is not None or group is not None:
         known, name = (prompts, "P") if prompts is not None else (group, "G")
-        if n % known or n // known < 1:
+        if n % known:
             return None
         other = n // known
         p, g = (known, other) if name == "P" else (other, known)

@@ -16,7 +16,7 @@ from rlbatch.batchspec import flatten
 from rlbatch.errors import UserError
 from rlbatch.readers import extract as X
 from rlbatch.readers.generic import JSONL_CONFIG_BESIDE, read_config_beside
-from rlbatch.readers.linescan import truncated_dict
+from rlbatch.readers.linescan import lost_counter, truncated_dict
 from rlbatch.readers.common import build_run, json_reason, meta_from, read_text, to_count, to_float, warn
 from rlbatch.runstore import Run
 
@@ -146,10 +146,6 @@ def read_all(path: str | Path, *, fmt: str = "jsonl", run_id: str | None = None,
     return runs
 
 
-#: counters a record's step comes from: a last record cut before one that every other record has cannot be placed
-STEP_COUNTERS = ("step", "global_step", "global_step/max_steps", "episode", "iteration", "train/step")
-
-
 def _cut_record(line: str, lineno: int, before: list[X.Record]) -> tuple[X.Record | None, str] | None:
     """The last line of a JSON-lines file cut off by the end of the text (an excerpt, a log copied while written):
     ``(record of its complete fields, note)``, ``(None, note)`` when it was cut before the step counter every other
@@ -161,10 +157,9 @@ def _cut_record(line: str, lineno: int, before: list[X.Record]) -> tuple[X.Recor
         return None
     rec = X.json_record(d, lineno)
     rec.truncated = True
-    lost = [k for k in STEP_COUNTERS if before and all(k in r.values for r in before) and k not in rec.values]
+    lost = lost_counter([r.values for r in before], rec.values)
     if lost:
-        return None, (f"the last record is cut off before its step counter {lost[0]!r} (the text ends inside it): "
-                      "dropped")
+        return None, f"the last record is cut off before its step counter {lost!r} (the text ends inside it): dropped"
     return rec, (f"the last record is cut off (the text ends inside it): its {len(d)} complete fields kept, the field "
                  "cut in half dropped")
 

@@ -563,6 +563,16 @@ def _step_from_fraction(vals: dict[str, Any]) -> dict[str, Any]:
     return vals
 
 
+#: counters a record's step comes from (a last record cut off before one that every other record has is dropped)
+STEP_COUNTERS = ("step", "global_step", "global_step/max_steps", "episode", "iteration", "train/step")
+
+
+def lost_counter(before: list[dict[str, Any]], cut: dict[str, Any]) -> str | None:
+    """The step counter every record ``before`` has and the cut-off last record ``cut`` lacks (it cannot be placed
+    at a step: drop it), or None."""
+    return next((k for k in STEP_COUNTERS if before and all(k in d for d in before) and k not in cut), None)
+
+
 def truncated_dict(text: str) -> dict[str, Any] | None:
     """The complete fields of a dict cut off before its closing brace (a log's last line cut short, an excerpt):
     everything up to the last top-level comma, closed and parsed (JSON, else a Python literal). The field after that

@@ -35,7 +35,7 @@ from rlbatch.errors import UserError
 from rlbatch.readers.common import (RECORD_START, build_run, finalize, meta_from, read_text,
                                     step_of_fraction, to_count, to_float, unwrap_lines)
 from rlbatch.readers.extract import parse_pydict
-from rlbatch.readers.linescan import truncated_dict
+from rlbatch.readers.linescan import lost_counter, truncated_dict
 from rlbatch.readers.names import ELAPSED_NAMES, duration_s
 from rlbatch.runstore import Run
 
@@ -182,13 +182,10 @@ def read(path: str | Path, *, run_id: str | None = None, user_map: dict[str, str
     cut = [d.pop(TRUNCATED) for _, _, d in found if TRUNCATED in d]
     cut_note = None
     if cut:
-        whole = [d for _, _, d in found[:-1]]
-        lost = [k for k in ("episode", "step", "global_step", "global_step/max_steps")
-                if whole and all(k in d for d in whole) and k not in found[-1][2]]
+        lost = lost_counter([d for _, _, d in found[:-1]], found[-1][2])
         if lost:  # cut before the counter its step comes from: no step to place it at
             found = found[:-1]
-            cut_note = (f"the last record is cut off before its step counter {lost[0]!r} (the text ends inside it): "
-                        "dropped")
+            cut_note = f"the last record is cut off before its step counter {lost!r} (the text ends inside it): dropped"
         else:
             cut_note = (f"the last record is cut off (the text ends inside it): its {len(found[-1][2])} complete "
                         "fields kept, the field cut in half dropped")

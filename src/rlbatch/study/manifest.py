@@ -22,6 +22,12 @@ SWEEP_JSON = "sweep.json"
 TRIALS_DIR = "trials"
 
 
+def short_error(error: str) -> str:
+    """A trial's recorded ``error`` (``"<exception class>: <message>"``) as shown to the user: our own one-line
+    :class:`UserError` without its class name, anything else whole."""
+    return error.split(": ", 1)[1] if error.startswith("UserError: ") else error
+
+
 def read_manifest_json(out: Path) -> dict | None:
     """``OUT/sweep.json`` as plain JSON (every trial's ``spec`` a dict), or None when there is none yet. Raises
     :class:`UserError` naming the file (and line) when it is not an object with a ``trials`` list."""

@@ -16,7 +16,7 @@ from rlbatch.readers import load
 from rlbatch.report import build_report
 from rlbatch.runstore import annotate_stopped, annotate_timing, atomic_write_text, timing_blocks
 from rlbatch.study.adaptive import AdaptiveResult
-from rlbatch.study.manifest import read_manifest
+from rlbatch.study.manifest import read_manifest, short_error
 
 
 def timing_note(settings: dict, hardware: dict) -> str:
@@ -25,11 +25,6 @@ def timing_note(settings: dict, hardware: dict) -> str:
             f"{hardware.get('torch_threads', '?')} torch thread(s) each on a machine with "
             f"{hardware.get('cpu_count', '?')} CPUs (device {hardware.get('device', '?')}); other load on the machine "
             f"inflates them and adds noise to the throughput ratios.")
-
-
-def _short_error(error: str) -> str:
-    """A trial's recorded error without its exception class when that is our own one-line error."""
-    return error.split(": ", 1)[1] if error.startswith("UserError: ") else error
 
 
 def report_sweep(out: Path | str, *, target: float | None, reference: str | None = None,
@@ -45,7 +40,7 @@ def report_sweep(out: Path | str, *, target: float | None, reference: str | None
     if not runs:
         failed = [t for t in manifest["trials"] if t["state"] == "failed" and t.get("error")]
         if failed:  # say why: the same error in every trial (a mistyped --task) is one line, not a silent failure
-            errors = sorted({_short_error(t["error"]) for t in failed})
+            errors = sorted({short_error(t["error"]) for t in failed})
             raise UserError(f"no finished trials to report on: {len(failed)} of {len(manifest['trials'])} failed "
                             f"({'; '.join(errors[:3])}{'; ...' if len(errors) > 3 else ''}; each trial's error is in "
                             f"sweep.json)", path=str(out))

@@ -117,6 +117,11 @@ def extract_answer(text: str) -> str:
 
 
 # --------------------------------------------------------------------------------------------------- reasoning-gym
+def _unknown_task(name: str, why: str) -> UserError:
+    return UserError(f"unknown task {name!r} ({why}); use arithmetic, gsm8k, a verl parquet/jsonl path or a "
+                     f"reasoning-gym name such as chain_sum, basic_arithmetic, countdown", field="task")
+
+
 def reasoning_gym_task(name: str, seed: int = 0, eval_size: int = 256, train_size: int = 20000) -> Task:
     """A reasoning-gym generator: eval items from seed ``seed + 1_000_003``, training items from ``seed`` with any
     question that also appears in the eval set removed. Scored by the generator's ``score_answer`` applied to
@@ -129,8 +134,7 @@ def reasoning_gym_task(name: str, seed: int = 0, eval_size: int = 256, train_siz
         ev = reasoning_gym.create_dataset(name, size=eval_size, seed=seed + 1_000_003)
         tr = reasoning_gym.create_dataset(name, size=train_size, seed=seed)
     except Exception as err:  # reasoning-gym raises various types for unknown names
-        raise UserError(f"unknown task {name!r} ({err}); use arithmetic, gsm8k, a verl parquet/jsonl path or a "
-                        f"reasoning-gym name such as chain_sum, basic_arithmetic, countdown", field="task") from None
+        raise _unknown_task(name, str(err)) from None
     eval_items = [Item(prompt=[{"role": "user", "content": e["question"]}], answer=str(e["answer"]), entry=e)
                   for e in ev]
     seen = {it.prompt[0]["content"] for it in eval_items}
@@ -257,24 +261,18 @@ def check_task(name: str | Path) -> None:
     reasoning-gym name, a missing file or directory, no GSM8K directory found. Cheap (no dataset is built), so that a
     sweep can refuse a mistyped ``--task`` before it writes anything."""
     name = str(name)
-    if name == "arithmetic":
-        return
+    kind = _kind(name)  # get_task's own dispatch
     if name == "gsm8k":
         _shared_gsm8k()
-        return
-    p = Path(name)
-    if p.suffix in (".parquet", ".jsonl") or p.is_dir() or "/" in name:
-        if not p.exists():
-            raise UserError("task file or directory not found", path=str(p))
-        return
-    try:
-        from reasoning_gym.factory import DATASETS
-    except ImportError:  # pragma: no cover - a runtime dependency
-        raise UserError("task needs the reasoning-gym package: pip install reasoning-gym") from None
-    if name not in DATASETS:
-        raise UserError(f"unknown task {name!r} (not a reasoning-gym dataset); use arithmetic, gsm8k, a verl "
-                        f"parquet/jsonl path or a reasoning-gym name such as chain_sum, basic_arithmetic, countdown",
-                        field="task")
+    elif kind == "verl" and not Path(name).exists():
+        raise UserError("task file or directory not found", path=name)
+    elif kind == "reasoning-gym":
+        try:
+            from reasoning_gym.factory import DATASETS
+        except ImportError:  # pragma: no cover - a runtime dependency
+            raise UserError("task needs the reasoning-gym package: pip install reasoning-gym") from None
+        if name not in DATASETS:
+            raise _unknown_task(name, "not a reasoning-gym dataset")
 
 
 # --------------------------------------------------------------------------------------------------- defaults, words
