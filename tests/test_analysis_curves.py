@@ -16,9 +16,11 @@ def test_crossing_between_two_points_is_interpolated_on_log_samples():
 
 
 def test_a_noise_spike_is_pooled_not_taken_as_the_crossing():
-    # the monotone fit pools 0.5 and 0.3 into 0.4, reached at x = 100: from (0, 0.1) linearly to (100, 0.4)
+    # the monotone fit pools 0.5 and 0.3 into 0.4, reached at x = 100, the first evaluation after 0: S is only
+    # known to be at most 100 (interval-censored; a chord from (0, 0.1) would say 100 and scale with the spacing:
+    # statistics review 2, N1)
     df = frame([0.1, 0.5, 0.3, 0.6])
-    assert samples_to_target(df, 0.4) == pytest.approx(100.0)
+    assert samples_to_target(df, 0.4) is None and crossing_of(df, 0.4).at_most == 100.0
     # sustained: from the last point below the target on, (200, 0.3) to (300, 0.6) on log samples
     assert samples_to_target(df, 0.4, sustained=True) == pytest.approx(200 * 1.5 ** (1 / 3))
 
@@ -51,8 +53,11 @@ def test_ema_is_placed_where_it_averages():
 
 def test_unsorted_and_missing_rows():
     df = pd.DataFrame({"samples/retained": [200, 0, 100, 300], "eval/score": [0.5, 0.1, None, 0.6]})
-    # drop the missing point: between (0, 0.1) and (200, 0.5) -> 0.3 / 0.4 * 200 = 150
-    assert samples_to_target(df, 0.4) == pytest.approx(150.0)
+    # drop the missing point: between (0, 0.1) and (200, 0.5), the first evaluation after 0: at most 200 (N1)
+    assert samples_to_target(df, 0.4) is None and crossing_of(df, 0.4).at_most == 200.0
+    # sorted, with the point at 100 kept: between (100, 0.3) and (200, 0.5), refined by the local quadratic
+    df2 = pd.DataFrame({"samples/retained": [200, 0, 100, 300], "eval/score": [0.5, 0.1, 0.3, 0.6]})
+    assert 100 < samples_to_target(df2, 0.4) < 200
 
 
 def test_a_decline_after_the_peak_does_not_pull_the_fit_down():

@@ -12,6 +12,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from rlbatch.analysis.curves import crossing_of, curve
+
 import rlbatch.analysis.accounting as accounting
 from _stored_sweeps import unpack
 from rlbatch.analysis.accounting import account_runs, estimate_configuration
@@ -48,16 +50,21 @@ def linear_run(run_id, b, *, slope=1e-4, start=0.2, steps=40, eval_every=None, s
 
 
 def test_identical_curves_at_different_batch_sizes_have_rn_one_everywhere():
-    # the same score-vs-samples line at B=64 (evaluated every 1024 samples) and B=4096 (every 4096): target 0.3 is
-    # crossed at 1000 samples, before B=4096's second evaluation; the evaluation at 0 keeps it at 1000 for both
+    # the same score-vs-samples line at B=64 (evaluated every 1024 samples) and B=4096 (every 4096): target 0.7 is
+    # crossed at 5000 samples, between B=4096's evaluations at 4096 and 8192: the same samples-to-target for both
     a = linear_run("B64", 64, steps=128, eval_every=1024)
     b = linear_run("B4096", 4096, steps=4, eval_every=4096)
-    acc = account_runs([a, b], 0.3, clock="wall", n_boot=200)
+    acc = account_runs([a, b], 0.7, clock="wall", n_boot=200)
     rows = {r["run"]: r for r in acc["rows"]}
-    assert rows["B64"]["samples_to_target"] == pytest.approx(1000.0)
-    assert rows["B4096"]["samples_to_target"] == pytest.approx(1000.0)
+    assert rows["B64"]["samples_to_target"] == pytest.approx(5000.0)
+    assert rows["B4096"]["samples_to_target"] == pytest.approx(5000.0)
     assert rows["B4096"]["rN"] == pytest.approx(1.0)
-    plan = plan_runs([a, b], 0.3, extend=False, n_boot=200, clock="wall")
+    # target 0.3 is crossed at 1000 samples, before B=4096's first evaluation after 0 and between B=64's evaluations
+    # at 0 and 1024: both only "at most" (a chord from 0 is no estimate: statistics review 2, N1); B=4096's bound
+    # is 4096 samples
+    assert crossing_of(curve(b, "eval/score"), 0.3).at_most == 4096.0
+    assert crossing_of(curve(a, "eval/score"), 0.3).at_most == 1024.0
+    plan = plan_runs([a, b], 0.7, extend=False, n_boot=200, clock="wall")
     c = {x["run"]: x for x in plan["candidates"]}
     assert c["B4096"]["rN"] == pytest.approx(1.0) and c["B4096"]["rN_source"] == "measured"
 

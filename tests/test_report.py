@@ -72,10 +72,12 @@ def test_build_report_contract(tmp_path):
     assert acc["b128"]["relative_time_ci"] is None and not acc["b128"]["faster_than_reference"]
     assert res["recommendation"].startswith("**No batch is shown to beat the reference b64 (B=64)**")
     h = res["headline"]
-    assert h["pick"] == "b128" and h["best_set"] == ["b64", "b128", "b256"] and len(h["lines"]) == 4
+    assert h["pick"] == "b128" and h["best_set"] == ["b64", "b128", "b256"] and len(h["lines"]) == 5
     assert "The best point estimate is b128 (B=128): 0.67x" in h["lines"][0]
     assert h["lines"][2] == "Rejected: none (no configuration is slower than the reference beyond noise)."
     assert h["lines"][3].startswith("Undetermined: b128 (B=128), b256 (B=256): no seed-to-seed spread")
+    # what would decide (issue 52): with no spread at all, the least that measures one
+    assert h["lines"][4].startswith("No seed-to-seed spread to judge or plan by: run a second seed")
     assert h["bullets"][0].startswith("b256 is undetermined")
     assert res["noise"]["actor"]["slope"] == pytest.approx(-0.5)  # grad ~ B^-1/2 planted in runs3()
     assert res["noise"]["actor"]["knee_batch"] is None

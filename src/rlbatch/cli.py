@@ -359,7 +359,9 @@ def _print_sweep_report(rep: dict, fmt: Format, out: Path) -> None:
 def demo_cmd(
     out: Path = typer.Option(Path("runs/demo"), "--out", help="Output directory (resumable)."),
     model: str = CONFIG.model,
-    seeds: Optional[int] = typer.Option(None, "--seeds", help="Seeds per configuration (default: the preset's)."),
+    seeds: Optional[int] = typer.Option(None, "--seeds", help="Seeds per configuration: the fixed design (default: "
+                                        "tiny's sequential study, 2 then 4 then 6 seeds where the decision needs "
+                                        "them; the other presets' seeds)."),
     seed_offset: int = typer.Option(0, "--seed-offset", help="First seed: seeds OFFSET .. OFFSET+seeds-1 (another "
                                     "offset repeats the whole study on an independent seed set; use another --out)."),
     samples: Optional[int] = typer.Option(None, "--samples", help="Retained-response budget per trial (default: "
@@ -379,7 +381,8 @@ def demo_cmd(
                                       "own step times)."),
 ) -> None:
     """The main job: a real batch-size study on the tiny preset (B = 16 to 4096 on the square-root LR rule, past
-    the critical batch, plus a fixed-LR control at B = 256, 3 seeds, target 0.37), then the report: the accounting,
+    the critical batch, plus a fixed-LR control at B = 256, target 0.37; a sequential study: 2 seeds each, then
+    more only for the batches still in the race, OUT/sequential.json), then the report: the accounting,
     where the aligned family ends, the rejected larger batches and the recommendation. --seed-offset repeats it on
     another seed set. --model: tiny (minutes on 2 CPU cores), smollm2-135m (GPU), gpu-small (one GPU, ~5 min on
     an H200) or gpu-small-toy (its CPU rehearsal); --algo ppo: the preset's PPO study (G = 1, value model)."""

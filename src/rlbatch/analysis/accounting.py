@@ -172,7 +172,8 @@ def seed_estimate(run: Run, target: float | None, metric: str = "eval/score", *,
     cens = cross.censored_at
     return {"run": run.run_id, "seed": run.meta.seed, "samples_to_target": s, "time_to_target_s": t,
             "censored_at": cens, "time_censored": time_at(clk, cens) if cens is not None else None,
-            "at_most": cross.at_most, "crossing": cross,
+            "at_most": cross.at_most, "time_at_most": time_at(clk, cross.at_most) if cross.at_most else None,
+            "crossing": cross,
             "samples": float(clk[0][-1]) if clk is not None else None,
             "seconds": float(clk[1][-1]) if clk is not None else None, "_curve": c, "_clock": clk}
 
@@ -312,7 +313,7 @@ def estimate_configuration(runs: Sequence[Run], target: float | None, metric: st
     Returns a dict with ``config, batch_size, prompts_per_step, group_size, lr, lr_rule, runs, n_seeds, n_reached,
     reached, samples_to_target(_ci), samples_to_target_per_seed, time_to_target_s, time_to_target_ci,
     throughput_samples_per_s, throughput_ci, throughput_window ("to target" | "whole run"), clock, spread (how the
-    seed spread was estimated), spread_df``.
+    seed spread was estimated), spread_df, spread_sd`` (per quantity, the per-seed log-sd used and its df).
     """
 
     runs = list(runs)
@@ -338,22 +339,25 @@ def estimate_configuration(runs: Sequence[Run], target: float | None, metric: st
         "throughput_window": "to target" if reached else "whole run",
         "best_score": max((float(it["_curve"][metric].max()) for it in items if len(it["_curve"])), default=None),
         "stopped": None, "unfinished": [], "samples_to_target_at_least": None, "time_to_target_at_least": None,
+        "samples_to_target_at_most": None, "time_to_target_at_most": None,
         "at_most": [it["at_most"] for it in items if it["at_most"] is not None],
         "spread": None, "spread_df": None}
-    reps: dict[str, np.ndarray | None] = {"S": None, "T": None, "X": None, "S_low": None, "T_low": None}
+    reps: dict[str, np.ndarray | None] = {"S": None, "T": None, "X": None, "S_low": None, "T_low": None,
+                                          "S_high": None, "T_high": None}
     dfs: dict[str, float] = {}
     hows: dict[str, str] = {}
+    sds: dict[str, float] = {}
     if timed and np.all(S > 0) and np.all(T > 0):
         est["throughput_samples_per_s"] = throughput_to_target(est["samples_to_target"], est["time_to_target_s"])
         for q, v, point in (("S", S, est["samples_to_target"]), ("T", T, est["time_to_target_s"]),
                             ("X", S / T, est["throughput_samples_per_s"])):
             reps[q], sp = _replicates(point, np.log(v), k, spread, name, q, n_boot, rng)
             if sp:
-                dfs[q], hows[q] = sp[1], sp[2]
+                dfs[q], hows[q], sds[q] = sp[1], sp[2], sp[0]
     elif reached and np.isfinite(S).all() and np.all(S > 0):
         reps["S"], sp = _replicates(est["samples_to_target"], np.log(S), k, spread, name, "S", n_boot, rng)
         if sp:
-            dfs["S"], hows["S"] = sp[1], sp[2]
+            dfs["S"], hows["S"], sds["S"] = sp[1], sp[2], sp[0]
     if not reached:
         stops = [getattr(r.meta, "stopped_early", None) for r in runs]
         stop = next((x for x in stops if x), None)
@@ -379,6 +383,21 @@ def estimate_configuration(runs: Sequence[Run], target: float | None, metric: st
             ok = [math.log(v) for v, it in zip(low_t, items) if it["time_to_target_s"] is not None]
             reps["T_low"], _ = _replicates(est["time_to_target_at_least"], np.array(ok), k, spread, name, "T",
                                            n_boot, rng)
+        high = [it["samples_to_target"] if it["samples_to_target"] is not None else it["at_most"] for it in items]
+        high_t = [it["time_to_target_s"] if it["time_to_target_s"] is not None else it["time_at_most"]
+                  for it in items]
+        if target is not None and est["at_most"] and all(v is not None and v > 0 for v in high) \
+                and all(v is not None and v > 0 for v in high_t):
+            # interval-censored (statistics review 2, N1): each seed reached the target by its first evaluation after
+            # 0 at the latest: an upper bound, never a chord from 0; the spread from its reached seeds or the prior
+            est["samples_to_target_at_most"] = geometric_mean(high)
+            est["time_to_target_at_most"] = geometric_mean(high_t)
+            ok = [math.log(v) for v, it in zip(high, items) if it["samples_to_target"] is not None]
+            reps["S_high"], _ = _replicates(est["samples_to_target_at_most"], np.array(ok), k, spread, name, "S",
+                                            n_boot, rng)
+            ok = [math.log(v) for v, it in zip(high_t, items) if it["time_to_target_s"] is not None]
+            reps["T_high"], _ = _replicates(est["time_to_target_at_most"], np.array(ok), k, spread, name, "T",
+                                            n_boot, rng)
         tot_s = np.array([np.nan if it["samples"] is None else it["samples"] for it in items])
         tot_t = np.array([np.nan if it["seconds"] is None else it["seconds"] for it in items])
         if np.isfinite(tot_s).all() and np.isfinite(tot_t).all() and np.all(tot_t > 0) and np.all(tot_s > 0):
@@ -405,6 +424,10 @@ def estimate_configuration(runs: Sequence[Run], target: float | None, metric: st
             reps["T"] = reps["S"] / reps["X"] if reps["S"] is not None and reps["X"] is not None else None
             hows["T"] = "samples-to-target / timing-pass throughput"
             dfs.pop("T", None)
+        if est.get("samples_to_target_at_most"):
+            est["time_to_target_at_most"] = est["samples_to_target_at_most"] / est["throughput_samples_per_s"]
+            reps["T_high"] = reps["S_high"] / reps["X"] if reps["S_high"] is not None and reps["X"] is not None \
+                else None
         if est.get("samples_to_target_at_least"):
             est["time_to_target_at_least"] = est["samples_to_target_at_least"] / est["throughput_samples_per_s"]
             reps["T_low"] = reps["S_low"] / reps["X"] if reps["S_low"] is not None and reps["X"] is not None \
@@ -414,6 +437,7 @@ def estimate_configuration(runs: Sequence[Run], target: float | None, metric: st
     est["throughput_ci"] = bootstrap_interval(reps["X"])
     est["spread"] = hows or None
     est["spread_df"] = dfs or None
+    est["spread_sd"] = sds or None
     est["_replicates"] = reps
     return est
 
@@ -586,7 +610,7 @@ def default_reference(configs: Iterable[tuple[str, int | None, str | None]]) -> 
 def account_runs(runs: Sequence[Run], target: float, metric: str = "eval/score", reference: Any = None, *,
                  ema: float | None = None, sustained: bool = False, clock: str = "auto",
                  n_boot: int = N_BOOT, allow_unreached_reference: bool = False,
-                 estimate: Estimator | None = None) -> dict[str, Any]:
+                 estimate: Estimator | None = None, faster_tail: float | None = None) -> dict[str, Any]:
     """The accounting of ``runs`` at ``target``: seeds grouped into configurations
     (:func:`rlbatch.analysis.curves.group_seeds`), each estimated (:func:`estimate_configuration`) and compared
     with the reference (:func:`compare`), the verdict per configuration (:func:`verdict_label`) and the
@@ -599,7 +623,8 @@ def account_runs(runs: Sequence[Run], target: float, metric: str = "eval/score",
     ``allow_unreached_reference`` (the plan's short probes) a reference that has not reached the target is kept and
     its comparisons are None. ``estimate``: where the configurations' estimates come from (a
     :class:`rlbatch.analysis.study.Study`'s :meth:`~rlbatch.analysis.study.Study.estimate`, which computes each
-    configuration's bootstrap once per study); default :func:`estimate_configuration`."""
+    configuration's bootstrap once per study); default :func:`estimate_configuration`. ``faster_tail``: a
+    group-sequential look's per-comparison tail for "faster" (:func:`rlbatch.analysis.decision.decide`)."""
     runs = list(runs)
     basis = clock_basis(runs, clock)
     groups = group_seeds(runs)
@@ -623,7 +648,7 @@ def account_runs(runs: Sequence[Run], target: float, metric: str = "eval/score",
             raise UserError(f"reference {ref!r} has no clock (time/wall_s, time/step_s or time/cpu_s) to time it",
                             field="reference")
     ref_ok = ref is not None and ests[ref]["reached"] and bool(ests[ref]["samples_to_target"])
-    dec = decide(ests, ref if ref_ok else None)
+    dec = decide(ests, ref if ref_ok else None, faster_tail=faster_tail)
     rows = []
     for name, e in ests.items():
         v = dec.verdicts[name]
@@ -631,7 +656,7 @@ def account_runs(runs: Sequence[Run], target: float, metric: str = "eval/score",
                                  "n_reached", "samples_to_target", "samples_to_target_ci",
                                  "samples_to_target_per_seed", "time_to_target_s", "time_to_target_ci",
                                  "throughput_samples_per_s", "throughput_ci", "throughput_window", "best_score",
-                                 "spread", "spread_df")}
+                                 "spread", "spread_df", "spread_sd")}
         row = {"run": name, **row, **v.rN.flat("rN"), **v.relative_throughput.flat("relative_throughput"),
                **v.relative_time.flat("relative_time"), "runs": e["runs"], "reached": e["reached"],
                "stopped": e.get("stopped"), "unfinished": e.get("unfinished") or [],
@@ -639,6 +664,10 @@ def account_runs(runs: Sequence[Run], target: float, metric: str = "eval/score",
                "rN_at_least_lo": v.rN_at_least.lo if v.rN_at_least else None,
                "relative_time_at_least": v.relative_time_at_least.value if v.relative_time_at_least else None,
                "relative_time_at_least_lo": v.relative_time_at_least.lo if v.relative_time_at_least else None,
+               "rN_at_most": v.rN_at_most.value if v.rN_at_most else None,
+               "rN_at_most_hi": v.rN_at_most.hi if v.rN_at_most else None,
+               "relative_time_at_most": v.relative_time_at_most.value if v.relative_time_at_most else None,
+               "relative_time_at_most_hi": v.relative_time_at_most.hi if v.relative_time_at_most else None,
                "verdict": v.label, "why": v.why, "faster_than_reference": v.faster,
                "may_be_fastest": name in dec.may_be_fastest, "alignment": v.alignment,
                "rN_test": list(v.rN_test) if v.rN_test else None, "at_most": e.get("at_most") or []}
@@ -651,7 +680,8 @@ def account_runs(runs: Sequence[Run], target: float, metric: str = "eval/score",
                                            stopped=bool(e.get("stopped")), unfinished=bool(e.get("unfinished")))
         rows.append(row)
     h = headline(rows, ref if ref_ok else None, metric, target, runs, pick=dec.pick,
-                 may_be_fastest=dec.may_be_fastest, beats_reference=dec.beats_reference)
+                 may_be_fastest=dec.may_be_fastest, beats_reference=dec.beats_reference,
+                 would_decide=dec.would_decide, no_spread=dec.no_spread)
     h["levels"] = dec.levels
     h["comparisons"] = dec.comparisons
     if ref_ok and ests[ref]["n_seeds"] and ref != _smallest(ests):

@@ -19,8 +19,9 @@ they make rN grow with B on identical curves (statistics review, finding 4). Thi
    within two noise sd of the target (a step-like curve keeps its crossing between the evaluations around it).
 
 A curve whose monotone fit never reaches the target has no samples-to-target (censored: the target lies beyond its
-last evaluation). A curve already at the target at its first evaluation after 0 has none either: it is only known
-to be at most that many samples (the first evaluation's x would be a value proportional to the spacing). A curve
+last evaluation). A curve already at the target at its first evaluation after 0 has none either (whether or not it was evaluated at 0):
+it is only known to be at most that many samples (the first evaluation's x, or a chord from the evaluation at 0,
+would be a value proportional to the spacing: up to 1.8x the truth, statistics review 2, N1). A curve
 evaluated at 0 and at the target there has samples-to-target 0.
 
 Sources: isotonic regression, Barlow et al. (1972), "Statistical inference under order restrictions"; local
@@ -174,8 +175,9 @@ def find_crossing(xs: np.ndarray, ys: np.ndarray, target: float, weights: np.nda
             return Crossing(0.0, method="start")
         return Crossing(None, at_most=float(px[0]))
     x0, x1, f0, f1 = px[j - 1], px[j], fit[j - 1], fit[j]
-    if x0 <= 0:  # between the evaluation at 0 and the first one after it: no log axis to fit on
-        return Crossing(float(x0 + (target - f0) / (f1 - f0) * (x1 - x0)), method="monotone", points=2)
+    if x0 <= 0:  # between the evaluation at 0 and the first one after it: interval-censored, S in (0, x1] (a chord
+        # from 0 across a concave curve overstates S up to ~1.8x: statistics review 2, N1)
+        return Crossing(None, at_most=float(x1))
     xc = math.exp(math.log(x0) + (target - f0) / (f1 - f0) * (math.log(x1) - math.log(x0)))
     pos = px > 0
     u, yy, ww = np.log(px[pos]), py[pos], pw[pos]

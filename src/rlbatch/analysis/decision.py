@@ -12,18 +12,31 @@ across the comparison or taken from the ladder) and the reference. Output: one t
   nine configurations err together at most 5% of the time, not 5% each, and the pick's own interval, which is
   one of them, stays valid after it was selected as the smallest (no winner's curse in its interval).
 - **Verdict** (:func:`verdict_label`): ``faster`` / ``slower`` when the simultaneous interval of the relative
-  time lies wholly below / above 1, ``within noise`` when it contains 1. A configuration some of whose seeds never
+  time lies wholly below / above 1, ``within noise`` when it contains 1. The relative time's interval is the
+  decision's own: its 5% of error is split between the two claims, :data:`ALPHA_FASTER` (4%) below its upper end and
+  :data:`ALPHA_SLOWER` (1%) above its lower end, each one-sided and simultaneous over the ladder (statistics review 2,
+  N5: a "faster" claim is what a user acts on, so it gets most of the error; a two-sided 2.5% per direction cost a
+  2x-faster batch power 0.575 -> 0.70 at 3 seeds). rN and the relative throughput keep 95% two-sided simultaneous
+  intervals, and rN is ``penalised`` only when its simultaneous lower end is above 1 (N4). A configuration some of whose seeds never
   reached the target (censored) is ``slower`` only when even its lower bound (each such seed took at least its
   whole run) is above 1 at the simultaneous level, else ``undetermined``. Without a seed-to-seed spread (one seed
   and too few configurations to learn it from) there is no interval and the verdict is ``undetermined``.
 - **May be fastest** (multiple comparisons with the best, Hsu 1984): a configuration is in the set unless another
   one is faster than it beyond noise, each configuration against all the others at 95% simultaneous (one-sided,
   the min-p level over the others), so the truly fastest configuration is in the set in at least 95% of studies.
-  The pick is the set's member with the smallest estimated time; it beats the reference when its simultaneous
-  interval lies below 1.
+  A configuration known only by bounds stays in the set unless even its lower bound is beaten (N3): a censored or
+  stopped one (some seed ran out before the target: time-to-target at least its run), or one that reached the target
+  before its first evaluation after 0 (at most that evaluation: never beaten, and it beats others by its upper
+  bound, N1). The reference is in the set exactly when no configuration is ``faster`` (one test, not two).
+  The pick (a stated rule, N6): among the configurations shown ``faster``, the one whose relative time has the
+  smallest upper end (the safe pick: the smallest point estimate favours the least-known configuration), and it beats
+  the reference; when none is faster, the set's member with the smallest estimated time (the best estimate, which
+  the headline calls optimistic: the smallest of several estimates), which does not.
 - **Aligned** (equivalence, two one-sided tests at 5%, Schuirmann 1987): rN's 90% interval lies inside
-  [1 / (1 + tol), 1 + tol]: ``aligned``; it lies wholly above 1: ``penalised``; wholly below 1 (and not
-  aligned): ``below 1``; else ``not distinguishable from 1`` (the interval is too wide to say either).
+  [1 / (1 + tol), 1 + tol]: ``aligned`` (a conjunction of equivalences needs no adjustment); its 95% simultaneous
+  interval lies wholly above 1: ``penalised`` (N4: a scan up the ladder for the first penalised rung is a multiple
+  comparison); the 90% interval wholly below 1 (and not aligned): ``below 1``; else ``not distinguishable from 1``
+  (the interval is too wide to say either).
 """
 
 from __future__ import annotations
@@ -42,6 +55,9 @@ LEVEL = 0.95
 EQUIVALENCE_LEVEL = 0.90
 #: aligned-family tolerance: rN within [1 / (1 + TOLERANCE), 1 + TOLERANCE]
 TOLERANCE = 0.1
+#: the relative time's error split: false "faster" claims (below the upper end) and false "slower" claims (above the
+#: lower end), together 1 - LEVEL, each simultaneous over the comparison
+ALPHA_FASTER, ALPHA_SLOWER = 0.04, 0.01
 
 REFERENCE, FASTER, SLOWER, WITHIN_NOISE, UNDETERMINED = "reference", "faster", "slower", "within noise", "undetermined"
 STOPPED, UNFINISHED, UNKNOWN = "stopped early", "unfinished", "unknown"
@@ -52,7 +68,9 @@ ALIGNED, NOT_DISTINGUISHABLE, PENALISED, BELOW = "aligned", "not distinguishable
 class Verdict:
     """One configuration's verdict against the reference. ``rN``, ``relative_throughput``, ``relative_time``:
     simultaneous 95% intervals (:data:`LEVEL`); for a censored configuration ``relative_time_at_least`` and
-    ``rN_at_least`` are lower bounds (``value``: the bound's point; ``lo``: its lower end). ``why``: the reason
+    ``rN_at_least`` are lower bounds (``value``: the bound's point; ``lo``: its lower end); for one that reached the
+    target before its first evaluation after 0, ``relative_time_at_most`` and ``rN_at_most`` are upper bounds
+    (``hi``: the upper end). ``why``: the reason
     in words (``interval below 1``, ``2 of 3 seeds reached the target``, ...). ``alignment``: the equivalence
     grade of rN (:data:`ALIGNED`, :data:`NOT_DISTINGUISHABLE`, :data:`PENALISED`) with its 90% interval
     ``rN_test``."""
@@ -66,6 +84,8 @@ class Verdict:
     relative_time: Estimate = field(default_factory=lambda: Estimate(None))
     rN_at_least: Estimate | None = None
     relative_time_at_least: Estimate | None = None
+    rN_at_most: Estimate | None = None
+    relative_time_at_most: Estimate | None = None
     alignment: str | None = None
     rN_test: tuple[float, float] | None = None
     n_seeds: int = 0
@@ -82,7 +102,9 @@ class Decision:
     ``may_be_fastest`` (the set that may hold the fastest at 95%), ``pick`` (its member with the smallest estimated
     time-to-target; None when nothing has a time), ``beats_reference`` (the pick's simultaneous interval lies
     below 1), ``levels`` (per quantity, the marginal level of each simultaneous interval, e.g. 0.993),
-    ``comparisons`` (how many configurations were compared with the reference)."""
+    ``comparisons`` (how many configurations were compared with the reference), ``would_decide`` (when nothing beats
+    the reference: :class:`rlbatch.analysis.would_decide.SeedPlan` per contender) and ``no_spread`` (no configuration
+    measured to the target has an interval: nothing to judge or plan by)."""
 
     reference: str | None
     verdicts: dict[str, Verdict]
@@ -92,6 +114,8 @@ class Decision:
     levels: dict[str, float] = field(default_factory=dict)
     comparisons: int = 0
     level: float = LEVEL
+    would_decide: tuple = ()
+    no_spread: bool = False
 
 
 def _log(v: np.ndarray | None) -> np.ndarray | None:
@@ -114,19 +138,34 @@ def simultaneous_tail(diffs: Sequence[np.ndarray], level: float = LEVEL, two_sid
     comparison, replicate i of each drawn together) fall inside their [a*, 1 - a*] quantiles (``two_sided``) or
     above their a* quantile (one-sided) together with probability ``level``: the min-p adjustment (Westfall &
     Young 1993) on replicates. One comparison: (1 - level) / 2 (two-sided) or 1 - level."""
+    if two_sided:
+        lo, _ = split_tails(diffs, level, 0.5)
+        return lo
     diffs = [d for d in diffs if d is not None and len(d)]
-    if not diffs:
-        return (1 - level) / 2 if two_sided else 1 - level
-    if len(diffs) == 1:
-        return (1 - level) / 2 if two_sided else 1 - level
+    if len(diffs) <= 1:
+        return 1 - level
     u = np.array([_ranks(d) for d in diffs])
-    ext = np.minimum(u, 1 - u) if two_sided else u
-    m = ext.min(axis=0)
-    return float(max(np.quantile(m, 1 - level), 0.5 / u.shape[1]))
+    return float(max(np.quantile(u.min(axis=0), 1 - level), 0.5 / u.shape[1]))
 
 
-def _interval(d: np.ndarray, a: float) -> tuple[float, float]:
-    lo, hi = np.quantile(d, [a, 1 - a])
+def split_tails(diffs: Sequence[np.ndarray], level: float = LEVEL,
+                low_share: float = ALPHA_SLOWER / (ALPHA_FASTER + ALPHA_SLOWER)) -> tuple[float, float]:
+    """The tails ``(a_low, a_high)`` of simultaneous intervals [q(a_low), q(1 - a_high)] over ``diffs`` (shape (n,)
+    each, replicate i drawn together) whose error ``1 - level`` is split between the ends: ``low_share`` of it below
+    the lower ends, the rest above the upper ends, so that all replicates fall inside together with probability
+    ``level`` (min-p, Westfall & Young 1993, with weights: a* with a_low = low_share x a*, a_high = (1 - low_share)
+    x a*). ``low_share`` 0.5: the symmetric two-sided interval. One comparison: exactly the split of 1 - level."""
+    diffs = [d for d in diffs if d is not None and len(d)]
+    a = 1 - level
+    if len(diffs) > 1:
+        u = np.array([_ranks(d) for d in diffs])
+        m = np.minimum(u / low_share, (1 - u) / (1 - low_share)).min(axis=0)
+        a = float(max(np.quantile(m, 1 - level), 0.5 / u.shape[1] / min(low_share, 1 - low_share)))
+    return low_share * a, (1 - low_share) * a
+
+
+def _interval(d: np.ndarray, a: float, a_high: float | None = None) -> tuple[float, float]:
+    lo, hi = np.quantile(d, [a, 1 - (a if a_high is None else a_high)])
     return float(math.exp(lo)), float(math.exp(hi))
 
 
@@ -172,11 +211,14 @@ def alignment(rn_test: tuple[float, float] | None, tol: float = TOLERANCE) -> st
 
 
 def decide(ests: Mapping[str, Mapping[str, Any]], reference: str | None, *, level: float = LEVEL,
-           tolerance: float = TOLERANCE) -> Decision:
+           tolerance: float = TOLERANCE, faster_tail: float | None = None) -> Decision:
     """The :class:`Decision` over the configurations ``ests`` (name -> :func:`rlbatch.analysis.accounting.
     estimate_configuration`'s dict: point values, ``reached``, ``stopped``, ``unfinished``, ``n_seeds``,
-    ``n_reached`` and ``_replicates`` with ``S``, ``T``, ``X``, ``T_low``, ``S_low``, each shape (n,) or None)
-    against ``reference`` (a name of ``ests``, reached, or None: every verdict ``undetermined``)."""
+    ``n_reached``, ``at_most`` and ``_replicates`` with ``S``, ``T``, ``X``, ``S_low``, ``T_low``, ``S_high``,
+    ``T_high``, each shape (n,) or None) against ``reference`` (a name of ``ests``, reached, or None: every verdict
+    ``undetermined``). ``faster_tail``: the per-comparison tail below the relative time's upper end, in place of the
+    simultaneous :data:`ALPHA_FASTER` one (a group-sequential look's efficacy boundary,
+    :mod:`rlbatch.analysis.sequential`)."""
     names = list(ests)
     if reference is None or reference not in ests:
         return Decision(None, {n: Verdict(n, ests[n].get("batch_size"), UNDETERMINED, "no reference",
@@ -193,13 +235,18 @@ def decide(ests: Mapping[str, Mapping[str, Any]], reference: str | None, *, leve
             continue
         rep = ests[n].get("_replicates") or {}
         diffs[n] = {}
-        for q in ("S", "T", "X"):
-            key = q if n in measured else {"S": "S_low", "T": "T_low", "X": "X"}[q]
+        for q in ("S", "T", "X", "S_high", "T_high"):
+            key = q if n in measured or q in ("X", "S_high", "T_high") else q + "_low"
             a = _log(rep.get(key))
-            diffs[n][q] = a - logs[q] if a is not None and logs[q] is not None and len(a) == len(logs[q]) else None
-    # one simultaneous level per quantity over the comparisons that have replicates (censored ones included)
-    levels = {q: simultaneous_tail([diffs[n][q] for n in diffs if diffs[n][q] is not None], level)
-              for q in ("S", "T", "X")}
+            base = logs[q[0]]
+            diffs[n][q] = a - base if a is not None and base is not None and len(a) == len(base) else None
+    # one simultaneous level per quantity over the comparisons that have replicates (bounds included); the relative
+    # time's split between a false "faster" (upper end) and a false "slower" (lower end)
+    tails = {q: split_tails([diffs[n][q] for n in diffs if diffs[n][q] is not None], level, 0.5) for q in "SX"}
+    t_diffs = [diffs[n]["T"] if diffs[n]["T"] is not None else diffs[n]["T_high"] for n in diffs]
+    tails["T"] = split_tails([d for d in t_diffs if d is not None], level)
+    if faster_tail is not None:
+        tails["T"] = (tails["T"][0], faster_tail)
     verdicts: dict[str, Verdict] = {
         reference: Verdict(reference, ref.get("batch_size"), REFERENCE, "the reference",
                            Estimate(1.0, 1.0, 1.0, level), Estimate(1.0, 1.0, 1.0, level),
@@ -212,7 +259,7 @@ def decide(ests: Mapping[str, Mapping[str, Any]], reference: str | None, *, leve
         d = diffs[n]
         k, kr = e.get("n_seeds", 0), e.get("n_reached", 0)
         est = {q: _point(e, ref, q) for q in ("S", "T", "X")}
-        iv = {q: (_interval(d[q], levels[q]) if d[q] is not None else None) for q in ("S", "T", "X")}
+        iv = {q: (_interval(d[q], *tails[q]) if d[q] is not None else None) for q in ("S", "T", "X")}
         if n in measured:
             rn = Estimate.of(est["S"], iv["S"], level)
             gain = Estimate.of(est["X"], iv["X"], level)
@@ -225,13 +272,33 @@ def decide(ests: Mapping[str, Mapping[str, Any]], reference: str | None, *, leve
                 why = {FASTER: "its interval of the relative time lies below 1",
                        SLOWER: "its interval of the relative time lies above 1",
                        WITHIN_NOISE: "its interval of the relative time contains 1"}.get(label, "")
-            verdicts[n] = Verdict(n, e.get("batch_size"), label, why, rn, gain, rel, alignment=alignment(test, tolerance),
+            grade = alignment(test, tolerance)
+            if grade == PENALISED and not (iv["S"] is not None and iv["S"][0] > 1):
+                grade = NOT_DISTINGUISHABLE  # above 1 at 90% marginal only: not beyond the ladder's noise (N4)
+            elif grade == NOT_DISTINGUISHABLE and iv["S"] is not None and iv["S"][0] > 1:
+                grade = PENALISED
+            verdicts[n] = Verdict(n, e.get("batch_size"), label, why, rn, gain, rel, alignment=grade,
                                   rN_test=test, n_seeds=k, n_reached=kr)
             continue
-        # not measured to the target: stopped by the adaptive loop, unfinished, or censored (ran its budget)
-        low_rn = _bound(e, ref, "samples_to_target_at_least", "samples_to_target", d["S"], levels["S"])
-        low_t = _bound(e, ref, "time_to_target_at_least", "time_to_target_s", d["T"], levels["T"])
         gain = Estimate.of(est["X"], iv["X"], level, source="measured: whole run") if est["X"] else Estimate(None)
+        if _at_most_only(e):
+            # every seed reached the target, some before their first evaluation after 0: an upper bound (N1)
+            high_rn = _upper(e, ref, "samples_to_target_at_most", "samples_to_target", d["S_high"], tails["S"][1])
+            high_t = _upper(e, ref, "time_to_target_at_most", "time_to_target_s", d["T_high"], tails["T"][1])
+            m = len(e.get("at_most") or [])
+            words = (f"{m} of {k} seeds reached the target before their first evaluation after 0 (only an upper "
+                     "bound on its samples-to-target)")
+            if high_t is not None and high_t.hi is not None and high_t.hi < 1:
+                label, why = FASTER, words + "; even at that bound its relative time lies below 1"
+            else:
+                label, why = UNDETERMINED, words + ("; its upper bound on the relative time does not exclude 1"
+                                                    if high_t is not None else "")
+            verdicts[n] = Verdict(n, e.get("batch_size"), label, why, relative_throughput=gain,
+                                  rN_at_most=high_rn, relative_time_at_most=high_t, n_seeds=k, n_reached=kr)
+            continue
+        # not measured to the target: stopped by the adaptive loop, unfinished, or censored (ran its budget)
+        low_rn = _bound(e, ref, "samples_to_target_at_least", "samples_to_target", d["S"], tails["S"][0])
+        low_t = _bound(e, ref, "time_to_target_at_least", "time_to_target_s", d["T"], tails["T"][0])
         if e.get("stopped"):
             label, why = STOPPED, "stopped by the adaptive sweep before every seed reached the target"
         elif e.get("unfinished"):
@@ -247,10 +314,50 @@ def decide(ests: Mapping[str, Mapping[str, Any]], reference: str | None, *, leve
         verdicts[n] = Verdict(n, e.get("batch_size"), label, why, relative_throughput=gain, rN_at_least=low_rn,
                               relative_time_at_least=low_t, alignment=PENALISED if label == SLOWER else None,
                               n_seeds=k, n_reached=kr)
-    best, pick = may_be_fastest(ests, reference, [reference] + measured, level)
+    best = may_be_fastest(ests, reference, names, level)
+    faster = [n for n in names if verdicts[n].label == FASTER]
+    if faster and reference in best:
+        best.remove(reference)  # some configuration beats the reference: the same test, one answer (N5)
+    elif not faster and reference not in best:
+        best.insert(0, reference)
+    if faster:
+        pick = safe_pick([n for n in best if n in faster], verdicts, reference)
+    else:  # nothing shown faster: the best estimate among the set (the headline says it is optimistic)
+        t = {n: ests[n].get("time_to_target_s") for n in best}
+        timed = [n for n in best if t.get(n)]
+        pick = min(timed, key=lambda n: (t[n], ests[n].get("batch_size") or 0)) if timed else None
     beats = pick is not None and pick != reference and verdicts[pick].label == FASTER
+    plans: tuple = ()
+    if not beats:
+        from rlbatch.analysis.would_decide import plan_seeds
+
+        plans = plan_seeds(ests, reference, best, len(diffs), ALPHA_FASTER)
+    no_spread = bool(measured) and all(verdicts[n].relative_time.lo is None for n in measured)
     return Decision(reference, {n: verdicts[n] for n in names}, tuple(best), pick, beats,
-                    {q: 1 - 2 * a for q, a in levels.items()}, len(diffs), level)
+                    {q: 1 - sum(t) for q, t in tails.items()}, len(diffs), level, plans, no_spread)
+
+
+def safe_pick(members: Sequence[str], verdicts: Mapping[str, Verdict], reference: str) -> str | None:
+    """The pick among the "may be fastest" ``members`` (statistics review 2, N6): the member whose relative time's
+    simultaneous interval has the smallest upper end, among those measured to the target (the reference's is 1), so
+    a configuration is not picked for being the least known; ties by the point estimate, then the smaller batch.
+    A member known only by an upper bound (reached the target before its first evaluation) is the pick when its
+    bound is the smallest upper end; one known only by a lower bound never is. None when no member qualifies."""
+    def upper(n: str) -> float | None:
+        v = verdicts[n]
+        if n == reference:
+            return 1.0
+        if v.relative_time.hi is not None:
+            return v.relative_time.hi
+        if v.relative_time_at_most is not None and v.relative_time_at_most.hi is not None:
+            return v.relative_time_at_most.hi
+        return None
+
+    ok = [n for n in members if upper(n) is not None]
+    if not ok:
+        return None
+    return min(ok, key=lambda n: (upper(n), verdicts[n].relative_time.value if verdicts[n].relative_time.value
+                                  is not None else math.inf, verdicts[n].batch_size or 0))
 
 
 def _point(e: Mapping[str, Any], ref: Mapping[str, Any], q: str) -> float | None:
@@ -268,6 +375,21 @@ def _bound(e: Mapping[str, Any], ref: Mapping[str, Any], key: str, ref_key: str,
     return Estimate(v / r, lo, None, LEVEL if lo is not None else None, "lower bound")
 
 
+def _upper(e: Mapping[str, Any], ref: Mapping[str, Any], key: str, ref_key: str, d: np.ndarray | None,
+           a: float) -> Estimate | None:
+    v, r = e.get(key), ref.get(ref_key)
+    if v is None or not r:
+        return None
+    hi = float(math.exp(np.quantile(d, 1 - a))) if d is not None else None
+    return Estimate(v / r, None, hi, LEVEL if hi is not None else None, "upper bound")
+
+
+def _at_most_only(e: Mapping[str, Any]) -> bool:
+    """Every seed reached the target, some before their first evaluation after 0 (interval-censored: S in (0, x1])."""
+    return bool(e.get("at_most")) and e.get("samples_to_target_at_most") is not None and not e.get("stopped") \
+        and not e.get("unfinished")
+
+
 #: why a configuration measured to the target has no interval
 NO_SPREAD = ("no seed-to-seed spread to judge it by: that needs three configurations of two or more seeds, or four "
              "batch sizes on one LR rule")
@@ -278,33 +400,38 @@ def _no_spread(e: Mapping[str, Any]) -> str:
 
 
 def may_be_fastest(ests: Mapping[str, Mapping[str, Any]], reference: str, names: Sequence[str],
-                   level: float = LEVEL) -> tuple[list[str], str | None]:
+                   level: float = LEVEL) -> list[str]:
     """The configurations among ``names`` that may be the fastest at ``level`` (Hsu 1984's multiple comparisons with
-    the best on the replicates: c is out when, with the lower ends of its comparisons against every other
+    the best on the replicates): c is out when, with the lower ends of its comparisons against every other
     configuration taken at one simultaneous one-sided level, some other configuration is faster than it beyond
-    noise), and the pick: the member with the smallest time-to-target. Configurations without replicates of the
-    time-to-target stay in the set (nothing shows them slower). Returns ``(members, pick)``."""
-    logs = {n: _log((ests[n].get("_replicates") or {}).get("T")) for n in names}
-    point = {n: ests[n].get("time_to_target_s") for n in names}
-    timed = [n for n in names if point[n]]
-    if not timed:
-        return [], None
-    ref_t = point.get(reference)
+    noise. Each comparison pits c's lower bound on log time-to-target against d's upper bound: a configuration
+    measured to the target is both; a censored, stopped or unfinished one has only a lower bound (``T_low``: each
+    unreached seed counted at its whole run; none: never beaten) and no upper bound (never beats another); one that
+    reached the target before its first evaluation has an upper bound (``T_high``) and no lower one (never beaten).
+    So the truly fastest configuration is in the set in at least 95% of studies whatever was censored (statistics
+    review 2, N3). Configurations without replicates stay in the set (nothing shows them slower)."""
+    low: dict[str, np.ndarray | None] = {}
+    high: dict[str, np.ndarray | None] = {}
+    for n in names:
+        e = ests[n]
+        rep = e.get("_replicates") or {}
+        if e.get("reached") and e.get("time_to_target_s"):
+            low[n] = high[n] = _log(rep.get("T"))
+        elif _at_most_only(e):
+            low[n], high[n] = None, _log(rep.get("T_high"))
+        else:
+            low[n], high[n] = _log(rep.get("T_low")), None
     out = []
-    for c in timed:
-        others = [d for d in timed if d != c and logs[c] is not None and logs[d] is not None
-                  and len(logs[d]) == len(logs[c])]
-        if not others:
+    for c in names:
+        if low[c] is None:
             out.append(c)
             continue
-        diffs = [logs[c] - logs[d] for d in others]
-        a = simultaneous_tail(diffs, level, two_sided=False)
-        # normalise each to the reference's clock when they differ: log T already comparable within a study
-        beaten = any(float(np.quantile(df, a)) > 0 for df in diffs)
-        if not beaten:
+        others = [d for d in names if d != c and high[d] is not None and len(high[d]) == len(low[c])]
+        diffs = [low[c] - high[d] for d in others]
+        a = simultaneous_tail(diffs, level, two_sided=False) if diffs else 0.0
+        if not any(float(np.quantile(df, a)) > 0 for df in diffs):
             out.append(c)
-    pick = min(out, key=lambda n: (point[n] / (ref_t or 1.0), ests[n].get("batch_size") or 0)) if out else None
-    return out, pick
+    return out
 
 
 def aligned_family(rows: Sequence[Mapping[str, Any]], reference: str | None,
@@ -360,7 +487,7 @@ def aligned_family(rows: Sequence[Mapping[str, Any]], reference: str | None,
     end = None
     for b in bs[i0 + 1:]:
         r = ladder[b]
-        if grade(b) == PENALISED or not r.get("reached"):
+        if grade(b) == PENALISED or (not r.get("reached") and r.get("rN_at_most") is None):
             end = {"run": r["run"], "batch_size": b, "rN": r.get("rN"), "rN_ci": r.get("rN_ci"),
                    "rN_test": r.get("rN_test"), "reached": bool(r.get("reached")),
                    "rN_at_least": r.get("rN_at_least"), "verdict": r.get("verdict")}

@@ -63,6 +63,10 @@ def clock_note(clock: str, timing_pass: bool = False) -> str:
 WARMUP = ("A run's first step (the warm-up) counts as a typical step of that run: the median of its next ten.")
 
 
+def _x(v: float | None, unit: str = "x") -> str:
+    return "unknown" if v is None else f"{v:.2f}{unit}"
+
+
 def _iv(ci: Sequence[float] | None, spec: str = ".2f") -> str:
     return f" (95% CI {format_interval(ci, spec)})" if ci and ci[0] is not None else ""
 
@@ -95,20 +99,53 @@ def stopped_text(r: dict[str, Any]) -> str:
         f", rN > {r['rN_at_least']:.2f} by then" if r.get("rN_at_least") else "")
 
 
+def _outward(x: float, down: bool) -> str:
+    """A bound rounded away from the claim it supports (statistics review 2, N13: 1.196 is "> 1.19", not "> 1.20")."""
+    from rlbatch.analysis.interval import _outward as out
+
+    return out(x, ".2f", down)
+
+
+def at_most_text(r: dict[str, Any]) -> str:
+    """A configuration that reached the target before its first evaluation after 0, in words: how many seeds and
+    its upper bounds (``rN ≤ 0.8, relative time ≤ 0.5 (95% upper end 0.7)``)."""
+    m = len(r.get("at_most") or [])
+    parts = [f"{m} of {r.get('n_seeds', '?')} seeds reached the target before their first evaluation after 0"]
+    if r.get("rN_at_most") is not None:
+        parts.append(f"rN ≤ {_outward(r['rN_at_most'], False)}")
+    if r.get("relative_time_at_most") is not None:
+        hi = r.get("relative_time_at_most_hi")
+        parts.append(f"relative time ≤ {_outward(r['relative_time_at_most'], False)}" + (
+            f" (95% upper end {_outward(hi, False)})" if hi is not None else ""))
+    return ", ".join(parts)
+
+
+def time_text(r: dict[str, Any]) -> str:
+    """A configuration's relative time-to-target with its interval, or its upper bound when it reached the target
+    before its first evaluation (``0.55x (95% CI 0.31–0.97)``, ``at most 0.40x (95% upper end 0.62)``)."""
+    if r.get("relative_time") is not None:
+        return f"{r['relative_time']:.2f}x{_iv(r.get('relative_time_ci'))}"
+    hi = r.get("relative_time_at_most_hi")
+    return f"at most {_outward(r['relative_time_at_most'], False)}x" + (
+        f" (95% upper end {_outward(hi, False)})" if hi is not None else "")
+
+
 def _bound_text(r: dict[str, Any]) -> str:
     """A censored configuration's bounds: ``rN > 1.2, relative time > 0.8 (lower end 0.6)``."""
     parts = []
     if r.get("rN_at_least"):
-        parts.append(f"rN > {r['rN_at_least']:.2f}")
+        parts.append(f"rN > {_outward(r['rN_at_least'], True)}")
     if r.get("relative_time_at_least"):
         lo = r.get("relative_time_at_least_lo")
-        parts.append(f"relative time > {r['relative_time_at_least']:.2f}" + (
-            f" (95% lower end {lo:.2f})" if lo is not None else ""))
+        parts.append(f"relative time > {_outward(r['relative_time_at_least'], True)}" + (
+            f" (95% lower end {_outward(lo, True)})" if lo is not None else ""))
     return ", ".join(parts)
 
 
 def undetermined_text(r: dict[str, Any]) -> str:
     """Why one configuration has no verdict, in words (censored seeds, or no spread to judge one seed by)."""
+    if not r.get("reached") and r.get("relative_time_at_most") is not None:
+        return f"{_name(r)}: {at_most_text(r)}, which does not show it faster"
     if not r.get("reached"):
         b = _bound_text(r)
         return (f"{_name(r)}: {r.get('n_reached', 0)} of {r.get('n_seeds', '?')} seeds reached the target"
@@ -128,6 +165,9 @@ def verdict(row: dict[str, Any], reference: str) -> str:
     if label == UNFINISHED:
         return (f"{run} is unfinished ({len(row.get('unfinished') or [])} seed(s) still running or interrupted)"
                 + (f"; rN > {row['rN_at_least']:.2f} so far" if row.get("rN_at_least") else "") + ": no verdict yet.")
+    if not row.get("reached") and row.get("relative_time_at_most") is not None:
+        word = "faster" if label == FASTER else "undetermined"
+        return f"{run} is {word}: {at_most_text(row)}."
     if not row.get("reached"):
         b = _bound_text(row)
         n = f"{row.get('n_reached', 0)} of {row.get('n_seeds', '?')} seeds reached the target"
@@ -155,7 +195,8 @@ def verdict(row: dict[str, Any], reference: str) -> str:
 
 def headline(rows: list[dict[str, Any]], ref: str | None, metric: str, target: float,
              runs: Sequence[Run] = (), *, pick: str | None = None, may_be_fastest: Sequence[str] = (),
-             beats_reference: bool = False) -> dict[str, Any]:
+             beats_reference: bool = False, would_decide: Sequence[Any] = (),
+             no_spread: bool = False) -> dict[str, Any]:
     """The accounting's headline from the decision: ``lines`` (the pick with its simultaneous interval; the "may be
     fastest" set; what was rejected; what is undetermined; stopped or unfinished configurations) and ``bullets``
     (one sentence per other configuration, then notes such as mixed hardware), with ``pick``, ``best_set`` (the
@@ -191,37 +232,43 @@ def headline(rows: list[dict[str, Any]], ref: str | None, metric: str, target: f
                                                      "nothing to compare it with."])
         return out
     pick = pick if pick in by else ref
-    b = by[pick]
     best = [n for n in may_be_fastest if n in by] or [pick]
     out.update(pick=pick, best_set=best, within_noise=[n for n in best if n != pick], beats_reference=beats_reference)
     at = f"at {metric} ≥ {target:g}"
+    b = by[pick]
+    n_est = len([n for n in best if by[n].get("relative_time") is not None])
     if pick == ref:
         first = (f"**Pick: {_name(b)}, the reference.** No other configuration has a smaller estimated "
                  f"time-to-target {at}.")
     elif not beats_reference and not b.get("relative_time_ci"):
         first = (f"**No batch is shown to beat the reference {_name(by[ref])}** {at}: there is no interval "
                  f"({b.get('why') or 'one seed'}). The best point estimate is {_name(b)}: "
-                 f"{b['relative_time']:.2f}x the reference's time-to-target (throughput "
-                 f"{b['relative_throughput']:.2f}x against a sample penalty rN = {b['rN']:.2f}).")
+                 f"{_x(b['relative_time'])} the reference's time-to-target (throughput "
+                 f"{_x(b['relative_throughput'])} against a sample penalty rN = {_x(b['rN'], '')}).")
     elif not beats_reference:
         first = (f"**No batch beats the reference {_name(by[ref])} beyond noise** {at}. The best estimate is "
                  f"{_name(b)}: {b['relative_time']:.2f}x{_iv(b['relative_time_ci'])} the reference's time-to-target "
-                 f"(throughput {b['relative_throughput']:.2f}x{_iv(b['relative_throughput_ci'])} against a sample "
-                 f"penalty rN = {b['rN']:.2f}{_iv(b['rN_ci'])}), an interval that contains 1.")
+                 f"(throughput {_x(b['relative_throughput'])}{_iv(b['relative_throughput_ci'])} against a sample "
+                 f"penalty rN = {_x(b['rN'], '')}{_iv(b['rN_ci'])}), an interval that reaches 1" + (
+                     f"; the smallest of {n_est} estimates, so optimistic (N6)." if n_est > 1 else "."))
+    elif b.get("relative_time") is None:
+        first = (f"**Pick: {_name(b)}**, {time_text(b)} the reference {by[ref]['run']}'s time-to-target {at}: "
+                 f"{at_most_text(b)}.")
     else:
         first = (f"**Pick: {_name(b)}**, {b['relative_time']:.2f}x{_iv(b['relative_time_ci'])} the reference "
                  f"{by[ref]['run']}'s time-to-target {at}: throughput {b['relative_throughput']:.2f}x"
                  f"{_iv(b['relative_throughput_ci'])} against a sample penalty rN = {b['rN']:.2f}{_iv(b['rN_ci'])}.")
-    others = [by[n] for n in best if n != pick]
+    head_of_set = by[pick] if pick in best else b
+    others = [by[n] for n in best if n != head_of_set["run"]]
     if others:
-        few = min([r.get("n_seeds") or 0 for r in [b, *others]]) <= FEW_SEEDS
-        second = (f"May be the fastest (95%, multiple comparisons with the best): {_name(b)} and "
+        few = min([r.get("n_seeds") or 0 for r in [head_of_set, *others]]) <= FEW_SEEDS
+        second = (f"May be the fastest (95%, multiple comparisons with the best): {_name(head_of_set)} and "
                   f"{', '.join(_name(r) for r in others)}; " + (
-                      f"too few seeds to separate them ({few_seeds_text([b, *others])}): run more seeds."
+                      f"too few seeds to separate them ({few_seeds_text([head_of_set, *others])}): run more seeds."
                       if few else "more seeds or longer timing would separate them."))
     else:
-        second = (f"May be the fastest (95%, multiple comparisons with the best): only {_name(b)}; every other "
-                  "configuration is slower than it beyond noise.")
+        second = (f"May be the fastest (95%, multiple comparisons with the best): only {_name(head_of_set)}; each "
+                  "other configuration is slower than some configuration beyond noise.")
     rej = [r for r in rows if r.get("verdict") in REJECTED]
     if rej:
         third = "Rejected (slower than the reference beyond noise): " + "; ".join(
@@ -234,6 +281,17 @@ def headline(rows: list[dict[str, Any]], ref: str | None, metric: str, target: f
     else:
         third = "Rejected: none (no configuration is slower than the reference beyond noise)."
     out["lines"] = [first, second, third]
+    wd = ""
+    if not beats_reference:
+        from rlbatch.analysis.would_decide import no_spread_plan, sentence
+
+        wd = no_spread_plan({}) if no_spread else sentence(would_decide)
+        out["would_decide"] = [{"config": p.config, "batch_size": p.batch_size, "relative_time": p.relative_time,
+                                "seeds_now": p.seeds_now, "reference_seeds": p.reference_seeds,
+                                "seeds": {f"{k:.2f}": v for k, v in p.seeds.items()},
+                                "more_runs": {f"{k:.2f}": p.more_runs(k) for k in p.seeds},
+                                "sigma": p.sigma, "sigma_df": p.sigma_df, "reason": p.reason}
+                               for p in would_decide]
     und = [r for r in rows if r.get("verdict") == UNDETERMINED]
     if und:
         reached = [r for r in und if r.get("reached")]
@@ -254,6 +312,8 @@ def headline(rows: list[dict[str, Any]], ref: str | None, metric: str, target: f
                             + ". The verdicts above are provisional until they finish (rerun the same sweep "
                             "command to resume).")
         out["provisional"] = True
+    if wd:
+        out["lines"].append(wd)
     out["bullets"] = [verdict(r, ref) for r in rows if r["run"] not in (ref, pick)
                       and r.get("verdict") not in (STOPPED, UNFINISHED)]
     hw = {str(r.meta.hardware) for r in runs if r.meta.hardware}

@@ -303,3 +303,53 @@ def scenarios() -> list[Scenario]:
         replace(base, name="B=256 2x faster, 1 seed", seeds=1, gain={256: 2.0}, null=False),
         replace(base, name="B=256 2x faster, 5 seeds", seeds=5, gain={256: 2.0}, null=False),
     ]
+
+
+class SimulatedRunner:
+    """A :class:`rlbatch.study.sequential.Runner` over the simulator: configuration ``B{b}-G8-sqrt`` gets seeds 0,
+    1, ... of :func:`simulate_run`, each drawn from its own stream (study seed, B, seed), so a seed added at a later
+    look is the same run whatever was added before."""
+
+    def __init__(self, sc: Scenario, study_seed: int):
+        self.sc, self.study_seed = sc, study_seed
+        self._runs: dict[tuple[int, int], Run] = {}
+        self.names = {f"B{b}-G8-sqrt": b for b in sc.batches}
+
+    def ensure(self, wants: dict[str, int]) -> None:
+        for config, seeds in wants.items():
+            b = self.names[config]
+            for i in range(seeds):
+                if (b, i) not in self._runs:
+                    rng = np.random.default_rng([self.study_seed, sum(map(ord, self.sc.name)), b, i])
+                    self._runs[(b, i)] = simulate_run(self.sc, b, i, rng)
+
+    def runs(self) -> list[Run]:
+        return [self._runs[k] for k in sorted(self._runs)]
+
+    def retained(self) -> float:
+        """Retained samples spent over every run so far."""
+        return float(sum(r.metrics["samples/retained"].iloc[-1] for r in self._runs.values()))
+
+
+def run_sequential_one(sc: Scenario, study_seed: int, looks: Sequence[int] = (2, 4, 6), futility: float = 1.0,
+                       zone: float = 0.2) -> dict[str, Any]:
+    """One sequential study of ``sc`` (:func:`rlbatch.study.sequential.run_sequential` on the simulator), scored
+    against the truth: false "faster" calls, power for the truly fastest, whether the pick is within ``zone`` of the
+    truly fastest, and its cost in runs and retained samples."""
+    from rlbatch.study.sequential import run_sequential
+
+    runner = SimulatedRunner(sc, study_seed)
+    names = list(runner.names)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = run_sequential(runner, names, names[0], sc.target, looks=looks, futility=futility, zone=zone)
+    truth = {n: sc.truth(b)["relative_time"] for n, b in runner.names.items()}
+    fastest_t = min(truth.values())
+    fastest = [n for n, t in truth.items() if t <= fastest_t * (1 + 1e-9)]
+    false = [n for n in res.faster if truth[n] >= 1 - 1e-9]
+    return {"false_faster": bool(false), "headline_false_faster": res.decided and truth[res.pick] >= 1 - 1e-9,
+            "fastest_called": any(n in res.faster for n in fastest) if fastest_t < 1 else None,
+            "pick_in_zone": truth[res.pick] <= fastest_t * (1 + zone) + 1e-9,
+            "best_set_has_fastest": any(n in res.may_be_fastest for n in fastest),
+            "runs": res.runs, "retained": runner.retained(), "decided": res.decided, "stop": res.stop,
+            "pick": res.pick, "looks": len(res.looks)}

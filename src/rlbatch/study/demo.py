@@ -82,12 +82,17 @@ PPO_DEMOS: dict[str, dict[str, Any]] = {
 def run_demo(out: Path | str = "runs/demo", *, preset: str = "tiny", seeds: int | None = None,
              samples: int | None = None, workers: int | None = None, device: str = "cpu",
              progress: bool = True, algo: str = "grpo", backend: str = "local", seed_offset: int = 0,
-             timing_rounds: int = 3, timing_steps: int = 4, force: bool = False) -> dict:
+             timing_rounds: int = 3, timing_steps: int = 4, force: bool = False,
+             sequential: bool | None = None) -> dict:
     """Run the demo study of ``preset`` into ``out`` (resumable: finished trials are skipped) and write the report.
     ``backend``: ``local`` (our trainer) or ``trl`` (each trial with TRL's GRPOTrainer, GRPO only).
     ``seed_offset``: the seed set (seeds ``seed_offset`` .. ``seed_offset + seeds - 1``; another offset, another
     independent repetition of the whole study). ``timing_rounds`` (``timing_steps`` steps a block): the timing pass
     after the study (:mod:`rlbatch.study.timing`; 0: none), whose throughput the verdicts then use.
+    ``sequential`` (default: on for the tiny GRPO demo without ``seeds``; the GPU presets keep their fixed seeds,
+    which their time boxes are sized for): the sequential study (:mod:`rlbatch.study.sequential`:
+    2 seeds everywhere, then 2 more for the configurations still in the race and the reference, then 2 more), its
+    record in ``OUT/sequential.json``; else the fixed design of ``seeds`` seeds each.
     Returns the report's JSON object plus ``demo_seconds``. Raises :class:`UserError` for an unknown preset or
     backend."""
     if backend not in ("local", "trl") or (backend == "trl" and algo != "grpo"):
@@ -102,6 +107,12 @@ def run_demo(out: Path | str = "runs/demo", *, preset: str = "tiny", seeds: int 
     d = dict(table[preset])
     if seeds is not None:
         d["seeds"] = seeds
+    if sequential is None:
+        sequential = preset == "tiny" and algo == "grpo" and seeds is None
+    if sequential:
+        from rlbatch.study.sequential import LOOKS
+
+        d["seeds"] = max(LOOKS)
     if samples is not None:
         d["samples"] = samples
     opts = dict(d["options"], device=device)
@@ -117,17 +128,52 @@ def run_demo(out: Path | str = "runs/demo", *, preset: str = "tiny", seeds: int 
                                                                  "workers": workers, "algo": algo,
                                                                  "seed_offset": seed_offset}
     check_same_study(Path(out), specs, settings, force)  # a re-run of other settings: refused (or --force)
-    run_sweep(specs, out, workers=workers, threads=1, settings=settings | {"backend": backend}, progress=progress,
-              runner=backend)
+    settings["sequential"] = sequential
+
+    def run_specs(todo):
+        run_sweep(todo, out, workers=workers, threads=1, settings=settings | {"backend": backend},
+                  progress=progress, runner=backend)
+
+    if sequential:
+        run_sequential_demo(out, specs, run_specs, d["target"], progress)
+    else:
+        run_specs(specs)
     if timing_rounds and backend == "local":
         prepare_here(d["model"], device, threads=1)  # one torch thread, as every trial had
         timing_pass(out, specs, rounds=timing_rounds, steps=timing_steps, say=print if progress else None)
     rep = report_sweep(out, target=d["target"], title=f"rlbatch demo: {algo.upper()} batch-size study ({preset} preset, "
-                       f"{d['task']}, sqrt LR rule + fixed-LR control, {d['seeds']} seed{'s' if d['seeds'] != 1 else ''}"
+                       f"{d['task']}, sqrt LR rule + fixed-LR control, "
+                       + ("sequential, up to " if sequential else "") + f"{d['seeds']} seed{'s' if d['seeds'] != 1 else ''}"
                        + (f" from seed {seed_offset}" if seed_offset else "") + ")")
     rep["demo_seconds"] = time.perf_counter() - t0
     rep["demo_cost"] = demo_cost(out)
     return rep
+
+
+def run_sequential_demo(out: Path, specs: list, run_specs, target: float, progress: bool) -> dict:
+    """The demo's sequential study (:func:`rlbatch.study.sequential.run_sequential`) over the ladder ``specs``, each
+    look's trials run by ``run_specs`` (the local sweep: resumable), decided on the trials' own clock; its record
+    written to ``OUT/sequential.json``. Returns the record."""
+    from rlbatch.readers.collect import load_all
+    from rlbatch.runstore import atomic_write_text
+    from rlbatch.study.sequential import SpecRunner, run_sequential
+
+    def read():
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            runs, _ = load_all([Path(out)])
+        return runs
+
+    runner = SpecRunner(specs, run_specs, read)
+    configs = runner.configs()
+    ref = configs[0]  # the smallest batch on the rule: build_ladder's first
+    say = (lambda line: print(f"sequential: {line}", flush=True)) if progress else None
+    res = run_sequential(runner, configs, ref, target, log=say)
+    rec = res.to_json()
+    atomic_write_text(Path(out) / "sequential.json", json.dumps(rec, indent=2, default=str) + "\n")
+    return rec
 
 
 def demo_cost(out: Path | str) -> dict[str, float]:

@@ -54,8 +54,36 @@ def report_sweep(out: Path | str, *, target: float | None, reference: str | None
     extra = {"sweep": {"settings": settings, "backend": manifest.get("backend", "local"),
                        "trials": [{"run_id": t["spec"].run_id, "state": t["state"], "seconds": t.get("seconds"),
                                    "attempts": t.get("attempts")} for t in manifest["trials"]]}}
+    seq = Path(out, "sequential.json")
+    if seq.is_file():
+        sections.append(sequential_section(json.loads(seq.read_text(encoding="utf-8"))))
     return build_report(runs, out, target=target, reference=reference, title=title, sections=sections,
                         extra_json=extra)
+
+
+def sequential_section(rec: dict[str, Any]) -> dict[str, Any]:
+    """The report section of a sequential study (``OUT/sequential.json``, :mod:`rlbatch.study.sequential`): each
+    look (seeds, called faster, dropped and why), why it stopped, and its answer. Its "faster" claims are the
+    study's decisions (each at its look's group-sequential boundary); the accounting below re-analyses every run
+    at the fixed design's level, which can differ by noise."""
+    d = rec["design"]
+    looks = "; ".join(
+        f"look {lk['index'] + 1} ({lk['seeds']} seeds, {lk['runs']} runs): "
+        + (f"faster {', '.join(lk['called'])}" if lk["called"] else "none faster")
+        + (f", dropped {', '.join(f'{c} ({w})' for c, w in lk['dropped'].items())}" if lk["dropped"] else "")
+        for lk in rec["looks"])
+    if rec["decided"]:
+        ans = (f"Decided: {', '.join(f'{c} (look {j + 1})' for c, j in rec['faster'].items())} shown faster than the "
+               f"reference {rec['reference']}; pick {rec['pick']} (the smallest upper end of the relative time among "
+               "them).")
+    else:
+        ans = (f"Undecided: nothing shown faster than the reference {rec['reference']} within the design's "
+               f"{max(d['looks'])} seeds; the best estimate is {rec['pick']} (not shown faster).")
+    md = (f"Sequential study (group-sequential, looks at {', '.join(map(str, d['looks']))} seeds, O'Brien-Fleming "
+          f"boundary C = {d['C']:.2f}, futility {d['futility']:g} se, familywise false \"faster\" {d['alpha']:.0%}, "
+          f"indifference zone {d['zone']:.0%}): {looks}. Stopped: {rec['stop']}; {rec['runs']} runs. {ans} "
+          f"May be the fastest at the last look: {', '.join(rec['may_be_fastest']) or 'none'}.")
+    return {"title": "Sequential study", "json_key": "sequential", "json": rec, "markdown": md}
 
 
 def adaptive_section(rec: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,127 @@
+"""The decision's corrections of issue 52 (statistics review 2, N1, N3, N4, N5, N6) and "what would decide", on
+configurations built by hand: replicates of the log relative time with a known centre and spread, so each verdict
+can be computed on paper (normal quantiles)."""
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from rlbatch.analysis.decision import (ALPHA_FASTER, FASTER, NOT_DISTINGUISHABLE, PENALISED, UNDETERMINED,
+                                       WITHIN_NOISE, decide, split_tails)
+from rlbatch.analysis.would_decide import ZONE, plan_seeds
+from rlbatch.analysis.sequential import seeds_for_power
+
+N = 20000
+Z = stats.norm.ppf((np.arange(N) + 0.5) / N)  # stratified standard normal quantiles
+
+
+def reps(mu, sd=1.0, perm=0):
+    """exp(mu + sd z), z in a fixed random order (replicate i of different configurations independent)."""
+    z = np.random.default_rng(perm).permutation(Z)
+    return np.exp(mu + sd * z)
+
+
+def est(name, b, mu=None, *, sd=1.0, perm=1, low=None, high=None, seeds=3, spread=None):
+    """One configuration: measured (``mu``: log time), censored (``low``: log lower bound) or reached before its
+    first evaluation (``high``: log upper bound)."""
+    e = {"config": name, "batch_size": b, "n_seeds": seeds, "reached": mu is not None, "stopped": None,
+         "unfinished": [], "at_most": [], "_replicates": {}, "spread_sd": spread and {"T": spread[0]},
+         "spread_df": spread and {"T": spread[1]}}
+    if mu is not None:
+        r = reps(mu, sd, perm)
+        e.update(samples_to_target=math.exp(mu), time_to_target_s=math.exp(mu), throughput_samples_per_s=1.0,
+                 n_reached=seeds)
+        e["_replicates"] = {"S": r, "T": r, "X": np.ones(N)}
+    elif low is not None:
+        e.update(samples_to_target=None, time_to_target_s=None, throughput_samples_per_s=1.0, n_reached=seeds - 1,
+                 samples_to_target_at_least=math.exp(low), time_to_target_at_least=math.exp(low))
+        r = reps(low, sd, perm)
+        e["_replicates"] = {"S_low": r, "T_low": r, "X": np.ones(N)}
+    else:
+        e.update(samples_to_target=None, time_to_target_s=None, throughput_samples_per_s=1.0, n_reached=seeds,
+                 at_most=[1.0], samples_to_target_at_most=math.exp(high), time_to_target_at_most=math.exp(high))
+        r = reps(high, sd, perm)
+        e["_replicates"] = {"S_high": r, "T_high": r, "X": np.ones(N)}
+    return e
+
+
+def ref():
+    e = est("ref", 16, 0.0)
+    e["_replicates"] = {"S": np.ones(N), "T": np.ones(N), "X": np.ones(N)}  # the comparison's spread sits in c
+    return e
+
+
+def test_faster_is_one_sided_at_four_percent_with_one_comparison():
+    # one comparison: the upper end is the 96% quantile: mu + 1.751 sd; two-sided 95% would need mu + 1.960 < 0
+    assert split_tails([reps(0.0)], 0.95) == pytest.approx((0.01, 0.04))
+    near = decide({"ref": ref(), "c": est("c", 64, -1.85)}, "ref")
+    assert near.verdicts["c"].label == FASTER and near.beats_reference and near.pick == "c"
+    assert near.verdicts["c"].relative_time.hi == pytest.approx(math.exp(-1.85 + stats.norm.ppf(0.96)), rel=2e-3)
+    assert near.may_be_fastest == ("c",)  # the reference is out exactly when something is faster (N5)
+    short = decide({"ref": ref(), "c": est("c", 64, -1.70)}, "ref")
+    assert short.verdicts["c"].label == WITHIN_NOISE and not short.beats_reference
+    # nothing faster: the reference stays in the set, and the pick is the best estimate, which does not beat it
+    assert "ref" in short.may_be_fastest and short.pick == "c"
+    # "slower" needs the lower end (1% quantile) above 1: mu - 2.326 sd > 0
+    assert decide({"ref": ref(), "c": est("c", 64, 2.40)}, "ref").verdicts["c"].label == "slower"
+    assert decide({"ref": ref(), "c": est("c", 64, 2.20)}, "ref").verdicts["c"].label == WITHIN_NOISE
+
+
+def test_the_pick_is_the_smallest_upper_end_not_the_smallest_estimate():
+    # c1: estimate 0.30x but a wide interval; c2: 0.45x with a narrow one: the safe pick is c2 (N6)
+    d = decide({"ref": ref(), "c1": est("c1", 32, math.log(0.30), sd=1.2, perm=2),
+                "c2": est("c2", 64, math.log(0.45), sd=0.2, perm=3)}, "ref")
+    assert d.verdicts["c2"].label == FASTER
+    assert d.verdicts["c2"].relative_time.hi < d.verdicts["c1"].relative_time.hi
+    assert d.pick == "c2"
+
+
+def test_a_censored_configuration_stays_in_the_set_unless_its_lower_bound_is_beaten():
+    # c measured at 0.2x; cens has at least 0.3x (lower bound; log difference 0.41 against an sd of 0.42): not
+    # beaten beyond noise, so it stays (N3)
+    ests = {"ref": ref(), "c": est("c", 64, math.log(0.2), sd=0.3, perm=2),
+            "cens": est("cens", 1024, low=math.log(0.3), sd=0.3, perm=3)}
+    d = decide(ests, "ref")
+    assert "cens" in d.may_be_fastest and d.verdicts["cens"].label == UNDETERMINED
+    # its lower bound at 3x: beaten by c (0.2x) beyond noise, out
+    ests["cens"] = est("cens", 1024, low=math.log(3.0), sd=0.3, perm=3)
+    assert "cens" not in decide(ests, "ref").may_be_fastest
+
+
+def test_reaching_the_target_before_the_first_evaluation_is_an_upper_bound_that_can_show_faster():
+    # at most 0.1x the reference's time (upper bound), log-sd 1: its 96% end 0.1 e^1.751 = 0.58 < 1: faster (N1)
+    d = decide({"ref": ref(), "early": est("early", 2048, high=math.log(0.1))}, "ref")
+    v = d.verdicts["early"]
+    assert v.label == FASTER and v.relative_time_at_most.hi == pytest.approx(0.1 * math.exp(stats.norm.ppf(0.96)),
+                                                                            rel=3e-3)
+    assert "before their first evaluation" in v.why and d.pick == "early" and d.beats_reference
+    # at most 0.5x: not shown faster, undetermined, and never out of "may be fastest" (no lower bound)
+    d = decide({"ref": ref(), "c": est("c", 64, math.log(0.05), sd=0.2, perm=2),
+                "early": est("early", 2048, high=math.log(0.5))}, "ref")
+    assert d.verdicts["early"].label == UNDETERMINED and "early" in d.may_be_fastest
+
+
+def test_penalised_needs_the_simultaneous_lower_end_above_one():
+    # 8 comparisons of rN, one at log rN 1.8 sd 1: the 90% marginal interval (lower end 1.8 - 1.645) lies above 1,
+    # the 95% simultaneous one (lower end ~1.8 - 2.7) does not: not penalised (N4)
+    ests = {"ref": ref(), **{f"c{i}": est(f"c{i}", 32 * 2 ** i, 0.0, perm=10 + i) for i in range(7)}}
+    ests["c7"] = est("c7", 4096, 1.8, perm=30)
+    v = decide(ests, "ref").verdicts["c7"]
+    assert v.rN_test[0] > 1 and v.rN.lo < 1 and v.alignment == NOT_DISTINGUISHABLE
+    ests["c7"] = est("c7", 4096, 3.5, perm=30)
+    assert decide(ests, "ref").verdicts["c7"].alignment == PENALISED
+
+
+def test_what_would_decide_counts_the_seeds_of_the_one_sided_test():
+    ests = {"ref": ref(), "c": est("c", 64, math.log(0.6), spread=(0.3, 16.0), perm=2),
+            "tie": est("tie", 128, math.log(0.97), spread=(0.3, 16.0), perm=3)}
+    d = decide(ests, "ref")
+    assert not d.beats_reference
+    plans = {p.config: p for p in d.would_decide}
+    want = seeds_for_power(math.log(0.6), 0.3, 0.8, n_configs=3, alpha=ALPHA_FASTER, sigma_df=16.0)
+    assert plans["c"].seeds[0.8] == want and plans["c"].seeds[0.9] >= want
+    assert plans["c"].more_runs(0.8) == 2 * (want - 3)
+    assert plans["tie"].seeds == {} and f"{ZONE:.0%} indifference zone" in plans["tie"].reason
+    assert plan_seeds(ests, None, ["c"], 2, ALPHA_FASTER) == ()
