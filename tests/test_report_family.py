@@ -35,7 +35,7 @@ def test_family_is_what_the_equivalence_test_shows_and_ends_where_rn_is_above_1(
     assert fam["end"]["batch_size"] == 128 and fam["end"]["rN_test"] == [1.2, 1.55] and fam["end"]["reached"]
     assert fam["largest_measured"] == 256 and fam["rule"] == "sqrt"  # the fixed-LR control is not on the ladder
     st = fam["statement"]
-    assert "rN is shown within 10% of the reference's" in st and "B = 32 (90% CI 0.95–1.08)" in st
+    assert "rN is shown within 10% of the reference's" in st and "B = 32 (90% CI 0.95–1.08, unadjusted" in st
     assert "the aligned family is B = 16 to 64" in st
     assert "The first batch size whose rN is above 1 beyond noise is B = 128" in st
     assert "between B = 64 and B = 128" in st
@@ -48,7 +48,7 @@ def test_a_wide_interval_is_not_distinguishable_not_aligned():
     # B64's interval is too wide to show alignment (absence of evidence is not evidence): it is not in the family,
     # and not shown penalised either
     assert fam["batches"] == [16, 32] and fam["undistinguished"] == [16, 32, 64] and fam["end"]["batch_size"] == 128
-    assert "Not distinguishable from 1" in fam["statement"] and "B = 64: rN 1.08 (90% CI 0.90–1.30)" in fam["statement"]
+    assert "Not distinguishable from 1" in fam["statement"] and "B = 64: rN 1.08 (90% CI 0.90–1.30, unadjusted" in fam["statement"]
     # no rung shown above 1: where the family ends is not measured
     fam = aligned_family(rows[:3], "B16")
     assert fam["end"] is None and "is not measured by this ladder" in fam["statement"]

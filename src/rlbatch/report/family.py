@@ -21,7 +21,7 @@ def _span(bs: Sequence[int]) -> str:
 
 
 def _t(iv: Sequence[float] | None) -> str:
-    return f" (90% CI {format_interval(iv)})" if iv else ""
+    return f" (90% CI {format_interval(iv)}, unadjusted: the equivalence test's)" if iv else ""
 
 
 def aligned_family(rows: Sequence[dict[str, Any]], reference: str | None,
@@ -64,7 +64,8 @@ def aligned_family(rows: Sequence[dict[str, Any]], reference: str | None,
                      f"{end.get('verdict')}.")
     else:
         words.append(f"The first batch size whose rN is above 1 beyond noise is B = {end['batch_size']} "
-                     f"({end['run']}): rN = {end['rN']:.2f}{_t(end['rN_test'])}; the family's end lies between "
+                     f"({end['run']}): rN = {end['rN']:.2f} (95% simultaneous CI "
+                     f"{format_interval(end['rN_ci'])}, the table's); the family's end lies between "
                      f"B = {fam['undistinguished'][-1]} and B = {end['batch_size']} (where the gradient-noise knee "
                      "or B_simple may place the critical batch; they are estimates of their own).")
     fam["statement"] = " ".join(words)

@@ -82,12 +82,13 @@ PPO_DEMOS: dict[str, dict[str, Any]] = {
 def run_demo(out: Path | str = "runs/demo", *, preset: str = "tiny", seeds: int | None = None,
              samples: int | None = None, workers: int | None = None, device: str = "cpu",
              progress: bool = True, algo: str = "grpo", backend: str = "local", seed_offset: int = 0,
-             timing_rounds: int = 3, timing_steps: int = 4, force: bool = False,
+             timing_rounds: int | None = None, timing_steps: int = 4, force: bool = False,
              sequential: bool | None = None) -> dict:
     """Run the demo study of ``preset`` into ``out`` (resumable: finished trials are skipped) and write the report.
     ``backend``: ``local`` (our trainer) or ``trl`` (each trial with TRL's GRPOTrainer, GRPO only).
     ``seed_offset``: the seed set (seeds ``seed_offset`` .. ``seed_offset + seeds - 1``; another offset, another
-    independent repetition of the whole study). ``timing_rounds`` (``timing_steps`` steps a block): the timing pass
+    independent repetition of the whole study). ``timing_rounds`` (``timing_steps`` steps a block; default 2 for the
+    sequential study, else 3): the timing pass
     after the study (:mod:`rlbatch.study.timing`; 0: none), whose throughput the verdicts then use.
     ``sequential`` (default: on for the tiny GRPO demo without ``seeds``; the GPU presets keep their fixed seeds,
     which their time boxes are sized for): the sequential study (:mod:`rlbatch.study.sequential`:
@@ -109,6 +110,8 @@ def run_demo(out: Path | str = "runs/demo", *, preset: str = "tiny", seeds: int 
         d["seeds"] = seeds
     if sequential is None:
         sequential = preset == "tiny" and algo == "grpo" and seeds is None
+    if timing_rounds is None:  # the sequential demo's timing pass in 2 rounds: within 6 minutes on 2 cores
+        timing_rounds = 2 if sequential else 3
     if sequential:
         from rlbatch.study.sequential import LOOKS
 
