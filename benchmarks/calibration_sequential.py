@@ -91,12 +91,13 @@ def fmt(v, spec=".2f") -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--studies", type=int, default=200)
-    ap.add_argument("--only", default=None, help="a substring of the scenarios to run")
+    ap.add_argument("--only", default=None, help="semicolon-separated substrings of the scenarios to run")
     ap.add_argument("--designs", default="sequential;fixed 3;fixed 5")
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args(argv)
-    scs = [s for s in scenarios() if not a.only or a.only in s.name]
+    keys = [k for k in (a.only or "").split(";") if k]
+    scs = [s for s in scenarios() if not keys or any(k in s.name for k in keys)]
     designs = a.designs.split(";")
     jobs = [(d, s, a.seed + i) for s in scs for d in designs for i in range(a.studies)]
     t0 = time.time()
