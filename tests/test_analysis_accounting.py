@@ -1,7 +1,7 @@
 import pandas as pd
 import pytest
 
-from rlbatch.analysis.accounting import account, fastest, read_accounting_csv, to_json_rows
+from rlbatch.analysis.table import account, fastest, read_accounting_csv, to_json_rows
 from rlbatch.errors import UserError
 
 from conftest import PAPER_CSV

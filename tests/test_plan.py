@@ -75,7 +75,7 @@ def test_paper_table_without_target_and_markdown():
 
 
 def test_table_candidates_from_noise_model_and_interpolated_throughput():
-    from rlbatch.analysis.accounting import read_accounting_csv
+    from rlbatch.analysis.table import read_accounting_csv
 
     plan = plan_table(read_accounting_csv(PAPER_CSV), "P128", candidates=[4096])
     c = by_run(plan)[4096]
@@ -275,7 +275,7 @@ def test_fixed_lr_control_is_outside_the_aligned_family(tmp_path):
 
 
 def test_markdown_names_a_one_member_family_in_words():
-    from rlbatch.analysis.accounting import read_accounting_csv
+    from rlbatch.analysis.table import read_accounting_csv
     from rlbatch.plan import plan_table, to_markdown
 
     plan = plan_table(read_accounting_csv(PAPER_CSV), "P128")

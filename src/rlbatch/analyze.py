@@ -9,7 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
-from rlbatch.analysis.accounting import check_target, run_summaries
+from rlbatch.analysis.accounting import check_target
+from rlbatch.analysis.summaries import run_summaries
 from rlbatch.analysis.study import Study
 from rlbatch.output import console, markdown_table, print_json, rich_table
 from rlbatch.readers.collect import load_all

@@ -21,8 +21,9 @@ from rlbatch.cli_options import (ADDRESS, BASE_BATCH, BASE_CONFIG, BASE_LR, BATC
                                  FIXED_LR_CONTROL, GROUP_SIZES, RULE, RULE_OR_LR, SEEDS, STOP_ON_TARGET, SUBMIT,
                                  SWEEP_SETTINGS, TARGET, TRAIN_SETTINGS, AliasGroup, with_config_options)
 from rlbatch import __version__
+from rlbatch.cli_print import Format, print_accounting, print_launch, print_sweep_report
 from rlbatch.errors import Interrupted, UserError
-from rlbatch.output import Stages, console, markdown_table, markdown_text, print_json, rich_table
+from rlbatch.output import Stages, console, markdown_table, print_json, rich_table
 from rlbatch.scaling import lr_table, parse_int_list, scaled_lr
 from rlbatch.train.config import (check_device, check_score_target, lr_fields, make_config, stop_fields,
                                    trainer_fields, trial_budget)
@@ -60,12 +61,6 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version, is
     samples-to-target penalty rN)."""
 
 
-class Format(str, Enum):
-    table = "table"
-    json = "json"
-    markdown = "markdown"
-
-
 #: The paper's accounting table (Li et al. 2026, Qwen3-8B GRPO: P = 128 ... 2048 at G = 8 and a fixed-LR control),
 #: package data; ``rlbatch account --paper`` reads it, with P128 as the default reference.
 PAPER_TABLE = Path(__file__).parent / "data" / "hunyuan_grpo_accounting.csv"
@@ -96,39 +91,6 @@ def lr_cmd(
 
 
 # --------------------------------------------------------------------------------------------------- account
-def _print_accounting(rows, reference: str, fmt: Format, title: str = "End-to-end accounting") -> None:
-    from rlbatch.analysis.accounting import fastest, to_json_rows  # on use: --help loads no pandas
-    from rlbatch.analysis.headline import verdict
-
-    recs = rows.to_dict(orient="records")
-    for r in recs:  # the reference is not compared with itself: "—", not "no" (newcomer finding 23)
-        if r.get("run") == reference:
-            r["faster_than_reference"] = "—"
-    nr = "not reached"
-    cols = [("run", "run", None), ("batch_size", "B", None), ("samples_to_target", "samples-to-target", ".6g"),
-            ("rN", "rN", ".2f"), ("relative_throughput", "rel. throughput", ".2f"),
-            ("relative_time", "rel. time-to-target", ".2f"),
-            ("faster_than_reference", "faster (point estimate)", None)]
-    best = fastest(rows)
-    if fmt is Format.json:
-        print_json(to_json_rows(rows))
-        return
-    if fmt is Format.markdown:
-        print(markdown_table(recs, cols, none=nr))
-        print()
-        for r in recs:
-            print(f"- {verdict(r, reference)}")
-        if best:
-            print(f"\n**Fastest to target: {best}.**")
-        return
-    con = console()
-    con.print(rich_table(recs, cols, title=f"{title} (reference {reference})", none=nr))
-    for r in recs:
-        con.print(f"  {verdict(r, reference)}")
-    if best:
-        con.print(f"[bold]Fastest to target: {best}[/bold]")
-
-
 @app.command("account")
 def account_cmd(
     table: Optional[Path] = typer.Argument(None, help="CSV with columns run, prompts_per_step, group_size, lr, "
@@ -142,7 +104,7 @@ def account_cmd(
 ) -> None:
     """End-to-end accounting: rN, relative throughput, relative time-to-target, and whether each run is faster
     than the reference (faster iff relative throughput > rN)."""
-    from rlbatch.analysis.accounting import account, read_accounting_csv  # on use: --help loads no pandas
+    from rlbatch.analysis.table import account, read_accounting_csv  # on use: --help loads no pandas
 
     if paper == (table is not None):
         raise UserError("give either a CSV table or --paper (the paper's table), not both" if paper else
@@ -153,7 +115,7 @@ def account_cmd(
         raise UserError("--reference is required with a CSV table (the run to compare against)", field="reference")
     rows = account(read_accounting_csv(table), reference)
     rows = rows.sort_values("batch_size", kind="stable", na_position="last").reset_index(drop=True)  # by B, as numbers
-    _print_accounting(rows, reference, fmt)
+    print_accounting(rows, reference, fmt)
 
 
 # --------------------------------------------------------------------------------------------------- train (issue 4)
@@ -321,38 +283,13 @@ def sweep_cmd(
                     adaptive_options={k: v for k, v in (("chunk", chunk_samples), ("max_active", max_active),
                                                         ("confirm", confirm)) if v}, force=force)
     if res["kind"] == "launch":
-        _print_launch(res["launch"], backend, out, dry_run, fmt)
+        print_launch(res["launch"], backend, out, dry_run, fmt)
         return
     if res["kind"] == "adaptive" and fmt is not Format.json:
         a = res["adaptive"]
         print(f"adaptive: recommended {a['recommended']} ({a['stopped_because']}); "
               f"{a['samples_spent']:.0f} retained samples spent")
-    _print_sweep_report(res["report"], fmt, out)
-
-
-def _print_sweep_report(rep: dict, fmt: Format, out: Path) -> None:
-    from rlbatch.report import accounting_columns, with_ci_cells  # on use: --help loads no matplotlib
-
-    rows = with_ci_cells(rep.get("accounting") or [])
-    cols = accounting_columns(combined=True)
-    if fmt is Format.json:
-        print_json(rep)
-        return
-    family = (rep.get("aligned_family") or {}).get("statement")
-    if fmt is Format.markdown:
-        print(markdown_table(rows, cols, none="not reached"))
-        print(f"\n{rep.get('recommendation') or ''}\n")
-        if family:
-            print(f"{family}\n")
-        print(f"Report: {out}/report.html, report.md, report.json")
-        return
-    con = console()
-    con.print(rich_table(rows, cols, title="End-to-end accounting (seeds of a configuration averaged)",
-                         none="not reached"))
-    con.print(markdown_text(rep.get("recommendation") or ""))
-    if family:
-        con.print(markdown_text(family))
-    con.print(f"Report: {out}/report.html, {out}/report.md, {out}/report.json", markup=False)
+    print_sweep_report(res["report"], fmt, out)
 
 
 @app.command("demo")
@@ -393,7 +330,7 @@ def demo_cmd(
     rep = run_demo(out, preset=model, seeds=seeds, samples=samples, workers=workers, device=device,
                    progress=fmt is Format.table, algo=algo, backend=backend, seed_offset=seed_offset,
                    timing_rounds=timing_rounds, force=force)
-    _print_sweep_report(rep, fmt, out)
+    print_sweep_report(rep, fmt, out)
     if fmt is not Format.json:
         c = rep.get("demo_cost") or {}
         print(f"demo finished in {rep['demo_seconds']:.0f} s"
@@ -560,31 +497,7 @@ def launch_cmd(
     res = launch(ladder, backend=backend.value, out=out, base_config=base_config, dry_run=dry_run, submit=submit,
                  address=address, project=project, num_processes=num_processes, trl_script=trl_script,
                  base_critic_lr=critic_base_lr, openrlhf_flags=openrlhf_flags)
-    _print_launch(res, backend.value, out, dry_run, fmt)
-
-
-def _print_launch(res: dict, backend: str, out: Path, dry_run: bool, fmt: Format) -> None:
-
-    from rlbatch.backends.launch import format_dry_run  # on use: --help loads no pandas / torch
-    plans = res["plans"]
-    if fmt is Format.json:
-        print_json({"trials": plans, "launch_script": res["launch_script"], "jobs": res["jobs"]})
-        return
-    if dry_run:
-        print(format_dry_run(plans), end="")
-        return
-    jobs = {j["run_id"]: j["job_id"] for j in res["jobs"]}
-    rows = [{**p, "job_id": jobs.get(p["run_id"])} for p in plans]
-    cols = [("run_id", "trial", None), ("prompts_per_step", "P", None), ("group_size", "G", None),
-            ("batch_size", "B", None), ("lr", "lr", ".4g"), ("steps", "steps", None), ("log_path", "log", None)]
-    if jobs:
-        cols.append(("job_id", "Ray job", None))
-    if fmt is Format.markdown:
-        print(markdown_table(rows, cols))
-    else:
-        console().print(rich_table(rows, cols, title=f"{backend}: {len(plans)} trials"))
-    if not jobs:
-        print(f"Run: bash {res['launch_script']}   (re-run to resume; then: rlbatch analyze {Path(out) / 'logs'})")
+    print_launch(res, backend.value, out, dry_run, fmt)
 
 
 # --------------------------------------------------------------------------------------------------- plan

@@ -24,7 +24,7 @@ from typing import Any
 
 from markdown_it import MarkdownIt
 
-from rlbatch.analysis.accounting import configuration_summaries, run_summaries, seed_rows
+from rlbatch.analysis.summaries import configuration_summaries, run_summaries, seed_rows
 from rlbatch.analysis.headline import INTERVALS, clock_note, headline_markdown
 from rlbatch.analysis.curves import CLOCK_X, aggregate_seeds, group_seeds
 from rlbatch.analysis.interval import format_interval
@@ -78,7 +78,7 @@ def _duration(v: Any) -> str:
 
 def summary_columns(compact: bool = False) -> list[tuple[str, str, Any]]:
     """Columns of the per-run summary table (``rlbatch analyze``); ``compact`` keeps the ones that fit a terminal.
-    Time and throughput are on the accounting's clock (:func:`rlbatch.analysis.accounting.run_summaries`), which the
+    Time and throughput are on the accounting's clock (:func:`rlbatch.analysis.summaries.run_summaries`), which the
     table's title names."""
     def hours(v: Any) -> str:
         return _duration(v)
@@ -218,13 +218,13 @@ def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None,
 
     JSON: ``{"title", "generated_at", "metric", "target", "reference", "clock" (the one clock of every time on the
     page, :func:`rlbatch.analysis.throughput.clock_basis`), "runs": [per-run summaries,
-    :func:`rlbatch.analysis.accounting.run_summaries`], "accounting": [rows as rlbatch account --format json] and
+    :func:`rlbatch.analysis.summaries.run_summaries`], "accounting": [rows as rlbatch account --format json] and
     "headline": {pick, within_noise, lines (at most three), bullets} (:func:`rlbatch.analysis.accounting.headline`;
     only with a target), "aligned_family": {...} and "rejected": [...] (with a target, one model / task /
     algorithm; :func:`rlbatch.report.family.aligned_family` and :func:`rlbatch.report.family.rejected`),
     "recommendation": str | None (the headline as Markdown), "configurations": [means over each seed's whole run,
-    :func:`rlbatch.analysis.accounting.configuration_summaries`], "seeds": [...]
-    (:func:`rlbatch.analysis.accounting.seed_rows`), "noise": {...} (rlbatch.report.sections.noise_section),
+    :func:`rlbatch.analysis.summaries.configuration_summaries`], "seeds": [...]
+    (:func:`rlbatch.analysis.summaries.seed_rows`), "noise": {...} (rlbatch.report.sections.noise_section),
     "throughput": {...} (rlbatch.report.sections.throughput_section), "figures": [file names], "figure_problems":
     {file name: [problems]} (:func:`rlbatch.report.figures.figure_problems`; empty when no figure clips an interval
     or stops a curve short of its crossing), <section json_key>: <section json>, ...extra_json}``.

@@ -7,7 +7,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from rlbatch.analysis.accounting import configuration_summaries
+from rlbatch.analysis.summaries import configuration_summaries
 from rlbatch.analysis.curves import group_seeds
 from rlbatch.analysis.interval import format_interval
 from rlbatch.analysis.noise import (b_simple_by_batch, b_simple_overall, b_simple_pooled, b_simple_smoothed,
@@ -27,7 +27,7 @@ def throughput_section(runs: Sequence[Any], predict_batches: Sequence[int] | Non
     Per configuration, measured over each seed's whole run on ``clock`` (the accounting's): seconds per step split
     into generation, scoring, update and other, which add up to the step (``timing``:
     :func:`rlbatch.analysis.throughput.configuration_timings`), and the whole-run throughput with its interval
-    (``measured``: :func:`rlbatch.analysis.accounting.configuration_summaries`; both computed from ``runs`` when
+    (``measured``: :func:`rlbatch.analysis.summaries.configuration_summaries`; both computed from ``runs`` when
     not given). Then the fitted time model (:func:`fit_throughput_model`) and its predictions for the batch sizes
     not run (default: doublings up to 4x the largest measured B), and the sublinear generation window
     (:func:`sublinear_window`). ``json`` = {"clock", "measured": [per run], "configurations": [timing rows],

@@ -37,9 +37,9 @@ from rlbatch import faults
 from rlbatch.errors import UserError
 from rlbatch.procs import threads_beside
 from rlbatch.runstore import (CHECKPOINT, EVAL_JSONL, METRICS_JSONL, JsonlWriter, check_writable,
-                              finite_record, load_checkpoint, lock_run_dir, make_meta, read_meta, remove_stale_temps,
-                              save_checkpoint, set_rng_states, truncate_lines, unlock_run_dir, update_meta,
-                              write_error, write_meta)
+                              finite_record, lock_run_dir, make_meta, read_meta, remove_stale_temps, truncate_lines,
+                              unlock_run_dir, update_meta, write_error, write_meta)
+from rlbatch.train.checkpoint import load_checkpoint, save_checkpoint, set_rng_states
 from rlbatch.train import async_rollout, ppo, tasks
 from rlbatch.train.grpo import NonFiniteError, backward_pass, grpo_update, make_adamw
 from rlbatch.train.models import load_model
