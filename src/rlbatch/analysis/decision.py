@@ -196,14 +196,17 @@ def verdict_label(relative_time: float | None, ci: Sequence[float | None] | None
     return WITHIN_NOISE
 
 
-def alignment(rn_test: tuple[float, float] | None, tol: float = TOLERANCE) -> str | None:
-    """The equivalence grade of rN from its 90% interval (module docstring); None without one."""
+def alignment(rn_test: tuple[float, float] | None, tol: float = TOLERANCE,
+              penalty: Sequence[float] | None = None) -> str | None:
+    """The equivalence grade of rN from its 90% interval (module docstring); None without one. ``penalty``: the
+    interval that grades ``penalised`` (its lower end above 1), the 95% simultaneous one in a comparison (N4);
+    without it, the 90% interval itself."""
     if rn_test is None:
         return None
     lo, hi = rn_test
     if lo >= 1 / (1 + tol) and hi <= 1 + tol:
         return ALIGNED
-    if lo > 1:
+    if (penalty[0] if penalty is not None else lo) > 1:
         return PENALISED
     if hi < 1:
         return BELOW
@@ -272,12 +275,8 @@ def decide(ests: Mapping[str, Mapping[str, Any]], reference: str | None, *, leve
                 why = {FASTER: "its interval of the relative time lies below 1",
                        SLOWER: "its interval of the relative time lies above 1",
                        WITHIN_NOISE: "its interval of the relative time contains 1"}.get(label, "")
-            grade = alignment(test, tolerance)
-            if grade == PENALISED and not (iv["S"] is not None and iv["S"][0] > 1):
-                grade = NOT_DISTINGUISHABLE  # above 1 at 90% marginal only: not beyond the ladder's noise (N4)
-            elif grade == NOT_DISTINGUISHABLE and iv["S"] is not None and iv["S"][0] > 1:
-                grade = PENALISED
-            verdicts[n] = Verdict(n, e.get("batch_size"), label, why, rn, gain, rel, alignment=grade,
+            verdicts[n] = Verdict(n, e.get("batch_size"), label, why, rn, gain, rel,
+                                  alignment=alignment(test, tolerance, iv["S"]),
                                   rN_test=test, n_seeds=k, n_reached=kr)
             continue
         gain = Estimate.of(est["X"], iv["X"], level, source="measured: whole run") if est["X"] else Estimate(None)
@@ -321,7 +320,7 @@ def decide(ests: Mapping[str, Mapping[str, Any]], reference: str | None, *, leve
     elif not faster and reference not in best:
         best.insert(0, reference)
     if faster:
-        pick = safe_pick([n for n in best if n in faster], verdicts, reference)
+        pick = safe_pick([n for n in best if n in faster], verdicts)
     else:  # nothing shown faster: the best estimate among the set (the headline says it is optimistic)
         t = {n: ests[n].get("time_to_target_s") for n in best}
         timed = [n for n in best if t.get(n)]
@@ -337,27 +336,17 @@ def decide(ests: Mapping[str, Mapping[str, Any]], reference: str | None, *, leve
                     {q: 1 - sum(t) for q, t in tails.items()}, len(diffs), level, plans, no_spread)
 
 
-def safe_pick(members: Sequence[str], verdicts: Mapping[str, Verdict], reference: str) -> str | None:
-    """The pick among the "may be fastest" ``members`` (statistics review 2, N6): the member whose relative time's
-    simultaneous interval has the smallest upper end, among those measured to the target (the reference's is 1), so
-    a configuration is not picked for being the least known; ties by the point estimate, then the smaller batch.
-    A member known only by an upper bound (reached the target before its first evaluation) is the pick when its
-    bound is the smallest upper end; one known only by a lower bound never is. None when no member qualifies."""
-    def upper(n: str) -> float | None:
+def safe_pick(faster: Sequence[str], verdicts: Mapping[str, Verdict]) -> str | None:
+    """The pick among the configurations shown ``faster`` (statistics review 2, N6): the one whose relative time's
+    simultaneous interval has the smallest upper end (the upper bound's, for one that reached the target before its
+    first evaluation), so a configuration is not picked for being the least known; ties by the point estimate, then
+    the smaller batch. None when ``faster`` is empty."""
+    def upper(n: str) -> float:
         v = verdicts[n]
-        if n == reference:
-            return 1.0
-        if v.relative_time.hi is not None:
-            return v.relative_time.hi
-        if v.relative_time_at_most is not None and v.relative_time_at_most.hi is not None:
-            return v.relative_time_at_most.hi
-        return None
+        return v.relative_time.hi if v.relative_time.hi is not None else v.relative_time_at_most.hi
 
-    ok = [n for n in members if upper(n) is not None]
-    if not ok:
-        return None
-    return min(ok, key=lambda n: (upper(n), verdicts[n].relative_time.value if verdicts[n].relative_time.value
-                                  is not None else math.inf, verdicts[n].batch_size or 0))
+    return min(faster, key=lambda n: (upper(n), verdicts[n].relative_time.value or 0.0,
+                                      verdicts[n].batch_size or 0), default=None)
 
 
 def _point(e: Mapping[str, Any], ref: Mapping[str, Any], q: str) -> float | None:

@@ -118,9 +118,9 @@ def _spread_of(logs: np.ndarray, spread: SpreadPrior | None, name: str | None,
     else None. ``how``: ``moderated``, ``ladder``, ``own (wider than the others')`` or ``own``."""
     prior = spread.for_config(name, q) if spread is not None else None
     if prior is not None and math.isfinite(prior.s0):
-        if len(logs) >= 3 and prior.source in ("seeds", "timing") and hypervariable(logs, prior):
-            return float(np.std(logs, ddof=1)), float(len(logs) - 1), "own (wider than the others')"
-        if len(logs) == 2 and prior.source in ("seeds", "timing") and hypervariable(logs, prior):
+        if len(logs) >= 2 and prior.source in ("seeds", "timing") and hypervariable(logs, prior):
+            if len(logs) >= 3:
+                return float(np.std(logs, ddof=1)), float(len(logs) - 1), "own (wider than the others')"
             # two seeds: their own spread has 1 df (a t_1 interval spans orders of magnitude); the prior capped at
             # 1 df instead, half the weight each (statistics review 2, N12: moderate less, not not at all)
             s, df = moderated_spread(logs, min(prior.d0, 1.0), prior.s0, prior.cap)

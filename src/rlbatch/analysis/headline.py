@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from rlbatch.analysis.decision import (FASTER, SLOWER, STOPPED, UNDETERMINED, UNFINISHED, WITHIN_NOISE)
+from rlbatch.analysis.interval import _outward as outward
 from rlbatch.analysis.interval import format_interval
 from rlbatch.runstore import Run
 
@@ -101,9 +102,7 @@ def stopped_text(r: dict[str, Any]) -> str:
 
 def _outward(x: float, down: bool) -> str:
     """A bound rounded away from the claim it supports (statistics review 2, N13: 1.196 is "> 1.19", not "> 1.20")."""
-    from rlbatch.analysis.interval import _outward as out
-
-    return out(x, ".2f", down)
+    return outward(x, ".2f", down)
 
 
 def at_most_text(r: dict[str, Any]) -> str:
@@ -283,9 +282,9 @@ def headline(rows: list[dict[str, Any]], ref: str | None, metric: str, target: f
     out["lines"] = [first, second, third]
     wd = ""
     if not beats_reference:
-        from rlbatch.analysis.would_decide import no_spread_plan, sentence
+        from rlbatch.analysis.would_decide import NO_SPREAD_PLAN, sentence
 
-        wd = no_spread_plan({}) if no_spread else sentence(would_decide)
+        wd = NO_SPREAD_PLAN if no_spread else sentence(would_decide)
         out["would_decide"] = [{"config": p.config, "batch_size": p.batch_size, "relative_time": p.relative_time,
                                 "seeds_now": p.seeds_now, "reference_seeds": p.reference_seeds,
                                 "seeds": {f"{k:.2f}": v for k, v in p.seeds.items()},

@@ -120,11 +120,10 @@ def plan_seeds(ests: Mapping[str, Mapping[str, Any]], reference: str | None, mem
     return tuple(sorted(out, key=lambda p: p.relative_time or 1.0))
 
 
-def no_spread_plan(ests: Mapping[str, Mapping[str, Any]]) -> str:
-    """The sentence for a study with no spread at all (every configuration one seed, too few for a ladder)."""
-    return ("No seed-to-seed spread to judge or plan by: run a second seed (a distinct seed, not the same one at every "
-            "batch size) of the reference and of two other configurations; that measures the spread, and the next "
-            "analysis says how many seeds would decide.")
+#: the line for a study with no spread at all (every configuration one seed, too few for a ladder)
+NO_SPREAD_PLAN = ("No seed-to-seed spread to judge or plan by: run a second seed (a distinct seed, not the same one at "
+                  "every batch size) of the reference and of two other configurations; that measures the spread, and "
+                  "the next analysis says how many seeds would decide.")
 
 
 def sentence(plans: Sequence[SeedPlan]) -> str:

@@ -79,8 +79,8 @@ class SequentialResult:
     """The sequential study's answer: ``faster`` ({name: the look it was called at}), ``may_be_fastest`` (the last
     look's set), ``pick`` (a name: the safe pick among those called faster, else the set's best estimate), ``decided`` (something was called
     faster), ``dropped`` ({name: why}), ``looks`` (:class:`LookRecord` each), ``stop`` (why the study ended),
-    ``runs`` (trials run), ``design`` (its looks, futility, C), ``accounting`` (the last look's
-    :func:`rlbatch.analysis.accounting.account_runs`)."""
+    ``runs`` (trials run), ``design`` (its looks, futility, C), ``upper`` ({name: its relative time's upper end at the
+    look it was called faster})."""
 
     reference: str
     faster: dict[str, int]
@@ -92,7 +92,6 @@ class SequentialResult:
     stop: str
     runs: int
     design: dict[str, Any]
-    accounting: dict[str, Any] | None = None
     upper: dict[str, float] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
@@ -109,10 +108,8 @@ def _df(est: dict[str, Any]) -> float:
 
 
 def _log_diff(est: dict[str, Any], ref: dict[str, Any]) -> np.ndarray | None:
-    a = (est.get("_replicates") or {}).get("T")
-    key = "T"
-    if a is None:
-        a, key = (est.get("_replicates") or {}).get("T_low"), "T_low"
+    rep = est.get("_replicates") or {}
+    a = rep.get("T") if rep.get("T") is not None else rep.get("T_low")
     b = (ref.get("_replicates") or {}).get("T")
     if a is None or b is None or len(a) != len(b):
         return None
@@ -150,7 +147,7 @@ def run_sequential(runner: Runner, configs: Sequence[str], reference: str, targe
     dropped: dict[str, str] = {}
     records: list[LookRecord] = []
     seeds_of = {c: 0 for c in configs}
-    acc = None
+    dec = None
     stop = "last look"
     for j, n in enumerate(design.looks):
         want = [reference] + active
@@ -166,9 +163,9 @@ def run_sequential(runner: Runner, configs: Sequence[str], reference: str, targe
         runs = runner.runs()
         acc = account_runs(runs, target, metric, reference, n_boot=n_boot)
         ests = acc["estimates"]
+        # the look's boundary needs the reference's spread df, known once estimated: the decision again at its tail
         tail = design.tail(j, _df(ests[reference]))
         dec = decide(ests, reference, faster_tail=tail)
-        acc["decision"] = dec
         rec = LookRecord(j, n, tail, runs=len(runs))
         for c in list(active):
             v = dec.verdicts[c]
@@ -197,17 +194,13 @@ def run_sequential(runner: Runner, configs: Sequence[str], reference: str, targe
         if faster and _within_zone(active, faster, ests, reference, zone):
             stop = f"the rest within the {zone:.0%} indifference zone of one called faster"
             break
-    best = list(acc["decision"].may_be_fastest) if acc else []
-    if upper:
-        pick = min(upper, key=lambda c: (upper[c], c))
-    else:  # nothing shown faster: the best estimate among the set, named as such (never a claim)
-        t = {c: acc["estimates"][c].get("time_to_target_s") for c in best} if acc else {}
-        timed = [c for c in best if t.get(c)]
-        pick = min(timed, key=lambda c: (t[c], c)) if timed else reference
+    best = list(dec.may_be_fastest) if records else []
+    # the safe pick among those called faster, else the last look's best estimate (the decision's pick: never a claim)
+    pick = min(upper, key=lambda c: (upper[c], c)) if upper else ((dec.pick if records else None) or reference)
     return SequentialResult(reference, faster, best, pick, bool(faster), dropped, records, stop,
                             sum(seeds_of.values()),
                             {"looks": list(design.looks), "futility": design.futility, "C": design.C,
-                             "alpha": design.alpha, "zone": zone}, acc, upper)
+                             "alpha": design.alpha, "zone": zone}, upper)
 
 
 def _within_zone(active: Sequence[str], faster: dict[str, int], ests: dict[str, Any], reference: str,
