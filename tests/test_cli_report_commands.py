@@ -80,7 +80,9 @@ def test_analyze_of_one_run_prints_no_raw_warning(tmp_path):
     write_run(tmp_path / "one", linear_run("one", 64))
     r = rlbatch("analyze", tmp_path / "one", "--target", "0.3", "--out", tmp_path / "rep")
     assert r.returncode == 0, r.stderr
-    assert "Warning" not in r.stderr and "warnings.warn" not in r.stderr and r.stderr.strip() == ""
+    assert "Warning" not in r.stderr and "warnings.warn" not in r.stderr
+    # a slow machine may show the progress lines (stage after 2 s); nothing else may reach stderr
+    assert all(line.startswith("analyze: ") for line in r.stderr.splitlines()), r.stderr
 
 
 def test_library_warnings_are_not_shown_raw_and_ours_are_one_line(capsys):
