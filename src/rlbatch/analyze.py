@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
-from rlbatch.analysis.accounting import check_target
+from rlbatch.analysis.accounting import check_target, check_target_below_start
 from rlbatch.analysis.summaries import run_summaries
 from rlbatch.analysis.study import Study
 from rlbatch.output import console, markdown_table, print_json, rich_table
@@ -39,6 +39,7 @@ def analyze(paths: list[Path], *, target: float | None = None, metric: str = "ev
     stage(f"reading {len(paths)} path{'s' if len(paths) != 1 else ''}")
     runs, msgs = load_all(paths, log_format=log_format, mapping=mapping, prompts_per_step=prompts_per_step,
                           group_size=group_size, sets=sets)
+    check_target_below_start(runs, target, metric)
     study = Study.of(runs, target, metric, reference, ema=ema, sustained=sustained, clock=clock)
     stage(f"{len(runs)} run{'s' if len(runs) != 1 else ''} read; "
           + ("computing the accounting and writing the report" if out is not None else "computing the summary"))

@@ -53,7 +53,7 @@ from typing import Any, Sequence
 
 import pandas as pd
 
-from rlbatch.analysis.accounting import (N_BOOT, account_runs, check_target,
+from rlbatch.analysis.accounting import (N_BOOT, account_runs, check_target, check_target_below_start,
                                          default_reference, predicted_relative_time,
                                          relative_throughput)
 from rlbatch.analysis.table import account, read_accounting_csv
@@ -482,7 +482,9 @@ def plan_runs(runs: Sequence[Run], target: float, *, reference: str | None = Non
                    {"metric": metric, "input": "runs", "b_noise": _bn_json(bn), "clock": acc["clock"],
                     "throughput_model": {"source": model_src, "gen_exponent": model["gen"]["exponent"]}
                     if model is not None else None, "notes": notes, "reach": reach_info, "no_pick": no_pick,
-                    "provisional": provisional})
+                    "provisional": provisional,
+                    # the analyze headline's "what would decide" (issue 52), one sentence on every page
+                    "would_decide": (acc.get("headline") or {}).get("would_decide_text")})
 
 
 # --------------------------------------------------------------------------------------------------- entry points
@@ -528,6 +530,7 @@ def make_plan(paths: Sequence[Path | str], *, target: float | None = None, refer
                           profile=profile, tol=tol)
 
     runs, msgs = load_all(paths, log_format=log_format, mapping=mapping, sets=sets)
+    check_target_below_start(runs, target, metric)
     plan = plan_runs(runs, target, reference=reference, metric=metric, candidates=candidates, profile=profile,
                      tol=tol, clock=clock, study=Study.of(runs, target, metric, reference, clock=clock))
     plan["notes"] = list(msgs) + plan["notes"]

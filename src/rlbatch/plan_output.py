@@ -82,7 +82,7 @@ def to_markdown(plan: dict[str, Any]) -> str:
     lines += [f"- {c['sentence']}" for c in plan["candidates"]]
     if plan.get("aligned_family"):
         fam = plan["aligned_family"]
-        lo, hi = fam[0], fam[-1]
+        lo = fam[0]
         span = ", ".join(f"B = {b}" for b in fam) if len(fam) > 1 else f"only B = {lo}"
         tol = plan["tolerance"]
         lines += ["", f"Aligned family (square-root LR rule; rN shown within {tol:.0%} of the reference's: its "
@@ -93,6 +93,8 @@ def to_markdown(plan: dict[str, Any]) -> str:
               "(McCandlish et al. 2018, eq. 2.11)."]
     for n in plan.get("notes") or []:
         lines.append(f"- Note: {n}")
+    if plan.get("would_decide"):
+        lines += ["", plan["would_decide"]]
     return "\n".join(lines)
 
 
@@ -111,3 +113,5 @@ def print_plan(plan: dict[str, Any], fmt: str) -> None:
     for n in plan.get("notes") or []:
         con.print(f"  note: {n}")
     con.print(f"[bold]{_headline(plan)}[/bold]")
+    if plan.get("would_decide"):
+        con.print(plan["would_decide"])

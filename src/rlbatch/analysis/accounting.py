@@ -258,7 +258,8 @@ def account_runs(runs: Sequence[Run], target: float, metric: str = "eval/score",
                "relative_time_at_most_hi": v.relative_time_at_most.hi if v.relative_time_at_most else None,
                "verdict": v.label, "why": v.why, "faster_than_reference": v.faster,
                "may_be_fastest": name in dec.may_be_fastest, "alignment": v.alignment,
-               "rN_test": list(v.rN_test) if v.rN_test else None, "at_most": e.get("at_most") or []}
+               "rN_test": list(v.rN_test) if v.rN_test else None, "at_most": e.get("at_most") or [],
+               "samples_to_target_at_most": e.get("samples_to_target_at_most")}
         if dec.reference is None and ref is not None:  # short probes: the reference has not reached the target
             c = compare(e, ests[ref]) if e is ests[ref] else compare(e, {**e, "samples_to_target": None,
                                                                          "throughput_samples_per_s": None,
@@ -380,6 +381,30 @@ def check_target(target: float | None) -> None:
         raise UserError(f"--target must be a finite score, got {target!r}", field="target")
 
 
+def check_target_below_start(runs: Sequence[Run], target: float | None, metric: str = "eval/score") -> None:
+    """Refuse a ``target`` at or below every run's first evaluation of ``metric`` (the one at step 0 where logged,
+    else the first after it): every run starts at the target, so samples-to-target is 0 or only bounded above by
+    the first evaluation, and no batch size can be compared (researcher tryout, finding 1: ``--target -3`` or a
+    target below every start gave "No run reached"). A :class:`UserError` naming ``--target``, with the lowest
+    first evaluation and the best score; runs without an evaluation of ``metric`` are left to the accounting."""
+    if target is None:
+        return
+    firsts = []
+    for r in runs:
+        ev = r.evals
+        if ev is None or metric not in ev or ev[metric].notna().sum() == 0:
+            continue
+        e = ev.dropna(subset=[metric]).sort_values("samples/retained" if "samples/retained" in ev else "step")
+        firsts.append((float(e[metric].iloc[0]), float(e[metric].max()), r.run_id))
+    if not firsts or any(f < target for f, _, _ in firsts):
+        return
+    low, _, run = min(firsts)
+    best = max(b for _, b, _ in firsts)
+    raise UserError(f"--target {target:g} is at or below every run's first evaluation of {metric} (the lowest: "
+                    f"{low:.4g}, {run}): every run starts at the target, so nothing can be compared; choose a target "
+                    f"between {low:.4g} and the best score {best:.4g}", field="target")
+
+
 def summary_of(acc: dict[str, Any]) -> dict[str, Any]:
     """One comparison group's :func:`account_runs` result in :func:`accounting_summary`'s form."""
     return {"accounting": acc["rows"], "reference": acc["reference"], "recommendation": acc["recommendation"],
@@ -436,7 +461,7 @@ def accounting_summary(runs: Sequence[Run], target: float, metric: str = "eval/s
 
 #: Re-exported for their callers: the estimation lives in :mod:`rlbatch.analysis.estimate`
 __all__ = ["CONF", "N_BOOT", "Estimator", "JSON_KEYS", "ROW_KEYS", "TOLERANCE", "account_runs", "accounting_summary",
-           "aligned", "aligned_span", "check_target", "clipped_share", "compare", "comparison_groups",
+           "aligned", "aligned_span", "check_target", "check_target_below_start", "clipped_share", "compare", "comparison_groups",
            "comparison_spread", "default_reference", "estimate_configuration", "geometric_mean", "intervals_overlap",
            "lr_retuning", "lr_rule_apart", "predicted_relative_time", "ratios", "relative_throughput", "relative_time",
            "retained_share", "retuning_json", "sample_ratio", "seed_estimate", "still_running", "summary_of",

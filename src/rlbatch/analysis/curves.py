@@ -8,7 +8,6 @@ target has no samples-to-target: ``None``, never infinity or zero.
 
 from __future__ import annotations
 
-import math
 import re
 from typing import Any
 

@@ -330,7 +330,7 @@ def decide(ests: Mapping[str, Mapping[str, Any]], reference: str | None, *, leve
     if not beats:
         from rlbatch.analysis.would_decide import plan_seeds
 
-        plans = plan_seeds(ests, reference, best, len(diffs), ALPHA_FASTER)
+        plans = plan_seeds(ests, reference, best, len(diffs), ALPHA_FASTER, ALPHA_SLOWER)
     no_spread = bool(measured) and all(verdicts[n].relative_time.lo is None for n in measured)
     return Decision(reference, {n: verdicts[n] for n in names}, tuple(best), pick, beats,
                     {q: 1 - sum(t) for q, t in tails.items()}, len(diffs), level, plans, no_spread)

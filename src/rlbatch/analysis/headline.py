@@ -97,12 +97,16 @@ def stopped_text(r: dict[str, Any]) -> str:
     at = st.get("samples")
     return (f"{_name(r)} stopped at {at:,.0f} samples ({st.get('state')}: {st.get('why')})" if at else
             f"{_name(r)} stopped ({st.get('state')}: {st.get('why')})") + (
-        f", rN > {r['rN_at_least']:.2f} by then" if r.get("rN_at_least") else "")
+        f", rN > {bound(r['rN_at_least'], True)} by then" if r.get("rN_at_least") else "")
 
 
-def _outward(x: float, down: bool) -> str:
-    """A bound rounded away from the claim it supports (statistics review 2, N13: 1.196 is "> 1.19", not "> 1.20")."""
+def bound(x: float, down: bool) -> str:
+    """A bound rounded away from the claim it supports (statistics review 2, N13: 1.196 is "> 1.19", not "> 1.20"):
+    down for a lower bound, up for an upper; the one rounding of bounds on every page (text and table cells)."""
     return outward(x, ".2f", down)
+
+
+_outward = bound
 
 
 def at_most_text(r: dict[str, Any]) -> str:
@@ -289,7 +293,7 @@ def headline(rows: list[dict[str, Any]], ref: str | None, metric: str, target: f
                                 "seeds_now": p.seeds_now, "reference_seeds": p.reference_seeds,
                                 "seeds": {f"{k:.2f}": v for k, v in p.seeds.items()},
                                 "more_runs": {f"{k:.2f}": p.more_runs(k) for k in p.seeds},
-                                "sigma": p.sigma, "sigma_df": p.sigma_df, "reason": p.reason}
+                                "sigma": p.sigma, "sigma_df": p.sigma_df, "reason": p.reason, "claim": p.claim}
                                for p in would_decide]
     und = [r for r in rows if r.get("verdict") == UNDETERMINED]
     if und:
@@ -313,6 +317,7 @@ def headline(rows: list[dict[str, Any]], ref: str | None, metric: str, target: f
         out["provisional"] = True
     if wd:
         out["lines"].append(wd)
+        out["would_decide_text"] = wd  # the one sentence plan and watch show too
     out["bullets"] = [verdict(r, ref) for r in rows if r["run"] not in (ref, pick)
                       and r.get("verdict") not in (STOPPED, UNFINISHED)]
     hw = {str(r.meta.hardware) for r in runs if r.meta.hardware}
@@ -332,5 +337,5 @@ def headline_markdown(h: dict[str, Any]) -> str:
     return text
 
 
-__all__ = ["AGGREGATION", "FEW_SEEDS", "INTERVALS", "REJECTED", "WITHIN_NOISE", "batch_list", "clock_note",
+__all__ = ["AGGREGATION", "FEW_SEEDS", "INTERVALS", "REJECTED", "WITHIN_NOISE", "batch_list", "bound", "clock_note",
            "few_seeds_text", "headline", "headline_markdown", "stopped_text", "verdict"]

@@ -20,8 +20,7 @@ slopes -0.468 GRPO, -0.471 PPO).
 from __future__ import annotations
 
 import math
-import warnings
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import pandas as pd

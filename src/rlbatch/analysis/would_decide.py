@@ -11,6 +11,11 @@ uncertainty averaged over (the power at the spread's posterior, :func:`rlbatch.a
 A contender whose estimate is within the indifference zone of 1 (:data:`ZONE`) gets no seed count: no feasible
 number of seeds separates it (a 10% difference needs tens of seeds at the spreads measured so far).
 
+When no contender's estimate is below 1 (the reference is the best estimate), what decides is the others shown
+slower, leaving the reference alone in "may be fastest": each member of the set gets the seeds whose one-sided
+simultaneous test at the decision's ``ALPHA_SLOWER`` calls it slower at its estimate (``claim="slower"``), the
+nearest one being what bounds the cost.
+
 A study with no spread to plan by (one seed per configuration and too few configurations for a ladder spread) is
 told the least that measures one: two seeds at three configurations (statistics review 2, N2).
 
@@ -37,7 +42,8 @@ class SeedPlan:
     """One contender's plan: ``config`` (its name, B ``batch_size``), its estimated ``relative_time`` and the seeds
     it and the reference have now (``seeds_now``, ``reference_seeds``); ``seeds`` {power: seeds per configuration
     needed, None beyond :data:`MAX_SEEDS`}; ``sigma`` / ``sigma_df``: the per-seed log-sd of time-to-target planned
-    with and its degrees of freedom; ``reason``: why there is no count (within the zone, no spread)."""
+    with and its degrees of freedom; ``reason``: why there is no count (within the zone, no spread); ``claim``: "faster" (the contender shown faster than the
+    reference) or "slower" (shown slower, so that the reference alone may be fastest)."""
 
     config: str
     batch_size: int | None
@@ -48,6 +54,7 @@ class SeedPlan:
     sigma: float | None
     sigma_df: float | None
     reason: str = ""
+    claim: str = "faster"
 
     def more_runs(self, power: float) -> int | None:
         """Runs to add for ``power``: the contender's and the reference's seeds up to the planned count."""
@@ -67,7 +74,8 @@ class SeedPlan:
             parts.append(f"{p:.0%}: more than {MAX_SEEDS} seeds" if n is None else
                          f"{p:.0%}: {n} seeds each ({self.more_runs(p)} more runs)")
         df = f", {self.sigma_df:.0f} df" if self.sigma_df and math.isfinite(self.sigma_df) else ""
-        return (f"{name} ({self.relative_time:.2f}x the reference's time-to-target) and the reference with "
+        what = "" if self.claim == "faster" else " shown slower than the reference"
+        return (f"{name}{what} ({self.relative_time:.2f}x the reference's time-to-target) and the reference with "
                 f"{'; '.join(parts)}, at a per-seed log-sd of {self.sigma:.2f}{df} (its uncertainty averaged over)")
 
 
@@ -80,10 +88,12 @@ def _sigma(e: Mapping[str, Any]) -> tuple[float | None, float | None]:
 
 
 def plan_seeds(ests: Mapping[str, Mapping[str, Any]], reference: str | None, members: Sequence[str],
-               comparisons: int, alpha: float) -> tuple[SeedPlan, ...]:
+               comparisons: int, alpha: float, alpha_slower: float | None = None) -> tuple[SeedPlan, ...]:
     """:class:`SeedPlan` per contender among ``members`` (the "may be fastest" set) against ``reference``, for a
     comparison of ``comparisons`` configurations besides the reference at familywise ``alpha`` of "faster" claims.
-    Contenders by their estimated relative time, the fastest first. Empty without a reference."""
+    Contenders by their estimated relative time, the fastest first. When no member's estimate is below the
+    reference's and ``alpha_slower`` is given, the members' plans to be shown slower at that level instead, the
+    nearest first. Empty without a reference."""
     from rlbatch.analysis.sequential import seeds_for_power
 
     if reference is None or reference not in ests:
@@ -91,19 +101,21 @@ def plan_seeds(ests: Mapping[str, Mapping[str, Any]], reference: str | None, mem
     ref = ests[reference]
     t_ref = ref.get("time_to_target_s")
     k_ref = int(ref.get("n_seeds") or 0)
+    if not t_ref:
+        return ()
+    rels = {n: ests[n]["time_to_target_s"] / t_ref for n in members
+            if n != reference and ests[n].get("reached") and ests[n].get("time_to_target_s")}
+    claim = "faster" if any(r < 1 for r in rels.values()) or alpha_slower is None else "slower"
     out = []
-    for n in members:
+    for n, rel in rels.items():
         e = ests[n]
-        if n == reference or not e.get("reached") or not e.get("time_to_target_s") or not t_ref:
-            continue
-        rel = e["time_to_target_s"] / t_ref
-        if rel >= 1:
+        if (rel >= 1) == (claim == "faster"):
             continue
         k = int(e.get("n_seeds") or 0)
         sigma, df = _sigma(e)
         base = dict(config=n, batch_size=e.get("batch_size"), relative_time=rel, seeds_now=k, reference_seeds=k_ref,
-                    sigma=sigma, sigma_df=df)
-        if rel >= 1 / (1 + ZONE):
+                    sigma=sigma, sigma_df=df, claim=claim)
+        if 1 / (1 + ZONE) <= rel <= 1 + ZONE:
             out.append(SeedPlan(**base, seeds={}, reason=(
                 f"{rel:.2f}x the reference's time, within the {ZONE:.0%} indifference zone: no feasible number of "
                 "seeds separates it")))
@@ -114,10 +126,11 @@ def plan_seeds(ests: Mapping[str, Mapping[str, Any]], reference: str | None, mem
                 "configuration (distinct seeds), which measures one")))
             continue
         sdf = df if df is not None and math.isfinite(df) and df > 0 else None
-        seeds = {p: seeds_for_power(math.log(rel), sigma, p, n_configs=comparisons + 1, alpha=alpha,
+        effect, level = (math.log(rel), alpha) if claim == "faster" else (-math.log(rel), alpha_slower)
+        seeds = {p: seeds_for_power(effect, sigma, p, n_configs=comparisons + 1, alpha=level,
                                     max_seeds=MAX_SEEDS, sigma_df=sdf) for p in POWERS}
         out.append(SeedPlan(**base, seeds=seeds))
-    return tuple(sorted(out, key=lambda p: p.relative_time or 1.0))
+    return tuple(sorted(out, key=lambda p: p.relative_time or 1.0))  # the fastest, or the nearest slower, first
 
 
 #: the line for a study with no spread at all (every configuration one seed, too few for a ladder)
@@ -130,6 +143,10 @@ def sentence(plans: Sequence[SeedPlan]) -> str:
     """The headline line: ``What would decide (...)``; empty when there is no plan."""
     if not plans:
         return ""
+    if plans[0].claim == "slower":
+        return ("What would decide (the reference is the best estimate: the others shown slower, a one-sided "
+                "simultaneous test with the stated power if each one's true relative time is its estimate; the "
+                "nearest bounds the cost): " + "; ".join(p.sentence() for p in plans[:3]) + ".")
     return ("What would decide (a one-sided simultaneous test calling it faster with the stated power, if its true "
             "relative time is its estimate; the pick's estimate is optimistic, so read the counts as the least "
             "that may do): " + "; ".join(p.sentence() for p in plans[:3]) + ".")

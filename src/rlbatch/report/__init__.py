@@ -25,7 +25,7 @@ from typing import Any
 from markdown_it import MarkdownIt
 
 from rlbatch.analysis.summaries import configuration_summaries, run_summaries, seed_rows
-from rlbatch.analysis.headline import INTERVALS, clock_note, headline_markdown
+from rlbatch.analysis.headline import INTERVALS, bound, clock_note, headline_markdown
 from rlbatch.analysis.curves import CLOCK_X, aggregate_seeds, group_seeds
 from rlbatch.analysis.interval import format_interval
 from rlbatch.analysis.study import Study
@@ -125,10 +125,13 @@ def with_ci(v: Any, ci: Any) -> str:
 
 def samples_to_target_cell(r: dict) -> str:
     """An accounting row's samples-to-target for a table: the count, ``stopped at N`` (an adaptive sweep stopped
-    it), ``unfinished`` (its trials had not finished) or ``not reached`` (it ran its budget without reaching)."""
+    it), ``unfinished`` (its trials had not finished), ``≤ N`` (reached before its first evaluation after 0, at N
+    samples: an upper bound) or ``not reached`` (it ran its budget without reaching)."""
     v = r.get("samples_to_target")
     if v is not None:
         return count(v)
+    if r.get("samples_to_target_at_most"):
+        return f"≤ {count(r['samples_to_target_at_most'])}"
     st = r.get("stopped")
     if st:
         return f"stopped at {count(st.get('samples'))}" if st.get("samples") else "stopped early"
@@ -145,7 +148,10 @@ def with_ci_cells(rows: list[dict]) -> list[dict]:
         cells = {f"{k}_cell": with_ci(r.get(k), r.get(f"{k}_ci")) for k in ("rN", "relative_throughput",
                                                                             "relative_time")}
         if r.get("rN") is None and r.get("rN_at_least"):
-            cells["rN_cell"] = f"> {r['rN_at_least']:.2f}"
+            cells["rN_cell"] = f"> {bound(r['rN_at_least'], True)}"
+        for k in ("rN", "relative_time"):  # reached before the first evaluation after 0: upper bounds (N1)
+            if r.get(k) is None and r.get(f"{k}_at_most"):
+                cells[f"{k}_cell"] = f"≤ {bound(r[f'{k}_at_most'], False)}"
         cells["samples_to_target_cell"] = samples_to_target_cell(r)
         out.append({**r, **cells})
     return out
@@ -348,7 +354,7 @@ def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None,
            "to the target" + (", from the timing pass (the clock note above)" if timed else "") + ".", "",
            markdown_table(_md_cell_safe(crow), filled_columns(crow, conf_cols), none=NOT_REACHED), ""]
     if seeded:
-        md += [f"Per-run values (each seed) are in `report.json` (`runs`).", ""]
+        md += ["Per-run values (each seed) are in `report.json` (`runs`).", ""]
 
     figs: list[tuple[str, str, Any]] = []  # (file name, caption, figure)
     band = " Lines: mean over the seeds still running at each point (to the last point any seed has); shaded: " \

@@ -28,7 +28,7 @@ import tempfile
 import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
@@ -353,3 +353,32 @@ def run_sequential_one(sc: Scenario, study_seed: int, looks: Sequence[int] = (2,
             "best_set_has_fastest": any(n in res.may_be_fastest for n in fastest),
             "runs": res.runs, "retained": runner.retained(), "decided": res.decided, "stop": res.stop,
             "pick": res.pick, "looks": len(res.looks)}
+
+
+def simulate_plan(sc: Scenario, plan: dict[str, Any], power: str, studies: int, seed: int = 0,
+                  floor: float = 0.07) -> float:
+    """Run a "what would decide" plan (one entry of the headline's ``would_decide``, claim "faster") in simulation:
+    ``studies`` studies of ``sc``'s batches in which the contender's true relative time is its estimate (the plan's
+    assumption) and the per-seed log-sd of time-to-target a draw from the plan's spread posterior (sigma^2 = df
+    s^2 / chi2_df, as :func:`rlbatch.analysis.sequential.seeds_for_power` averages over), the contender and the
+    reference at the planned seeds for ``power`` ("0.80" / "0.90"), the others at ``sc.seeds``; each analysed as
+    ``rlbatch analyze`` does. ``floor``: the log-sd a run has without any seed effect (the evaluation noise at the
+    crossing; 0.07 at 1,024 items), taken off the drawn sd to set the scenario's ``seed_sd``. Returns the share of
+    studies whose contender is called faster (the realised power)."""
+    rng = np.random.default_rng(seed)
+    n = int(plan["seeds"][power])
+    b = int(plan["batch_size"])
+    sig, df = float(plan["sigma"]), plan.get("sigma_df")
+    wants = {f"B{x}-G8-sqrt": (n if x in (b, sc.batches[0]) else sc.seeds) for x in sc.batches}
+    hits = 0
+    for k in range(studies):
+        s = sig * math.sqrt(df / rng.chisquare(df)) if df else sig
+        sck = replace(sc, name=f"{sc.name} plan {k}", rn={}, gain={b: 1.0 / plan["relative_time"]},
+                      seed_sd=math.sqrt(max(s * s - floor * floor, 0.0)))
+        runner = SimulatedRunner(sck, seed * 100_003 + k)
+        runner.ensure(wants)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            acc = analyze_runs(runner.runs(), sc.target)
+        hits += any(r.get("batch_size") == b and r.get("verdict") == "faster" for r in acc.get("accounting") or [])
+    return hits / studies
