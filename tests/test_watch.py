@@ -167,7 +167,9 @@ def test_watch_shows_what_the_adaptive_loop_stopped_and_why(stored, tmp_path):
     # the short names explained once, before the first update (newcomer finding 9)
     assert legend.startswith("watch: S = retained samples so far") and "T* = time-to-target" in legend
     assert [ln.split()[2] for ln in lines[:3]] == ["B16-G8-sqrt-s0", "B32-G8-sqrt-s0", "B64-G8-sqrt-s0"], lines
-    assert lines[1].endswith(f"| cannot win: {why}") and lines[-1].startswith("update 1: best ")
+    assert lines[1].endswith(f"| cannot win: {why}") and lines[3].startswith("update 1: best ")
+    # then what would decide (issue 52): one seed each, so how to measure a spread
+    assert lines[4].startswith("update 1: No seed-to-seed spread to judge or plan by")
 
 
 def test_watch_ends_on_a_finished_sweep_and_counts_checks_without_change(stored, tmp_path):

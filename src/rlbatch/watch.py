@@ -18,6 +18,7 @@ It only reads: nothing is written into the watched directory.
 
 from __future__ import annotations
 
+import codecs
 import io
 import json
 import math
@@ -90,6 +91,8 @@ class WatchUpdate:
     stopped: dict[str, str] = field(default_factory=dict)
     #: every trial has finished (run directories no longer running, the adaptive loop done): nothing more will come
     finished: bool = False
+    #: the analyze headline's "what would decide" for an undecided comparison (issue 52), else None
+    would_decide: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -119,8 +122,12 @@ def snapshot(path: Path | str, *, target: float | None, metric: str = "eval/scor
             if not may_appear(path):  # what analyze, inspect and plan refuse: the same error (exit 2)
                 raise
             stopped = interrupted(path, [])
+            partial = [p for p in ([path] if path.is_file() else sorted(path.rglob("*"))) if _only_partial_line(p)]
+            why = (f"{', '.join(p.name for p in partial[:3])}{' ...' if len(partial) > 3 else ''} "
+                   f"{'holds' if len(partial) == 1 else 'hold'} only a first line still being written (no line end "
+                   "yet)") if partial else str(err)
             return WatchUpdate(update, str(path), target, metric, "wall", [], finished=stopped is not None,
-                               note=stopped or f"waiting for a training log to appear (Ctrl-C to stop): {err}")
+                               note=stopped or f"waiting for a training log to appear (Ctrl-C to stop): {why}")
     up = predict(runs, target=target, metric=metric, update=update, path=str(path), n_boot=n_boot)
     missing = sorted({f"--{f.replace('_', '-')}" for r in runs for f in missing_fields(r)
                       if f in ("prompts_per_step", "group_size")})
@@ -148,16 +155,55 @@ def _sweep_dir(path: Path) -> Path | None:
     return None
 
 
+#: the longest first line (bytes) still taken for one being written: past it, a file without a line end is a file
+PARTIAL_LINE_MAX = 1 << 20
+
+
+def _only_partial_line(path: Path) -> bool:
+    """Whether the file ``path`` holds only a first line still being written (researcher tryout finding 14: a
+    just-started log caught mid-write, ``{"step": 1, "eval/sc``): text without any line end that is not a complete
+    JSON document (a ``.json`` file written without a final newline is complete). Binary data (a NUL or another
+    control character) is not a line; neither is more than :data:`PARTIAL_LINE_MAX` bytes."""
+    try:
+        if not path.is_file() or not 0 < path.stat().st_size <= PARTIAL_LINE_MAX:
+            return False
+        data = path.read_bytes()
+    except OSError:
+        return False
+    if b"\n" in data or b"\r" in data.rstrip(b"\r"):
+        return False
+    try:  # the write may stop inside a multi-byte character: an incomplete last sequence is still text
+        text = codecs.getincrementaldecoder("utf-8")().decode(data, final=False)
+    except UnicodeDecodeError:
+        return False
+    if any(ord(c) < 32 and c not in "\t\r\x0c" for c in text):
+        return False
+    try:
+        json.loads(text)
+    except ValueError:
+        return True
+    return False
+
+
+def _not_started(path: Path) -> bool:
+    """An empty file, or one whose only line is still being written (:func:`_only_partial_line`)."""
+    try:
+        return path.stat().st_size == 0 or _only_partial_line(path)
+    except OSError:
+        return False
+
+
 def may_appear(path: Path) -> bool:
     """Whether a training log may still appear at ``path``, so that nothing readable yet is a wait, not an error:
-    an empty file or directory, a sweep's directory (its ``sweep.json``) or ``trials/``, or a directory a live
-    rlbatch process holds (its ``.lock``). A file or a directory of files no reader knows is an error, as for
-    ``rlbatch analyze``."""
+    an empty file, a file whose only line is still being written (no line end yet), a directory holding nothing else,
+    a sweep's directory (its ``sweep.json``) or ``trials/``, or a directory a live rlbatch process holds (its
+    ``.lock``). A file or a directory of files no reader knows (a complete line no reader knows included) is an
+    error, as for ``rlbatch analyze``."""
     if path.is_file():
-        return path.stat().st_size == 0
+        return _not_started(path)
     if _sweep_dir(path) is not None or lock_holder(path) is not None:
         return True
-    return not any(p.is_file() and p.name != ".lock" for p in path.rglob("*"))
+    return all(_not_started(p) for p in path.rglob("*") if p.is_file() and p.name != ".lock")
 
 
 def interrupted(path: Path, runs: list[Run]) -> str | None:
@@ -291,6 +337,7 @@ def predict(runs: list, *, target: float | None, metric: str = "eval/score", upd
             up.note = f"no plan yet: {err}"
         else:
             up.recommended = plan["recommended"]
+            up.would_decide = plan.get("would_decide")
             best = next((c for c in plan["candidates"] if c["run"] == plan["recommended"]), None)
             crossed = earliest_crossing(runs, target, metric)
             now = race(groups, target, metric, clock, reference=plan.get("reference"))
@@ -398,6 +445,8 @@ def line(up: WatchUpdate) -> str:
     if up.recommended is not None:
         out.append(f"update {up.update}: best {up.recommended}" + (" (finished)" if up.finished and not up.note
                                                                     else ""))
+    if up.would_decide:
+        out.append(f"update {up.update}: {up.would_decide}")
     if up.note:
         out.append(f"update {up.update}: {up.note}")
     return "\n".join(out)
@@ -429,6 +478,8 @@ def render(up: WatchUpdate):
             r.add_row(str(x["config"]), _num(x["predicted_relative_time"], ".2f"), _iv(x["interval"], ".2f"),
                       f"{_num(x['rN'], '.2f')} ({x['rN_source']})", x["why"] or "")
         parts.append(r)
+    if up.would_decide:
+        parts.append(up.would_decide)
     if up.note:
         parts.append(up.note)
     return Group(*parts)

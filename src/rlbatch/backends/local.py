@@ -19,14 +19,16 @@ import time
 import warnings
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
+from dataclasses import replace
 from pathlib import Path
+from typing import Callable
 
-from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
-                           TimeRemainingColumn)
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from rlbatch.backends.local_trl import run_trial_trl
 from rlbatch.errors import Interrupted, UserError
 from rlbatch.procs import die_with_parent
+from rlbatch.progress import After, Eta, EtaColumn
 from rlbatch.runstore import check_writable, lock_run_dir, remove_stale_temps
 from rlbatch.study.ladder import TrialSpec, trial_order
 from rlbatch.study.manifest import TRIALS_DIR, read_manifest, short_error, trial_finished, write_manifest
@@ -90,27 +92,32 @@ def _work(spec_json: dict, run_dir: str, runner: str = "local") -> tuple[str, st
 
 
 def run_sweep(specs: list[TrialSpec], out: Path | str, *, workers: int = 1, threads: int = 1,
-              settings: dict | None = None, progress: bool = True, runner: str = "local") -> dict:
+              settings: dict | None = None, progress: bool = True, runner: str = "local",
+              after: After | None = None, clock: Callable[[], float] = time.monotonic) -> dict:
     """Run every trial of ``specs`` not yet finished into ``out/trials/<run_id>``, keeping ``out/sweep.json``
     (the specs and each trial's state ``pending|running|finished|failed``). Trials of an existing manifest are kept
     (matched by run id) and new ones appended, so a re-run skips finished trials and resumes the others.
     ``runner``: ``local`` (our trainer) or ``trl`` (each trial with TRL's GRPOTrainer,
     :mod:`rlbatch.backends.local_trl`);
-    it is the manifest's ``backend``. Returns the manifest."""
+    it is the manifest's ``backend``. ``progress``: a live bar on a terminal, else one plain line per trial (flushed),
+    each with the time elapsed and left (:class:`rlbatch.progress.Eta` on ``clock``); the time left includes
+    ``after``, what the command does once the trials end (default: the report over the sweep's trials; the demo adds
+    its timing pass). Returns the manifest."""
 
     out = Path(out)
     check_writable(out)
     lock = lock_run_dir(out)  # one sweep process per directory; released on exit, even by kill -9
     try:
         remove_stale_temps(out)  # a killed manifest write's temp file
-        return _run_sweep(specs, out, workers, threads, settings, progress, runner)
+        return _run_sweep(specs, out, workers, threads, settings, progress, runner, after, clock)
     finally:
         if lock is not None:
             lock.close()
 
 
 def _run_sweep(specs: list[TrialSpec], out: Path, workers: int, threads: int, settings: dict | None,
-               progress: bool, runner: str = "local") -> dict:
+               progress: bool, runner: str = "local", after: After | None = None,
+               clock: Callable[[], float] = time.monotonic) -> dict:
     manifest = read_manifest(out) or {"version": 1, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                                       "settings": settings or {}, "trials": []}
     if settings:
@@ -135,32 +142,32 @@ def _run_sweep(specs: list[TrialSpec], out: Path, workers: int, threads: int, se
     skipped = len(specs) - len(todo)
     if not todo:
         if progress:
-            print(f"sweep: all {len(specs)} trials already finished in {out}")
+            print(f"sweep: all {len(specs)} trials already finished in {out}", flush=True)
         return manifest
 
+    after = after if after is not None else After()  # the report over the sweep's trials follows
+    if after.report and after.runs is None:
+        after = replace(after, runs=len(manifest["trials"]))
+    eta = Eta(len(todo), name="trials", after=after, clock=clock)
     bar = None
-    if progress:
+    if progress and sys.stdout.isatty():  # a log file or pipe gets no live bar: one plain line per trial instead
         bar = Progress(TextColumn("[bold]sweep"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
-                       TimeElapsedColumn(), TextColumn("left ~"), TimeRemainingColumn())
+                       EtaColumn(eta))
         bar.start()
         tid = bar.add_task("trials", total=len(todo), info=f"{skipped} already finished" if skipped else "")
-
-    started = time.monotonic()
 
     def done(run_id: str, state: str, error: str | None, secs: float) -> None:
         entry = known[run_id]
         entry.update(state=state, error=error, seconds=round(secs, 2), attempts=int(entry.get("attempts") or 0) + 1)
         write_manifest(out, manifest)
         why = f": {short_error(error)}" if error else ""
-        if bar:
+        eta.advance()
+        if bar is not None:
             bar.update(tid, advance=1, info=f"{run_id}: {state} ({secs:.0f} s)")
-            if not sys.stdout.isatty():  # a log file gets no live bar: one plain line per trial instead
-                n = sum(1 for e in todo if e["state"] in ("finished", "failed"))
-                spent = time.monotonic() - started
-                left = f", ~{spent / n * (len(todo) - n):.0f} s left" if n < len(todo) else ""
-                print(f"sweep: {n}/{len(todo)} {run_id}: {state} ({secs:.0f} s{left}){why}", flush=True)
-            elif why:  # a failure says why above the live bar (its state and error are in sweep.json too)
+            if why:  # a failure says why above the live bar (its state and error are in sweep.json too)
                 bar.console.print(f"sweep: {run_id}: failed{why}", highlight=False, soft_wrap=True)
+        elif progress:
+            print(f"sweep: {eta.done}/{len(todo)} {run_id}: {state} ({secs:.0f} s; {eta.text()}){why}", flush=True)
 
     try:
         if workers <= 1:
@@ -216,7 +223,7 @@ def _run_sweep(specs: list[TrialSpec], out: Path, workers: int, threads: int, se
                                   f"{len(manifest['trials'])} trials kept in {out})")
         raise interrupted from None
     finally:
-        if bar:
+        if bar is not None:
             bar.stop()
         for entry in manifest["trials"]:
             if entry["state"] == "running":

@@ -16,11 +16,12 @@ from typing import Any
 
 from rlbatch.backends.local import prepare_here, run_sweep
 from rlbatch.errors import UserError
+from rlbatch.progress import After, hms, report_guess
 from rlbatch.study.gpu_preset import GPU_DEMOS
 from rlbatch.study.ladder import build_ladder
-from rlbatch.study.manifest import check_same_study
+from rlbatch.study.manifest import check_same_study, read_manifest
 from rlbatch.study.report import report_sweep
-from rlbatch.study.timing import timing_pass
+from rlbatch.study.timing import pending_blocks, timing_pass
 from rlbatch.train.config import check_device
 
 #: The demo studies. tiny (issue 23: the same study on every machine; the warm start is the shipped tiny-v2):
@@ -133,17 +134,31 @@ def run_demo(out: Path | str = "runs/demo", *, preset: str = "tiny", seeds: int 
     check_same_study(Path(out), specs, settings, force)  # a re-run of other settings: refused (or --force)
     settings["sequential"] = sequential
 
+    timed = bool(timing_rounds) and backend == "local"
+
     def run_specs(todo):
+        # the trials' time left includes the timing pass and the report that follow them (researcher tryout
+        # finding 10); a sequential study's further looks, if it takes any, cannot be foreseen
+        after = After(blocks=len(pending_blocks(out, specs, timing_rounds)) if timed else 0,
+                      note="more trials if the sequential study takes another look" if sequential else None)
         run_sweep(todo, out, workers=workers, threads=1, settings=settings | {"backend": backend},
-                  progress=progress, runner=backend)
+                  progress=progress, runner=backend, after=after)
+
+    def trials_run() -> int:
+        return len((read_manifest(Path(out)) or {}).get("trials") or [])
 
     if sequential:
         run_sequential_demo(out, specs, run_specs, d["target"], progress)
     else:
         run_specs(specs)
-    if timing_rounds and backend == "local":
+    say = (lambda line: print(line, flush=True)) if progress else None  # flushed: seen as it goes when piped
+    if timed:
         prepare_here(d["model"], device, threads=1)  # one torch thread, as every trial had
-        timing_pass(out, specs, rounds=timing_rounds, steps=timing_steps, say=print if progress else None)
+        timing_pass(out, specs, rounds=timing_rounds, steps=timing_steps, say=say,
+                    after=After(runs=trials_run()))
+    if say:
+        say(f"report: writing report.html, report.md and report.json in {out} (~{hms(report_guess(trials_run()))}, "
+            "a rough guess)")
     rep = report_sweep(out, target=d["target"], title=f"rlbatch demo: {algo.upper()} batch-size study ({preset} preset, "
                        f"{d['task']}, sqrt LR rule + fixed-LR control, "
                        + ("sequential, up to " if sequential else "") + f"{d['seeds']} seed{'s' if d['seeds'] != 1 else ''}"

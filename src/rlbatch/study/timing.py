@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from rlbatch.progress import After, Eta, hms
 from rlbatch.runstore import TIMING_JSONL, timing_blocks
 from rlbatch.study.ladder import TrialSpec, config_id
 
@@ -99,16 +100,32 @@ def block_steps(batch_size: int, steps: int) -> int:
     return max(int(steps), -(-MIN_RESPONSES // max(1, int(batch_size))))
 
 
+def pending_blocks(out: Path | str, specs: Sequence[TrialSpec], rounds: int,
+                   seed: int = 0) -> list[tuple[int, TrialSpec]]:
+    """The blocks of :func:`block_plan` not yet in ``out/timing.jsonl``, in the order they run."""
+    have = {(r["round"], r["config"]) for r in read_timing(out)}
+    return [(r, s) for r, s in block_plan(specs, rounds, seed) if (r, config_id(s.run_id)) not in have]
+
+
 def timing_pass(out: Path | str, specs: Sequence[TrialSpec], *, rounds: int = 3, steps: int = 4, seed: int = 0,
-                say: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
+                say: Callable[[str], None] | None = None, after: After | None = None,
+                clock: Callable[[], float] = time.perf_counter) -> list[dict[str, Any]]:
     """Run the blocks of :func:`block_plan` not yet in ``out/timing.jsonl`` (appending each as it ends, flushed and
     fsynced) and return all the file's blocks. ``steps``: steps timed per block, more for small batches
-    (:func:`block_steps`). ``say``: a progress line per block."""
+    (:func:`block_steps`). ``say``: a line before the first block and one per block, with the time elapsed and left
+    (:class:`rlbatch.progress.Eta` on ``clock``: the pass at its mean time per block so far, then ``after``, what
+    the command does next, e.g. the report)."""
     out = Path(out)
     _drop_partial_line(out / TIMING_JSONL)  # a pass killed mid-write: the next line must not join that fragment
-    have = {(r["round"], r["config"]) for r in read_timing(out)}
-    plan = [(r, s) for r, s in block_plan(specs, rounds, seed) if (r, config_id(s.run_id)) not in have]
-    t0 = time.perf_counter()
+    plan = pending_blocks(out, specs, rounds, seed)
+    eta = Eta(len(plan), name="timing pass", unit="blocks", after=after, clock=clock)
+    if say and plan:
+        configs = len({config_id(s.run_id) for s in specs})
+        guess = After(blocks=len(plan), report=False).seconds()
+        left = "" if len(plan) == rounds * configs else f" left of {rounds * configs}"
+        say(f"timing pass: {len(plan)} blocks{left} ({rounds} round{'s' if rounds != 1 else ''} x {configs} "
+            f"configurations), "
+            f"~{hms(guess)} at a rough guess of {guess / len(plan):g} s a block until the first is timed")
     with tempfile.TemporaryDirectory(prefix="rlbatch-timing-") as d:
         for i, (r, spec) in enumerate(plan, 1):
             row = {**run_block(spec, block_steps(spec.batch_size, steps), Path(d)), "round": r}
@@ -116,9 +133,9 @@ def timing_pass(out: Path | str, specs: Sequence[TrialSpec], *, rounds: int = 3,
                 f.write(json.dumps(row) + "\n")
                 f.flush()
                 os.fsync(f.fileno())
+            eta.advance()
             if say:
                 say(f"timing pass: {i}/{len(plan)} {row['config']} round {r + 1}: "
                     f"{row.get('generated', row['samples']) / max(row['cpu_s'], 1e-9):,.0f} responses generated "
-                    "per CPU second "
-                    f"({time.perf_counter() - t0:.0f} s)")
+                    f"per CPU second ({eta.text()})")
     return read_timing(out)
