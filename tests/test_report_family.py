@@ -56,7 +56,7 @@ def test_a_wide_interval_is_not_distinguishable_not_aligned():
     rows[3].update(rN=None, rN_test=None, alignment=None, reached=False, verdict="undetermined", rN_at_least=1.6)
     fam = aligned_family(rows, "B16")
     assert fam["end"]["batch_size"] == 128 and not fam["end"]["reached"]
-    assert "did not reach the target within its budget" in fam["statement"] and "rN > 1.60" in fam["statement"]
+    assert "did not reach the target within its run" in fam["statement"] and "rN > 1.60" in fam["statement"]
     assert aligned_family(ROWS, None) is None
 
 

@@ -43,3 +43,60 @@ def test_finding_1_a_target_below_every_start_is_refused_with_one_line(monkeypat
         assert "at or below every run's first evaluation" in err and "0.2486, B64" in err
     code, _, err = run_in_process(monkeypatch, capsys, "plan", VERL, "--target=0.2")
     assert code == 2 and "0.2486" in err
+
+
+def test_finding_2_a_point_value_table_is_never_within_noise(monkeypatch, capsys):
+    # the paper's accounting table (Table 2, bundled): P256 0.80x, P2048 1.23x the reference P128's time
+    code, out, err = run_in_process(monkeypatch, capsys, "account", "--paper", "--format", "markdown")
+    assert code == 0, err
+    assert "within noise" not in out
+    assert "P256 is faster by its point estimates" in out and "0.80x" in out
+    assert "P2048 is slower by its point estimates" in out and "1.23x" in out
+
+
+def test_finding_12_without_a_batch_size_samples_to_target_is_unknown_not_unreached(monkeypatch, capsys, tmp_path):
+    for b, scores in ((64, (0.2, 0.3, 0.45, 0.56)), (128, (0.2, 0.35, 0.5, 0.6))):  # both pass 0.5: no P, no G
+        (tmp_path / f"bs{b}.csv").write_text("step,val_acc,step_time_s\n" + "".join(
+            f"{10 * (i + 1)},{s},{1 + b / 128}\n" for i, s in enumerate(scores)))
+    code, out, _ = run_in_process(monkeypatch, capsys, "analyze", tmp_path, "--target", "0.5")
+    assert code == 0
+    assert "unknown (no batch size)" in out and "not reached" not in out
+    assert "no batch size in the logs" in out
+
+
+def test_finding_13_a_run_cut_short_is_said_to_end_early_not_to_have_run_its_budget():
+    import dataclasses
+    import warnings
+
+    from rlbatch.study.calibration import Scenario, analyze_runs, simulate_study
+
+    sc = Scenario("finding 13", seeds=2, batches=(16, 64, 256), budget=10240)
+    runs = simulate_study(sc, 0)
+    cut = []
+    for r in runs:  # B=256 seed 1 "crashes" at 1,024 retained samples (4 steps), far before the target (~2,700)
+        if r.run_id == "B256-G8-sqrt-s1":
+            r = dataclasses.replace(r, metrics=r.metrics[r.metrics["samples/retained"] <= 1024],
+                                    evals=r.evals[r.evals["samples/retained"] <= 1024])
+        cut.append(r)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        acc = analyze_runs(cut, sc.target)
+    row = next(r for r in acc["accounting"] if r["batch_size"] == 256)
+    assert row["verdict"] == "undetermined" and row["n_reached"] == 1
+    assert "its log ends at 1,024 retained samples, less than the others' (up to 10,240)" in row["why"]
+    assert "may have crashed" in row["why"] and "ran its budget" not in acc["recommendation"]
+
+
+def test_finding_5_a_one_seed_fitted_interval_carries_the_seed_spread_or_is_not_given():
+    import math
+
+    from rlbatch.plan import _with_seed_spread
+
+    ests = {"a": {"spread_sd": {"S": 0.3}}, "b": {"spread_sd": None}}
+    lo, hi = _with_seed_spread([0.60, 0.74], 0.64, 1, 1, ests)  # the tryout's live [0.60, 0.74] around 0.64
+    w = 1.959964 * 0.3 * math.sqrt(2)  # hand: 0.8316 on the log scale, in quadrature with the fit's own
+    assert math.isclose(lo, 0.64 * math.exp(-math.hypot(math.log(0.64 / 0.60), w)), rel_tol=1e-12)
+    assert math.isclose(hi, 0.64 * math.exp(math.hypot(math.log(0.74 / 0.64), w)), rel_tol=1e-12)
+    assert 0.27 < lo < 0.29 and 1.48 < hi < 1.50 and lo < 1.06 / 1.6 and hi > 1.06  # covers the measured 1.06
+    assert _with_seed_spread([0.60, 0.74], 0.64, 1, 1, {"b": {"spread_sd": None}}) is None  # no spread: none
+    assert _with_seed_spread([0.60, 0.74], 0.64, 3, 3, ests) == [0.60, 0.74]  # seeds bootstrapped: as it was

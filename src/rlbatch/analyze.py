@@ -57,6 +57,16 @@ def analyze(paths: list[Path], *, target: float | None = None, metric: str = "ev
     return result
 
 
+def _no_reference(result: dict[str, Any]) -> str:
+    """The accounting title's parenthesis: the reference, or why there is none."""
+    if result.get("reference"):
+        return f"reference {result['reference']}"
+    rows = result.get("accounting") or []
+    if rows and all(r.get("batch_size") is None for r in rows):
+        return "no batch size in the logs: no samples-to-target"
+    return "no reference reached the target"
+
+
 def missing_by_run(runs: list[Run]) -> list[dict[str, str]]:
     """Fields the analysis needs that a run's log lacks, each with the ``--set`` that supplies it:
     ``[{"run", "field", "flag"}]`` (:func:`rlbatch.readers.generic.missing_fields`)."""
@@ -84,7 +94,7 @@ def print_analysis(result: dict[str, Any], fmt: str) -> None:
     if fmt == "markdown":
         print(markdown_table(result["runs"], cols))
         if "accounting" in result:
-            print(f"\n**Accounting at {result['metric']} ≥ {target:g}** {' (reference ' + result['reference'] + ')' if result.get('reference') else ' (no reference reached the target)'}\n")
+            print(f"\n**Accounting at {result['metric']} ≥ {target:g}** ({_no_reference(result)})\n")
             print(markdown_table(with_ci_cells(result["accounting"]), acc_cols, none="—"))
         if result.get("recommendation"):
             print("\n**Recommendation**\n\n" + result["recommendation"])
@@ -104,7 +114,7 @@ def print_analysis(result: dict[str, Any], fmt: str) -> None:
         if result.get("comparisons"):
             compact = [("comparison", "model / task / alg.", None)] + compact
         con.print(rich_table(rows, compact, none="not reached",
-                             title=f"Accounting at {result['metric']} ≥ {target:g} ({'reference ' + result['reference'] if result.get('reference') else 'no reference reached the target'}; "
+                             title=f"Accounting at {result['metric']} ≥ {target:g} ({_no_reference(result)}; "
                              "--format markdown or json for every column)"))
     if result.get("recommendation"):
         con.print(result["recommendation"].replace("**", "").replace("  \n", "\n"), markup=False)

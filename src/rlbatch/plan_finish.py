@@ -200,7 +200,7 @@ def _sentence(c: dict[str, Any], ref_label: str, tol: float) -> str:
         return f"{name}{bstr} is the reference (rN = 1, throughput 1x){tail}"
     rn, g, t = c["rN"], c["relative_throughput"], c["predicted_relative_time"]
     if c.get("accounting_verdict") in ("slower", "undetermined") and not c.get("reaches", True):
-        return (f"{name}{bstr} ran its budget without every seed reaching the target: {c['accounting_verdict']} "
+        return (f"{name}{bstr} did not reach the target in every seed within its run: {c['accounting_verdict']} "
                 f"({c.get('why') or 'censored'}), as the accounting says; no prediction.")
     if c.get("never_reaches"):
         return (f"{name}{bstr}: predicted never to reach the target ({c['never_reaches']}): rejected "

@@ -308,7 +308,7 @@ def decide(ests: Mapping[str, Mapping[str, Any]], reference: str | None, *, leve
                    "its relative time lies above 1")
         else:
             label = UNDETERMINED
-            why = (f"{kr} of {k} seeds reached the target" if k else "no seeds") + (
+            why = (f"{kr} of {k} seeds reached the target" if k else "no seeds") + _ends_text(e, ests) + (
                 "; its lower bound on the relative time does not exclude 1" if low_t is not None else "")
         verdicts[n] = Verdict(n, e.get("batch_size"), label, why, relative_throughput=gain, rN_at_least=low_rn,
                               relative_time_at_least=low_t, alignment=PENALISED if label == SLOWER else None,
@@ -334,6 +334,20 @@ def decide(ests: Mapping[str, Mapping[str, Any]], reference: str | None, *, leve
     no_spread = bool(measured) and all(verdicts[n].relative_time.lo is None for n in measured)
     return Decision(reference, {n: verdicts[n] for n in names}, tuple(best), pick, beats,
                     {q: 1 - sum(t) for q, t in tails.items()}, len(diffs), level, plans, no_spread)
+
+
+def _ends_text(e: Mapping[str, Any], ests: Mapping[str, Mapping[str, Any]]) -> str:
+    """Where a configuration's unfinished seeds' logs end, and whether that is short of the others' runs (researcher
+    tryout, finding 13: a crashed run read as one that "ran its budget"): short when below 3/4 of the longest run
+    among the other configurations (retained samples)."""
+    end = e.get("ends_at")
+    if not end:
+        return ""
+    others = [o.get("longest_run") for o in ests.values() if o is not e and o.get("longest_run")]
+    longest = max(others, default=None)
+    short = longest is not None and end < 0.75 * longest
+    return (f"; its log ends at {end:,.0f} retained samples" + (
+        f", less than the others' (up to {longest:,.0f}): it may have crashed or been cut short" if short else ""))
 
 
 def safe_pick(faster: Sequence[str], verdicts: Mapping[str, Verdict]) -> str | None:

@@ -192,7 +192,9 @@ def estimate_configuration(runs: Sequence[Run], target: float | None, metric: st
     Returns a dict with ``config, batch_size, prompts_per_step, group_size, lr, lr_rule, runs, n_seeds, n_reached,
     reached, samples_to_target(_ci), samples_to_target_per_seed, time_to_target_s, time_to_target_ci,
     throughput_samples_per_s, throughput_ci, throughput_window ("to target" | "whole run"), clock, spread (how the
-    seed spread was estimated), spread_df, spread_sd`` (per quantity, the per-seed log-sd used and its df).
+    seed spread was estimated), spread_df, spread_sd`` (per quantity, the per-seed log-sd used and its df),
+    ``longest_run`` (retained samples of its longest seed) and ``ends_at`` (where its shortest seed that did not reach
+    the target ends, retained samples; None when every seed reached it).
     """
 
     runs = list(runs)
@@ -220,6 +222,8 @@ def estimate_configuration(runs: Sequence[Run], target: float | None, metric: st
         "stopped": None, "unfinished": [], "samples_to_target_at_least": None, "time_to_target_at_least": None,
         "samples_to_target_at_most": None, "time_to_target_at_most": None,
         "at_most": [it["at_most"] for it in items if it["at_most"] is not None],
+        # the longest of its seeds' runs (retained samples), and where its unfinished seeds end (below)
+        "longest_run": max((float(it["samples"]) for it in items if it["samples"]), default=None), "ends_at": None,
         "spread": None, "spread_df": None}
     reps: dict[str, np.ndarray | None] = {"S": None, "T": None, "X": None, "S_low": None, "T_low": None,
                                           "S_high": None, "T_high": None}
@@ -246,6 +250,10 @@ def estimate_configuration(runs: Sequence[Run], target: float | None, metric: st
         else:
             est["unfinished"] = [r.run_id for r, it in zip(runs, items)
                                  if it["samples_to_target"] is None and still_running(r)]
+        # where the runs that did not reach the target end (retained samples): a log cut short may be a crash
+        ends = [float(it["samples"]) for it in items if it["samples_to_target"] is None and it["at_most"] is None
+                and it["samples"]]
+        est["ends_at"] = min(ends) if ends else None
         # a seed at the target at its first evaluation after 0 has no lower bound (S <= that x): none for the mean
         low_s = [it["samples_to_target"] if it["samples_to_target"] is not None else None if it["at_most"] else
                  (it["censored_at"] if it["censored_at"] is not None else it["samples"]) for it in items]

@@ -178,7 +178,7 @@ def verdict(row: dict[str, Any], reference: str) -> str:
             return (f"{run} is slower: {n} before its run ended, and even counting each other seed's whole run as "
                     f"its time, {b}.")
         return f"{run} is undetermined: {n}" + (f"; {b}" if b else "") + (
-            ": not reaching the target is not the same as being slower (censored, statistics review finding 5).")
+            ": not reaching the target within its run is not the same as being slower (its time is censored).")
     if row.get("relative_throughput") is None or row.get("relative_time") is None:
         return f"{run}: throughput unknown, no decision."
     gain, rn, rel = row["relative_throughput"], row["rN"], row["relative_time"]
@@ -191,6 +191,8 @@ def verdict(row: dict[str, Any], reference: str) -> str:
         return f"{run} is slower ({nums})."
     if label == UNDETERMINED:
         return f"{run} is undetermined ({nums}): {row.get('why')}."
+    if str(label).endswith("(point estimate)"):  # a table of point values: no interval, so no noise to be within
+        return f"{run} is {label.split(' (')[0]} by its point estimates ({nums}; a table of point values has no interval)."
     few = (f"; too few seeds to separate ({row['n_seeds']} seed{'s' if row['n_seeds'] != 1 else ''})"
            if 0 < (row.get("n_seeds") or 0) <= FEW_SEEDS else "")
     return f"{run} is within noise of the reference ({nums}{few})."

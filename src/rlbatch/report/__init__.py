@@ -125,11 +125,13 @@ def with_ci(v: Any, ci: Any) -> str:
 
 def samples_to_target_cell(r: dict) -> str:
     """An accounting row's samples-to-target for a table: the count, ``stopped at N`` (an adaptive sweep stopped
-    it), ``unfinished`` (its trials had not finished), ``≤ N`` (reached before its first evaluation after 0, at N
+    it), ``unfinished`` (its trials had not finished), ``unknown (no batch size)`` (the log gives no P x G), ``≤ N`` (reached before its first evaluation after 0, at N
     samples: an upper bound) or ``not reached`` (it ran its budget without reaching)."""
     v = r.get("samples_to_target")
     if v is not None:
         return count(v)
+    if r.get("batch_size") is None and "batch_size" in r:  # no P x G: no sample axis (researcher finding 12)
+        return "unknown (no batch size)"
     if r.get("samples_to_target_at_most"):
         return f"≤ {count(r['samples_to_target_at_most'])}"
     st = r.get("stopped")

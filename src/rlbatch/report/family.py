@@ -59,7 +59,7 @@ def aligned_family(rows: Sequence[dict[str, Any]], reference: str | None,
                      "by this sweep.")
     elif not end["reached"]:
         low = end.get("rN_at_least")
-        words.append(f"B = {end['batch_size']} ({end['run']}) did not reach the target within its budget in every "
+        words.append(f"B = {end['batch_size']} ({end['run']}) did not reach the target within its run in every "
                      "seed" + (f" (rN > {low:.2f})" if low else "") + f": its rN is not measured; it is "
                      f"{end.get('verdict')}.")
     else:
