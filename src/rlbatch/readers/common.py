@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from rlbatch.errors import UserError
-from rlbatch.readers import indirect
+from rlbatch.readers import clocks, indirect
 from rlbatch.readers import names as N
 from rlbatch.readers.textio import BOMS, open_text, read_text, sniff_encoding, virtual, virtual_text  # noqa: F401
 from rlbatch.runstore import CANONICAL_METRICS, EVAL_JSONL, METRICS_JSONL, Run, RunMeta, make_meta
@@ -188,8 +188,7 @@ def build_run(rows: list[dict[str, Any]], *, path: str | Path, source_format: st
     df = df.replace([np.inf, -np.inf], np.nan)
 
     # step column
-    user_steps = [k for k, v in (user_map or {}).items() if v == "step" and k in df.columns]
-    step_src = user_steps[0] if user_steps else next((c for c in N.FOREIGN_NAMES["step"] if c in df.columns), None)
+    step_src = N.step_column(list(df.columns), user_map)
     eval_cols = [c for c in df.columns if c != step_src and N.is_eval_name(c, user_map)]
     val_side = [c for c in df.columns if c != step_src and c not in eval_cols and N.is_validation_side(c, user_map)]
     train_cols = [c for c in df.columns if c != step_src and c not in eval_cols and c not in val_side]
@@ -198,7 +197,9 @@ def build_run(rows: list[dict[str, Any]], *, path: str | Path, source_format: st
         step_src = "__step"
         if len(df):
             notes.append("no step column: rows numbered 1, 2, ... in file order")
-    is_train = df[train_cols].notna().any(axis=1) if train_cols else pd.Series(False, index=df.index)
+    # a cumulative clock logged on every record (an evaluation's too) does not make a record a training step
+    decisive = [c for c in train_cols if c not in clocks.clock_names(train_cols, user_map)] or train_cols
+    is_train = df[decisive].notna().any(axis=1) if train_cols else pd.Series(False, index=df.index)
     if train_cols and len(rows) == len(df):
         # a training metric logged as NaN / inf (a diverged loss) still makes its record a training step
         tset = set(train_cols)
@@ -238,7 +239,8 @@ def build_run(rows: list[dict[str, Any]], *, path: str | Path, source_format: st
     canon_steps = logged + offset
 
     name_map: dict[str, str] = {}
-    metrics = _canonical_frame(train, train_cols, canon_steps, user_map, notes, name_map)
+    metrics = _canonical_frame(train, train_cols, canon_steps, user_map, notes, name_map, path)
+    metrics = _keep_validation_side(metrics, df, val_side, step_src, logged)
     meta_fields = dict(meta_fields)
     meta_fields.update(_resume_fields(canon_steps, notes))
     meta_fields.setdefault("source_format", source_format)
@@ -374,9 +376,28 @@ def _numeric(col: pd.Series) -> pd.Series:
     return out.astype(float)
 
 
+def _keep_validation_side(metrics: pd.DataFrame, df: pd.DataFrame, cols: list[str], step_src: str,
+                          logged: np.ndarray) -> pd.DataFrame:
+    """Names logged only at validation points that are not scores (:func:`rlbatch.readers.names.is_validation_side`:
+    ``val-aux/...``, ``eval/n_problems``) kept as ``raw/<name>`` at the training step their record belongs to (the
+    last logged at or before it, as for evaluations; the last value of a step), so that no column of a log vanishes
+    (field report finding 4). ``metrics``: one row per sorted training step ``logged`` (the log's numbers); returns
+    it with those columns added."""
+    raw = {}
+    for c in cols:
+        v = df[[step_src, c]].dropna()
+        col = np.full(len(metrics), np.nan)
+        k = np.searchsorted(logged, v[step_src].to_numpy(dtype=float), side="right") - 1
+        last = pd.Series(v[c].to_numpy(dtype=float), index=k).groupby(level=0).last()
+        last = last[last.index >= 0]  # a record before the first training step has no step to sit at
+        col[last.index.to_numpy()] = last.to_numpy()
+        raw[f"raw/{c}"] = col
+    return pd.concat([metrics, pd.DataFrame(raw, index=metrics.index)], axis=1) if raw else metrics
+
+
 def _canonical_frame(train: pd.DataFrame, cols: list[str], steps: np.ndarray,
                      user_map: dict[str, str] | None, notes: list[str],
-                     name_map: dict[str, str] | None = None) -> pd.DataFrame:
+                     name_map: dict[str, str] | None = None, path: str | Path | None = None) -> pd.DataFrame:
     sources: dict[str, list[tuple[int, str]]] = {}
     for c in cols:
         m = N.canonical_for(c, user_map)
@@ -398,6 +419,8 @@ def _canonical_frame(train: pd.DataFrame, cols: list[str], steps: np.ndarray,
         used.add(srcs[0][1])
         if name_map is not None:
             name_map[canon] = srcs[0][1]
+        if canon == "time/step_s":  # a cumulative clock given as seconds per step (field report finding 3)
+            clocks.check_step_time(col, steps, srcs[0][1], path, by_user=srcs[0][0] < 0)
     for canon, alts in N.TIME_ALTERNATES.items():
         for alt, why in alts:
             if alt not in train.columns:
@@ -437,16 +460,7 @@ def _canonical_frame(train: pd.DataFrame, cols: list[str], steps: np.ndarray,
         else:
             gap = np.isnan(out[canon]) & ~np.isnan(summed)
             out[canon][gap] = summed[gap]
-    elapsed = next((c for c in N.ELAPSED_NAMES if c in train.columns and train[c].notna().sum() >= 2), None)
-    if "time/step_s" not in out and elapsed is not None:
-        e = train[elapsed].to_numpy(dtype=float)
-        dstep = np.diff(np.concatenate([[np.nan], steps]))
-        per = np.diff(np.concatenate([[np.nan], e])) / dstep  # the first record's elapsed includes start-up
-        out["time/step_s"] = np.where(per > 0, per, np.nan)
-        notes.append(f"time/step_s: differences of {elapsed!r} (the cumulative wall time the log prints) between "
-                     "records, over the steps between them; the first record's includes start-up and is left unknown")
-        if name_map is not None:
-            name_map["time/step_s"] = f"differences of {elapsed}"
+    clocks.add_clock_times(train, steps, cols, user_map, out, notes, name_map, used)
     if "time/wall_s" not in out and "time/step_s" in out:
         over = [p for p in N.EVAL_OVERHEAD_PARTS if p in train.columns]
         per = out["time/step_s"].copy()

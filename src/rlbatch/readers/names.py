@@ -98,9 +98,10 @@ FOREIGN_NAMES: dict[str, tuple[str, ...]] = {
                    "val/acc", "val_acc", "test/accuracy", "test_accuracy", "test_acc",
                    "eval/success_rate", "eval_success_rate", "eval/win_rate", "eval_win_rate", "val/win_rate",
                    "eval/exact_match", "eval_exact_match", "val/exact_match",
-                   # rewards and scores whose range is not known to be [0, 1]
-                   "eval_reward", "eval/reward", "val/score", "val_score", "eval/mean_reward", "val/reward",
-                   "val_reward"),
+                   # rewards and scores whose range is not known to be [0, 1]; ``<prefix>_score`` for each
+                   # validation prefix a custom loop writes (eval_, val_, test_; field report finding 4)
+                   "eval_reward", "eval/reward", "eval_score", "val/score", "val_score", "test/score", "test_score",
+                   "eval/mean_reward", "val/reward", "val_reward"),
 }
 
 #: canonical timing -> (foreign name, why): taken instead of the table's value in a row where that value is missing
@@ -135,6 +136,14 @@ STEP_TIME_PARTS: tuple[str, ...] = ("timing/gen", "timing/reward", "timing/old_l
 #: ``"elapsed_time": "1m 35s"``): a step's time is the difference between consecutive records (its first record's
 #: includes start-up). Used only where the log has no step timer.
 ELAPSED_NAMES: tuple[str, ...] = ("elapsed_time",)
+
+#: a cumulative wall clock a custom loop writes beside its metrics (``wall_time_s``, ``elapsed_s``, ``elapsed``,
+#: ``time_elapsed``, ``train/wall_clock``): seconds since the run started, read as ``time/wall_s`` when its values
+#: never decrease (:mod:`rlbatch.readers.clocks`). Only whole names (one optional ``prefix/``) with a seconds unit or
+#: none: a phase's timer (``gen_elapsed_s``), minutes or milliseconds, a run's total (``train_runtime``) and a
+#: tracker's clock (W&B ``_runtime``, read by its own reader) are not it. Field report finding 3.
+WALL_CLOCK = re.compile(r"(?i)^(?:[\w.-]+/)?(?:elapsed|time_elapsed|elapsed_time|wall|wall_?time|wall_?clock|"
+                        r"time_since_start)(?:_s|_sec|_secs|_seconds)?$")
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)\s*(d|h|m|s)\b")
 
@@ -258,6 +267,13 @@ def canonical_for(name: str, user_map: dict[str, str] | None = None) -> tuple[st
         return hit
     t = timing_meaning(name)
     return (t, 1000) if t is not None else None
+
+
+def step_column(cols: list[str], user_map: dict[str, str] | None = None) -> str | None:
+    """The column of ``cols`` that numbers the steps: the one ``--map NAME=step`` names, else the first of
+    ``FOREIGN_NAMES["step"]`` present; None when there is none (records are then numbered in file order)."""
+    user = [k for k, v in (user_map or {}).items() if v == "step" and k in cols]
+    return user[0] if user else next((c for c in FOREIGN_NAMES["step"] if c in cols), None)
 
 
 def eval_dataset(name: str) -> str | None:

@@ -274,8 +274,10 @@ def organize(records: list[Record], user_map: dict[str, str] | None = None) -> O
                 if not any("before that update" in x for x in notes):
                     notes.append("an evaluation printed before the training record of the same step number was taken "
                                  "before that update: placed at the step before")
+            # (a cumulative clock the loop writes on every record is no duration: rlbatch.readers.clocks)
             tname = next((k for k in r.values if _TIME_NAME.search(k) and not N.is_eval_name(k, user_map)
-                          and rename.get(k, k) in vals and to_float(r.values[k]) is not None), None)
+                          and not N.WALL_CLOCK.match(k) and rename.get(k, k) in vals
+                          and to_float(r.values[k]) is not None), None)
             if tname is not None:  # the evaluation's own duration: excluded from the wall clock (DESIGN.md)
                 vals[N.EVAL_TIME] = vals.pop(rename.get(tname, tname))
                 if not any(x.startswith("evaluation time") for x in notes):

@@ -13,6 +13,9 @@ Any CSV that holds several runs (a run-name column, or a step counter that start
 (:func:`rlbatch.readers.extract.split_records`).
 
 Foreign names go through :mod:`rlbatch.readers.names`; ``--map foreign=canonical`` adds or overrides mappings.
+The column that numbers the steps (``step``, ``global_step``, ``_step``, a panel's ``Step``:
+:func:`rlbatch.readers.names.step_column`) is the run's ``step_source``, which ``rlbatch inspect`` names (field
+report finding 16).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import pandas as pd
 
 from rlbatch.errors import UserError
 from rlbatch.readers import extract as X
+from rlbatch.readers import names as N
 from rlbatch.readers.common import build_run, finalize, meta_from, sniff_encoding, warn
 from rlbatch.runstore import Run
 
@@ -145,6 +149,11 @@ def read(path: str | Path, *, fmt: str = "csv", run_id: str | None = None, user_
         lines = list(range(2, len(g) + 2)) if not panel and len(groups) == 1 and long is None else None
         fields = meta_from(name, **(meta or {}))
         own = notes + ([own_notes[name]] if name in own_notes else [])
+        step_col = N.step_column(list(g.columns), user_map)
+        if step_col is not None:  # the column that numbers the steps, by its name in the file (inspect says it)
+            label = "Step" if panel else long[2] if long is not None and step_col == "step" else step_col
+            fields.setdefault("step_source", label)
+            own = own + [f"steps from the column {label!r} of each row"]
         try:
             run = build_run(rows, path=path, source_format=fmt, meta_fields=fields, notes=own, lines=lines,
                             user_map=user_map)
