@@ -100,3 +100,44 @@ def test_finding_5_a_one_seed_fitted_interval_carries_the_seed_spread_or_is_not_
     assert 0.27 < lo < 0.29 and 1.48 < hi < 1.50 and lo < 1.06 / 1.6 and hi > 1.06  # covers the measured 1.06
     assert _with_seed_spread([0.60, 0.74], 0.64, 1, 1, {"b": {"spread_sd": None}}) is None  # no spread: none
     assert _with_seed_spread([0.60, 0.74], 0.64, 3, 3, ests) == [0.60, 0.74]  # seeds bootstrapped: as it was
+
+
+def _lr_study(rn_fixed, control=True, seeds=3):
+    """B = 16, 64, 256 on the square-root rule (simulated, 3 seeds) and, with ``control``, B = 256 at the
+    reference's LR whose true samples-to-target is ``rn_fixed`` x the rule's."""
+    import warnings
+    from dataclasses import replace
+
+    import numpy as np
+
+    from rlbatch.runstore import Run
+    from rlbatch.study.calibration import Scenario, analyze_runs, simulate_run, simulate_study
+
+    sc = Scenario("lr answer", seeds=seeds, batches=(16, 64, 256))
+    runs = simulate_study(sc, 0)
+    if control:
+        fx, rng = replace(sc, name="lr answer fixed", rn={256: rn_fixed}), np.random.default_rng(100)
+        for i in range(seeds):
+            r = simulate_run(fx, 256, i, rng)
+            meta = r.meta.model_copy(update={"run_id": f"B256-G8-fixed-s{i}", "lr_rule": "none", "lr": 5e-5})
+            runs.append(Run(meta=meta, metrics=r.metrics, evals=r.evals))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return analyze_runs(runs, sc.target)
+
+
+def test_finding_9_the_learning_rate_question_is_answered_in_one_line():
+    acc = _lr_study(1.8)  # the fixed LR truly needs 1.8x the samples at B = 256
+    ans = acc["headline"]["lr_answer"]
+    assert ans["batch_size"] == 256 and ans["control"] == "B256-G8-fixed" and ans["scaled"] == "B256-G8-sqrt"
+    assert 1.4 < ans["ratio"] < 2.3 and ans["ratio_ci"][0] > 1
+    assert ans["sentence"].endswith("scale the learning rate (the square-root rule saves samples beyond noise).")
+    assert ans["sentence"] in acc["recommendation"]
+    # the same ratio as the table's samples-to-target of the two (one estimate per configuration)
+    rows = {r["run"]: r for r in acc["accounting"]}
+    assert abs(rows["B256-G8-fixed"]["samples_to_target"] / rows["B256-G8-sqrt"]["samples_to_target"]
+               - ans["ratio"]) < 1e-9 * ans["ratio"]
+    same = _lr_study(1.0)["headline"]["lr_answer"]  # no true difference: the words say it is not settled
+    assert "within noise at these seeds" in same["sentence"] and same["ratio_ci"][0] < 1 < same["ratio_ci"][1]
+    none = _lr_study(1.0, control=False)["headline"]["lr_answer"]  # no control: which run would answer
+    assert "Not answered by these runs" in none["sentence"] and "B = 256" in none["sentence"]

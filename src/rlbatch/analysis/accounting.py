@@ -41,6 +41,7 @@ from rlbatch.analysis.estimate import (CONF, N_BOOT, comparison_spread, estimate
                                        retained_share, seed_estimate, still_running, timing_of)
 from rlbatch.analysis.headline import AGGREGATION, headline, headline_markdown
 from rlbatch.analysis.interval import bootstrap_interval
+from rlbatch.analysis.lr_answer import lr_answer
 from rlbatch.analysis.throughput import clock_basis, throughput_to_target
 from rlbatch.errors import UserError
 from rlbatch.runstore import Run
@@ -288,6 +289,12 @@ def account_runs(runs: Sequence[Run], target: float, metric: str = "eval/score",
                               for r in apart)
             h["lr_note"] += (f" Not on it: {named}, whose rN measures its learning-rate setting as well as the batch"
                              + (" (the fixed-LR control)." if all(r["lr_rule"] == "none" for r in apart) else "."))
+    ans = lr_answer(rows, ests, _declared_rule(rows, ref), compare) if ref_ok else None
+    if ans is not None:  # the LR question in one line (researcher finding 9), before what would decide
+        h["lr_answer"] = ans
+        wd = h.get("would_decide_text")
+        at = h["lines"].index(wd) if wd in h["lines"] else len(h["lines"])
+        h["lines"].insert(at, ans["sentence"])
     shares = {name: clipped_share(rs) for name, rs in groups.items()}
     for row in rows:
         row["clipped_share"] = shares.get(row["run"])
@@ -299,7 +306,10 @@ def account_runs(runs: Sequence[Run], target: float, metric: str = "eval/score",
                               f"B={ests[n]['batch_size']}{' (fixed lr)' if ests[n]['lr_rule'] == 'none' else ''} "
                               f"{known[n]:.0%}" for n in order)
                           + "; where most steps are clipped Adam takes clipped gradients, elsewhere plain ones "
-                          "(clipping re-weights steps), a difference each batch's rN includes.")
+                          "(clipping re-weights steps), a difference each batch's rN includes. What to conclude: "
+                          "where nearly every step is clipped, max_grad_norm rather than the LR sets the step size, "
+                          "so the LR rule matters less there; compare rN between batches with similar clipped "
+                          "shares, or rerun with a larger max_grad_norm to see the rule alone.")
         h["bullets"].append(h["clip_note"])
     text, best, tied = headline_markdown(h), h["pick"], h["within_noise"]
     return {"rows": rows, "reference": ref, "recommendation": text, "headline": h, "best": best,
