@@ -38,8 +38,11 @@ class _Tables(HTMLParser):
 QUANTITY = {"B": ("B", False), "samples-to-target": ("samples-to-target", False),
             "time-to-target": ("time-to-target", False),
             "rN (95% CI)": ("rN", True), "rN": ("rN", False), "rN interval": ("rN interval", False),
+            "rN (95% simultaneous)": ("rN", True),
             "rel. throughput (95% CI)": ("relative throughput", True), "rel. throughput": ("relative throughput", False),
+            "rel. throughput (95% simultaneous)": ("relative throughput", True),
             "rel. time-to-target (95% CI)": ("relative time", True), "pred. rel. time": ("relative time", False),
+            "rel. time-to-target (95% simultaneous)": ("relative time", True),
             "throughput, whole run (95% CI)": ("whole-run throughput", True),
             "time (CPU seconds)": ("whole-run time", False), "time (seconds)": ("whole-run time", False),
             "step": ("seconds per step", False), "steps": ("steps", False)}

@@ -141,3 +141,26 @@ def test_finding_9_the_learning_rate_question_is_answered_in_one_line():
     assert "within noise at these seeds" in same["sentence"] and same["ratio_ci"][0] < 1 < same["ratio_ci"][1]
     none = _lr_study(1.0, control=False)["headline"]["lr_answer"]  # no control: which run would answer
     assert "Not answered by these runs" in none["sentence"] and "B = 256" in none["sentence"]
+
+
+def test_findings_7_and_8_one_meaning_of_aligned_and_intervals_labelled():
+    import warnings
+
+    from rlbatch.analysis.decision import NOT_DISTINGUISHABLE
+    from rlbatch.plan import plan_runs
+    from rlbatch.plan_output import to_markdown
+    from rlbatch.report import accounting_columns
+    from rlbatch.study.calibration import Scenario, simulate_study
+
+    sc = Scenario("findings 7 and 8", seeds=3, batches=(16, 64, 256))  # every rN truly 1; 3 seeds cannot show it
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        plan = plan_runs(simulate_study(sc, 0), sc.target)
+    undist = [c for c in plan["candidates"] if c["alignment"] == NOT_DISTINGUISHABLE]
+    assert undist, [(c["batch_size"], c["alignment"]) for c in plan["candidates"]]
+    for c in undist:  # "not shown aligned", never "outside" or a bare "no"
+        assert c["aligned"] is False and "not shown aligned: not distinguishable from 1" in c["sentence"]
+        assert "outside the aligned family" not in c["sentence"]
+    assert "rN vs 1 (alignment)" in to_markdown(plan) and NOT_DISTINGUISHABLE in to_markdown(plan)
+    heads = [h for _, h, _ in accounting_columns(combined=True)]
+    assert "rN (95% simultaneous)" in heads and "rel. time-to-target (95% simultaneous)" in heads

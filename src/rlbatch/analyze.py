@@ -108,9 +108,9 @@ def print_analysis(result: dict[str, Any], fmt: str) -> None:
     if "accounting" in result:
         rows = with_ci_cells(result["accounting"])
         compact = [("run", "configuration", None), ("batch_size", "B", batch_cell),
-                   ("samples_to_target_cell", "samples-to-target", None), ("rN_cell", "rN (95%)", None),
-                   ("relative_throughput_cell", "rel. throughput (95%)", None),
-                   ("relative_time_cell", "rel. time (95%)", None), ("verdict", "verdict", None)]
+                   ("samples_to_target_cell", "samples-to-target", None), ("rN_cell", "rN (95% simult.)", None),
+                   ("relative_throughput_cell", "rel. throughput (95% simult.)", None),
+                   ("relative_time_cell", "rel. time (95% simult.)", None), ("verdict", "verdict", None)]
         if result.get("comparisons"):
             compact = [("comparison", "model / task / alg.", None)] + compact
         con.print(rich_table(rows, compact, none="not reached",

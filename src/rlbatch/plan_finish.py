@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from rlbatch.analysis.accounting import (aligned, aligned_span, intervals_overlap, predicted_relative_time)
+from rlbatch.analysis.decision import BELOW, NOT_DISTINGUISHABLE, alignment
 from rlbatch.analysis.decision import verdict_label
 from rlbatch.analysis.interval import format_interval
 from rlbatch.analysis.results import Estimate
@@ -32,7 +33,7 @@ CANDIDATE_KEYS = ("run", "batch_size", "runs", "on_lr_rule", "retained_batch", "
                   "undetermined", "time_to_target_s", "throughput_samples_per_s", "throughput_ci", "rN", "rN_ci", "rN_source",
                   "rN_level", "relative_throughput", "relative_throughput_ci", "throughput_source",
                   "throughput_extrapolated", "relative_time", "predicted_relative_time", "interval",
-                  "predicted_time_to_target_s", "aligned", "verdict", "rejected", "sentence")
+                  "predicted_time_to_target_s", "aligned", "alignment", "verdict", "rejected", "sentence")
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,7 @@ class Candidate:
     predicted_relative_time: Estimate
     predicted_time_to_target_s: float | None
     aligned: bool | None
+    alignment: str | None
     verdict: str | None
     rejected: bool | None
     sentence: str | None
@@ -90,7 +92,7 @@ class Candidate:
                    predicted_relative_time=Estimate.of(g("predicted_relative_time"), g("interval"), level,
                                                        g("rN_source")),
                    predicted_time_to_target_s=g("predicted_time_to_target_s"), aligned=g("aligned"),
-                   verdict=g("verdict"), rejected=g("rejected"), sentence=g("sentence"))
+                   alignment=g("alignment"), verdict=g("verdict"), rejected=g("rejected"), sentence=g("sentence"))
 
     def to_json(self) -> dict[str, Any]:
         """The JSON row (keys :data:`CANDIDATE_KEYS`, in that order; intervals as ``[lo, hi]`` or None)."""
@@ -109,7 +111,7 @@ class Candidate:
                 "predicted_relative_time": self.predicted_relative_time.value,
                 "interval": self.predicted_relative_time.ci,
                 "predicted_time_to_target_s": self.predicted_time_to_target_s, "aligned": self.aligned,
-                "verdict": self.verdict, "rejected": self.rejected, "sentence": self.sentence}
+                "alignment": self.alignment, "verdict": self.verdict, "rejected": self.rejected, "sentence": self.sentence}
 
 
 # --------------------------------------------------------------------------------------------------- small helpers
@@ -229,6 +231,8 @@ def _sentence(c: dict[str, Any], ref_label: str, tol: float) -> str:
         elif c.get("aligned_rn"):
             fam = f"outside the aligned family ({test}, but the family, contiguous from the reference, ends at a " \
                   "smaller batch)"
+        elif c.get("alignment") in (NOT_DISTINGUISHABLE, BELOW):
+            fam = f"not shown aligned: {c['alignment']} ({test}; more seeds would tell)"
         else:
             fam = f"outside the aligned family ({test})"
     if g is None:
@@ -264,6 +268,11 @@ def _finish(cands: list[dict[str, Any]], ref_label: str, target: float | None, t
         # equivalence interval for measured rN, else the fit's or noise model's 95%), a point value only without
         c["aligned_by"] = "90%" if c.get("rN_test") else "95%" if c.get("rN_ci") else None
         c["aligned"] = aligned(rn, c["on_lr_rule"], tol, interval=c.get("rN_test") or c.get("rN_ci"))
+        # the grade in the report's words (researcher finding 7: "not distinguishable from 1" is not "no")
+        iv = c.get("rN_test") or c.get("rN_ci")
+        c["alignment"] = ("off the LR rule" if not c["on_lr_rule"] else None if rn is None else
+                          alignment(tuple(iv), tol) if iv and iv[0] is not None and iv[1] is not None else
+                          ("within tolerance (point value)" if rn <= 1 + tol else "above tolerance (point value)"))
         if c.get("predicted_relative_time") is None and rn is not None and g and c.get("reaches", True):
             c["predicted_relative_time"] = predicted_relative_time(rn, g)
             c["interval"] = _div_ci(c.get("rN_ci"), [g, g])

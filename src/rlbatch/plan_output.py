@@ -20,7 +20,7 @@ def _fmt_ci(v: Any) -> str:
 COLUMNS = [("run", "candidate", None), ("batch_size", "B", None), ("rN", "rN", ".2f"), ("rN_ci", "rN interval", _fmt_ci),
            ("rN_source", "rN from", None), ("relative_throughput", "rel. throughput", ".2f"),
            ("throughput_source", "throughput from", None), ("predicted_relative_time", "pred. rel. time", ".2f"),
-           ("interval", "interval", _fmt_ci), ("aligned", "aligned", None), ("verdict", "verdict", None)]
+           ("interval", "interval", _fmt_ci), ("alignment", "rN vs 1 (alignment)", None), ("verdict", "verdict", None)]
 
 
 def _headline(plan: dict[str, Any]) -> str:
