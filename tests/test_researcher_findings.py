@@ -164,3 +164,21 @@ def test_findings_7_and_8_one_meaning_of_aligned_and_intervals_labelled():
     assert "rN vs 1 (alignment)" in to_markdown(plan) and NOT_DISTINGUISHABLE in to_markdown(plan)
     heads = [h for _, h, _ in accounting_columns(combined=True)]
     assert "rN (95% simultaneous)" in heads and "rel. time-to-target (95% simultaneous)" in heads
+
+
+def test_finding_8_a_censored_bound_is_one_number_in_analyze_and_plan():
+    import re
+    import warnings
+
+    from rlbatch.plan import plan_runs
+    from rlbatch.study.calibration import Scenario, analyze_runs, simulate_study
+
+    sc = Scenario("f8", seeds=3, batches=(16, 64, 256), rn={256: 4.0}, budget=6144)  # B=256 mostly censored
+    runs = simulate_study(sc, 0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        acc = analyze_runs(runs, sc.target)
+        plan = plan_runs(runs, sc.target)
+    said = re.search(r"B256-G8-sqrt \(B=256\): [^.]*?rN > ([\d.]+), relative time > ([\d.]+)", acc["recommendation"])
+    c = next(x for x in plan["candidates"] if x["batch_size"] == 256)
+    assert said and f"rN > {said[1]}" in c["sentence"] and f"relative time > {said[2]}" in c["sentence"]

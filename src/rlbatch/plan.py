@@ -320,6 +320,7 @@ def plan_runs(runs: Sequence[Run], target: float, *, reference: str | None = Non
                      relative_throughput=relative_throughput(x, x_ref) if x and x_ref else None,
                      relative_throughput_ci=None, predicted_relative_time=None,
                      interval=[lo_t, None] if lo_t else None, reaches=False, censored=True,
+                     rN_at_least=row.get("rN_at_least"), relative_time_at_least=row.get("relative_time_at_least"),
                      accounting_verdict=row["verdict"], why=row.get("why"))
         else:
             # not at the target yet: samples-to-target predicted by the saturating fit (analysis.fit), at the target

@@ -16,6 +16,7 @@ import pandas as pd
 
 from rlbatch.analysis.accounting import (aligned, aligned_span, intervals_overlap, predicted_relative_time)
 from rlbatch.analysis.decision import BELOW, NOT_DISTINGUISHABLE, alignment
+from rlbatch.analysis.headline import bound
 from rlbatch.analysis.decision import verdict_label
 from rlbatch.analysis.interval import format_interval
 from rlbatch.analysis.results import Estimate
@@ -202,8 +203,13 @@ def _sentence(c: dict[str, Any], ref_label: str, tol: float) -> str:
         return f"{name}{bstr} is the reference (rN = 1, throughput 1x){tail}"
     rn, g, t = c["rN"], c["relative_throughput"], c["predicted_relative_time"]
     if c.get("accounting_verdict") in ("slower", "undetermined") and not c.get("reaches", True):
+        bounds = "; ".join(  # the accounting's point bounds, as analyze shows them, then the interval's lower ends
+            f"{what} > {bound(c[k], True)}" + (f" (95% lower end {bound(lo[0], True)})" if lo and lo[0] else "")
+            for what, k, lo in (("rN", "rN_at_least", c.get("rN_ci")),
+                                ("relative time", "relative_time_at_least", c.get("interval"))) if c.get(k))
         return (f"{name}{bstr} did not reach the target in every seed within its run: {c['accounting_verdict']} "
-                f"({c.get('why') or 'censored'}), as the accounting says; no prediction.")
+                f"({c.get('why') or 'censored'}), as the accounting says" + (f"; {bounds}, as analyze shows them" if bounds else "")
+                + "; no prediction.")
     if c.get("never_reaches"):
         return (f"{name}{bstr}: predicted never to reach the target ({c['never_reaches']}): rejected "
                 "(not reached, so it cannot be faster).")
