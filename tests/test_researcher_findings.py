@@ -182,3 +182,26 @@ def test_finding_8_a_censored_bound_is_one_number_in_analyze_and_plan():
     said = re.search(r"B256-G8-sqrt \(B=256\): [^.]*?rN > ([\d.]+), relative time > ([\d.]+)", acc["recommendation"])
     c = next(x for x in plan["candidates"] if x["batch_size"] == 256)
     assert said and f"rN > {said[1]}" in c["sentence"] and f"relative time > {said[2]}" in c["sentence"]
+
+
+def test_finding_16_a_warning_shows_a_value_as_logged_not_a_numpy_repr(tmp_path):
+    import warnings
+
+    from rlbatch.readers.collect import load_all
+
+    (tmp_path / "big.csv").write_text("step,loss,val_acc\n1,0.5,0.2\n2,0.4,0.3\n1e18,0.3,0.4\n")
+    with warnings.catch_warnings(record=True) as got:
+        warnings.simplefilter("always")
+        _, msgs = load_all([tmp_path / "big.csv"])
+    text = " ".join([str(w.message) for w in got] + [str(m) for m in msgs])
+    assert "(first: 1e+18); skipped" in text and "np.float64" not in text
+
+
+def test_finding_16_watch_says_not_yet_known_in_words():
+    from rlbatch.watch import ConfigView, WatchUpdate, line
+
+    v = ConfigView("B64", ["B64-s0"], 64, 1048.0, 3, 0.281, [(0.0, 0.2), (1048.0, 0.281)])
+    up = WatchUpdate(7, "runs/x", 0.35, "eval/score", "wall", [v])
+    assert "S*=not yet known T*=not yet known" in line(up) and "S*=- (-)" not in line(up)
+    v.source = "never"
+    assert "S*=never (its fit levels off below the target)" in line(up)

@@ -413,7 +413,8 @@ def legend(up: WatchUpdate) -> str:
     """What the short names of a piped update line mean, printed once before the first (newcomer finding 9)."""
     names = ["S = retained samples so far", "score = the last evaluation"]
     if up.target is not None:
-        names += ["S* = samples-to-target [95% interval] (measured, fitted or open)", "T* = time-to-target"]
+        names += ["S* = samples-to-target [95% interval] (measured or fitted; 'not yet known' before a fit can "
+                  "tell)", "T* = time-to-target"]
     names.append("X = retained samples per second")
     if any(r.get("predicted_relative_time") is not None for r in up.ranking):
         names.append("rel.time = predicted time-to-target over the reference's [95% interval]")
@@ -430,7 +431,11 @@ def line(up: WatchUpdate) -> str:
     out = []
     for v in up.configs:
         s = f"update {up.update}: {v.config} S={v.samples:.0f} score={_num(v.score, '.3f')}"
-        if up.target is not None:
+        if up.target is not None and v.samples_to_target is None and v.time_to_target_s is None and \
+                v.source in (None, "never", "open"):  # (researcher finding 16: not "- (-)")
+            s += {None: " S*=not yet known T*=not yet known", "never": " S*=never (its fit levels off below the "
+                  "target)", "open": f" S*=open{_iv(v.samples_to_target_ci)} T*=open"}[v.source]
+        elif up.target is not None:
             s += (f" S*={_num(v.samples_to_target)}{_iv(v.samples_to_target_ci)} ({v.source or '-'})"
                   f" T*={_num(v.time_to_target_s, '.1f')}s{_iv(v.time_to_target_ci, '.1f')}")
         s += f" X={_num(v.throughput_samples_per_s, '.1f')}/s"

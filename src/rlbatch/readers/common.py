@@ -133,6 +133,12 @@ def to_float(v: Any) -> float | None:
     return None
 
 
+def plain_value(v: Any) -> str:
+    """A logged value as a user reads it in a warning: ``1e+18``, ``'abc'``; never a numpy repr such as
+    ``np.float64(1e+18)`` (researcher tryout, finding 16)."""
+    return repr(v.item()) if isinstance(v, np.generic) else repr(v)
+
+
 def to_count(v: Any) -> int | None:
     """A count (P, G, B, a step) from a logged or configured value: a whole number in [0, 2**53]; None for
     anything else (text, fractions, inf, nan, 1e400)."""
@@ -212,7 +218,7 @@ def build_run(rows: list[dict[str, Any]], *, path: str | Path, source_format: st
         i = int(np.flatnonzero(bad_step.to_numpy())[0])
         line = lines[i] if lines is not None and i < len(lines) else None
         warn(f"{int(bad_step.sum())} record(s) with a step that is not a whole number in [0, 2**53] (first: "
-             f"{steps_all.iloc[i]!r}); skipped", path, line)
+             f"{plain_value(steps_all.iloc[i])}); skipped", path, line)
         df = df[~bad_step]
         is_train = is_train[~bad_step]
     is_train &= df[step_src].notna()

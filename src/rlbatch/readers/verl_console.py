@@ -31,8 +31,8 @@ from typing import Any
 
 from rlbatch.errors import UserError
 from rlbatch.readers import consoles
-from rlbatch.readers.common import (ANSI, SCALAR_CALL, build_run, meta_from, open_text, read_text, to_count, to_float,
-                                    RECORD_START, unwrap_lines, warn)
+from rlbatch.readers.common import (ANSI, RECORD_START, SCALAR_CALL, build_run, meta_from, open_text, plain_value,
+                                    read_text, to_count, to_float, unwrap_lines, warn)
 from rlbatch.readers.names import is_eval_name
 from rlbatch.runstore import Run
 
@@ -369,7 +369,7 @@ def read(path: str | Path, *, run_id: str | None = None, user_map: dict[str, str
                             "rerun with trainer.logger=['console','wandb']", path=str(path))
         raise UserError("no verl step lines ('step:N - name:value - ...') found", path=str(path))
     if bad_values:
-        warn(f"{bad_values} value(s) that are not numbers skipped (first: {first_bad[1]!r})", path, first_bad[0])
+        warn(f"{bad_values} value(s) that are not numbers skipped (first: {plain_value(first_bad[1])})", path, first_bad[0])
 
     notes: list[str] = notes_pre
     lr_vals = [r["actor/lr"] for r in rows if "actor/lr" in r]
