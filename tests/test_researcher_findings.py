@@ -205,3 +205,12 @@ def test_finding_16_watch_says_not_yet_known_in_words():
     assert "S*=not yet known T*=not yet known" in line(up) and "S*=- (-)" not in line(up)
     v.source = "never"
     assert "S*=never (its fit levels off below the target)" in line(up)
+
+
+def test_finding_7_the_noise_section_does_not_call_the_undistinguished_range_the_aligned_family():
+    from rlbatch.report.sections import NO_PENALTY, b_simple_vs_family, knee_vs_family
+
+    s = knee_vs_family({"knee_batch": 1024, "doublings": [{"ratio": 0.83}]}, [16, 32, 64, 512])
+    assert NO_PENALTY in s and "up to B = 512" in s and "aligned family" not in s
+    s = b_simple_vs_family({"measurable": True, "b_simple": 5000.0}, [16, 32, 64, 512])
+    assert "exceeds the range where rN is not shown above 1" in s and "aligned family" not in s

@@ -4,8 +4,9 @@ The one analysis core: every command (``account``, ``analyze``, ``plan``, the re
 samples-to-target, time-to-target, throughput, rN, relative time and the verdict from the functions here.
 
 Per seed (one run), on the policy-sample axis (:func:`rlbatch.analysis.curves.curve`, evaluation at 0 kept):
-    S  = samples-to-target: the crossing of a monotone fit of the evaluations, refined by a straight line against
-         log samples around it (:mod:`rlbatch.analysis.crossing`; independent of the evaluation spacing and noise);
+    S  = samples-to-target: the crossing of a monotone fit of the evaluations, refined by a local quadratic in
+         samples over the evaluations within a factor 2 of it (a straight line in log samples with fewer than three;
+         :mod:`rlbatch.analysis.crossing`; independent of the evaluation spacing and noise);
     T  = time-to-target, the clock at S, interpolated between steps (:func:`rlbatch.analysis.throughput.time_at`;
          wall-clock, or process CPU time on a shared CPU, :func:`rlbatch.analysis.throughput.clock_basis`).
 Per configuration (its seeds; :func:`estimate_configuration`), **seed aggregation = the mean of the per-seed values**

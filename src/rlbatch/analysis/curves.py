@@ -1,8 +1,8 @@
 """Learning curves: samples-to-target and the per-run summary (pure functions over a run's DataFrames; no I/O).
 
 Samples-to-target (Li et al. 2026, "align"): the cumulative retained responses at which a run's score reaches the
-target, from a monotone fit of its evaluations refined by a local straight line against log samples
-(:mod:`rlbatch.analysis.crossing`: independent of the evaluation spacing and noise). A run that never reaches the
+target, from a monotone fit of its evaluations refined by a local quadratic in samples (a straight line in log
+samples with fewer than three evaluations near the crossing; :mod:`rlbatch.analysis.crossing`: independent of the evaluation spacing and noise). A run that never reaches the
 target has no samples-to-target: ``None``, never infinity or zero.
 """
 
@@ -84,7 +84,8 @@ def crossing_of(df: pd.DataFrame, target: float, metric: str = "eval/score", x: 
 def samples_to_target(df: pd.DataFrame, target: float, metric: str = "eval/score", x: str = "samples/retained",
                       ema: float | None = None, sustained: bool = False) -> float | None:
     """Retained samples at which ``metric`` reaches ``target`` (higher is better): the crossing of a monotone fit,
-    refined by a straight-line fit against log samples around it (:func:`crossing_of`,
+    refined by a local quadratic in samples around it, a straight line in log samples with fewer than three points
+    (:func:`crossing_of`,
     :mod:`rlbatch.analysis.crossing`), so that it does not depend on how often or how noisily the run was
     evaluated. ``df``: one row per evaluation point with columns ``x`` (cumulative retained responses, or any
     monotone axis such as ``time/wall_s``) and ``metric``. Returns None when the curve never reaches the target, or

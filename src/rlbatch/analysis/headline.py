@@ -29,8 +29,9 @@ INTERVALS = ("Intervals of rN, relative throughput and relative time are 95% sim
              "although it was chosen as the smallest). \"May be fastest\" is the set that holds the fastest "
              "configuration with 95% confidence (multiple comparisons with the best).")
 
-AGGREGATION = ("Each seed's samples-to-target comes from a monotone fit of its evaluations refined by a straight "
-               "line against log samples around the target (it does not depend on how often or how noisily a run "
+AGGREGATION = ("Each seed's samples-to-target comes from a monotone fit of its evaluations, refined by a local "
+               "quadratic in samples over the evaluations within a factor 2 of the crossing (a straight line in log "
+               "samples with fewer than three) (it does not depend on how often or how noisily a run "
                "was evaluated); its time-to-target is the clock there. Seeds of one configuration are combined as "
                "the geometric mean of their samples-to-target and of their time-to-target (the typical run); "
                "throughput = samples-to-target / time-to-target. Intervals: Student's t interval of the seed mean on the log scale for each of "

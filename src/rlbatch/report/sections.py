@@ -112,17 +112,20 @@ def throughput_section(runs: Sequence[Any], predict_batches: Sequence[int] | Non
     pb = np.array([p["batch_size"] for p in pred], float)
     tb = np.array([r["batch_size"] for r in timing], float)
     ctrl = np.array([thr.get(c["config"], {}).get("lr_rule") == "none" for c in timing], bool)
-    for key, label, mk, col in (("gen_s", "generation", "o", "C0"), ("train_s", "update", "s", "C1")):
+    model_lines = time_model_lines(pred)
+    for key, share, label, mk, col in (("gen_s", "gen", "generation", "o", "C0"),
+                                       ("train_s", "train", "update", "s", "C1")):
         v = np.array([r[key] for r in timing], float)
         if np.isfinite(v).any():
             a1.loglog(tb, v, mk, color=col, label=f"{label} (measured)")
-            # the fit where it is positive (an affine update fit can cross 0 below the measured range)
-            fv = np.array([p[key] for p in pred], float)
+            # the model's step split in the fitted phases' proportions, where it is positive (an affine update fit
+            # can cross 0 below the measured range): a part of the whole step, never above it (finding 16)
+            xb, fv = model_lines[share]
             ok = fv > 0.05 * np.nanmin(v[v > 0]) if (v > 0).any() else fv > 0
-            a1.loglog(pb[ok], fv[ok], "-", color=col, label=f"{label} (fit)")
+            a1.loglog(xb[ok], fv[ok], "-", color=col, label=f"{label} (model)")
     st = np.array([r["step_s"] for r in timing], float)
     a1.loglog(tb, st, "D", mfc="none", color="0.2", label="whole step (measured)")
-    a1.loglog(pb, [p["step_s"] for p in pred], "--", color="0.2", label="whole step (model)")
+    a1.loglog(*model_lines["step"], "--", color="0.2", label="whole step (model)")
     batch_axis(a1)
     plain_log_axis(a1, "y")
     a1.set_xlabel("batch size B (responses per update)")
@@ -152,14 +155,92 @@ def throughput_section(runs: Sequence[Any], predict_batches: Sequence[int] | Non
     fig.tight_layout()
     figs["time_and_throughput_vs_batch"] = fig
     caps = {"time_and_throughput_vs_batch": f"Left: {secs} per optimizer step for generation, the update and the "
-            "whole step, measured per configuration (points) and from the fitted time model (lines), against the "
-            "batch size. Right: whole-run throughput in retained training samples per second, measured per "
-            "configuration with its 95% interval, and the model's prediction."}
+            "whole step against the batch size, measured per configuration (points) and from the time model (lines): "
+            f"the model's whole step (dashed) passes through the measured steps from B = {lo} to {hi} and follows "
+            "the fitted phases (power-law generation, affine update and scoring) scaled to meet the nearest "
+            "measured end beyond them; the generation and update lines are that step split in the fitted phases' "
+            "proportions, as in the table of predictions, so a part is never above the whole. Right: whole-run "
+            "throughput in retained training samples per second, measured per configuration with its 95% interval, "
+            "and the model's prediction."}
     return {"title": "Throughput vs batch size", "markdown": "\n".join(md), "figures": figs, "captions": caps,
             "json_key": "throughput", "json": js}
 
 
-def _fmt_fit(fit: dict[str, Any], family: Sequence[int] | None = None) -> str:
+def grad_norm_coverage(runs: Sequence[Any], fit: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per batch size whose runs log ``fit["metric"]`` (positive values): ``batch_size``, ``runs`` (how many runs
+    log it) and ``in_window`` (how many of them have a step in the fit's retained-sample ``window``, so a point in
+    the fit: :func:`rlbatch.analysis.noise.grad_norm_points`; 0 for a batch size the fit and its figure lack).
+    Researcher finding 11: B = 2048 had no step in the window and B = 4096 one of its three runs, said nowhere."""
+    m = fit["metric"]
+    total: dict[int, int] = {}
+    for r in runs:
+        b, met = r.meta.batch_size, r.metrics
+        if b is None or not isinstance(met, pd.DataFrame) or m not in met:
+            continue
+        if (pd.to_numeric(met[m], errors="coerce") > 0).any():
+            total[int(b)] = total.get(int(b), 0) + 1
+    inside = {int(p["batch_size"]): int(p["n_runs"]) for p in fit["points"]}
+    return [{"batch_size": b, "runs": max(n, inside.get(b, 0)), "in_window": inside.get(b, 0)}
+            for b, n in sorted({**inside, **total}.items())]
+
+
+def window_words(fit: dict[str, Any]) -> str:
+    """Where each run's mean gradient norm was taken, in words: ``retained samples 2,536 to 3,336 (the stretch every
+    run covers)``, or each run's whole run when the runs do not overlap (no window)."""
+    w = fit.get("window")
+    if w is None:
+        return "each run's whole run (the runs do not overlap in retained samples)"
+    return f"retained samples {w[0]:,.0f} to {w[1]:,.0f} (the stretch of training every run covers)"
+
+
+def missing_words(coverage: Sequence[dict[str, Any]]) -> str | None:
+    """``B = 2048: no step in the window`` for each batch size whose runs log the norm but have no step in the
+    window (absent from the fit and the figure); None when there is none."""
+    miss = [c["batch_size"] for c in coverage if c["in_window"] == 0]
+    if not miss:
+        return None
+    return "; ".join(f"B = {b}: no step in the window" for b in miss)
+
+
+def _runs_in_window(c: dict[str, Any]) -> str:
+    n, k = c["runs"], c["in_window"]
+    return f"{k} of its {n} runs in the window" if k < n else f"{n} run" + ("s" if n != 1 else "")
+
+
+def no_interval_words(coverage: Sequence[dict[str, Any]], b_from: int | None = None, b_to: int | None = None) -> str:
+    """Why a doubling ratio (from ``b_from`` to ``b_to``; every doubling when None) has no interval over seeds: one
+    run per batch size, or fewer than two runs of a batch size with a step in the window (named with how many of
+    its runs the window holds: finding 11's "one run per B" while every B ran 3 seeds), or no spread."""
+    cov = {c["batch_size"]: c for c in coverage}
+    if not cov:
+        return "fewer than two runs per B"
+    sides = [cov[b] for b in (b_from, b_to) if b in cov] if b_from is not None else list(cov.values())
+    if sides and all(c["runs"] <= 1 for c in cov.values()):
+        return "one run per B"
+    short = [c for c in sides if c["in_window"] < 2]
+    if short:
+        return ", ".join(f"B = {c['batch_size']}: {_runs_in_window(c)}" for c in short)
+    return "no spread between the runs"
+
+
+def time_model_lines(pred: Sequence[dict[str, Any]]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """The time model's lines of the time-per-step figure, each ``(B, seconds per step)``: ``step``, the model's
+    whole step (:func:`rlbatch.analysis.throughput.predict`: through the measured steps inside the measured range,
+    the per-phase model anchored at the nearest measured end outside it), and ``gen``, ``train``, ``reward``, that
+    step split in the fitted phases' proportions (``shares``), so that the parts add up to the whole and none is
+    above it. Researcher finding 16: the per-phase fits drawn as they are put the update above the whole step from
+    B = 256 on (fitted separately, the update in trained tokens at B x tokens per retained response, while group
+    filtering retains a falling share of a large batch; the step through the measured points)."""
+    rows = [p for p in pred if p.get("shares") and np.isfinite(p["step_s"])]
+    b = np.array([p["batch_size"] for p in rows], float)
+    out = {"step": (np.array([p["batch_size"] for p in pred], float), np.array([p["step_s"] for p in pred], float))}
+    for k in ("gen", "train", "reward"):
+        out[k] = (b, np.array([p["shares"][k] * p["step_s"] for p in rows], float))
+    return out
+
+
+def _fmt_fit(fit: dict[str, Any], family: Sequence[int] | None = None,
+             coverage: Sequence[dict[str, Any]] | None = None) -> str:
     ci = fit["slope_ci"]
     ci_s = f" (95% CI {format_interval(ci, '.3f', sep=' to ')})" if all(np.isfinite(ci)) else ""
     knee = fit["knee_batch"]
@@ -188,18 +269,31 @@ def _fmt_fit(fit: dict[str, Any], family: Sequence[int] | None = None) -> str:
     for d in fit["doublings"]:
         rci = d.get("ratio_ci")
         lines.append(f"  - B {d['b_from']} -> {d['b_to']}: ratio {d['ratio']:.3f}"
-                     + (f" (95% CI {format_interval(rci, '.3f')})" if rci else " (one run per B: no interval)")
+                     + (f" (95% CI {format_interval(rci, '.3f')})" if rci else
+                        f" ({no_interval_words(coverage or [], d['b_from'], d['b_to'])}: no interval)")
                      + f" vs {d['expected']:.3f} ({d['departure']:+.0%})"
                      + (" — flattens: the norm stops falling like B^-1/2" if d["past_knee"] else ""))
+    lines.append("")  # the notes below: a paragraph of the bullet, not run into the last doubling's line
     if fit.get("window") is None:
         lines.append("  The runs do not overlap in retained samples, so each run's norm is its mean over its whole "
                      "run, not over a matched stretch of training (the norm changes as training goes on).")
+    else:
+        thin = [c for c in coverage or [] if 0 < c["in_window"] < c["runs"]]
+        lines.append(f"  Each run's norm is its mean over {window_words(fit)}"
+                     + ("; " + "; ".join(f"B = {c['batch_size']}: {_runs_in_window(c)}" for c in thin) if thin else "")
+                     + ".")
+    miss = missing_words(coverage or [])
+    if miss:
+        lines.append(f"  {miss} (its steps fall before and after it): not in the fit or the figure.")
     sl_ci = fit["slope_ci"] if len(fb) >= 2 else (fit.get("slope_all_ci") or [float("nan")] * 2)
     if all(np.isfinite(sl_ci)) and sl_ci[0] < -0.5 < sl_ci[1] and sl_ci[0] < 0 < sl_ci[1]:
-        lines.append(f"  Its interval holds both -0.5 (noise-dominated) and 0 (signal-dominated): the slope is not "
+        lines.append("  Its interval holds both -0.5 (noise-dominated) and 0 (signal-dominated): the slope is not "
                      "measurable at this scale.")
     lines.append("")
     seeded = any(d.get("ratio_ci") for d in fit["doublings"])
+    # the knee's own doubling: with an interval, or said why not (the demo's knee at B = 2048 had none, one run of
+    # B = 2048 and of 4096 in the window, while another doubling's interval made the text claim one)
+    at_knee = next((d for d in fit["doublings"] if d["b_from"] == knee), None)
     first = min((d["b_from"] for d in fit["doublings"]), default=None)
     # newcomer finding 19: a knee at the ladder's smallest batch is not a located knee (it may lie below the
     # ladder), so not in bold; each line names its norm (actor, critic)
@@ -207,8 +301,9 @@ def _fmt_fit(fit: dict[str, Any], family: Sequence[int] | None = None) -> str:
           "lie below the ladder)" if knee == first else f"**B = {knee}**")
     lines.append(f"Knee of the `{fit['metric']}` norm: {at} (the lower B of the first doubling whose ratio is above "
                  f"1/sqrt(2) by more than {fit.get('tolerance', 0.08):.0%}"
-                 + (", its interval's lower end above 1/sqrt(2)" if seeded else
-                    "; one run per batch size, so one ratio without an interval: a hint, not a measurement")
+                 + (", its interval's lower end above 1/sqrt(2)" if at_knee is not None and at_knee.get("ratio_ci")
+                    else f"; {no_interval_words(coverage or [], knee, at_knee['b_to'] if at_knee else None)}, so "
+                    "one ratio without an interval: a hint, not a measurement")
                  + "). It is an estimate of where the norm flattens, not by itself the critical batch."
                  if knee is not None else
                  f"No knee of the `{fit['metric']}` norm within the measured batch sizes: no doubling's ratio is "
@@ -234,6 +329,11 @@ def b_simple_text(row: dict[str, Any]) -> str:
     return f"not measurable at this scale ({row['reason']})"
 
 
+#: the batches the noise section compares with (the aligned-family section's "undistinguished": rN aligned or not
+#: distinguishable from 1), named so as not to be read as the aligned family itself (researcher finding 7)
+NO_PENALTY = "the range where rN is not shown above 1 (no sample penalty measured)"
+
+
 def b_simple_vs_family(pooled: dict[str, Any], family: Sequence[int] | None) -> str:
     """How the study's pooled B_simple relates to the aligned family from rN, and which to trust: B_simple predicts
     where the sample penalty sets in (McCandlish et al. 2018: rN ~ 1 + B / B_noise), the family measures it."""
@@ -243,9 +343,9 @@ def b_simple_vs_family(pooled: dict[str, Any], family: Sequence[int] | None) -> 
         return use
     v, last = pooled["b_simple"], max(family)
     if last / 2 <= v <= 2 * last:
-        return use + f"It agrees with the aligned family from rN (last member B = {last}). "
-    return use + (f"It {'exceeds' if v > last else 'falls short of'} the aligned family from rN (last member "
-                  f"B = {last}) by more than 2x: trust the family, which measures the sample penalty itself, while "
+        return use + f"It agrees with {NO_PENALTY} (up to B = {last}). "
+    return use + (f"It {'exceeds' if v > last else 'falls short of'} {NO_PENALTY} (up to "
+                  f"B = {last}) by more than 2x: trust the measured rN, which is the sample penalty itself, while "
                   "B_simple predicts it from gradient statistics averaged over training (the noise model's rN = "
                   "(1 + B/B_noise) / (1 + B0/B_noise) assumes the noise scale holds along the way). ")
 
@@ -263,13 +363,37 @@ def knee_vs_family(fit: dict[str, Any], family: Sequence[int] | None) -> str | N
     spread = (f"; the doubling ratios scatter from {min(ratios):.2f} to {max(ratios):.2f} around 1/sqrt(2) = 0.71"
               if ratios else "")
     if knee == last:
-        return (f"The knee agrees with the aligned family from rN, whose last member is B = {last}.")
+        return (f"The knee agrees with {NO_PENALTY}, which reaches B = {last}.")
     if knee is None:
-        return (f"The gradient norms show no knee, while the aligned family from rN ends after B = {last}: trust the "
-                "family (measured on samples-to-target, which the decision uses)" + spread + ".")
-    return (f"The knee (B = {knee}) and the aligned family from rN (last member B = {last}) disagree: trust the "
-            f"family, which is measured on samples-to-target, the quantity the decision uses; the knee rests on "
+        return (f"The gradient norms show no knee, while {NO_PENALTY} ends after B = {last}: trust the measured "
+                "rN (on samples-to-target, which the decision uses)" + spread + ".")
+    return (f"The knee (B = {knee}) and {NO_PENALTY} (up to B = {last}) disagree: trust the measured "
+            f"rN, which is on samples-to-target, the quantity the decision uses; the knee rests on "
             f"ratios of mean gradient norms{spread}, more than the knee rule's {fit.get('tolerance', 0.08):.0%}.")
+
+
+def grad_norm_caption(fits: dict[str, dict[str, Any]]) -> str:
+    """The gradient-norm figure's caption: where the norm was taken (the retained-sample window), how many runs
+    each point averages where the window holds fewer than the batch size ran, and every batch size missing from the
+    figure as missing (researcher finding 11)."""
+    cap = ["Mean gradient norm (before clipping) against the batch size, log-log"]
+    for role, fit in fits.items():
+        who = f" ({role})" if len(fits) > 1 else ""
+        cov = fit.get("coverage") or []
+        seeds = sorted({c["in_window"] for c in cov if c["in_window"]})
+        per = ("one run per batch size" if seeds == [1] and all(c["runs"] <= 1 for c in cov) else
+               "the geometric mean over a batch size's runs")
+        thin = [c for c in cov if 0 < c["in_window"] < c["runs"]]
+        cap.append(f"; each point{who} is {per}, each run's mean over {window_words(fit)}"
+                   + (" (" + "; ".join(f"B = {c['batch_size']}: {_runs_in_window(c)}" for c in thin) + ")"
+                      if thin else ""))
+        miss = missing_words(cov)
+        if miss:
+            cap.append(f"; missing{who}: {miss}")
+    cap.append(". The least-squares slope is over the range the text names (where rN is not shown above 1, when "
+               "there is one), with the knee where the norm flattens; where batches are noise-dominated the norm "
+               "falls like B^-1/2 (dotted grey).")
+    return "".join(cap)
 
 
 def noise_section(runs: Sequence[Any], target: float | None = None, metric: str = "eval/score",
@@ -306,8 +430,9 @@ def noise_section(runs: Sequence[Any], target: float | None = None, metric: str 
             if role == "actor":
                 md.append(f"- Grad norm vs B: not fitted ({err}).")
             continue
+        fits[role]["coverage"] = grad_norm_coverage(runs, fits[role])
         js[role] = fits[role]
-        md.append(_fmt_fit(fits[role], family))
+        md.append(_fmt_fit(fits[role], family, fits[role]["coverage"]))
     if fits:
         fig, ax = plt.subplots(figsize=(6.5, 4.4))
         for role, fit in fits.items():
@@ -328,7 +453,9 @@ def noise_section(runs: Sequence[Any], target: float | None = None, metric: str 
             ax.loglog(b, v[0] * (b / b[0]) ** -0.5, ":", color="gray", alpha=0.6, label="B^-1/2")
         batch_axis(ax)
         plain_log_axis(ax, "y")
-        ax.set_xlabel("batch size B (responses per update)")
+        gone = "; ".join(f"{role}: {w}" if len(fits) > 1 else w for role, w in
+                         ((role, missing_words(fit["coverage"])) for role, fit in fits.items()) if w)
+        ax.set_xlabel("batch size B (responses per update)" + (f"\nnot drawn: {gone}" if gone else ""))
         ax.set_ylabel("mean gradient norm before clipping")
         ax.set_title("Gradient norm vs batch size (dotted grey: B^-1/2)")
         ax.tick_params(labelsize=TICK_FONT)
@@ -425,10 +552,7 @@ def noise_section(runs: Sequence[Any], target: float | None = None, metric: str 
             rn = f", rN {row['rN']:.2f}" if row["rN"] is not None else ""
             md.append(f"- B={row['batch_size']}: P={row['prompts_per_step']}, G={row['group_size']} vs "
                       f"P={ref['prompts_per_step']}, G={ref['group_size']}: {dev}{rn}")
-    caps = {"grad_norm_vs_batch": "Mean gradient norm (before clipping) against the batch size, log-log, with the "
-            "least-squares slope over the range the text names (where rN is not shown above 1, when there is one) "
-            "and the knee where the norm flattens; where batches are noise-dominated the norm falls like B^-1/2 "
-            "(dotted grey).",
+    caps = {"grad_norm_vs_batch": grad_norm_caption(fits),
             "b_simple_by_batch": "Simple noise scale B_simple (McCandlish et al. 2018) per batch size: each run's "
             "mean over its steps (grey) and the value per B over all its steps with its 95% interval (arrows: an end "
             "beyond what the steps can bound); where it "
