@@ -112,8 +112,9 @@ def test_target_without_batch_size_says_what_is_missing_not_train_longer(tmp_pat
     assert r.returncode == 0, r.stderr
     assert "Train longer" not in r.stdout
     assert "supply it with --set RUN:prompts_per_step=P --set RUN:group_size=G" in r.stdout
-    assert "no reference reached the target" in r.stdout
-    row = next(line for line in r.stdout.splitlines() if line.startswith("│ metrics") and "not reached" in line)
+    assert "no batch size in the logs: no samples-to-target" in r.stdout  # (researcher finding 12)
+    row = next(line for line in r.stdout.splitlines() if line.startswith("│ metrics") and
+               "unknown (no batch size)" in line)
     assert row.split("│")[2].strip() == "—"  # the B cell: unknown, not "not reached"
     out = json.loads(cli(tmp_path / "one", "--target", "0.2", "--format", "json").stdout)
     assert out["headline"]["pick"] is None and out["accounting"][0]["batch_size"] is None

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from rlbatch.analysis.accounting import check_target, check_target_below_start
+from rlbatch.analysis.curves import check_ema
 from rlbatch.analysis.summaries import run_summaries
 from rlbatch.analysis.study import Study
 from rlbatch.output import console, markdown_table, print_json, rich_table
@@ -35,6 +36,8 @@ def analyze(paths: list[Path], *, target: float | None = None, metric: str = "ev
     "warnings": [...], "report": {"html", "markdown", "json"} (with ``out``)}``.
     """
     check_target(target)
+    if ema is not None:  # the options first, before any data is read or judged
+        check_ema(ema)
     stage = stage or (lambda _label: None)
     stage(f"reading {len(paths)} path{'s' if len(paths) != 1 else ''}")
     runs, msgs = load_all(paths, log_format=log_format, mapping=mapping, prompts_per_step=prompts_per_step,

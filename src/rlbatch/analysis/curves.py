@@ -21,12 +21,17 @@ from rlbatch.errors import UserError
 from rlbatch.runstore import Run, make_meta, run_order
 
 
+def check_ema(weight: float) -> None:
+    """Refuse an EMA smoothing weight outside [0, 1): a :class:`rlbatch.errors.UserError` naming ``--ema``."""
+    if not (0.0 <= weight < 1.0):
+        raise UserError(f"--ema must be a smoothing weight in [0, 1), got {weight}", field="ema")
+
+
 def ema_smooth(values: np.ndarray, weight: float) -> np.ndarray:
     """Exponential moving average with TensorBoard's smoothing convention: ``s_0 = y_0``,
     ``s_t = weight * s_{t-1} + (1 - weight) * y_t``. ``weight`` in [0, 1) (0 = no smoothing).
     Raises :class:`rlbatch.errors.UserError` (a ``ValueError``) naming ``--ema`` for a weight outside [0, 1)."""
-    if not (0.0 <= weight < 1.0):
-        raise UserError(f"--ema must be a smoothing weight in [0, 1), got {weight}", field="ema")
+    check_ema(weight)
     out = np.empty(len(values), dtype=float)
     s = None
     for i, y in enumerate(values):
