@@ -107,8 +107,6 @@ def bound(x: float, down: bool) -> str:
     return outward(x, ".2f", down)
 
 
-_outward = bound
-
 
 def at_most_text(r: dict[str, Any]) -> str:
     """A configuration that reached the target before its first evaluation after 0, in words: how many seeds and
@@ -116,11 +114,11 @@ def at_most_text(r: dict[str, Any]) -> str:
     m = len(r.get("at_most") or [])
     parts = [f"{m} of {r.get('n_seeds', '?')} seeds reached the target before their first evaluation after 0"]
     if r.get("rN_at_most") is not None:
-        parts.append(f"rN ≤ {_outward(r['rN_at_most'], False)}")
+        parts.append(f"rN ≤ {bound(r['rN_at_most'], False)}")
     if r.get("relative_time_at_most") is not None:
         hi = r.get("relative_time_at_most_hi")
-        parts.append(f"relative time ≤ {_outward(r['relative_time_at_most'], False)}" + (
-            f" (95% upper end {_outward(hi, False)})" if hi is not None else ""))
+        parts.append(f"relative time ≤ {bound(r['relative_time_at_most'], False)}" + (
+            f" (95% upper end {bound(hi, False)})" if hi is not None else ""))
     return ", ".join(parts)
 
 
@@ -130,19 +128,19 @@ def time_text(r: dict[str, Any]) -> str:
     if r.get("relative_time") is not None:
         return f"{r['relative_time']:.2f}x{_iv(r.get('relative_time_ci'))}"
     hi = r.get("relative_time_at_most_hi")
-    return f"at most {_outward(r['relative_time_at_most'], False)}x" + (
-        f" (95% upper end {_outward(hi, False)})" if hi is not None else "")
+    return f"at most {bound(r['relative_time_at_most'], False)}x" + (
+        f" (95% upper end {bound(hi, False)})" if hi is not None else "")
 
 
 def _bound_text(r: dict[str, Any]) -> str:
     """A censored configuration's bounds: ``rN > 1.2, relative time > 0.8 (lower end 0.6)``."""
     parts = []
     if r.get("rN_at_least"):
-        parts.append(f"rN > {_outward(r['rN_at_least'], True)}")
+        parts.append(f"rN > {bound(r['rN_at_least'], True)}")
     if r.get("relative_time_at_least"):
         lo = r.get("relative_time_at_least_lo")
-        parts.append(f"relative time > {_outward(r['relative_time_at_least'], True)}" + (
-            f" (95% lower end {_outward(lo, True)})" if lo is not None else ""))
+        parts.append(f"relative time > {bound(r['relative_time_at_least'], True)}" + (
+            f" (95% lower end {bound(lo, True)})" if lo is not None else ""))
     return ", ".join(parts)
 
 
