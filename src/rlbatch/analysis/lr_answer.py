@@ -47,10 +47,13 @@ def lr_answer(rows: Sequence[Mapping[str, Any]], ests: Mapping[str, Mapping[str,
     head = f"Scale the learning rate with the batch? At B = {b}, {other} ({c['run']}) "
     ec, es = ests[c["run"]], ests[s["run"]]
     if not es.get("reached") or not ec.get("reached"):
-        who = [x["run"] for x, e in ((c, ec), (s, es)) if not e.get("reached")]
+        why = "; ".join(f"{x['run']} " + ("was stopped early by the adaptive sweep" if e.get("stopped") else
+                                          "has unfinished trials" if e.get("unfinished") else
+                                          "did not reach the target in every seed")
+                        for x, e in ((c, ec), (s, es)) if not e.get("reached"))
         return {"batch_size": b, "control": c["run"], "scaled": s["run"], "ratio": None, "ratio_ci": None,
-                "reached": False, "sentence": head + f"and {name} ({s['run']}) cannot be compared in samples: "
-                f"{', '.join(who)} did not reach the target in every seed."}
+                "reached": False, "sentence": head + f"and {name} ({s['run']}) cannot be compared in samples yet: "
+                f"{why}."}
     r = compare(ec, es)
     ratio, ci = r.get("rN"), r.get("rN_ci")
     iv = f" (95% CI {format_interval(ci)})" if ci and ci[0] is not None else " (no interval: too few seeds)"
