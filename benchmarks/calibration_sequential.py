@@ -15,6 +15,7 @@ fastest" holds the truly fastest, and the cost in runs (mean, 90th percentile) a
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import multiprocessing as mp
 import os
@@ -75,8 +76,13 @@ def fixed_one(sc: Scenario, seed: int, seeds: int) -> dict:
 def _job(args):
     design, sc, seed = args
     if design == "sequential":
-        return design, sc.name, run_sequential_one(sc, seed, zone=ZONE)
-    return design, sc.name, fixed_one(sc, seed, int(design.split()[1]))
+        return design, sc.name, seed, _plain(run_sequential_one(sc, seed, zone=ZONE))
+    return design, sc.name, seed, _plain(fixed_one(sc, seed, int(design.split()[1])))
+
+
+def _plain(r: dict) -> dict:
+    """A study's result as JSON values (numpy scalars as Python ones)."""
+    return {k: (v.item() if hasattr(v, "item") else v) for k, v in r.items()}
 
 
 def fmt(v, spec=".2f") -> str:
@@ -90,16 +96,31 @@ def main(argv=None) -> int:
     ap.add_argument("--designs", default="sequential;fixed 3;fixed 5")
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--resume", default=None, help="a JSON-lines file of finished studies: read, skipped, appended to")
     a = ap.parse_args(argv)
     keys = [k for k in (a.only or "").split(";") if k]
     scs = [s for s in scenarios() if not keys or any(k in s.name for k in keys)]
     designs = a.designs.split(";")
-    jobs = [(d, s, a.seed + i) for s in scs for d in designs for i in range(a.studies)]
+    jobs = [(d, s, a.seed + i) for i in range(a.studies) for s in scs for d in designs]  # every scenario grows together
     t0 = time.time()
     res: dict[tuple, list] = {}
-    with mp.get_context("fork").Pool(a.workers) as pool:
-        for n, (d, name, r) in enumerate(pool.imap_unordered(_job, jobs, chunksize=1), 1):
+    done: set[tuple] = set()
+    if a.resume and os.path.exists(a.resume):  # a killed run goes on where it stopped (one JSON line per study)
+        for line in open(a.resume):
+            try:
+                d, name, seed, r = json.loads(line)
+            except ValueError:
+                continue  # a line cut short by the kill
             res.setdefault((name, d), []).append(r)
+            done.add((d, name, seed))
+    jobs = [j for j in jobs if (j[0], j[1].name, j[2]) not in done]
+    sink = open(a.resume, "a") if a.resume else None
+    with mp.get_context("fork").Pool(a.workers) as pool:
+        for n, (d, name, seed, r) in enumerate(pool.imap_unordered(_job, jobs, chunksize=1), 1):
+            res.setdefault((name, d), []).append(r)
+            if sink:
+                sink.write(json.dumps([d, name, seed, r]) + "\n")
+                sink.flush()
             if n % 20 == 0 or n == len(jobs):
                 print(f"calibration_sequential: {n}/{len(jobs)} studies, {time.time() - t0:.0f} s", file=sys.stderr,
                       flush=True)

@@ -307,7 +307,8 @@ def plan_runs(runs: Sequence[Run], target: float, *, reference: str | None = Non
             c.update(rN_source="measured", rN_level=target, predicted_relative_time=row["relative_time"],
                      rN_test=row.get("rN_test"),
                      interval=row["relative_time_ci"], accounting_verdict=row["verdict"],
-                     may_be_fastest=row.get("may_be_fastest"))
+                     may_be_fastest=row.get("may_be_fastest"),
+                     accounting_pick=name == ((acc.get("headline") or {}).get("pick")))
         elif ref_reached and row["verdict"] in ("slower", "undetermined") and not e.get("unfinished") \
                 and not e.get("stopped"):
             # ran its budget without every seed reaching the target: the accounting's verdict (a lower bound that

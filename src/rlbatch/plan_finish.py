@@ -34,7 +34,7 @@ CANDIDATE_KEYS = ("run", "batch_size", "runs", "on_lr_rule", "retained_batch", "
                   "undetermined", "time_to_target_s", "throughput_samples_per_s", "throughput_ci", "rN", "rN_ci", "rN_source",
                   "rN_level", "relative_throughput", "relative_throughput_ci", "throughput_source",
                   "throughput_extrapolated", "relative_time", "predicted_relative_time", "interval",
-                  "predicted_time_to_target_s", "aligned", "alignment", "verdict", "rejected", "sentence")
+                  "predicted_time_to_target_s", "aligned", "alignment", "verdict", "pick", "rejected", "sentence")
 
 
 @dataclass(frozen=True)
@@ -68,6 +68,7 @@ class Candidate:
     aligned: bool | None
     alignment: str | None
     verdict: str | None
+    pick: bool | None
     rejected: bool | None
     sentence: str | None
 
@@ -93,7 +94,8 @@ class Candidate:
                    predicted_relative_time=Estimate.of(g("predicted_relative_time"), g("interval"), level,
                                                        g("rN_source")),
                    predicted_time_to_target_s=g("predicted_time_to_target_s"), aligned=g("aligned"),
-                   alignment=g("alignment"), verdict=g("verdict"), rejected=g("rejected"), sentence=g("sentence"))
+                   alignment=g("alignment"), verdict=g("verdict"), pick=g("pick"), rejected=g("rejected"),
+                   sentence=g("sentence"))
 
     def to_json(self) -> dict[str, Any]:
         """The JSON row (keys :data:`CANDIDATE_KEYS`, in that order; intervals as ``[lo, hi]`` or None)."""
@@ -112,7 +114,8 @@ class Candidate:
                 "predicted_relative_time": self.predicted_relative_time.value,
                 "interval": self.predicted_relative_time.ci,
                 "predicted_time_to_target_s": self.predicted_time_to_target_s, "aligned": self.aligned,
-                "alignment": self.alignment, "verdict": self.verdict, "rejected": self.rejected, "sentence": self.sentence}
+                "alignment": self.alignment, "verdict": self.verdict, "pick": self.pick, "rejected": self.rejected,
+                "sentence": self.sentence}
 
 
 # --------------------------------------------------------------------------------------------------- small helpers
@@ -199,7 +202,7 @@ def _sentence(c: dict[str, Any], ref_label: str, tol: float) -> str:
     bstr = f" (B={c['batch_size']})" if c["run"] else ""
     if c["verdict"] == "reference" or (c["is_reference"]):
         tail = " and stays the recommendation: no candidate's throughput gain beats its rN by more." \
-            if c["verdict"] == "recommended" else "."
+            if c.get("pick") else "."
         return f"{name}{bstr} is the reference (rN = 1, throughput 1x){tail}"
     rn, g, t = c["rN"], c["relative_throughput"], c["predicted_relative_time"]
     if c.get("accounting_verdict") in ("slower", "undetermined") and not c.get("reaches", True):
@@ -255,10 +258,13 @@ def _sentence(c: dict[str, Any], ref_label: str, tol: float) -> str:
     if c["verdict"] == "within noise":
         return (f"{name}{bstr} is {fam}; throughput gain {g:.2f}x vs rN {rn:.2f}{rn_ci} ({src}), predicted "
                 f"{t:.2f}x the reference's time-to-target{ivs}: within noise of the reference (the interval "
-                "contains 1).")
+                "contains 1)" + ("; the pick, by the smallest estimated time (optimistic), which does not beat the "
+                                 "reference." if c.get("pick") else "."))
     if c["verdict"] in ("recommended", "faster", "faster (point estimate)"):
-        verdict = "recommended: the smallest predicted time-to-target" if c["verdict"] == "recommended" else \
-            "faster than the reference but not the fastest"
+        verdict = ("faster than the reference beyond noise, and the pick (the accounting's rule)"
+                   if c.get("accounting_verdict") == "faster" else
+                   "recommended: the smallest predicted time-to-target") if c.get("pick") else \
+            "faster than the reference but not the pick"
         return (f"{name}{bstr} is {fam}; its throughput gain {g:.2f}x beats its rN {rn:.2f}{rn_ci} ({src}), "
                 f"predicted {t:.2f}x the reference's time-to-target{ivs}: {verdict}.")
     return (f"{name}{bstr} is {fam}; its throughput gain {g:.2f}x does not beat its rN {rn:.2f}{rn_ci} ({src}), "
@@ -294,12 +300,16 @@ def _finish(cands: list[dict[str, Any]], ref_label: str, target: float | None, t
     # the runs do not resolve bounds nothing): it gets no verdict and is only named as worth a probe
     ok = [c for c in cands if c["predicted_relative_time"] is not None and c.get("reaches", True)
           and (c["on_lr_rule"] or c["rN_source"] == "measured") and c["rN_source"] != "noise-model"]
-    if ok:
+    measured = bool(ok) and all(c["rN_source"] == "measured" and c.get("may_be_fastest") is not None for c in ok)
+    if measured and any(c.get("accounting_pick") for c in ok):
+        # all measured: the accounting's pick (its stated rule, the decision module), one pick on every page
+        best = next(c for c in ok if c.get("accounting_pick"))
+    elif ok:
         best = min(ok, key=lambda c: (c["predicted_relative_time"], c["batch_size"] or 0))
     else:
         best = ref if ref.get("reaches", True) else None
 
-    if ok and all(c["rN_source"] == "measured" and c.get("may_be_fastest") is not None for c in ok):
+    if measured:
         # all measured: the accounting's "may be fastest" set (multiple comparisons with the best), not overlapping
         # intervals relative to the reference (which double-count the reference's noise)
         tied = [c for c in ok if c is not best and c["may_be_fastest"]]
@@ -318,7 +328,8 @@ def _finish(cands: list[dict[str, Any]], ref_label: str, target: float | None, t
         c["aligned_rn"] = c["aligned"]
         c["aligned"] = bool(c["aligned"] and c["batch_size"] in members)
     for c in cands:
-        if c is best:
+        c["pick"] = c is best
+        if c is best and not c.get("accounting_verdict"):
             c["verdict"] = "recommended"
         elif c["is_reference"]:
             c["verdict"] = "reference"

@@ -20,7 +20,13 @@ def _fmt_ci(v: Any) -> str:
 COLUMNS = [("run", "candidate", None), ("batch_size", "B", None), ("rN", "rN", ".2f"), ("rN_ci", "rN interval", _fmt_ci),
            ("rN_source", "rN from", None), ("relative_throughput", "rel. throughput", ".2f"),
            ("throughput_source", "throughput from", None), ("predicted_relative_time", "pred. rel. time", ".2f"),
-           ("interval", "interval", _fmt_ci), ("alignment", "rN vs 1 (alignment)", None), ("verdict", "verdict", None)]
+           ("interval", "interval", _fmt_ci), ("alignment", "rN vs 1 (alignment)", None), ("verdict_cell", "verdict", None)]
+
+
+def _rows(plan: dict[str, Any]) -> list[dict[str, Any]]:
+    """The candidates with their verdict cell: the verdict (analyze's, where measured) and "(pick)" on the pick."""
+    return [{**c, "verdict_cell": c["verdict"] + (" (pick)" if c.get("pick") and c["verdict"] != "recommended"
+                                                  else "")} for c in plan["candidates"]]
 
 
 def _headline(plan: dict[str, Any]) -> str:
@@ -78,7 +84,7 @@ def _headline(plan: dict[str, Any]) -> str:
 
 def to_markdown(plan: dict[str, Any]) -> str:
     """The plan as Markdown: the headline, the candidate table, one sentence per candidate, notes."""
-    lines = [f"**{_headline(plan)}**", "", markdown_table(plan["candidates"], COLUMNS), ""]
+    lines = [f"**{_headline(plan)}**", "", markdown_table(_rows(plan), COLUMNS), ""]
     lines += [f"- {c['sentence']}" for c in plan["candidates"]]
     if plan.get("aligned_family"):
         fam = plan["aligned_family"]
@@ -107,7 +113,7 @@ def print_plan(plan: dict[str, Any], fmt: str) -> None:
         print(to_markdown(plan))
         return
     con = console()
-    con.print(rich_table(plan["candidates"], COLUMNS, title=f"Plan (reference {plan['reference']})"))
+    con.print(rich_table(_rows(plan), COLUMNS, title=f"Plan (reference {plan['reference']})"))
     for c in plan["candidates"]:
         con.print(f"  {c['sentence']}")
     for n in plan.get("notes") or []:

@@ -74,7 +74,7 @@ def plan_section(plan_or_runs: dict[str, Any] | Sequence[Run], **plan_kwargs: An
     a1.legend(fontsize=LEGEND_FONT)
     pr = [c for c in cs if c["predicted_relative_time"] is not None]
     if pr:
-        names = [str(c["run"] or f"B={c['batch_size']}") + (" (pick)" if c["verdict"] == "recommended" else "")
+        names = [str(c["run"] or f"B={c['batch_size']}") + (" (pick)" if c.get("pick") else "")
                  for c in pr]
         t = np.array([c["predicted_relative_time"] for c in pr])
         los = [c["interval"][0] if c["interval"] and c["interval"][0] else v for v, c in zip(t, pr)]
@@ -84,7 +84,7 @@ def plan_section(plan_or_runs: dict[str, Any] | Sequence[Run], **plan_kwargs: An
         finite = [h for h in his if h is not None and np.isfinite(h)]
         left = min([1.0] + [x for x in list(t) + los if x and x > 0]) / 1.3
         right = 1.3 * max([1.0] + list(t) + finite)
-        colors = ["tab:green" if c["verdict"] == "recommended" else "tab:red" if c["rejected"] else "tab:blue"
+        colors = ["tab:green" if c.get("pick") else "tab:red" if c["rejected"] else "tab:blue"
                   for c in pr]
         for i, (v, lo, h, color) in enumerate(zip(t, los, his, colors)):
             a2.errorbar([v], [i], xerr=[[max(0.0, v - lo)], [max(0.0, (h if h is not None else v) - v)]], fmt="o",
