@@ -26,6 +26,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from rlbatch.errors import UserError
 from rlbatch.study.calibration import Scenario, SimulatedRunner, run_sequential_one
 
 ZONE = 0.2
@@ -58,11 +59,18 @@ def fixed_one(sc: Scenario, seed: int, seeds: int) -> dict:
     names = list(runner.names)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        acc = account_runs(runner.runs(), sc.target, reference=names[0], n_boot=2000)
-    dec = acc["decision"]
+        try:
+            acc = account_runs(runner.runs(), sc.target, reference=names[0], n_boot=2000)
+        except UserError:  # the reference did not reach the target in every seed: no comparison, no claim
+            acc = None
     truth = {n: sc.truth(b)["relative_time"] for n, b in runner.names.items()}
     ft = min(truth.values())
     fastest = [n for n, t in truth.items() if t <= ft * (1 + 1e-9)]
+    if acc is None:
+        return {"false_faster": False, "headline_false_faster": False, "fastest_called": False if ft < 1 else None,
+                "pick_in_zone": truth[names[0]] <= ft * (1 + ZONE) + 1e-9, "best_set_has_fastest": True,
+                "runs": seeds * len(names), "retained": runner.retained(), "no_comparison": True}
+    dec = acc["decision"]
     called = [n for n, v in dec.verdicts.items() if v.label == "faster"]
     pick = dec.pick or names[0]  # the safe pick among the faster, else the set's best estimate
     return {"false_faster": any(truth[n] >= 1 - 1e-9 for n in called),
@@ -131,8 +139,8 @@ def main(argv=None) -> int:
           "analysis. Familywise false: any configuration not truly faster called faster (Monte Carlo se in "
           "brackets). Pick: the safe pick among those called faster, else the set's best estimate.\n")
     print("| scenario | design | familywise false faster (se) | headline false faster | power (fastest called "
-          "faster) | pick within zone | set holds fastest | runs mean (p90) | retained samples mean |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "faster) | pick within zone | set holds fastest | runs mean (p90) | retained samples mean | no comparison |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for s in scs:
         for d in designs:
             rs = res.get((s.name, d), [])
@@ -145,7 +153,8 @@ def main(argv=None) -> int:
                   f"{np.mean([r['headline_false_faster'] for r in rs]):.3f} | {fmt(np.mean(pw) if pw else None)} | "
                   f"{np.mean([r['pick_in_zone'] for r in rs]):.2f} | {np.mean([r['best_set_has_fastest'] for r in rs]):.2f}"
                   f" | {np.mean(runs):.1f} ({np.percentile(runs, 90):.0f}) | "
-                  f"{np.mean([r['retained'] for r in rs]):,.0f} |")
+                  f"{np.mean([r['retained'] for r in rs]):,.0f} | "
+                  f"{np.mean([bool(r.get('no_comparison')) or str(r.get('stop', '')).startswith('no comparison') for r in rs]):.2f} |")
     print(f"\n{time.time() - t0:.0f} s on {a.workers} workers.")
     return 0
 

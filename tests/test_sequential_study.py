@@ -27,3 +27,16 @@ def test_first_look_spends_the_designs_error_not_a_two_seed_spreads():
     assert not res.faster and not res.decided  # nothing is faster: nothing called faster
     for lk in res.looks[1:]:  # later looks: the pooled df grows with the seeds, the boundary relaxes
         assert lk.tail > res.looks[0].tail
+
+
+def test_a_reference_seed_that_never_reaches_the_target_ends_the_study_without_a_claim():
+    # censoring (every run's budget 1.3x the samples-to-target), study seed 1: a reference seed ran out before the
+    # target at the first look; the study said so and stopped (it crashed with the analysis' UserError before)
+    sc = replace(Scenario("null, 3 seeds"), name="censoring (budget 1.3x S)", budget=3584)
+    runner = SimulatedRunner(sc, 1)
+    names = list(runner.names)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = run_sequential(runner, names, names[0], sc.target)
+    assert res.stop.startswith("no comparison: reference 'B16-G8-sqrt' never reached the target")
+    assert not res.faster and res.pick == names[0] and set(res.may_be_fastest) == set(names)

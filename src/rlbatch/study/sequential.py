@@ -43,6 +43,7 @@ import numpy as np
 from rlbatch.analysis.accounting import account_runs
 from rlbatch.analysis.decision import ALPHA_FASTER, FASTER, decide
 from rlbatch.analysis.sequential import Design, calibrate
+from rlbatch.errors import UserError
 
 #: the default design: looks at 2, 4 and 6 seeds per configuration, binding futility at 1 standard error
 LOOKS = (2, 4, 6)
@@ -161,7 +162,11 @@ def run_sequential(runner: Runner, configs: Sequence[str], reference: str, targe
             runner.ensure(todo)
             seeds_of.update(todo)
         runs = runner.runs()
-        acc = account_runs(runs, target, metric, reference, n_boot=n_boot)
+        try:
+            acc = account_runs(runs, target, metric, reference, n_boot=n_boot)
+        except UserError as err:  # e.g. a seed of the reference ran out before the target: nothing to compare with,
+            stop = f"no comparison: {err}"  # and more seeds cannot undo it
+            break
         ests = acc["estimates"]
         # the look's per-comparison error is the design's: its boundary's tail at the pooled df the calibration
         # assumed (every configuration's seeds so far, less one each). Not at a configuration's own spread df: a
@@ -199,9 +204,10 @@ def run_sequential(runner: Runner, configs: Sequence[str], reference: str, targe
         if faster and _within_zone(active, faster, ests, reference, zone):
             stop = f"the rest within the {zone:.0%} indifference zone of one called faster"
             break
-    best = list(dec.may_be_fastest) if records else []
+    best = list(dec.may_be_fastest) if dec is not None else list(configs)  # no analysis: none excluded
     # the safe pick among those called faster, else the last look's best estimate (the decision's pick: never a claim)
-    pick = min(upper, key=lambda c: (upper[c], c)) if upper else ((dec.pick if records else None) or reference)
+    pick = min(upper, key=lambda c: (upper[c], c)) if upper else ((dec.pick if records and dec is not None else None)
+                                                                  or reference)
     return SequentialResult(reference, faster, best, pick, bool(faster), dropped, records, stop,
                             sum(seeds_of.values()),
                             {"looks": list(design.looks), "futility": design.futility, "C": design.C,
