@@ -107,14 +107,14 @@ def test_watch_cli_json_once_on_a_sweep_leaves_it_unchanged(stored, tmp_path):
     # the finished sweep: nothing is left to stop (issue 37 item 7: watch said "would stop: cannot win" where the
     # report said "within noise of the pick"); each configuration shows the report's verdict, one rule, one answer
     assert not any(r["would_stop"] for r in up["ranking"])
-    assert ranks["B128-G8-sqrt"]["why"] == "finished: the pick"
+    assert ranks["B128-G8-sqrt"]["why"] == "finished: faster (the pick)"  # the accounting's verdict, then its place
     from rlbatch.analysis.study import Study
     from rlbatch.readers import load
     acc = Study.of(load(stored), 0.45).accounted
     assert acc["headline"]["pick"] == "B128-G8-sqrt"
     for c in ("B16-G8-sqrt", "B32-G8-sqrt", "B64-G8-sqrt", "B128-G8-fixed"):
-        want = "may be the fastest too" if c in acc["headline"]["within_noise"] else next(
-            r["verdict"] for r in acc["rows"] if r["run"] == c)
+        verdict = next(r["verdict"] for r in acc["rows"] if r["run"] == c)
+        want = f"{verdict} (may be the fastest too)" if c in acc["headline"]["within_noise"] else verdict
         assert ranks[c]["why"] == f"finished: {want}", (c, ranks[c]["why"])
     assert _tree(stored) == before
     # piped: one plain line per update

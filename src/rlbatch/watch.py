@@ -386,8 +386,9 @@ def _final_verdicts(study: Study) -> dict[str, str]:
     out = {}
     for r in acc["rows"]:
         name = r["run"]
-        out[name] = ("the pick" if name == h.get("pick") else "may be the fastest too"
-                     if name in (h.get("within_noise") or []) else str(r.get("verdict")))
+        v = str(r.get("verdict"))  # the accounting's verdict, as every page words it; then its place in the answer
+        out[name] = (f"{v} (the pick)" if name == h.get("pick") else f"{v} (may be the fastest too)"
+                     if name in (h.get("within_noise") or []) else v)
     return out
 
 
