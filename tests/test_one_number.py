@@ -196,4 +196,8 @@ def test_one_number_per_quantity_on_every_page(study, tmp_path, monkeypatch, cap
                 q["relative throughput"][0]), r
         if q and r.get("why", "").startswith("finished: "):
             assert re.sub(r" \((the pick|may be the fastest too)\)$", "", r["why"]) == f"finished: {q['verdict']}", r
+    thr = {r["run"]: r["throughput_samples_per_s"] for r in rows if r.get("reached")}
+    for v in up["configs"]:  # a configuration at the target: the accounting's throughput (not the whole run's)
+        if v["config"] in thr:
+            assert v["throughput_samples_per_s"] == pytest.approx(thr[v["config"]]), v["config"]
     assert all(n > 0 for n in checked.values()), checked

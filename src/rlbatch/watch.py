@@ -310,6 +310,8 @@ def predict(runs: list, *, target: float | None, metric: str = "eval/score", upd
                 v.samples_to_target, v.samples_to_target_ci, v.source = (est["samples_to_target"],
                                                                          _ci(est["samples_to_target_ci"]), "measured")
                 v.time_to_target_s, v.time_to_target_ci = est["time_to_target_s"], _ci(est["time_to_target_ci"])
+                if est.get("throughput_samples_per_s"):  # at the target: the accounting's throughput, one number
+                    v.throughput_samples_per_s = est["throughput_samples_per_s"]
             elif fr is not None:
                 v.samples_to_target = _fin(fr.get("samples_to_target"))
                 v.samples_to_target_ci = _ci(fr.get("samples_to_target_ci"))
@@ -416,7 +418,7 @@ def legend(up: WatchUpdate) -> str:
     if up.target is not None:
         names += ["S* = samples-to-target [95% interval] (measured or fitted; 'not yet known' before a fit can "
                   "tell)", "T* = time-to-target"]
-    names.append("X = retained samples per second")
+    names.append("X = retained samples per second (to the target where measured, else so far)")
     if any(r.get("predicted_relative_time") is not None for r in up.ranking):
         names.append("rel.time = predicted time-to-target over the reference's [95% interval]")
     return "watch: " + ", ".join(names)
