@@ -52,3 +52,21 @@ def test_sustained_and_ema_change_samples_to_target(tmp_path):
     ema = _s2t(tmp_path, "--ema", "0.5")
     assert ema["spiky"] == pytest.approx(find_crossing(ema_positions(xs, 0.5), ema_smooth(ys, 0.5), 0.5).samples)
     assert ema["spiky"] != pytest.approx(plain["spiky"])
+
+
+def test_ema_is_refused_where_evaluation_spacings_differ(tmp_path):
+    # statistics review 2, N7: an EMA's lag grows with the evaluation spacing, so rN would measure the spacing
+    # (identical curves, weight 0.6: S / truth 1.02 at 256 samples apart, 1.64 at 4,096). Evaluated every step at
+    # B = 10 and B = 40: 4x apart in retained samples, refused with one line naming both runs (exit 2)
+    _run(tmp_path, "ref", 10, [0.0, 0.2, 0.4, 0.6, 0.6, 0.6])
+    _run(tmp_path, "big", 40, [0.0, 0.5, 0.6, 0.6, 0.6, 0.6])
+    res = subprocess.run([sys.executable, "-m", "rlbatch.cli", "analyze", str(tmp_path), "--target", "0.5",
+                          "--ema", "0.6"], capture_output=True, text=True)
+    assert res.returncode == 2, res.stderr
+    err = res.stderr.strip()
+    assert err.startswith("rlbatch: error: --ema with evaluations 4.0x further apart in big (every 40 retained "
+                          "samples) than in ref (every 10)") and "\n" not in err
+    assert res.stdout == ""
+    # at one spacing it is used as before
+    assert subprocess.run([sys.executable, "-m", "rlbatch.cli", "analyze", str(tmp_path / "ref"), "--target", "0.5",
+                           "--ema", "0.6"], capture_output=True, text=True).returncode == 0

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from rlbatch.analysis.accounting import check_target, check_target_below_start
-from rlbatch.analysis.curves import check_ema
+from rlbatch.analysis.curves import check_ema, check_ema_spacing
 from rlbatch.analysis.summaries import run_summaries
 from rlbatch.analysis.study import Study
 from rlbatch.output import console, markdown_table, print_json, rich_table
@@ -43,6 +43,8 @@ def analyze(paths: list[Path], *, target: float | None = None, metric: str = "ev
     runs, msgs = load_all(paths, log_format=log_format, mapping=mapping, prompts_per_step=prompts_per_step,
                           group_size=group_size, sets=sets)
     check_target_below_start(runs, target, metric)
+    if ema is not None and target is not None:
+        check_ema_spacing(runs, metric)
     study = Study.of(runs, target, metric, reference, ema=ema, sustained=sustained, clock=clock)
     stage(f"{len(runs)} run{'s' if len(runs) != 1 else ''} read; "
           + ("computing the accounting and writing the report" if out is not None else "computing the summary"))

@@ -130,8 +130,9 @@ CLOCK = typer.Option("auto", "--clock", help="Clock for time-to-target and throu
                      "CPU time for runs on a CPU device that log time/cpu_s, where parallel trials share the cores; "
                      "else wall-clock), wall or cpu.")
 EMA = typer.Option(None, "--ema", help="Smooth the metric with an EMA of this weight in [0, 1) "
-                   "(TensorBoard's convention), each point placed where it averages (no lag), before finding "
-                   "samples-to-target.")
+                   "(TensorBoard's convention), each point placed where it averages, before finding "
+                   "samples-to-target. An EMA still lags a rising curve by about its span, so it is refused when "
+                   "runs are evaluated at different spacings (rN would measure the spacing).")
 SUSTAINED = typer.Option(False, "--sustained", help="Count the target as reached only from the last time the "
                          "smoothed score falls below it.")
 
