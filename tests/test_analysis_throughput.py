@@ -85,3 +85,29 @@ def test_throughput_section_contract():
     assert "time_and_throughput_vs_batch" in sec["figures"]
     one = throughput_section(runs[:1])
     assert one["json"]["model"] is None and "not fitted" in one["markdown"]
+
+
+def test_predicted_update_time_trains_only_the_retained_responses():
+    # issue 56 (noticed): the update's affine fit is over trained tokens per step = retained responses x tokens per
+    # retained response; at B it was evaluated at B x tokens (every response kept), 1 / f too high. Hand-made
+    # timings: 100 tokens per retained response, f = 0.5 at every B, update 1e-4 s per token (no intercept); at a
+    # measured B = 64 the per-phase update is 64 x 0.5 x 100 x 1e-4 = 0.32 s, not 0.64 s.
+    import pandas as pd
+
+    from rlbatch.analysis.throughput import fit_throughput_model, predict
+
+    rows = []
+    for b in (16, 32, 64):
+        kept = 0.5 * b
+        rows.append({"run": f"B{b}", "batch_size": b, "seed": 0, "gen_s": 0.01 * b ** 0.5, "train_s": kept * 100 * 1e-4,
+                     "reward_s": None, "other_s": 0.0, "step_s": 0.01 * b ** 0.5 + kept * 100 * 1e-4,
+                     "samples_per_step": kept, "retained_fraction": 0.5, "gen_tokens_per_step": None,
+                     "train_tokens_per_step": kept * 100, "samples": None, "seconds": None, "steps": None,
+                     "throughput_samples_per_s": None})
+    model = fit_throughput_model(pd.DataFrame(rows))
+    assert model["train_x"] == "tokens" and model["tokens_per_response"] == pytest.approx(100)
+    (p64, p256) = predict(model, [64, 256])
+    assert p64["train_s"] == pytest.approx(0.32, rel=1e-6)
+    assert p256["train_s"] == pytest.approx(256 * 0.5 * 100 * 1e-4, rel=1e-6)
+    # beyond the measured range the step is the per-phase model anchored at B = 64: its update share is right too
+    assert p256["step_s"] == pytest.approx(rows[-1]["step_s"] * (0.01 * 16 + 1.28) / (0.01 * 8 + 0.32), rel=1e-6)

@@ -361,12 +361,14 @@ def fit_throughput_model(timings: pd.DataFrame | Sequence[Any]) -> dict[str, Any
     return model
 
 
-def _phases(model: dict[str, Any], b: float) -> tuple[float, float, float]:
-    """Seconds per step of generation, update and scoring at B from the per-phase fits (module docstring)."""
+def _phases(model: dict[str, Any], b: float, retained_fraction: float = 1.0) -> tuple[float, float, float]:
+    """Seconds per step of generation, update and scoring at B from the per-phase fits (module docstring). The
+    update trains the retained responses only: its tokens per step are B x ``retained_fraction`` x the tokens per
+    retained response (the fit's x), not B x those (which overstates it by 1 / f, ~1.5x at f = 0.65)."""
     gen = model["gen"]["a"] * b ** model["gen"]["exponent"]
     train = 0.0
     if model.get("train"):
-        x = b * model["tokens_per_response"] if model["train_x"] == "tokens" else b
+        x = b * retained_fraction * model["tokens_per_response"] if model["train_x"] == "tokens" else b
         train = max(0.0, model["train"]["intercept"] + model["train"]["slope"] * x)
     rew = max(0.0, model["reward"]["intercept"] + model["reward"]["slope"] * b) if model.get("reward") else 0.0
     return gen, train, rew
@@ -391,16 +393,17 @@ def predict(model: dict[str, Any], batch_sizes: Sequence[int]) -> list[dict[str,
                  key=lambda p: p["batch_size"])
     out = []
     for b in batch_sizes:
-        gen, train, rew = _phases(model, b)
         frac = 1.0
         if pts:
             lb = np.log([p["batch_size"] for p in pts])
             frac = float(np.interp(math.log(b), lb, [p["retained_fraction"] for p in pts]))
+        gen, train, rew = _phases(model, b, frac)
+        if pts:
             if len(pts) >= 2 and lb[0] <= math.log(b) <= lb[-1]:
                 step = float(np.exp(np.interp(math.log(b), lb, np.log([p["step_s"] for p in pts]))))
             else:  # the per-phase model (power-law generation + affine update), anchored at the nearest end
                 end = pts[0] if b < pts[0]["batch_size"] else pts[-1]
-                comp_end = sum(_phases(model, end["batch_size"]))
+                comp_end = sum(_phases(model, end["batch_size"], end["retained_fraction"]))
                 step = end["step_s"] * (gen + train + rew) / comp_end if comp_end > 0 else end["step_s"] * b / end[
                     "batch_size"]
         else:
