@@ -125,3 +125,13 @@ def test_what_would_decide_counts_the_seeds_of_the_one_sided_test():
     assert plans["c"].more_runs(0.8) == 2 * (want - 3)
     assert plans["tie"].seeds == {} and f"{ZONE:.0%} indifference zone" in plans["tie"].reason
     assert plan_seeds(ests, None, ["c"], 2, ALPHA_FASTER) == ()
+
+
+def test_an_interval_end_past_floating_point_is_infinite_not_an_error():
+    # a relative time's replicates from a spread on ~1.4 df (2 seeds, barely moderated) reach log ratios past 709:
+    # the sequential calibration crashed with OverflowError at math.exp; the end is +inf (open above)
+    import numpy as np
+
+    from rlbatch.analysis.decision import _interval
+
+    assert _interval(np.array([-800.0, 0.0, 1.0, 900.0]), 0.0, 0.0) == (0.0, float("inf"))

@@ -166,7 +166,8 @@ def split_tails(diffs: Sequence[np.ndarray], level: float = LEVEL,
 
 def _interval(d: np.ndarray, a: float, a_high: float | None = None) -> tuple[float, float]:
     lo, hi = np.quantile(d, [a, 1 - (a if a_high is None else a_high)])
-    return float(math.exp(lo)), float(math.exp(hi))
+    with np.errstate(over="ignore"):  # a spread on ~1 df has replicates far out in its tails: an end at infinity
+        return float(np.exp(lo)), float(np.exp(hi))
 
 
 def verdict_label(relative_time: float | None, ci: Sequence[float | None] | None, *, is_reference: bool = False,
