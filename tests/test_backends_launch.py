@@ -244,12 +244,12 @@ def test_write_launch_scripts_run_and_resume(tmp_path):
                         ".write(' '.join(sys.argv[1:]) + '\\n')", *p["command"][3:]]
     launch_sh = write_launch(plans, tmp_path)
     assert launch_sh == tmp_path.resolve() / "launch.sh"
-    r = subprocess.run(["bash", str(launch_sh)], capture_output=True, text=True, timeout=60)
+    r = subprocess.run(["bash", str(launch_sh)], capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
     for p in plans:
         assert Path(p["done_marker"]).exists()
         assert "data.train_batch_size=%d" % p["prompts_per_step"] in Path(p["log_path"]).read_text()
-    r = subprocess.run(["bash", str(launch_sh)], capture_output=True, text=True, timeout=60)
+    r = subprocess.run(["bash", str(launch_sh)], capture_output=True, text=True, timeout=600)
     assert r.stdout.count("skip") == 2
 
 
@@ -267,15 +267,15 @@ def test_cli_launch_dry_run_and_write(tmp_path):
     base = [sys.executable, "-m", "rlbatch.cli", "launch", "--backend", "verl", "--base-batch", "512",
             "--base-lr", "1e-6", "--batches", "512,1024", "--group-size", "8", "--generated-samples", "100000",
             "--out", str(tmp_path)]
-    r = subprocess.run([*base, "--dry-run"], capture_output=True, text=True, env=env, timeout=60)
+    r = subprocess.run([*base, "--dry-run"], capture_output=True, text=True, env=env, timeout=600)
     assert r.returncode == 0, r.stderr
     assert "actor_rollout_ref.actor.optim.lr=1.4142135623730952e-06" in r.stdout
     assert not (tmp_path / "launch.sh").exists()
-    r = subprocess.run([*base, "--format", "json"], capture_output=True, text=True, env=env, timeout=60)
+    r = subprocess.run([*base, "--format", "json"], capture_output=True, text=True, env=env, timeout=600)
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert [t["steps"] for t in out["trials"]] == [196, 98] and (tmp_path / "launch.sh").exists()
-    r = subprocess.run([*base, "--batches", "500"], capture_output=True, text=True, env=env, timeout=60)
+    r = subprocess.run([*base, "--batches", "500"], capture_output=True, text=True, env=env, timeout=600)
     assert r.returncode == 2 and "multiple of the group size" in r.stderr and "Traceback" not in r.stderr
 
 

@@ -109,7 +109,7 @@ def test_starts_and_stops_its_own_local_ray(tmp_path):
         "assert not ray.is_initialized()\n"
         "print('ok')\n" % (str(TESTS), str(tmp_path)))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS.parent / "src"), str(TESTS)])}
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600)
     assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stderr[-2000:]
     assert [x["step"] for x in read_jsonl(tmp_path / "trials" / "B8-G4-sqrt-s0" / "metrics.jsonl")] == [1, 2]
 

@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parents[1]
 def cli(*args, cwd=None):
     env = dict(os.environ, PYTHONPATH=str(REPO / "src"), OMP_NUM_THREADS="1", COLUMNS="200")
     return subprocess.run([sys.executable, "-m", "rlbatch.cli", "analyze", *map(str, args)], capture_output=True,
-                          text=True, env=env, cwd=cwd, timeout=120)
+                          text=True, env=env, cwd=cwd, timeout=600)
 
 
 def verl_log(path, n=6, p=8, g=4, lr="1e-6"):
@@ -129,5 +129,5 @@ def test_bad_ema_and_unknown_metric_and_plan_tolerance(tmp_path):
     assert "No run logs eval/acc: nothing to compare at a target." in r.stdout and "Train longer" not in r.stdout
     env = dict(os.environ, PYTHONPATH=str(REPO / "src"), OMP_NUM_THREADS="1")
     r = subprocess.run([sys.executable, "-m", "rlbatch.cli", "plan", str(d), "--target", "0.2", "--tolerance", "-1"],
-                       capture_output=True, text=True, env=env, timeout=120)
+                       capture_output=True, text=True, env=env, timeout=600)
     assert r.returncode == 2 and r.stderr.startswith("rlbatch: error: --tolerance must be a finite rN margin >= 0")

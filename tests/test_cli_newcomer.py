@@ -63,14 +63,14 @@ def test_cuda_on_a_machine_without_it_is_one_line(monkeypatch, capsys, tmp_path)
 def test_help_and_version(tmp_path):
     from rlbatch import __version__
 
-    r = subprocess.run([*CLI, "--version"], capture_output=True, text=True, env=_env(tmp_path), timeout=60)
+    r = subprocess.run([*CLI, "--version"], capture_output=True, text=True, env=_env(tmp_path), timeout=600)
     assert r.returncode == 0 and r.stdout.strip() == f"rlbatch {__version__}"
     for args in (["-h"], ["sweep", "-h"]):
-        r = subprocess.run([*CLI, *args], capture_output=True, text=True, env=_env(tmp_path), timeout=60)
+        r = subprocess.run([*CLI, *args], capture_output=True, text=True, env=_env(tmp_path), timeout=600)
         assert r.returncode == 0 and "Usage: " in r.stdout and "--help" in r.stdout, r.stderr
     # rich markup must not swallow "[trl]" (demo --help printed "needs rlbatch).")
     r = subprocess.run([*CLI, "demo", "--help"], capture_output=True, text=True,
-                       env={**_env(tmp_path), "COLUMNS": "200"}, timeout=60)
+                       env={**_env(tmp_path), "COLUMNS": "200"}, timeout=600)
     assert 'pip install -e ".[trl]"' in r.stdout
 
 
@@ -86,7 +86,7 @@ def _interrupt_after(tmp_path, args, ready, timeout=240):
     assert p.poll() is None, "the command ended before it could be interrupted"
     os.killpg(p.pid, signal.SIGINT)
     try:
-        err = p.communicate(timeout=60)[1]
+        err = p.communicate(timeout=600)[1]
     finally:
         if p.poll() is None:
             os.killpg(p.pid, signal.SIGKILL)
@@ -129,7 +129,7 @@ def test_every_help_reads_at_80_columns(tmp_path):
     group = typer.main.get_command(app)
     env = {**_env(tmp_path), "COLUMNS": "80"}
     for name, cmd in sorted(group.commands.items()):
-        r = subprocess.run([*CLI, name, "--help"], capture_output=True, text=True, env=env, timeout=60)
+        r = subprocess.run([*CLI, name, "--help"], capture_output=True, text=True, env=env, timeout=600)
         assert r.returncode == 0, (name, r.stderr)
         text = r.stdout
         assert "…" not in text and "<bool>" not in text, name

@@ -299,5 +299,5 @@ def test_startup_imports_no_heavy_library(args):
     code = ("import sys\nimport rlbatch.cli as c\nsys.argv = ['rlbatch', *sys.argv[1:]]\ntry:\n    c.main()\n"
             "except SystemExit:\n    pass\nheavy = ('torch', 'transformers', 'ray', 'matplotlib')\n"
             "print('HEAVY', sorted(m for m in heavy if m in sys.modules))")
-    r = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120)
+    r = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=600)
     assert "HEAVY []" in r.stdout, r.stdout[-500:] + r.stderr[-500:]

@@ -51,7 +51,7 @@ def ckpt_step(run: Path) -> int:
 def killed(kind: str, out: Path, fault: str) -> None:
     env = {**os.environ, "RLBATCH_FAULT": fault, "PYTHONPATH": str(SRC), "OMP_NUM_THREADS": "1"}
     proc = subprocess.run([sys.executable, str(HELPER), kind, str(out)], env=env, capture_output=True, text=True,
-                          timeout=120)
+                          timeout=600)
     assert proc.returncode == -9, proc.stderr[-2000:]
 
 

@@ -316,7 +316,7 @@ def test_regression_target_met_by_the_initial_evaluation(tmp_path):
 def cli(*args):
     env = dict(os.environ, PYTHONPATH=str(REPO / "src"), OMP_NUM_THREADS="1", COLUMNS="200")
     return subprocess.run([sys.executable, "-m", "rlbatch.cli", "analyze", *map(str, args)], capture_output=True,
-                          text=True, env=env, timeout=120)
+                          text=True, env=env, timeout=600)
 
 
 def test_cli_bad_plus_good_file_warns_once_and_analyses_the_good_one(tmp_path):

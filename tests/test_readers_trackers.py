@@ -203,7 +203,7 @@ def test_wandb_both_readers_agree(wandb_runs):
     py = wandb_dir._records_datastore(log)
     env = dict(os.environ, WANDB_SILENT="true")
     r = subprocess.run([sys.executable, "-m", "wandb", "leet", "inspect", "--json", str(log)], capture_output=True,
-                       text=True, env=env, timeout=120)
+                       text=True, env=env, timeout=600)
     if r.returncode != 0:
         pytest.skip("optional dependency wandb >= 0.29 (wandb leet inspect --json) is not installed")
     cli = [json.loads(x) for x in r.stdout.splitlines() if x.startswith("{")]
@@ -379,7 +379,7 @@ def test_missing_extra_exit_code_2(mlflow_stores, tmp_path):
         "import sys\nsys.modules['mlflow'] = None\n")
     env = dict(os.environ, PYTHONPATH=f"{tmp_path}{os.pathsep}{REPO / 'src'}", OMP_NUM_THREADS="1")
     r = subprocess.run([sys.executable, "-m", "rlbatch.cli", "analyze", str(mlflow_stores / "mlruns")],
-                       capture_output=True, text=True, env=env, timeout=120)
+                       capture_output=True, text=True, env=env, timeout=600)
     assert r.returncode == 2, r.stderr
     assert "rlbatch[mlflow]" in r.stderr and "Traceback" not in r.stderr
 

@@ -145,7 +145,7 @@ def test_html_renders_in_headless_chromium(tmp_path):
             [exe, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
              "--disable-component-update", "--disable-sync", f"--user-data-dir={profile}",
              "--window-size=800,1000", "--virtual-time-budget=10000", "--dump-dom", page.as_uri()],
-            capture_output=True, text=True, timeout=120)
+            capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     dom = proc.stdout
     m = re.search(r'data-imgcheck="(\d+):(\d+)"', dom)

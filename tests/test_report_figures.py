@@ -103,7 +103,7 @@ def test_every_figure_of_a_real_report_screenshots_whole_in_chromium(tmp_path):
             proc = subprocess.run([exe, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
                                    "--disable-background-networking", "--disable-component-update", "--disable-sync",
                                    f"--user-data-dir={profile}", "--hide-scrollbars", f"--window-size={w},{h}",
-                                   f"--screenshot={shot}", page.as_uri()], capture_output=True, text=True, timeout=120)
+                                   f"--screenshot={shot}", page.as_uri()], capture_output=True, text=True, timeout=600)
             assert proc.returncode == 0 and shot.is_file(), (name, proc.stderr[-1000:])
             gray = np.asarray(Image.open(shot).convert("L"))
             assert len(np.unique(gray)) > 10, name            # not a blank page

@@ -16,7 +16,7 @@ SRC = str(Path(__file__).resolve().parents[1] / "src")
 def sweep(*args):
     env = {**os.environ, "PYTHONPATH": SRC, "OMP_NUM_THREADS": "1"}
     return subprocess.run([sys.executable, "-m", "rlbatch.cli", "sweep", *map(str, args)], capture_output=True,
-                          text=True, env=env, timeout=120)
+                          text=True, env=env, timeout=600)
 
 
 BASE = ["--base-batch", "512", "--base-lr", "1e-6", "--batches", "512,1024", "--group-sizes", "8"]

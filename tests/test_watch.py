@@ -179,7 +179,7 @@ def test_watch_ends_on_a_finished_sweep_and_counts_checks_without_change(stored,
 
     t0 = time.monotonic()
     r = subprocess.run([sys.executable, "-m", "rlbatch.cli", "watch", str(stored), "--target", "0.45"],
-                       capture_output=True, text=True, env={"PYTHONPATH": SRC, "PATH": ""}, timeout=120)
+                       capture_output=True, text=True, env={"PYTHONPATH": SRC, "PATH": ""}, timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.strip().splitlines()[-1] == "update 1: best B128-G8-sqrt (finished)"
     log = tmp_path / "train.jsonl"  # a verl file-logger log: it never says it finished
@@ -187,14 +187,14 @@ def test_watch_ends_on_a_finished_sweep_and_counts_checks_without_change(stored,
                            for i in range(1, 6)))
     r = subprocess.run([sys.executable, "-m", "rlbatch.cli", "watch", str(log), "--max-updates", "2",
                         "--interval", "0.5", "--prompts-per-step", "4", "--group-size", "2"],
-                       capture_output=True, text=True, env={"PYTHONPATH": SRC, "PATH": ""}, timeout=120)
+                       capture_output=True, text=True, env={"PYTHONPATH": SRC, "PATH": ""}, timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
     out = r.stdout.strip().splitlines()
     assert len(out) == 2 and out[0].startswith("watch: S = ")  # the legend, then one update: the log did not change
     assert time.monotonic() - t0 < 120
 
 
-def _cli(*args, timeout=120):
+def _cli(*args, timeout=600):
     return subprocess.run([sys.executable, "-m", "rlbatch.cli", "watch", *map(str, args)], capture_output=True,
                           text=True, env={"PYTHONPATH": SRC, "PATH": ""}, timeout=timeout)
 
@@ -218,7 +218,7 @@ def test_watch_ends_on_an_interrupted_sweep_with_a_note(stored, tmp_path):
     """Issue 46 (newcomer finding 6): a sweep stopped by Ctrl-C (trials left running/pending, no process holding
     the sweep's or a run's lock) ends the watch with one line saying so, instead of waiting forever."""
     out = _sweep(stored, tmp_path / "sw", {"B32-G8-sqrt-s0": "finished", "B64-G8-sqrt-s0": "running"})
-    r = _cli(out, "--target", "0.45", "--interval", "0.5", timeout=60)
+    r = _cli(out, "--target", "0.45", "--interval", "0.5", timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.strip().splitlines()[-1] == (
         f"update 1: no trial is running: the sweep in {out} was interrupted (1 of 2 trials finished); rerun the "
@@ -239,7 +239,7 @@ def test_watch_refuses_unrelated_files_and_waits_on_an_empty_directory(tmp_path)
     junk = tmp_path / "unrelated"
     junk.mkdir()
     (junk / "notes.txt").write_text("hello\n")
-    r = _cli(junk, "--target", "0.5", "--interval", "0.5", timeout=60)
+    r = _cli(junk, "--target", "0.5", "--interval", "0.5", timeout=600)
     assert r.returncode == 2 and "nothing usable read from" in r.stderr and "Traceback" not in r.stderr
     empty = tmp_path / "empty"
     empty.mkdir()
