@@ -96,6 +96,19 @@ def test_inspect_log_json_names_sources_and_missing_flags(tmp_path):
     assert "--set loop:group_size=G" in text.stdout and "reward/mean" in text.stdout
 
 
+def test_inspect_suggests_a_clock_since_the_start_as_time_wall_s(tmp_path):
+    # researcher finding 3 (the hint): a time that grows at every record is a clock since the start; mapped as
+    # seconds per step a 2.8 h run read as 694 h. inspect suggests it as time/wall_s (hand-written log: 'clock_s' at
+    # 30, 60, ... 180 s over six steps), a per-step time ('time_s' above) as time/step_s
+    p = tmp_path / "loop.log"
+    p.write_text("".join(f"step {i}: {{'loss': 0.5, 'reward': 0.{i}, 'clock_s': {30.0 * i}}}\n" for i in range(1, 7)))
+    out = cli("inspect", p, "--format", "json")
+    assert out.returncode == 0, out.stderr
+    (r,) = json.loads(out.stdout)["runs"]
+    flags = {m["field"]: m["flag"] for m in r["missing"]}
+    assert flags["time/step_s"] == "--map clock_s=time/wall_s"
+
+
 def test_analyze_says_which_fields_are_missing(tmp_path):
     p = tmp_path / "loop.log"
     p.write_text("step 1: {'loss': 0.5, 'reward': 0.1}\nstep 2: {'loss': 0.4, 'reward': 0.2}\n")
