@@ -132,6 +132,9 @@ def test_an_interval_end_past_floating_point_is_infinite_not_an_error():
     # the sequential calibration crashed with OverflowError at math.exp; the end is +inf (open above)
     import numpy as np
 
-    from rlbatch.analysis.decision import _interval
+    from rlbatch.analysis.decision import _interval, _upper
 
     assert _interval(np.array([-800.0, 0.0, 1.0, 900.0]), 0.0, 0.0) == (0.0, float("inf"))
+    # an at-most bound's upper end too (the calibration's second crash)
+    up = _upper({"t": 2.0}, {"t": 1.0}, "t", "t", np.array([0.0, 1.0, 900.0]), 0.0)
+    assert up.value == 2.0 and up.hi == float("inf")

@@ -164,10 +164,16 @@ def split_tails(diffs: Sequence[np.ndarray], level: float = LEVEL,
     return low_share * a, (1 - low_share) * a
 
 
+def _exp(x: float) -> float:
+    """exp of a log-scale interval end; +inf past floating point (a spread on ~1 df has replicates far out in its
+    tails: that end is open)."""
+    with np.errstate(over="ignore"):
+        return float(np.exp(x))
+
+
 def _interval(d: np.ndarray, a: float, a_high: float | None = None) -> tuple[float, float]:
     lo, hi = np.quantile(d, [a, 1 - (a if a_high is None else a_high)])
-    with np.errstate(over="ignore"):  # a spread on ~1 df has replicates far out in its tails: an end at infinity
-        return float(np.exp(lo)), float(np.exp(hi))
+    return _exp(lo), _exp(hi)
 
 
 def verdict_label(relative_time: float | None, ci: Sequence[float | None] | None, *, is_reference: bool = False,
@@ -375,7 +381,7 @@ def _bound(e: Mapping[str, Any], ref: Mapping[str, Any], key: str, ref_key: str,
     v, r = e.get(key), ref.get(ref_key)
     if v is None or not r:
         return None
-    lo = float(math.exp(np.quantile(d, a))) if d is not None else None
+    lo = _exp(np.quantile(d, a)) if d is not None else None
     return Estimate(v / r, lo, None, LEVEL if lo is not None else None, "lower bound")
 
 
@@ -384,7 +390,7 @@ def _upper(e: Mapping[str, Any], ref: Mapping[str, Any], key: str, ref_key: str,
     v, r = e.get(key), ref.get(ref_key)
     if v is None or not r:
         return None
-    hi = float(math.exp(np.quantile(d, 1 - a))) if d is not None else None
+    hi = _exp(np.quantile(d, 1 - a)) if d is not None else None
     return Estimate(v / r, None, hi, LEVEL if hi is not None else None, "upper bound")
 
 
