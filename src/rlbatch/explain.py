@@ -16,14 +16,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import yaml
 
 from rlbatch.batchspec import BatchSpec, batch_spec, detect_framework, looks_like_launch
 from rlbatch.errors import UserError
 from rlbatch.output import print_json
 from rlbatch.readers.collect import load_all
-from rlbatch.readers.clocks import MIN_RECORDS
+from rlbatch.readers.clocks import grows_every_record
 from rlbatch.readers.common import read_text
 from rlbatch.readers.generic import missing_fields
 from rlbatch.readers.verl_console import printed_config
@@ -48,7 +47,7 @@ _CANDIDATES = {
     "reward/mean": re.compile(r"(?i)reward|return|score"),
     "time/gen_s": re.compile(r"(?i)gen|rollout|sampl|decod|infer"),
     "time/step_s": re.compile(r"(?i)step.*time|time.*step|duration|^time(_s|_sec)?$|iter.*time|time_per|step.*sec|"
-                              r"clock|elapsed|wall"),  # a clock: suggested as time/wall_s (_clock_like)
+                              r"clock|elapsed|wall"),  # a clock: suggested as time/wall_s
     "grad_norm/actor": re.compile(r"(?i)grad.*norm|norm.*grad"),
 }
 #: what a candidate must also be, by kind: a time is named as one, a score or reward is not a time, count, length or
@@ -80,15 +79,6 @@ def map_candidates(run: Run, canonical: str, limit: int = 3) -> list[str]:
         if len(out) == limit:
             break
     return out
-
-
-def _clock_like(run: Run, name: str) -> bool:
-    """Whether the raw column ``name`` reads as a clock since the start: it grows at every one of at least
-    :data:`rlbatch.readers.clocks.MIN_RECORDS` records, never negative (a noisy step time does so by chance with
-    probability below 1/5!), the sign :func:`rlbatch.readers.clocks.check_step_time` warns or refuses a step time on."""
-    x = run.metrics[f"raw/{name}"].to_numpy(dtype=float)
-    x = x[np.isfinite(x)]
-    return len(x) >= MIN_RECORDS and x.min() >= 0 and bool(np.all(np.diff(x) > 0))
 
 
 def _step_why(run: Run) -> str:
@@ -155,8 +145,10 @@ def inspect_run(run: Run) -> dict[str, Any]:
         cands = map_candidates(run, c)
         # a time that grows at every record from near the start is a clock since the start, not seconds per step
         # (researcher finding 3: mapped as a step time, a 2.8 h run read as 694 h): suggest it as time/wall_s
-        flag = " or ".join(f"--map {n}={'time/wall_s' if c == 'time/step_s' and _clock_like(run, n) else c}"
-                           for n in cands) if cands else f"--map NAME={c} (no candidate in the log)"
+        clocks = {n for n in cands if c == "time/step_s"
+                  and grows_every_record(run.metrics[f"raw/{n}"].to_numpy(dtype=float))}
+        flag = " or ".join(f"--map {n}={'time/wall_s' if n in clocks else c}" for n in cands) if cands else \
+            f"--map NAME={c} (no candidate in the log)"
         missing.append({"field": c, "why": why, "flag": flag})
     evs = ev.dropna(subset=["eval/score"]) if len(ev) and "eval/score" in ev.columns else None
     return {

@@ -60,6 +60,14 @@ def is_cumulative(values: np.ndarray) -> bool:
     return len(x) >= 2 and x.min() >= 0 and bool(np.all(np.diff(x) >= 0)) and x[-1] > x[0]
 
 
+def grows_every_record(values: np.ndarray) -> bool:
+    """True when the finite values are at least :data:`MIN_RECORDS`, none negative, each above the one before: the
+    sign of a clock since the start in a column of seconds (a noisy step time does so by chance with probability
+    below 1/5!)."""
+    x = values[np.isfinite(values)].astype(float)
+    return len(x) >= MIN_RECORDS and x.min() >= 0 and bool(np.all(np.diff(x) > 0))
+
+
 def add_clock_times(train: pd.DataFrame, steps: np.ndarray, cols: list[str], user_map: dict[str, str] | None,
                     out: dict[str, np.ndarray], notes: list[str], name_map: dict[str, str] | None,
                     used: set[str]) -> None:
@@ -121,10 +129,10 @@ def check_step_time(values: np.ndarray, steps: np.ndarray, name: str, path: str 
     clock), :class:`UserError` (exit 2) naming both."""
     from rlbatch.readers.common import warn  # common imports this module
 
+    if not grows_every_record(values):
+        return
     ok = np.isfinite(values)
     x, s = values[ok].astype(float), steps[ok].astype(float)
-    if len(x) < MIN_RECORDS or x.min() < 0 or not np.all(np.diff(x) > 0):
-        return
     how = "mapped by --map" if by_user else "read"
     fix = f"--map {name}=time/wall_s"
     span = f"{x[0]:g} s at step {s[0]:g} to {x[-1]:g} s at step {s[-1]:g}"

@@ -331,18 +331,25 @@ class SimulatedRunner:
         return float(sum(r.metrics["samples/retained"].iloc[-1] for r in self._runs.values()))
 
 
-def run_sequential_one(sc: Scenario, study_seed: int, looks: Sequence[int] = (2, 4, 6), futility: float = 1.0,
-                       zone: float = 0.2) -> dict[str, Any]:
-    """One sequential study of ``sc`` (:func:`rlbatch.study.sequential.run_sequential` on the simulator), scored
-    against the truth: false "faster" calls, power for the truly fastest, whether the pick is within ``zone`` of the
-    truly fastest, and its cost in runs and retained samples."""
+def simulate_sequential(sc: Scenario, study_seed: int, **design: Any) -> tuple[Any, "SimulatedRunner"]:
+    """One sequential study of ``sc`` on the simulator (:func:`rlbatch.study.sequential.run_sequential`, the
+    smallest batch as the reference, ``design``: its keyword options), warnings silenced. Returns the
+    :class:`rlbatch.study.sequential.SequentialResult` and the runner (its runs and cost)."""
     from rlbatch.study.sequential import run_sequential
 
     runner = SimulatedRunner(sc, study_seed)
     names = list(runner.names)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        res = run_sequential(runner, names, names[0], sc.target, looks=looks, futility=futility, zone=zone)
+        return run_sequential(runner, names, names[0], sc.target, **design), runner
+
+
+def run_sequential_one(sc: Scenario, study_seed: int, looks: Sequence[int] = (2, 4, 6), futility: float = 1.0,
+                       zone: float = 0.2) -> dict[str, Any]:
+    """One sequential study of ``sc`` (:func:`rlbatch.study.sequential.run_sequential` on the simulator), scored
+    against the truth: false "faster" calls, power for the truly fastest, whether the pick is within ``zone`` of the
+    truly fastest, and its cost in runs and retained samples."""
+    res, runner = simulate_sequential(sc, study_seed, looks=looks, futility=futility, zone=zone)
     truth = {n: sc.truth(b)["relative_time"] for n, b in runner.names.items()}
     fastest_t = min(truth.values())
     fastest = [n for n, t in truth.items() if t <= fastest_t * (1 + 1e-9)]

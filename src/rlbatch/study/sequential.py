@@ -206,8 +206,7 @@ def run_sequential(runner: Runner, configs: Sequence[str], reference: str, targe
             break
     best = list(dec.may_be_fastest) if dec is not None else list(configs)  # no analysis: none excluded
     # the safe pick among those called faster, else the last look's best estimate (the decision's pick: never a claim)
-    pick = min(upper, key=lambda c: (upper[c], c)) if upper else ((dec.pick if records and dec is not None else None)
-                                                                  or reference)
+    pick = min(upper, key=lambda c: (upper[c], c)) if upper else ((dec.pick if dec is not None else None) or reference)
     return SequentialResult(reference, faster, best, pick, bool(faster), dropped, records, stop,
                             sum(seeds_of.values()),
                             {"looks": list(design.looks), "futility": design.futility, "C": design.C,
