@@ -90,3 +90,31 @@ def test_max_new_tokens_default_per_task():
     assert default_max_new_tokens("gsm8k") == default_max_new_tokens("data/train.parquet") == 512
     assert "two-digit additions" in score_description("arithmetic")
     assert "GSM8K" in score_description("gsm8k")
+
+
+def test_a_long_stage_is_never_silent():
+    # researcher tryout, finding 10: analyze printed one line at 2 s, then nothing for 21 s; plan nothing for 14 s.
+    # A stage under way is said again every ``every`` seconds ("still ..."); a quick command prints nothing.
+    import io
+    import time
+
+    from rlbatch.output import Stages
+
+    quick = io.StringIO()
+    with Stages("plan", delay=30.0, stream=quick) as st:
+        st("predicting")
+    assert quick.getvalue() == ""
+    out = io.StringIO()
+    with Stages("analyze", delay=0.01, every=0.02, stream=out) as st:
+        st("computing the accounting")
+        deadline = time.monotonic() + 60
+        while out.getvalue().count("\n") < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        st("writing the report")
+    lines = out.getvalue().splitlines()
+    assert lines[0].startswith("analyze: computing the accounting (")
+    assert lines[1].startswith("analyze: still computing the accounting (")
+    assert any(x.startswith("analyze: writing the report (") for x in lines[2:])
+    n = len(lines)
+    time.sleep(0.1)
+    assert len(out.getvalue().splitlines()) == n  # nothing after the command's end

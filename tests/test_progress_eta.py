@@ -172,3 +172,19 @@ def test_the_demo_counts_the_timing_pass_and_the_report_in_its_eta(tmp_path, mon
     seen.clear()
     demo.run_demo(tmp_path / "untimed", seeds=1, timing_rounds=0)  # no timing pass: only the report follows
     assert seen["sweep"]["after"] == After(blocks=0) and "timing" not in seen
+
+
+def test_the_sequential_demo_times_first_so_its_looks_decide_on_the_reports_throughput(tmp_path, monkeypatch):
+    # issue 52: the looks ran on the trials' own clock and the report on the timing pass, and the page named two picks
+    from rlbatch.study import demo
+
+    order = []
+    monkeypatch.setattr(demo, "prepare_here", lambda *a, **kw: None)
+    monkeypatch.setattr(demo, "timing_pass", lambda out, specs, **kw: order.append(("timing", kw["after"])))
+    monkeypatch.setattr(demo, "run_sequential_demo", lambda out, specs, run_specs, target, progress:
+                        order.append(("sequential", None)))
+    monkeypatch.setattr(demo, "report_sweep", lambda out, **kw: order.append(("report", None)) or {})
+    demo.run_demo(tmp_path / "demo", progress=False)
+    assert [o[0] for o in order] == ["timing", "sequential", "report"]
+    configs = len(demo.DEMOS["tiny"]["batches"]) + 1
+    assert order[0][1].runs == 2 * configs and "sequential study's trials" in order[0][1].note

@@ -32,3 +32,45 @@ def test_a_reference_seed_that_never_reaches_the_target_ends_the_study_without_a
     names = list(runner.names)
     assert res.stop.startswith("no comparison: reference 'B16-G8-sqrt' never reached the target")
     assert not res.faster and res.pick == names[0] and set(res.may_be_fastest) == set(names)
+
+
+def test_every_page_repeats_the_sequential_studys_last_look():
+    # near-ties (B = 128 0.55x, B = 256 0.5x; the benchmark's scenario), study seed 0: three looks; B64 was called
+    # faster at an earlier look and got no more seeds while the reference did: at the last look its interval reaches 1. The report
+    # and analyze re-analysed every run at the fixed design's level and could name another pick than the study
+    # (the demo: B = 128 in the sequential section, B = 64 in the headline). With the record, the page's decision is
+    # the last look's: its boundary, the study's claims (B64 included), its pick.
+    from rlbatch.analysis.decision import FASTER, decide
+    from rlbatch.analysis.study import Study
+
+    sc = replace(Scenario("null, 3 seeds"), name="near-ties (B=128 0.55x, B=256 0.5x)", gain={128: 1 / 0.55, 256: 2.0}, null=False)
+    res, runner = simulate_sequential(sc, 0)
+    rec = res.to_json()
+    assert len(res.looks) == 3 and "B64-G8-sqrt" in res.faster
+    acc = Study.of(runner.runs(), sc.target, sequential=rec).accounted
+    dec = acc["decision"]
+    assert {n for n, v in dec.verdicts.items() if v.label == FASTER} == set(res.faster)
+    assert dec.verdicts["B64-G8-sqrt"].why.startswith(f"called faster at look {res.faster['B64-G8-sqrt'] + 1}")
+    assert dec.pick == acc["headline"]["pick"] == res.pick
+    if len(dec.may_be_fastest) > 1:  # why the set was not separated is the study's stop, not "run more seeds"
+        assert any(f"the sequential study stopped there ({res.stop})." in x for x in acc["headline"]["lines"])
+    # without the study's claims the same look's boundary does not call B64 faster: the record is what decides it
+    free = decide(acc["estimates"], res.reference, faster_tail=res.looks[-1].tail)
+    assert free.verdicts["B64-G8-sqrt"].label != FASTER
+    # no claims: nothing faster, the pick is a best estimate that does not beat the reference
+    none = decide(acc["estimates"], res.reference, faster_tail=res.looks[-1].tail, called={})
+    assert not any(v.label == FASTER for v in none.verdicts.values()) and not none.beats_reference
+    # another question than the study's (another target) is analysed as a fixed design
+    assert Study.of(runner.runs(), sc.target + 0.01, sequential=rec).sequential is None
+    assert Study.of(runner.runs(), sc.target, reference="B32-G8-sqrt", sequential=rec).sequential is None
+
+
+def test_a_malformed_sequential_record_is_one_error_naming_the_file(tmp_path):
+    from rlbatch.errors import UserError
+    from rlbatch.runstore import sequential_record
+
+    assert sequential_record(tmp_path) is None
+    (tmp_path / "sequential.json").write_text('{"faster": {}, "looks": [{"index": 0}]}\n', encoding="utf-8")
+    with pytest.raises(UserError, match="not a sequential study's record") as err:
+        sequential_record(tmp_path / "trials")  # found beside OUT/trials, as the timing pass's blocks are
+    assert str(tmp_path / "sequential.json") in str(err.value)

@@ -45,6 +45,9 @@ def test_timing_pass_appends_one_line_per_block_and_resumes(tmp_path, monkeypatc
                 "samples": float(spec.batch_size * steps), "cpu_s": 0.01 * steps, "wall_s": 0.012 * steps}
 
     monkeypatch.setattr(timing, "run_block", fake_block)
+    # the sequential demo times before its first trial: the study's directory does not exist yet
+    assert len(timing.timing_pass(tmp_path / "new" / "demo", _specs(), rounds=1, steps=4)) == 5
+    ran.clear()
     blocks = timing.timing_pass(tmp_path, _specs(), rounds=2, steps=4)
     assert len(blocks) == 10 and len(ran) == 10
     # a small batch's block runs enough steps for 512 responses (B = 16: 32), a large one the given 4

@@ -163,30 +163,34 @@ def markdown_text(md: str):
 class Stages:
     """Progress of a command in stages, on stderr, shown only once it has taken ``delay`` seconds (a quick command
     prints nothing; a long one says within ``delay`` seconds what it is doing, then every later stage with the
-    seconds so far): ``with Stages("analyze") as st: st("reading 3 paths"); ...; st("writing the report")``.
-    Works piped too (plain lines)."""
+    seconds so far, and the stage under way again every ``every`` seconds, so a long stage is never silent:
+    researcher tryout, finding 10): ``with Stages("analyze") as st: st("reading 3 paths"); ...``. Works piped too
+    (plain lines)."""
 
-    def __init__(self, name: str, delay: float = 2.0, stream: Any = None):
+    def __init__(self, name: str, delay: float = 2.0, stream: Any = None, every: float = 10.0):
         import threading
         import time
 
-        self.name, self.delay, self.stream = name, delay, stream or sys.stderr
+        self.name, self.delay, self.every, self.stream = name, delay, every, stream or sys.stderr
         self._time = time.monotonic
         self._t0 = self._time()
         self._label = "starting"
         self._shown = False
         self._lock = threading.Lock()
-        self._timer = threading.Timer(delay, self._late)
-        self._timer.daemon = True
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
 
-    def _print(self) -> None:
-        print(f"{self.name}: {self._label} ({self._time() - self._t0:.0f} s)", file=self.stream, flush=True)
+    def _print(self, still: bool = False) -> None:
+        print(f"{self.name}: {'still ' if still else ''}{self._label} ({self._time() - self._t0:.0f} s)",
+              file=self.stream, flush=True)
 
-    def _late(self) -> None:
-        with self._lock:
-            if not self._shown:
+    def _watch(self) -> None:
+        wait = self.delay
+        while not self._done.wait(wait):
+            with self._lock:
+                self._print(still=self._shown)
                 self._shown = True
-                self._print()
+            wait = self.every
 
     def __call__(self, label: str) -> None:
         with self._lock:
@@ -195,8 +199,10 @@ class Stages:
                 self._print()
 
     def __enter__(self) -> "Stages":
-        self._timer.start()
+        self._thread.start()
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        self._timer.cancel()
+        self._done.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=1)  # a line being printed ends before the command's own output

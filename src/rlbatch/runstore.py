@@ -526,6 +526,29 @@ def adaptive_trials(root: Path | str) -> list[dict[str, Any]]:
 
 #: the timing pass's blocks beside a sweep's trials (``OUT/timing.jsonl``; rlbatch.study.timing)
 TIMING_JSONL = "timing.jsonl"
+#: the record of the sequential study that ran a sweep's trials (``OUT/sequential.json``; rlbatch.study.sequential)
+SEQUENTIAL_JSON = "sequential.json"
+
+
+def sequential_record(root: Path | str) -> dict[str, Any] | None:
+    """The sequential study's record at ``root`` or its parent (``OUT/sequential.json`` beside ``OUT/trials``,
+    :meth:`rlbatch.study.sequential.SequentialResult.to_json`); None without one. Raises :class:`UserError` naming
+    the file when it is not such a record (the decision would otherwise be made without it)."""
+    root = Path(root)
+    for d in (root, root.parent):
+        p = d / SEQUENTIAL_JSON
+        if p.is_file():
+            try:
+                rec = json.loads(p.read_text(encoding="utf-8"))
+            except (OSError, ValueError) as err:
+                raise UserError(f"cannot read the sequential study's record: {err}", path=str(p)) from None
+            ok = (isinstance(rec, dict) and isinstance(rec.get("faster"), dict) and isinstance(rec.get("looks"), list)
+                  and all(isinstance(lk, dict) and isinstance(lk.get("tail"), (int, float)) for lk in rec["looks"]))
+            if not ok:
+                raise UserError("not a sequential study's record (needs 'faster' and 'looks' with each look's "
+                                "'tail'); move it away to analyse the runs as a fixed design", path=str(p))
+            return rec
+    return None
 
 
 def timing_blocks(root: Path | str) -> list[dict[str, Any]]:

@@ -200,7 +200,8 @@ def default_reference(configs: Iterable[tuple[str, int | None, str | None]]) -> 
 def account_runs(runs: Sequence[Run], target: float, metric: str = "eval/score", reference: Any = None, *,
                  ema: float | None = None, sustained: bool = False, clock: str = "auto",
                  n_boot: int = N_BOOT, allow_unreached_reference: bool = False,
-                 estimate: Estimator | None = None, faster_tail: float | None = None) -> dict[str, Any]:
+                 estimate: Estimator | None = None, faster_tail: float | None = None,
+                 called: dict[str, int] | None = None, sequential_stop: str | None = None) -> dict[str, Any]:
     """The accounting of ``runs`` at ``target``: seeds grouped into configurations
     (:func:`rlbatch.analysis.curves.group_seeds`), each estimated (:func:`estimate_configuration`) and compared
     with the reference (:func:`compare`), the verdict per configuration (:func:`verdict_label`) and the
@@ -214,7 +215,8 @@ def account_runs(runs: Sequence[Run], target: float, metric: str = "eval/score",
     its comparisons are None. ``estimate``: where the configurations' estimates come from (a
     :class:`rlbatch.analysis.study.Study`'s :meth:`~rlbatch.analysis.study.Study.estimate`, which computes each
     configuration's bootstrap once per study); default :func:`estimate_configuration`. ``faster_tail``: a
-    group-sequential look's per-comparison tail for "faster" (:func:`rlbatch.analysis.decision.decide`)."""
+    group-sequential look's per-comparison tail for "faster" and ``called`` a sequential study's claims
+    (:func:`rlbatch.analysis.decision.decide`), ``sequential_stop`` why it stopped (the headline says it)."""
     runs = list(runs)
     basis = clock_basis(runs, clock)
     groups = group_seeds(runs)
@@ -238,7 +240,7 @@ def account_runs(runs: Sequence[Run], target: float, metric: str = "eval/score",
             raise UserError(f"reference {ref!r} has no clock (time/wall_s, time/step_s or time/cpu_s) to time it",
                             field="reference")
     ref_ok = ref is not None and ests[ref]["reached"] and bool(ests[ref]["samples_to_target"])
-    dec = decide(ests, ref if ref_ok else None, faster_tail=faster_tail)
+    dec = decide(ests, ref if ref_ok else None, faster_tail=faster_tail, called=called)
     rows = []
     for name, e in ests.items():
         v = dec.verdicts[name]
@@ -272,7 +274,7 @@ def account_runs(runs: Sequence[Run], target: float, metric: str = "eval/score",
         rows.append(row)
     h = headline(rows, ref if ref_ok else None, metric, target, runs, pick=dec.pick,
                  may_be_fastest=dec.may_be_fastest, beats_reference=dec.beats_reference,
-                 would_decide=dec.would_decide, no_spread=dec.no_spread)
+                 would_decide=dec.would_decide, no_spread=dec.no_spread, sequential_stop=sequential_stop)
     h["levels"] = dec.levels
     h["comparisons"] = dec.comparisons
     if ref_ok and ests[ref]["n_seeds"] and ref != _smallest(ests):

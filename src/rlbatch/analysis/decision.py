@@ -42,7 +42,7 @@ across the comparison or taken from the ladder) and the reference. Output: one t
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -221,14 +221,19 @@ def alignment(rn_test: tuple[float, float] | None, tol: float = TOLERANCE,
 
 
 def decide(ests: Mapping[str, Mapping[str, Any]], reference: str | None, *, level: float = LEVEL,
-           tolerance: float = TOLERANCE, faster_tail: float | None = None) -> Decision:
+           tolerance: float = TOLERANCE, faster_tail: float | None = None,
+           called: Mapping[str, int] | None = None) -> Decision:
     """The :class:`Decision` over the configurations ``ests`` (name -> :func:`rlbatch.analysis.accounting.
     estimate_configuration`'s dict: point values, ``reached``, ``stopped``, ``unfinished``, ``n_seeds``,
     ``n_reached``, ``at_most`` and ``_replicates`` with ``S``, ``T``, ``X``, ``S_low``, ``T_low``, ``S_high``,
     ``T_high``, each shape (n,) or None) against ``reference`` (a name of ``ests``, reached, or None: every verdict
     ``undetermined``). ``faster_tail``: the per-comparison tail below the relative time's upper end, in place of the
     simultaneous :data:`ALPHA_FASTER` one (a group-sequential look's efficacy boundary,
-    :mod:`rlbatch.analysis.sequential`)."""
+    :mod:`rlbatch.analysis.sequential`). ``called``: a sequential study's claims ({name: the look it was called
+    faster at}, :class:`rlbatch.study.sequential.SequentialResult`): these are ``faster`` (a claim at a look is final,
+    even where the last look's interval, after the reference's later seeds, reaches 1) and only these: another
+    configuration whose interval lies below 1 at ``faster_tail`` is ``within noise`` (the study dropped it before
+    it could be called: the design spent no error on it); the pick is the safe pick among those called."""
     names = list(ests)
     if reference is None or reference not in ests:
         return Decision(None, {n: Verdict(n, ests[n].get("batch_size"), UNDETERMINED, "no reference",
@@ -320,6 +325,15 @@ def decide(ests: Mapping[str, Mapping[str, Any]], reference: str | None, *, leve
         verdicts[n] = Verdict(n, e.get("batch_size"), label, why, relative_throughput=gain, rN_at_least=low_rn,
                               relative_time_at_least=low_t, alignment=PENALISED if label == SLOWER else None,
                               n_seeds=k, n_reached=kr)
+    if called is not None:  # a sequential study: its claims, and only those
+        for n, v in list(verdicts.items()):
+            if v.label == FASTER and n not in called:
+                verdicts[n] = replace(v, label=WITHIN_NOISE, why=v.why + "; not called faster by the sequential "
+                                      "study, which dropped it at an earlier look (no error was spent on it)")
+            elif n in called and n != reference and v.label != FASTER:
+                verdicts[n] = replace(v, label=FASTER, why=(
+                    f"called faster at look {called[n] + 1} of the sequential study (a claim there is final); the "
+                    "interval shown is the last look's, after the reference's later seeds"))
     best = may_be_fastest(ests, reference, names, level)
     faster = [n for n in names if verdicts[n].label == FASTER]
     if faster and reference in best:

@@ -200,12 +200,14 @@ def verdict(row: dict[str, Any], reference: str) -> str:
 def headline(rows: list[dict[str, Any]], ref: str | None, metric: str, target: float,
              runs: Sequence[Run] = (), *, pick: str | None = None, may_be_fastest: Sequence[str] = (),
              beats_reference: bool = False, would_decide: Sequence[Any] = (),
-             no_spread: bool = False) -> dict[str, Any]:
+             no_spread: bool = False, sequential_stop: str | None = None) -> dict[str, Any]:
     """The accounting's headline from the decision: ``lines`` (the pick with its simultaneous interval; the "may be
     fastest" set; what was rejected; what is undetermined; stopped or unfinished configurations) and ``bullets``
     (one sentence per other configuration, then notes such as mixed hardware), with ``pick``, ``best_set`` (the
     "may be fastest" names), ``within_noise`` (the others of that set: configurations that cannot be told from the
-    pick) and ``beats_reference``. Callers may append bullets (e.g. how the learning rate was set)."""
+    pick) and ``beats_reference``. ``sequential_stop``: why the sequential study that collected the runs stopped
+    (it, not "run more seeds", says why the set was not separated). Callers may append bullets (e.g. how the learning
+    rate was set)."""
     out: dict[str, Any] = {"pick": None, "within_noise": [], "best_set": None, "lines": [], "bullets": [],
                            "beats_reference": False}
     if ref is None:
@@ -268,6 +270,7 @@ def headline(rows: list[dict[str, Any]], ref: str | None, metric: str, target: f
         few = min([r.get("n_seeds") or 0 for r in [head_of_set, *others]]) <= FEW_SEEDS
         second = (f"May be the fastest (95%, multiple comparisons with the best): {_name(head_of_set)} and "
                   f"{', '.join(_name(r) for r in others)}; " + (
+                      f"the sequential study stopped there ({sequential_stop})." if sequential_stop else
                       f"too few seeds to separate them ({few_seeds_text([head_of_set, *others])}): run more seeds."
                       if few else "more seeds or longer timing would separate them."))
     else:

@@ -32,7 +32,11 @@ class Study:
     ``target``: score of ``metric`` to reach (None: no accounting); ``reference``: a configuration, run id or batch
     size (default: the smallest batch that reached the target); ``ema`` / ``sustained``: how a crossing is found;
     ``clock``: ``auto``, ``wall`` or ``cpu`` as asked (:attr:`basis` is the one used); ``n_boot``: bootstrap
-    replicates per configuration."""
+    replicates per configuration; ``sequential``: the record of the sequential study that collected the runs
+    (``OUT/sequential.json``, :meth:`rlbatch.study.sequential.SequentialResult.to_json`), whose last look the
+    decision repeats: its boundary's tail for "faster", only its claims called faster, its pick (one answer on every
+    page, issue 52); :meth:`of` keeps it only for the study's own question (its target, metric and reference, no
+    EMA, not sustained)."""
 
     runs: tuple[Run, ...]
     target: float | None
@@ -42,13 +46,24 @@ class Study:
     sustained: bool = False
     clock: str = "auto"
     n_boot: int = N_BOOT
+    sequential: dict[str, Any] | None = field(default=None, repr=False, compare=False)
     memo: dict = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def of(cls, runs: Sequence[Run], target: float | None, metric: str = "eval/score", reference: Any = None, *,
-           ema: float | None = None, sustained: bool = False, clock: str = "auto", n_boot: int = N_BOOT) -> "Study":
-        """A study of ``runs`` (any sequence) with these settings."""
-        return cls(tuple(runs), target, metric, reference, ema, sustained, clock, n_boot)
+           ema: float | None = None, sustained: bool = False, clock: str = "auto", n_boot: int | None = None,
+           sequential: dict[str, Any] | None = None) -> "Study":
+        """A study of ``runs`` (any sequence) with these settings (``n_boot``: default the sequential study's, else
+        :data:`N_BOOT`)."""
+        d = (sequential or {}).get("design") or {}
+        if sequential and (d.get("target") != target or d.get("metric", "eval/score") != metric or ema is not None
+                           or sustained or reference not in (None, sequential.get("reference"))):
+            sequential = None  # another question than the one the study decided: analysed as a fixed design
+        if reference is None and sequential:
+            reference = sequential.get("reference")
+        if n_boot is None:
+            n_boot = int(d.get("n_boot") or N_BOOT) if sequential else N_BOOT
+        return cls(tuple(runs), target, metric, reference, ema, sustained, clock, n_boot, sequential)
 
     @cached_property
     def basis(self) -> str:
@@ -103,8 +118,13 @@ class Study:
         :class:`rlbatch.errors.UserError` as that function (on first use)."""
         if self.target is None or len(comparison_groups(self.runs)) != 1:
             return None
+        seq = self.sequential or {}
+        looks = seq.get("looks") or []
         return account_runs(list(self.runs), self.target, self.metric, self.reference, ema=self.ema,
-                            sustained=self.sustained, clock=self.clock, n_boot=self.n_boot, estimate=self.estimate)
+                            sustained=self.sustained, clock=self.clock, n_boot=self.n_boot, estimate=self.estimate,
+                            faster_tail=looks[-1]["tail"] if looks else None,
+                            called=seq.get("faster") if looks else None,
+                            sequential_stop=seq.get("stop") if looks else None)
 
     @cached_property
     def accounting(self) -> dict[str, Any] | None:

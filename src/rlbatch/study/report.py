@@ -14,7 +14,8 @@ from rlbatch.readers.collect import load_all
 from rlbatch.errors import UserError
 from rlbatch.readers import load
 from rlbatch.report import build_report
-from rlbatch.runstore import annotate_stopped, annotate_timing, atomic_write_text, timing_blocks
+from rlbatch.analysis.study import Study
+from rlbatch.runstore import annotate_stopped, annotate_timing, atomic_write_text, sequential_record, timing_blocks
 from rlbatch.study.adaptive import AdaptiveResult
 from rlbatch.study.manifest import read_manifest, short_error
 
@@ -54,18 +55,20 @@ def report_sweep(out: Path | str, *, target: float | None, reference: str | None
     extra = {"sweep": {"settings": settings, "backend": manifest.get("backend", "local"),
                        "trials": [{"run_id": t["spec"].run_id, "state": t["state"], "seconds": t.get("seconds"),
                                    "attempts": t.get("attempts")} for t in manifest["trials"]]}}
-    seq = Path(out, "sequential.json")
-    if seq.is_file():
-        sections.append(sequential_section(json.loads(seq.read_text(encoding="utf-8"))))
+    seq = sequential_record(out)
+    study = None
+    if seq is not None:  # the page's decision is the sequential study's last look (one pick on every page)
+        sections.append(sequential_section(seq))
+        study = Study.of(runs, target, reference=reference, sequential=seq)
     return build_report(runs, out, target=target, reference=reference, title=title, sections=sections,
-                        extra_json=extra)
+                        extra_json=extra, study=study)
 
 
 def sequential_section(rec: dict[str, Any]) -> dict[str, Any]:
     """The report section of a sequential study (``OUT/sequential.json``, :mod:`rlbatch.study.sequential`): each
     look (seeds, called faster, dropped and why), why it stopped, and its answer. Its "faster" claims are the
-    study's decisions (each at its look's group-sequential boundary); the accounting below re-analyses every run
-    at the fixed design's level, which can differ by noise."""
+    study's decisions (each at its look's group-sequential boundary); the accounting below repeats its last look's
+    decision (that look's boundary, only the study's claims called faster, the same pick)."""
     d = rec["design"]
     looks = "; ".join(
         f"look {lk['index'] + 1} ({lk['seeds']} seeds, {lk['runs']} runs): "

@@ -17,9 +17,12 @@ already runs, with the decision's one-sided test (:func:`rlbatch.analysis.decisi
    a configuration is called faster and every active one is within the indifference zone ``zone`` of it (near-ties
    cost tens of seeds to separate, and either is a good answer), at the last look, or when the run ``budget`` is spent;
 4. the answer: the configurations called faster (each shown faster than the reference at its look), the "may be the
-   fastest" set of the last analysis, and the pick: among those called faster, the one whose relative time has the
-   smallest upper end at its look (the safe pick); none called faster: the member of the set with the smallest
-   estimated time-to-target, named as the best estimate and never as shown faster, with what would decide.
+   fastest" set of the last analysis, and the pick: the last look's decision with only the study's claims counted
+   (:func:`rlbatch.analysis.decision.decide`'s ``called``): among those called faster and in the set, the one whose
+   relative time has the smallest upper end (the safe pick); none called faster: the member of the set with the
+   smallest estimated time-to-target, named as the best estimate and never as shown faster, with what would decide.
+   The report and ``rlbatch analyze`` of the study's directory repeat that decision from ``OUT/sequential.json``
+   (:class:`rlbatch.analysis.study.Study`'s ``sequential``), so every page names the same pick.
 
 Why O'Brien-Fleming: with 2 seeds the spread is poorly known and a claim needs an overwhelming effect, so almost no
 error is spent early and the last look's boundary is close to the fixed design's; large effects and clear losers still
@@ -148,13 +151,14 @@ def run_sequential(runner: Runner, configs: Sequence[str], reference: str, targe
     dropped: dict[str, str] = {}
     records: list[LookRecord] = []
     seeds_of = {c: 0 for c in configs}
-    dec = None
-    stop = "last look"
+    dec = ests = None
+    tail = float("nan")
+    stop = f"the design's last look, {max(design.looks)} seeds"
     for j, n in enumerate(design.looks):
         want = [reference] + active
         cost = sum(max(0, n - seeds_of[c]) for c in want)
         if budget_runs is not None and sum(seeds_of.values()) + cost > budget_runs:
-            stop = "budget"
+            stop = f"the budget of {budget_runs} runs"
             if j > 0:
                 break
         todo = {c: n for c in want if seeds_of[c] < n}
@@ -202,15 +206,21 @@ def run_sequential(runner: Runner, configs: Sequence[str], reference: str, targe
             stop = "every configuration decided"
             break
         if faster and _within_zone(active, faster, ests, reference, zone):
-            stop = f"the rest within the {zone:.0%} indifference zone of one called faster"
+            stop = (f"the rest within the {zone:.0%} indifference zone of one called faster, by their estimates: "
+                    "separating them is not worth the seeds")
             break
+    # the answer is the last look's decision with the study's claims only (decide's ``called``): the safe pick among
+    # those called faster, else the best estimate (never a claim). The report and analyze of the study's directory
+    # repeat exactly this decision (rlbatch.analysis.study.Study's ``sequential``): one pick on every page.
+    if dec is not None:
+        dec = decide(ests, reference, faster_tail=tail, called=faster)
     best = list(dec.may_be_fastest) if dec is not None else list(configs)  # no analysis: none excluded
-    # the safe pick among those called faster, else the last look's best estimate (the decision's pick: never a claim)
-    pick = min(upper, key=lambda c: (upper[c], c)) if upper else ((dec.pick if dec is not None else None) or reference)
+    pick = (dec.pick if dec is not None else None) or reference
     return SequentialResult(reference, faster, best, pick, bool(faster), dropped, records, stop,
                             sum(seeds_of.values()),
                             {"looks": list(design.looks), "futility": design.futility, "C": design.C,
-                             "alpha": design.alpha, "zone": zone}, upper)
+                             "alpha": design.alpha, "zone": zone, "n_boot": n_boot, "target": target,
+                             "metric": metric}, upper)
 
 
 def _within_zone(active: Sequence[str], faster: dict[str, int], ests: dict[str, Any], reference: str,

@@ -116,6 +116,7 @@ def timing_pass(out: Path | str, specs: Sequence[TrialSpec], *, rounds: int = 3,
     (:class:`rlbatch.progress.Eta` on ``clock``: the pass at its mean time per block so far, then ``after``, what
     the command does next, e.g. the report)."""
     out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)  # the sequential demo times before any trial has made the directory
     _drop_partial_line(out / TIMING_JSONL)  # a pass killed mid-write: the next line must not join that fragment
     plan = pending_blocks(out, specs, rounds, seed)
     eta = Eta(len(plan), name="timing pass", unit="blocks", after=after, clock=clock)
