@@ -65,7 +65,10 @@ def findings(rep: dict, doublings: int = 1) -> dict:
     upper = (fam.get("undistinguished") or [fam.get("upper", b0)])[-1]
     rej = [r for r in rep.get("rejected", []) if r.get("lr_rule") == ref.get("lr_rule") and r["batch_size"] > upper]
     reached = [r for r in rows if r["reached"] and r.get("relative_time") is not None]
-    best = min(reached, key=lambda r: r["relative_time"]) if reached else None
+    # the page's pick (the report's headline: the safe pick among those shown faster, else the best estimate), not
+    # the smallest point estimate, which another rule would name
+    pick = rep.get("headline", {}).get("pick")
+    best = next((r for r in reached if r["run"] == pick), None)
     end = fam.get("end") or {}
     return {
         "reference": f"{ref['run']}: {ref['samples_to_target']:,.0f} samples" if ref.get("samples_to_target") else ref["run"],
@@ -160,12 +163,21 @@ def main(argv: list[str] | None = None) -> int:
         f = findings(rep, args.doublings)
         off = settings.get("seed_offset", 0)
         f["name"] = f"seeds {off}-{off + settings.get('seeds', 1) - 1}" if settings else d.name
+        seq = d / "sequential.json"
+        if seq.is_file():  # the sequential study (the demo's default): its looks, runs, stop and answer
+            s = json.loads(seq.read_text(encoding="utf-8"))
+            f["name"] = f"seed set {off} (sequential)"
+            said = (f"decided: {', '.join(f'{c} (look {j + 1})' for c, j in s['faster'].items())} faster; pick "
+                    f"{s['pick']}" if s["decided"] else f"undecided (best estimate {s['pick']})")
+            f["sequential"] = f"{len(s['looks'])} look(s), {s['runs']} runs; {said}; stopped: {s['stop']}"
         cost = rep.get("demo_cost") or demo_cost(d)
         f["cost"] = (f"{cost['trials']} trials: {cost['train_cpu_s']:.0f} CPU-s of training steps, {cost['eval_s']:.0f} s "
                      "of evaluation" if cost.get("trials") else "")
         cols.append(f)
     lines = ["| | " + " | ".join(c["name"] for c in cols) + " |", "|---" * (len(cols) + 1) + "|"]
-    for label, key in (("reference samples-to-target", "reference"), ("headline (fastest)", "headline"),
+    if any("sequential" in c for c in cols):
+        lines.append("| sequential study | " + " | ".join(c.get("sequential", "fixed design") for c in cols) + " |")
+    for label, key in (("reference samples-to-target", "reference"), ("headline (the pick)", "headline"),
                        ("rN on the sqrt rule (95% simultaneous CI)", "ladder"), ("aligned family", "family")):
         lines.append(f"| {label} | " + " | ".join(c[key] for c in cols) + " |")
     first = "first doubling" if args.doublings == 1 else f"first {args.doublings} doublings"

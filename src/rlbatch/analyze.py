@@ -17,7 +17,7 @@ from rlbatch.output import console, markdown_table, print_json, rich_table
 from rlbatch.readers.collect import load_all
 from rlbatch.readers.generic import missing_fields
 from rlbatch.report import accounting_columns, batch_cell, build_report, summary_columns, with_ci_cells
-from rlbatch.runstore import Run, sequential_record
+from rlbatch.runstore import Run, sequential_of
 
 
 def analyze(paths: list[Path], *, target: float | None = None, metric: str = "eval/score",
@@ -47,8 +47,8 @@ def analyze(paths: list[Path], *, target: float | None = None, metric: str = "ev
         check_ema_spacing(runs, metric)
     # a sweep run by the sequential study: its decision is the study's last look (as its own report), not a fixed
     # design's re-analysis of data that stopped on what it showed
-    seq = sequential_record(paths[0]) if len(paths) == 1 and Path(paths[0]).is_dir() else None
-    study = Study.of(runs, target, metric, reference, ema=ema, sustained=sustained, clock=clock, sequential=seq)
+    study = Study.of(runs, target, metric, reference, ema=ema, sustained=sustained, clock=clock,
+                     sequential=sequential_of(paths))
     if study.sequential is not None:
         msgs = list(msgs) + [f"{Path(paths[0]) / 'sequential.json'}: these runs are a sequential study's; the verdicts "
                              "are its last look's (that look's boundary, only its claims called faster, its pick)"]

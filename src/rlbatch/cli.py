@@ -312,10 +312,11 @@ def demo_cmd(
     force: bool = typer.Option(False, "--force", help="When --out holds a study of other settings: start over there, "
                                "the old study moved whole into OUT/replaced-<time>/ (default: refuse, naming the "
                                "settings that differ)."),
-    timing_rounds: Optional[int] = typer.Option(None, "--timing-rounds", min=0, help="After the study, every "
+    timing_rounds: Optional[int] = typer.Option(None, "--timing-rounds", min=0, help="After the study (before "
+                                                "the sequential study, whose looks then use it), every "
                                                 "configuration's step time measured again in this many rounds of "
                                                 "short blocks interleaved across the configurations (the throughput "
-                                                "the verdicts use; 0: the study's own step times; default 2 after "
+                                                "the verdicts use; 0: the study's own step times; default 2 for "
                                                 "the sequential study, else 3)."),
 ) -> None:
     """The main job: a real batch-size study on the tiny preset (B = 16 to 4096 on the square-root LR rule, past

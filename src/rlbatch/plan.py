@@ -66,7 +66,7 @@ from rlbatch.analysis.study import Study
 from rlbatch.analysis.throughput import fit_throughput_model, predict, step_timings
 from rlbatch.errors import UserError
 from rlbatch.readers.collect import load_all
-from rlbatch.runstore import Run
+from rlbatch.runstore import Run, sequential_of
 
 from rlbatch.plan_finish import (X, _bn_json, _div_ci, _finish, _finite, _fit_json,
                                   _interp_throughput, _json_ci, _model_throughput, _on_rule, profile_timings)
@@ -554,6 +554,7 @@ def make_plan(paths: Sequence[Path | str], *, target: float | None = None, refer
     runs, msgs = load_all(paths, log_format=log_format, mapping=mapping, sets=sets)
     check_target_below_start(runs, target, metric)
     plan = plan_runs(runs, target, reference=reference, metric=metric, candidates=candidates, profile=profile,
-                     tol=tol, clock=clock, study=Study.of(runs, target, metric, reference, clock=clock))
+                     tol=tol, clock=clock, study=Study.of(runs, target, metric, reference, clock=clock,
+                                                          sequential=sequential_of(paths)))
     plan["notes"] = list(msgs) + plan["notes"]
     return plan

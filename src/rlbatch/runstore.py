@@ -551,6 +551,12 @@ def sequential_record(root: Path | str) -> dict[str, Any] | None:
     return None
 
 
+def sequential_of(paths: Sequence[Path | str]) -> dict[str, Any] | None:
+    """The sequential study's record (:func:`sequential_record`) when ``paths`` is one directory holding one (a
+    sweep the study ran); else None. analyze, plan and watch of that directory then decide as its report does."""
+    return sequential_record(paths[0]) if len(paths) == 1 and Path(paths[0]).is_dir() else None
+
+
 def timing_blocks(root: Path | str) -> list[dict[str, Any]]:
     """The timing pass's blocks at ``root`` or its parent (``OUT/timing.jsonl`` beside ``OUT/trials``), each
     ``config, batch_size, round, steps, samples, cpu_s, wall_s``; a truncated last line is ignored; [] without."""

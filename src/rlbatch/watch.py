@@ -43,7 +43,7 @@ from rlbatch.output import Stages
 from rlbatch.plan import plan_runs
 from rlbatch.readers.collect import load_all
 from rlbatch.readers.generic import missing_fields
-from rlbatch.runstore import Run, lock_holder
+from rlbatch.runstore import Run, lock_holder, sequential_of
 from rlbatch.study.adaptive import earliest_crossing, eval_points, race, run_samples, stop_verdict
 
 SPARK = "▁▂▃▄▅▆▇█"
@@ -128,7 +128,8 @@ def snapshot(path: Path | str, *, target: float | None, metric: str = "eval/scor
                    "yet)") if partial else str(err)
             return WatchUpdate(update, str(path), target, metric, "wall", [], finished=stopped is not None,
                                note=stopped or f"waiting for a training log to appear (Ctrl-C to stop): {why}")
-    up = predict(runs, target=target, metric=metric, update=update, path=str(path), n_boot=n_boot)
+    up = predict(runs, target=target, metric=metric, update=update, path=str(path), n_boot=n_boot,
+                 sequential=sequential_of([path]))
     missing = sorted({f"--{f.replace('_', '-')}" for r in runs for f in missing_fields(r)
                       if f in ("prompts_per_step", "group_size")})
     if missing:
@@ -271,17 +272,18 @@ def with_loop(up: WatchUpdate, loop: dict[str, Any]) -> None:
 
 
 def predict(runs: list, *, target: float | None, metric: str = "eval/score", update: int = 0, path: str = "",
-            n_boot: int = 100) -> WatchUpdate:
+            n_boot: int = 100, sequential: dict[str, Any] | None = None) -> WatchUpdate:
     """The view of ``runs`` (run-store :class:`rlbatch.runstore.Run` objects; module docstring): per configuration
     the scores, the fitted curve, samples-to-target and time-to-target with intervals, the throughput so far; for two
-    or more batch sizes the plan's ranking with the adaptive loop's verdict."""
+    or more batch sizes the plan's ranking with the adaptive loop's verdict. ``sequential``: the record of the
+    sequential study that ran them (its decision is the page's, :class:`rlbatch.analysis.study.Study`)."""
 
     runs = [r for r in runs if len(r.metrics)]
     if not runs:
         return WatchUpdate(update, str(path), target, metric, "wall", [], note="no training step logged yet")
     # the estimates the plan's ranking reads too, with the accounting's own number of draws, so that a finished
     # configuration shows the intervals analyze shows (newcomer finding 9); ``n_boot`` is the curve fits' only
-    study = Study.of(runs, target, metric)
+    study = Study.of(runs, target, metric, sequential=sequential)
     clock = study.basis
     groups = study.groups
     fits: dict[str, Any] = {}

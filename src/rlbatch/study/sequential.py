@@ -203,7 +203,7 @@ def run_sequential(runner: Runner, configs: Sequence[str], reference: str, targe
             log(f"look {j + 1}/{len(design.looks)} ({n} seeds): faster {rec.called or '-'}, dropped "
                 f"{list(rec.dropped) or '-'}, active {active or '-'}")
         if not active:
-            stop = "every configuration decided"
+            stop = "no configuration left in the race (each called faster or dropped)"
             break
         if faster and _within_zone(active, faster, ests, reference, zone):
             stop = (f"the rest within the {zone:.0%} indifference zone of one called faster, by their estimates: "
