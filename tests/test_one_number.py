@@ -176,6 +176,9 @@ def test_one_number_per_quantity_on_every_page(study, tmp_path, monkeypatch, cap
     for name, q in exp.items():
         c = cands[name]
         assert c["verdict"] == q["verdict"], (name, c["verdict"], q["verdict"])
+        row = next(r for r in rows if r["run"] == name)
+        if row.get("alignment") and row.get("lr_rule") != "none":  # one grade of rN (researcher finding 7)
+            assert c["alignment"] == row["alignment"], (name, c["alignment"], row["alignment"])
         for key, v, ci in (("rN", "rN", "rN_ci"), ("relative throughput", "relative_throughput",
                                                    "relative_throughput_ci"),
                            ("relative time", "predicted_relative_time", "interval")):

@@ -301,3 +301,18 @@ def test_a_pick_within_noise_of_the_reference_is_named_a_best_estimate():
         "No batch is predicted to beat the reference beyond noise. Best estimate: B256 (B=256), predicted 0.62x "
         "(95% interval 0.30-1.10)")
     assert _headline(plan([0.30, 0.90])).startswith("Pick: B256 (B=256), predicted 0.62x (95% interval 0.30-0.90)")
+
+
+def test_the_plans_grade_of_a_measured_rn_is_the_accountings():
+    # researcher finding 7, seen again on the 2026-12-07 demo (seed set 0): B = 256's rN 1.35, 90% equivalence interval
+    # 1.04-1.75, 95% simultaneous 0.81-2.07: the accounting says "not distinguishable from 1" (penalised needs the
+    # simultaneous interval above 1), the plan said "penalised" from the 90% interval alone
+    from rlbatch.plan_finish import candidate_alignment
+
+    c = {"on_lr_rule": True, "rN": 1.35, "rN_test": [1.04, 1.75], "rN_ci": [0.81, 2.07]}
+    assert candidate_alignment(c, 0.1) == "not distinguishable from 1"
+    assert candidate_alignment({**c, "rN_ci": [1.03, 2.81]}, 0.1) == "penalised"
+    assert candidate_alignment({**c, "rN": 1.0, "rN_test": [0.95, 1.06]}, 0.1) == "aligned"
+    assert candidate_alignment({"on_lr_rule": True, "rN": 1.8, "rN_ci": [1.2, 2.5]}, 0.1) == "penalised"  # a fit
+    assert candidate_alignment({"on_lr_rule": False, "rN": 2.3}, 0.1) == "off the LR rule"
+    assert candidate_alignment({"on_lr_rule": True, "rN": 1.05}, 0.1) == "within tolerance (point value)"

@@ -271,6 +271,26 @@ def _sentence(c: dict[str, Any], ref_label: str, tol: float) -> str:
             f"predicted {t:.2f}x the reference's time-to-target{ivs}: rejected (throughput gain below rN).")
 
 
+def candidate_alignment(c: dict[str, Any], tol: float) -> str | None:
+    """A candidate's grade of rN in the report's words (researcher finding 7: "not distinguishable from 1" is not
+    "no"), by :func:`rlbatch.analysis.decision.alignment` as the accounting grades it: a measured rN by its 90%
+    equivalence interval (``rN_test``), "penalised" only when its 95% simultaneous interval (``rN_ci``) lies above 1
+    (the 90% interval alone called B = 256 "penalised" where the accounting said "not distinguishable from 1"); a
+    fitted or modelled rN by its 95% interval; a point value by the tolerance."""
+    rn = c.get("rN")
+    if not c.get("on_lr_rule"):
+        return "off the LR rule"
+    if rn is None:
+        return None
+    test, ci = c.get("rN_test"), c.get("rN_ci")
+    ok = lambda iv: bool(iv) and iv[0] is not None and iv[1] is not None  # noqa: E731
+    if ok(test):
+        return alignment(tuple(test), tol, tuple(ci) if ok(ci) else None)
+    if ok(ci):
+        return alignment(tuple(ci), tol)
+    return "within tolerance (point value)" if rn <= 1 + tol else "above tolerance (point value)"
+
+
 def _finish(cands: list[dict[str, Any]], ref_label: str, target: float | None, tol: float, extra: dict) -> dict:
     ref = next(c for c in cands if c["is_reference"])
     s_ref, t_ref = ref.get("samples_to_target"), ref.get("time_to_target_s")
@@ -280,11 +300,7 @@ def _finish(cands: list[dict[str, Any]], ref_label: str, target: float | None, t
         # equivalence interval for measured rN, else the fit's or noise model's 95%), a point value only without
         c["aligned_by"] = "90%" if c.get("rN_test") else "95%" if c.get("rN_ci") else None
         c["aligned"] = aligned(rn, c["on_lr_rule"], tol, interval=c.get("rN_test") or c.get("rN_ci"))
-        # the grade in the report's words (researcher finding 7: "not distinguishable from 1" is not "no")
-        iv = c.get("rN_test") or c.get("rN_ci")
-        c["alignment"] = ("off the LR rule" if not c["on_lr_rule"] else None if rn is None else
-                          alignment(tuple(iv), tol) if iv and iv[0] is not None and iv[1] is not None else
-                          ("within tolerance (point value)" if rn <= 1 + tol else "above tolerance (point value)"))
+        c["alignment"] = candidate_alignment(c, tol)
         if c.get("predicted_relative_time") is None and rn is not None and g and c.get("reaches", True):
             c["predicted_relative_time"] = predicted_relative_time(rn, g)
             c["interval"] = _div_ci(c.get("rN_ci"), [g, g])
