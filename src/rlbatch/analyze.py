@@ -50,7 +50,7 @@ def analyze(paths: list[Path], *, target: float | None = None, metric: str = "ev
     study = Study.of(runs, target, metric, reference, ema=ema, sustained=sustained, clock=clock,
                      sequential=sequential_of(paths))
     if study.sequential is not None:
-        msgs = list(msgs) + [f"{Path(paths[0]) / 'sequential.json'}: these runs are a sequential study's; the verdicts "
+        msgs = list(msgs) + [f"{paths[0]}: these runs are a sequential study's (its sequential.json); the verdicts "
                              "are its last look's (that look's boundary, only its claims called faster, its pick)"]
     stage(f"{len(runs)} run{'s' if len(runs) != 1 else ''} read; "
           + ("computing the accounting and writing the report" if out is not None else "computing the summary"))

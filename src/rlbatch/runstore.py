@@ -508,20 +508,25 @@ def annotate_stopped(runs: Iterable["Run"], trials: Sequence[dict[str, Any]]) ->
                                     "samples": t.get("samples")}
 
 
+def beside_trials(root: Path | str, name: str) -> Path | None:
+    """The sweep's file ``name`` at ``root`` or its parent (``OUT/<name>`` beside ``OUT/trials``, when ``root`` is
+    ``OUT`` or ``OUT/trials``); None when neither holds one."""
+    root = Path(root)
+    return next((d / name for d in (root, root.parent) if (d / name).is_file()), None)
+
+
 def adaptive_trials(root: Path | str) -> list[dict[str, Any]]:
     """The ``trials`` of the adaptive record at ``root`` or its parent (a sweep's ``OUT/adaptive.json`` beside
     ``OUT/trials``); [] when there is none or it cannot be read."""
-    root = Path(root)
-    for d in (root, root.parent):
-        p = d / ADAPTIVE_JSON
-        if p.is_file():
-            try:
-                data = json.loads(p.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                return []
-            trials = data.get("trials") if isinstance(data, dict) else None
-            return trials if isinstance(trials, list) else []
-    return []
+    p = beside_trials(root, ADAPTIVE_JSON)
+    if p is None:
+        return []
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    trials = data.get("trials") if isinstance(data, dict) else None
+    return trials if isinstance(trials, list) else []
 
 
 #: the timing pass's blocks beside a sweep's trials (``OUT/timing.jsonl``; rlbatch.study.timing)
@@ -534,21 +539,19 @@ def sequential_record(root: Path | str) -> dict[str, Any] | None:
     """The sequential study's record at ``root`` or its parent (``OUT/sequential.json`` beside ``OUT/trials``,
     :meth:`rlbatch.study.sequential.SequentialResult.to_json`); None without one. Raises :class:`UserError` naming
     the file when it is not such a record (the decision would otherwise be made without it)."""
-    root = Path(root)
-    for d in (root, root.parent):
-        p = d / SEQUENTIAL_JSON
-        if p.is_file():
-            try:
-                rec = json.loads(p.read_text(encoding="utf-8"))
-            except (OSError, ValueError) as err:
-                raise UserError(f"cannot read the sequential study's record: {err}", path=str(p)) from None
-            ok = (isinstance(rec, dict) and isinstance(rec.get("faster"), dict) and isinstance(rec.get("looks"), list)
-                  and all(isinstance(lk, dict) and isinstance(lk.get("tail"), (int, float)) for lk in rec["looks"]))
-            if not ok:
-                raise UserError("not a sequential study's record (needs 'faster' and 'looks' with each look's "
-                                "'tail'); move it away to analyse the runs as a fixed design", path=str(p))
-            return rec
-    return None
+    p = beside_trials(root, SEQUENTIAL_JSON)
+    if p is None:
+        return None
+    try:
+        rec = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise UserError(f"cannot read the sequential study's record: {err}", path=str(p)) from None
+    ok = (isinstance(rec, dict) and isinstance(rec.get("faster"), dict) and isinstance(rec.get("looks"), list)
+          and all(isinstance(lk, dict) and isinstance(lk.get("tail"), (int, float)) for lk in rec["looks"]))
+    if not ok:
+        raise UserError("not a sequential study's record (needs 'faster' and 'looks' with each look's 'tail'); "
+                        "move it away to analyse the runs as a fixed design", path=str(p))
+    return rec
 
 
 def sequential_of(paths: Sequence[Path | str]) -> dict[str, Any] | None:
@@ -560,20 +563,18 @@ def sequential_of(paths: Sequence[Path | str]) -> dict[str, Any] | None:
 def timing_blocks(root: Path | str) -> list[dict[str, Any]]:
     """The timing pass's blocks at ``root`` or its parent (``OUT/timing.jsonl`` beside ``OUT/trials``), each
     ``config, batch_size, round, steps, samples, cpu_s, wall_s``; a truncated last line is ignored; [] without."""
-    root = Path(root)
-    for d in (root, root.parent):
-        p = d / TIMING_JSONL
-        if p.is_file():
-            rows = []
-            for line in p.read_text(encoding="utf-8").splitlines():
-                try:
-                    r = json.loads(line)
-                except json.JSONDecodeError:
-                    continue
-                if isinstance(r, dict) and {"config", "round", "samples"} <= set(r):
-                    rows.append(r)
-            return rows
-    return []
+    p = beside_trials(root, TIMING_JSONL)
+    if p is None:
+        return []
+    rows = []
+    for line in p.read_text(encoding="utf-8").splitlines():
+        try:
+            r = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(r, dict) and {"config", "round", "samples"} <= set(r):
+            rows.append(r)
+    return rows
 
 
 def annotate_timing(runs: Iterable["Run"], blocks: Sequence[dict[str, Any]]) -> None:

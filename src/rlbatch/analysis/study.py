@@ -118,13 +118,11 @@ class Study:
         :class:`rlbatch.errors.UserError` as that function (on first use)."""
         if self.target is None or len(comparison_groups(self.runs)) != 1:
             return None
-        seq = self.sequential or {}
-        looks = seq.get("looks") or []
+        seq = self.sequential if self.sequential and self.sequential.get("looks") else {}  # no look: no decision
         return account_runs(list(self.runs), self.target, self.metric, self.reference, ema=self.ema,
                             sustained=self.sustained, clock=self.clock, n_boot=self.n_boot, estimate=self.estimate,
-                            faster_tail=looks[-1]["tail"] if looks else None,
-                            called=seq.get("faster") if looks else None,
-                            sequential_stop=seq.get("stop") if looks else None)
+                            faster_tail=seq["looks"][-1]["tail"] if seq else None, called=seq.get("faster"),
+                            sequential_stop=seq.get("stop"))
 
     @cached_property
     def accounting(self) -> dict[str, Any] | None:
