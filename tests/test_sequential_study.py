@@ -74,3 +74,28 @@ def test_a_malformed_sequential_record_is_one_error_naming_the_file(tmp_path):
     with pytest.raises(UserError, match="not a sequential study's record") as err:
         sequential_record(tmp_path / "trials")  # found beside OUT/trials, as the timing pass's blocks are
     assert str(tmp_path / "sequential.json") in str(err.value)
+
+
+def _est(t: float, log_sd: float, n: int = 4000) -> dict:
+    import numpy as np
+    z = np.random.default_rng(int(t * 1000) + int(log_sd * 100)).standard_normal(n)
+    return {"time_to_target_s": t, "_replicates": {"T": t * np.exp(log_sd * z)}}
+
+
+def test_the_zone_stop_needs_the_rest_shown_within_the_zone_not_only_estimated_there():
+    """A near-tie (estimated 0.92x the time of the one called faster, within the 20% zone) stops the study only when
+    its interval shows it no more than 20% faster (ratio's 10% end >= 1 / 1.2): with wide replicates (log-sd 0.3
+    each) it may well be the faster one, and the study goes on (the point-estimate rule stopped, and picked the slower
+    of two near-ties one time in five on the paper-shaped ladder)."""
+    from rlbatch.study.sequential import _within_zone
+
+    wide = {"ref": _est(100.0, 0.3), "a": _est(55.0, 0.3), "b": _est(50.6, 0.3)}
+    assert not _within_zone(["b"], {"a": 0}, wide, "ref", 0.2)
+    narrow = {"ref": _est(100.0, 0.02), "a": _est(55.0, 0.02), "b": _est(50.6, 0.02)}
+    assert _within_zone(["b"], {"a": 0}, narrow, "ref", 0.2)
+    # clearly faster than the one called (0.7x its time) is outside the zone however narrow
+    narrow["b"] = _est(38.5, 0.02)
+    assert not _within_zone(["b"], {"a": 0}, narrow, "ref", 0.2)
+    # an active one without a time-to-target (censored) never lets the study stop for the zone
+    narrow["b"] = {"time_to_target_s": None, "_replicates": {"T": None}}
+    assert not _within_zone(["b"], {"a": 0}, narrow, "ref", 0.2)

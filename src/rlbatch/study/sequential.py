@@ -14,8 +14,9 @@ already runs, with the decision's one-sided test (:func:`rlbatch.analysis.decisi
    - **dropped (cannot be the fastest)**: it is outside "may be the fastest" (some configuration is faster than it
      beyond noise, multiple comparisons with the best), which only removes claims, so the error stays controlled;
 3. the active configurations and the reference get seeds up to the next look; the study ends when none is active, when
-   a configuration is called faster and every active one is within the indifference zone ``zone`` of it (near-ties
-   cost tens of seeds to separate, and either is a good answer), at the last look, or when the run ``budget`` is spent;
+   a configuration is called faster and every active one is shown within the indifference zone ``zone`` of it (its
+   time over the called one's, 90% one-sided lower end, at least 1 / (1 + zone): near-ties cost tens of seeds to
+   separate, and either is a good answer), at the last look, or when the run ``budget`` is spent;
 4. the answer: the configurations called faster (each shown faster than the reference at its look), the "may be the
    fastest" set of the last analysis, and the pick: the last look's decision with only the study's claims counted
    (:func:`rlbatch.analysis.decision.decide`'s ``called``): among those called faster and in the set, the one whose
@@ -53,6 +54,8 @@ LOOKS = (2, 4, 6)
 FUTILITY = 1.0
 #: the default indifference zone: configurations within 20% of the one called faster are as good an answer
 ZONE = 0.20
+#: the confidence with which the rest must be shown within the zone before the study stops for it (one-sided)
+ZONE_LEVEL = 0.90
 
 
 class Runner(Protocol):
@@ -206,7 +209,7 @@ def run_sequential(runner: Runner, configs: Sequence[str], reference: str, targe
             stop = "no configuration left in the race (each called faster or dropped)"
             break
         if faster and _within_zone(active, faster, ests, reference, zone):
-            stop = (f"the rest within the {zone:.0%} indifference zone of one called faster, by their estimates: "
+            stop = (f"the rest shown within the {zone:.0%} indifference zone of one called faster (90% one-sided): "
                     "separating them is not worth the seeds")
             break
     # the answer is the last look's decision with the study's claims only (decide's ``called``): the safe pick among
@@ -224,12 +227,25 @@ def run_sequential(runner: Runner, configs: Sequence[str], reference: str, targe
 
 
 def _within_zone(active: Sequence[str], faster: dict[str, int], ests: dict[str, Any], reference: str,
-                 zone: float) -> bool:
+                 zone: float, level: float = ZONE_LEVEL) -> bool:
+    """Whether every active configuration is shown within the indifference zone of the best one called faster: its
+    time-to-target over that one's has a one-sided lower end (at ``level``, from the two configurations' replicates)
+    of at least 1 / (1 + zone), i.e. it is not more than ``zone`` faster beyond noise. A point estimate alone (the
+    rule before 2026-12-07) stopped at the first look whenever a near-tie's estimate fell within the zone, and
+    picked the slower of two near-ties about one time in five (paper-shaped ladder: the fastest called 0.80)."""
     t = {c: ests[c].get("time_to_target_s") for c in list(active) + list(faster)}
-    best = min((t[c] for c in faster if t.get(c)), default=None)
+    best = min((c for c in faster if t.get(c)), key=lambda c: t[c], default=None)
     if best is None:
         return False
-    return all(t.get(c) and t[c] >= best / (1 + zone) for c in active)
+    rb = ests[best]["_replicates"].get("T")
+    for c in active:
+        rc = ests[c]["_replicates"].get("T")
+        if not t.get(c) or rb is None or rc is None:
+            return False
+        ok = np.isfinite(rb) & np.isfinite(rc) & (rb > 0)
+        if not ok.any() or float(np.quantile(rc[ok] / rb[ok], 1.0 - level)) < 1.0 / (1.0 + zone):
+            return False
+    return True
 
 
 class SpecRunner:
