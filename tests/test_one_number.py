@@ -204,3 +204,41 @@ def test_one_number_per_quantity_on_every_page(study, tmp_path, monkeypatch, cap
         if v["config"] in thr:
             assert v["throughput_samples_per_s"] == pytest.approx(thr[v["config"]]), v["config"]
     assert all(n > 0 for n in checked.values()), checked
+
+
+#: sentences that define a term -> the one definition they must be part of (rlbatch.analysis.terms)
+def _triggers():
+    from rlbatch.analysis import terms
+    return [(re.compile(r"rN = samples"), terms.RN), (re.compile(r"relative time = ", re.I), terms.RELATIVE_TIME),
+            (re.compile(r"faster iff"), terms.RELATIVE_TIME),
+            (re.compile(r"\"faster\" or \"slower\" only when"), terms.VERDICTS),
+            (re.compile(r"E/E_min = "), terms.RN_FROM_NOISE)]
+
+
+def definitions_found(text: str, page: str) -> int:
+    """Every place ``text`` defines a term lies inside that term's one definition; returns how many it holds."""
+    import html as _html
+    text = re.sub(r"\s+", " ", _html.unescape(re.sub(r"<[^>]+>", " ", text)))
+    found = 0
+    for pat, canon in _triggers():
+        spans = [(m.start(), m.start() + len(canon)) for m in re.finditer(re.escape(canon), text)]
+        for m in pat.finditer(text):
+            assert any(a <= m.start() < b for a, b in spans), (page, text[max(0, m.start() - 80): m.start() + 160])
+            found += 1
+    return found
+
+
+def test_one_definition_per_term_on_every_page(study, tmp_path, monkeypatch, capsys):
+    """Issue 56, item 2: the report (Markdown and HTML, with its figure captions) and the plan (table and Markdown)
+    define rN, the relative time, the verdicts and rN from the noise scale in the same words (a page that rewords one
+    fails here); each page defines at least one."""
+    monkeypatch.setenv("COLUMNS", "400")
+    analyze([study], target=TARGET, out=tmp_path / "report")
+    report = tmp_path / "report"
+    counts = {"report.md": definitions_found((report / "report.md").read_text(), "report.md"),
+              "report.html": definitions_found((report / "report.html").read_text(), "report.html")}
+    plan = make_plan([study], target=TARGET)
+    for fmt in ("table", "markdown"):
+        print_plan(plan, fmt)
+        counts[f"plan {fmt}"] = definitions_found(capsys.readouterr().out, f"plan {fmt}")
+    assert all(n >= 1 for n in counts.values()) and counts["report.md"] >= 4, counts

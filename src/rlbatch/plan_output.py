@@ -8,6 +8,7 @@ import math
 from typing import Any
 
 
+from rlbatch.analysis import terms
 from rlbatch.analysis.headline import batch_list
 from rlbatch.analysis.interval import format_interval
 from rlbatch.output import console, markdown_table, print_json, rich_table
@@ -94,9 +95,7 @@ def to_markdown(plan: dict[str, Any]) -> str:
         lines += ["", f"Aligned family (square-root LR rule; rN shown within {tol:.0%} of the reference's: its "
                   f"interval inside [{1 / (1 + tol):.2f}, {1 + tol:.2f}], as in the accounting; rN <= {1 + tol:.2f} "
                   f"only for a point value without an interval): {span}."]
-    lines += ["", "Predicted relative time = rN / relative throughput; a candidate beats the reference iff its "
-              "throughput gain exceeds rN (Li et al. 2026). rN for batches without runs: E/E_min = 1 + B/B_noise "
-              "(McCandlish et al. 2018, eq. 2.11)."]
+    lines += ["", f"Predicted {terms.RELATIVE_TIME}. {terms.RN_FROM_NOISE}."]
     for n in plan.get("notes") or []:
         lines.append(f"- Note: {n}")
     if plan.get("would_decide"):
@@ -114,6 +113,7 @@ def print_plan(plan: dict[str, Any], fmt: str) -> None:
         return
     con = console()
     con.print(rich_table(_rows(plan), COLUMNS, title=f"Plan (reference {plan['reference']})"))
+    con.print(f"  Predicted {terms.RELATIVE_TIME}.", highlight=False)
     for c in plan["candidates"]:
         con.print(f"  {c['sentence']}")
     for n in plan.get("notes") or []:

@@ -25,6 +25,7 @@ from typing import Any
 from markdown_it import MarkdownIt
 
 from rlbatch.analysis.summaries import configuration_summaries, run_summaries, seed_rows
+from rlbatch.analysis import terms
 from rlbatch.analysis.headline import INTERVALS, bound, clock_note, headline_markdown
 from rlbatch.analysis.curves import CLOCK_X, aggregate_seeds, group_seeds
 from rlbatch.analysis.interval import format_interval
@@ -305,13 +306,7 @@ def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None,
         md += ["## Recommendation", "", headline_markdown(acc["headline"]), "", INTERVALS, "",
                f"### Accounting at {metric} ≥ {target:g}" + (f" (reference {ref})" if ref else ""), "",
                markdown_table(_md_cell_safe(with_ci_cells(shown)), cols, none=NOT_REACHED), "",
-               "rN = samples-to-target / the reference's; relative time = time-to-target / the reference's = rN / "
-               "relative throughput (throughput up to the target); a configuration is faster iff its relative "
-               "throughput exceeds rN (Li et al. 2026). The verdict compares with the reference: \"faster\" or "
-               "\"slower\" only when the simultaneous 95% interval of the relative time lies wholly below or above "
-               "1, else \"within noise\" (of the reference); \"undetermined\" when some seeds never reached the "
-               "target and the lower bound does not show it slower, or when there is no seed-to-seed spread to judge "
-               "one seed by.", "",
+               f"{terms.RN}; {terms.RELATIVE_TIME} (relative throughput: up to the target). {terms.VERDICTS}", "",
                f"**How these numbers are computed.** {acc['aggregation']}", ""]
         if "comparisons" not in acc:  # one model / task / algorithm: one batch ladder
 

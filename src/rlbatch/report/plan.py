@@ -7,6 +7,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from rlbatch.analysis import terms
 from rlbatch.analysis.curves import curve
 from rlbatch.analysis.fit import sigmoid
 from rlbatch.output import format_interval
@@ -107,8 +108,8 @@ def plan_section(plan_or_runs: dict[str, Any] | Sequence[Run], **plan_kwargs: An
     if fitted is not None:
         figures["plan_fitted_curves"] = fitted
     caps = {"plan_rn_throughput_time": "Left: the sample penalty rN (with its interval; measured, fitted or from "
-            "the noise model) against the throughput gain, both relative to the reference; a batch is faster iff "
-            "its throughput gain exceeds its rN. Right: the predicted time-to-target relative to the reference, "
+            f"the noise model) against the throughput gain, both relative to the reference; {terms.RELATIVE_TIME}. "
+            "Right: the predicted time-to-target relative to the reference, "
             "with its 95% interval (the pick green, rejected candidates red). Intervals are drawn whole; an arrow marks an "
             "end that is open (unbounded).",
             "plan_fitted_curves": "Saturating fits R0 + (A - R0) / (1 + (C_mid / C)^b) of the held-out score "
