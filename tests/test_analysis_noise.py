@@ -239,3 +239,21 @@ def test_the_knee_is_one_sided_and_needs_its_interval_above_one_over_sqrt2():
     assert lo == pytest.approx(np.exp(-0.2 - t * 0.1414213562), rel=1e-6)
     assert hi == pytest.approx(np.exp(-0.2 + t * 0.1414213562), rel=1e-6)
     assert noise.ratio_interval([1.0], [1.0, 2.0]) is None
+
+
+def test_a_large_batch_step_spanning_the_window_counts():
+    """Researcher finding 11 / issue 56: B = 2048 seeds whose retained samples per step vary log their norm at 1,900
+    and 3,900 (seed 0) and 2,100 and 4,200 (seed 1); the small batch ends at 3,000, so the matched window is
+    [2,100, 3,000]. Seed 0's second step trained through the whole window (1,900 -> 3,900) and counts (was: no step in
+    the window, 1 of its 2 runs); a step ending before the window (1,900) does not."""
+    small = synth_run(16, lambda b: 1.0, total=3008)
+    big = [Run(meta=make_meta(run_id=f"B2048-s{i}", batch_size=2048, seed=i),
+               metrics=pd.DataFrame({"step": [1, 2], "samples/retained": xs, "grad_norm/actor": [0.5, 0.25]}))
+           for i, xs in enumerate(([1900, 3900], [2100, 4200]))]
+    win = noise.matched_window([small] + big)
+    assert win == (2100.0, 3008.0)
+    pts = noise.grad_norm_points([small] + big, window=win).set_index("run")
+    assert pts.loc["B2048-s0", "n_steps"] == 1 and pts.loc["B2048-s0", "value"] == 0.25
+    assert pts.loc["B2048-s1", "n_steps"] == 2  # 2,100 in the window and 4,200's step began at 2,100
+    # the small batch: its steps inside the window, and none before it
+    assert pts.loc["B16-s0", "n_steps"] == (3008 - 2100) // 16 + 1

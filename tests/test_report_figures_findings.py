@@ -10,20 +10,23 @@ from rlbatch.runstore import Run, make_meta
 LADDER = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
 
 
-def _norm_run(b: int, seed: int, xs, knee: int = 10 ** 9) -> Run:
+def _norm_run(b: int, seed: int, xs, knee: int = 10 ** 9, unlogged=()) -> Run:
     """A run at ``b`` whose steps end at the retained-sample counts ``xs``; its actor norm ~ B^-1/2 up to ``knee``,
-    flat beyond."""
+    flat beyond, not logged at the steps ending at ``unlogged``."""
     xs = np.asarray(xs, float)
     rng = np.random.default_rng(1000 * seed + b)
-    m = pd.DataFrame({"step": np.arange(1, len(xs) + 1), "samples/retained": xs,
-                      "grad_norm/actor": 3.0 * min(b, knee) ** -0.5 * np.exp(rng.normal(0, 0.03, len(xs)))})
+    norm = 3.0 * min(b, knee) ** -0.5 * np.exp(rng.normal(0, 0.03, len(xs)))
+    norm[np.isin(xs, unlogged)] = np.nan
+    m = pd.DataFrame({"step": np.arange(1, len(xs) + 1), "samples/retained": xs, "grad_norm/actor": norm})
     return Run(meta=make_meta(run_id=f"B{b}-G8-sqrt-s{seed}", batch_size=b, seed=seed, lr_rule="sqrt"), metrics=m)
 
 
-def demo_like_runs(knee: int = 10 ** 9) -> list[Run]:
+def demo_like_runs(knee: int = 10 ** 9, logged: bool = False) -> list[Run]:
     """The demo's shape (finding 11): 3 seeds at every B; trials stop at the target, so the matched window is short
-    (retained samples 2,536 to 3,336): B = 2048 steps past it (1,200 retained per step: 2,400 then 3,600), and only
-    one B = 4096 run has a step in it (its first, at 2,536; the other two retain 2,400 per step)."""
+    (retained samples 2,536 to 3,336). A step counts when the samples it trained on overlap the window, so a step
+    that trains through the window is in it; B = 2048's (2,400 -> 3,600) and two of B = 4096's (2,400 -> 4,800) did
+    not log the norm, so B = 2048 has no step in the window and B = 4096 one run (its first step, at 2,536).
+    With ``logged``: every step logs it (then every batch size has all its runs in the window)."""
     runs = []
     for b in LADDER:
         for s in range(3):
@@ -33,8 +36,9 @@ def demo_like_runs(knee: int = 10 ** 9) -> list[Run]:
             elif b == 2048:
                 xs = np.arange(1200, 4800 + 1, 1200)
             else:
-                xs = [2536, 5072] if s == 0 else [2400, 4800]
-            runs.append(_norm_run(b, s, xs, knee))
+                xs = [2536, 5072] if s == 0 else [2400, 4800, 7200]
+            unlogged = () if logged else (3600,) if b == 2048 else (4800,) if s else ()
+            runs.append(_norm_run(b, s, xs, knee, unlogged))
     return runs
 
 
@@ -67,6 +71,22 @@ def test_grad_norm_figure_names_its_window_and_the_batch_size_it_lacks():
     # the doublings with 3 runs on both sides keep their interval
     d = {(x["b_from"], x["b_to"]): x for x in fit["doublings"]}
     assert d[(16, 32)]["ratio_ci"] is not None and d[(1024, 4096)]["ratio_ci"] is None
+
+
+def test_a_step_that_trains_through_the_window_is_in_it():
+    """Issue 56 (matched window narrower than one large-B step): with the norm logged at every step, B = 2048's step
+    2,400 -> 3,600 and B = 4096's 2,400 -> 4,800 cover the window 2,536-3,336, so every batch size has all its runs
+    in it and none is said missing (before: B = 2048 "no step in the window", B = 4096 "1 of its 3 runs")."""
+    sec = noise_section(demo_like_runs(logged=True))
+    fit = sec["json"]["actor"]
+    assert fit["window"] == [2536.0, 3336.0]
+    assert all(c["in_window"] == c["runs"] == 3 for c in fit["coverage"]), fit["coverage"]
+    ax = sec["figures"]["grad_norm_vs_batch"].axes[0]
+    pts = next(ln for ln in ax.get_lines() if ln.get_label() == "actor grad norm")
+    assert list(pts.get_xdata()) == list(LADDER)
+    assert "missing" not in sec["captions"]["grad_norm_vs_batch"] and "no step in the window" not in sec["markdown"]
+    d = {(x["b_from"], x["b_to"]): x for x in fit["doublings"]}
+    assert d[(2048, 4096)]["ratio_ci"] is not None
 
 
 def test_a_knee_on_a_doubling_without_interval_is_said_to_have_none():

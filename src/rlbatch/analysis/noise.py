@@ -428,7 +428,10 @@ def matched_window(runs: Sequence[Any], metric: str = "grad_norm/actor", x: str 
 def grad_norm_points(runs: Sequence[Any], metric: str = "grad_norm/actor", window: tuple[float, float] | None = None,
                      x: str = X) -> pd.DataFrame:
     """One point per run: the mean of ``metric`` over the retained-sample ``window`` (default: :func:`matched_window`,
-    so every run is compared over the same stretch of training). Returns columns ``run``, ``batch_size``, ``seed``,
+    so every run is compared over the same stretch of training). A step counts when the retained samples it covers,
+    (the previous logged step's x, its own x], overlap the window: a large-batch step can span more than the whole
+    window (researcher finding 11: B = 2048's steps at 1,900 and 3,900 retained samples around a window of
+    [2,100, 3,000] left it "no step in the window" though its second step trained through all of it). Returns columns ``run``, ``batch_size``, ``seed``,
     ``value``, ``n_steps``; runs without the metric or without ``batch_size`` are skipped."""
     if window is None:
         window = matched_window(runs, metric, x)
@@ -439,7 +442,8 @@ def grad_norm_points(runs: Sequence[Any], metric: str = "grad_norm/actor", windo
             continue
         d = m[[c for c in (x, metric) if c in m]].dropna()
         if window is not None and x in d:
-            d = d[(d[x] >= window[0]) & (d[x] <= window[1])]
+            start = m[x].ffill().shift(1).fillna(0.0).loc[d.index].astype(float)  # where each step's span begins
+            d = d[(d[x] >= window[0]) & (start <= window[1])]
         v = d[metric].astype(float)
         v = v[v > 0]
         if not len(v):
