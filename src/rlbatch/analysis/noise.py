@@ -431,8 +431,8 @@ def grad_norm_points(runs: Sequence[Any], metric: str = "grad_norm/actor", windo
     so every run is compared over the same stretch of training). A step counts when the retained samples it covers,
     (the previous logged step's x, its own x], overlap the window: a large-batch step can span more than the whole
     window (researcher finding 11: B = 2048's steps at 1,900 and 3,900 retained samples around a window of
-    [2,100, 3,000] left it "no step in the window" though its second step trained through all of it). Returns columns ``run``, ``batch_size``, ``seed``,
-    ``value``, ``n_steps``; runs without the metric or without ``batch_size`` are skipped."""
+    [2,100, 3,000] left it "no step in the window" though its second step trained through all of it). Returns
+    columns ``run``, ``batch_size``, ``seed``, ``value``, ``n_steps``; runs without the metric or without ``batch_size`` are skipped."""
     if window is None:
         window = matched_window(runs, metric, x)
     rows = []

@@ -15,6 +15,3 @@ VERDICTS = ("The verdict compares with the reference: \"faster\" or \"slower\" o
             "or when there is no seed-to-seed spread to judge one seed by.")
 #: rN of a batch without runs, from the noise scale
 RN_FROM_NOISE = "rN for batches without runs: E/E_min = 1 + B/B_noise (McCandlish et al. 2018, eq. 2.11)"
-
-#: every definition, by term (tests/test_one_number.py finds each on the pages that define the term)
-DEFINITIONS = {"rN": RN, "relative time": RELATIVE_TIME, "verdict": VERDICTS, "rN without runs": RN_FROM_NOISE}

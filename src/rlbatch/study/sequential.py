@@ -209,7 +209,8 @@ def run_sequential(runner: Runner, configs: Sequence[str], reference: str, targe
             stop = "no configuration left in the race (each called faster or dropped)"
             break
         if faster and _within_zone(active, faster, ests, reference, zone):
-            stop = (f"the rest shown within the {zone:.0%} indifference zone of one called faster (90% one-sided): "
+            stop = (f"the rest shown within the {zone:.0%} indifference zone of one called faster "
+                    f"({ZONE_LEVEL:.0%} one-sided): "
                     "separating them is not worth the seeds")
             break
     # the answer is the last look's decision with the study's claims only (decide's ``called``): the safe pick among
@@ -237,13 +238,9 @@ def _within_zone(active: Sequence[str], faster: dict[str, int], ests: dict[str, 
     best = min((c for c in faster if t.get(c)), key=lambda c: t[c], default=None)
     if best is None:
         return False
-    rb = ests[best]["_replicates"].get("T")
     for c in active:
-        rc = ests[c]["_replicates"].get("T")
-        if not t.get(c) or rb is None or rc is None:
-            return False
-        ok = np.isfinite(rb) & np.isfinite(rc) & (rb > 0)
-        if not ok.any() or float(np.quantile(rc[ok] / rb[ok], 1.0 - level)) < 1.0 / (1.0 + zone):
+        d = _log_diff(ests[c], ests[best]) if t.get(c) else None  # censored (no time-to-target): never within
+        if d is None or float(np.quantile(d, 1.0 - level)) < -math.log1p(zone):
             return False
     return True
 
