@@ -181,7 +181,7 @@ def test_the_sequential_demo_times_first_so_its_looks_decide_on_the_reports_thro
     order = []
     monkeypatch.setattr(demo, "prepare_here", lambda *a, **kw: None)
     monkeypatch.setattr(demo, "timing_pass", lambda out, specs, **kw: order.append(("timing", kw["after"])))
-    monkeypatch.setattr(demo, "run_sequential_demo", lambda out, specs, run_specs, target, progress:
+    monkeypatch.setattr(demo, "run_spec_study", lambda out, specs, run_specs, target, progress:
                         order.append(("sequential", None)))
     monkeypatch.setattr(demo, "report_sweep", lambda out, **kw: order.append(("report", None)) or {})
     demo.run_demo(tmp_path / "demo", progress=False)

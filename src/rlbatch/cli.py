@@ -234,6 +234,11 @@ def sweep_cmd(
                                              "at once (default all, launched together); with fewer, the next one "
                                              "in ladder order starts when a slot frees and races against the best "
                                              "time-to-target measured so far."),
+    sequential: bool = typer.Option(False, "--sequential", help="local/trl/ray: the sequential study (as rlbatch "
+                                    "demo runs it): 2 seeds per configuration, then 4, then 6 only for those still "
+                                    "in the race; a configuration is called faster only past a boundary that keeps "
+                                    "a false 'faster' at 5% over every look; the record in OUT/sequential.json, "
+                                    "which the report then decides from. Replaces --seeds."),
     confirm: bool = typer.Option(False, "--confirm", help="--adaptive: run a configuration that reached the target "
                                  "on until its samples-to-target interval closes above (narrower rN intervals, at "
                                  "the samples past its crossing); default: it stops once three evaluations lie at "
@@ -271,6 +276,13 @@ def sweep_cmd(
         check_score_target(target)
         check_task(task)  # a mistyped --task is one line before anything is written, not a failure per trial
     samples = trial_budget(backend, samples, generated_samples, launched=is_launch)
+    if sequential:
+        from rlbatch.study.sequential import LOOKS
+
+        if seeds not in (1, max(LOOKS)):
+            raise UserError(f"--seeds sets the fixed design; --sequential spends {', '.join(map(str, LOOKS))} seeds "
+                            "per configuration as its looks need: drop --seeds", field="seeds")
+        seeds = max(LOOKS)
     opts = {**trainer_fields(task, algo, trainer, changed_only=True), **stop_fields(target, stop_on_target, hold)}
     ladder = build_ladder(base_batch=base_batch, base_lr=base_lr, batches=batches, rule=rule,
                           group_sizes=group_sizes or ("1" if algo == "ppo" else "8"), seeds=seeds,
@@ -281,7 +293,8 @@ def sweep_cmd(
                     max_retries=max_retries, base_config=verl_config, dry_run=dry_run, submit=submit,
                     progress=fmt is Format.table,
                     adaptive_options={k: v for k, v in (("chunk", chunk_samples), ("max_active", max_active),
-                                                        ("confirm", confirm)) if v}, force=force)
+                                                        ("confirm", confirm)) if v}, force=force,
+                    sequential=sequential)
     if res["kind"] == "launch":
         print_launch(res["launch"], backend, out, dry_run, fmt)
         return

@@ -228,7 +228,11 @@ def headline(rows: list[dict[str, Any]], ref: str | None, metric: str, target: f
             best = max(rows, key=lambda r: r.get("best_score") if r.get("best_score") is not None else -1e300,
                        default=None)
             bv = best.get("best_score") if best else None
-            out["lines"] = [f"No run reached {metric} ≥ {target:g}" +
+            some = [f"{r['run']} {r['n_reached']} of {r['n_seeds']}" for r in rows if r.get("n_reached")]
+            what = (f"No configuration had every seed reach {metric} ≥ {target:g} (seeds that did: "
+                    f"{', '.join(some)}), so none has a samples-to-target" if some
+                    else f"No run reached {metric} ≥ {target:g}")
+            out["lines"] = [what +
                             (f"; the best was {best['run']} at {bv:.4g}. " if bv is not None else ". ") +
                             "Train longer, or choose a lower target, before comparing batch sizes."]
         return out

@@ -59,6 +59,8 @@ class Study:
         if sequential and (d.get("target") != target or d.get("metric", "eval/score") != metric or ema is not None
                            or sustained or reference not in (None, sequential.get("reference"))):
             sequential = None  # another question than the one the study decided: analysed as a fixed design
+        if sequential and not sequential.get("looks"):
+            sequential = None  # the study stopped before its first look decided anything (e.g. no comparison)
         if reference is None and sequential:
             reference = sequential.get("reference")
         if n_boot is None:

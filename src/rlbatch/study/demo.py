@@ -20,6 +20,7 @@ from rlbatch.progress import After, hms, report_guess
 from rlbatch.study.gpu_preset import GPU_DEMOS
 from rlbatch.study.ladder import build_ladder
 from rlbatch.study.manifest import check_same_study, read_manifest
+from rlbatch.study.sequential import run_spec_study
 from rlbatch.study.report import report_sweep
 from rlbatch.study.timing import pending_blocks, timing_pass
 from rlbatch.train.config import check_device
@@ -161,7 +162,7 @@ def run_demo(out: Path | str = "runs/demo", *, preset: str = "tiny", seeds: int 
         if timed:
             timing(After(runs=2 * len({s.config_id for s in specs}),
                          note="then the sequential study's trials, whose number its looks decide"))
-        run_sequential_demo(out, specs, run_specs, d["target"], progress)
+        run_spec_study(out, specs, run_specs, d["target"], progress=progress)
     else:
         run_specs(specs)
         if timed:
@@ -176,33 +177,6 @@ def run_demo(out: Path | str = "runs/demo", *, preset: str = "tiny", seeds: int 
     rep["demo_seconds"] = time.perf_counter() - t0
     rep["demo_cost"] = demo_cost(out)
     return rep
-
-
-def run_sequential_demo(out: Path, specs: list, run_specs, target: float, progress: bool) -> dict:
-    """The demo's sequential study (:func:`rlbatch.study.sequential.run_sequential`) over the ladder ``specs``, each
-    look's trials run by ``run_specs`` (the local sweep: resumable), decided on the timing pass's throughput when
-    ``OUT/timing.jsonl`` exists (the runs are read as the report reads them), else on the trials' own clock; its
-    record written to ``OUT/sequential.json``. Returns the record."""
-    from rlbatch.readers.collect import load_all
-    from rlbatch.runstore import atomic_write_text
-    from rlbatch.study.sequential import SpecRunner, run_sequential
-
-    def read():
-        import warnings
-
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            runs, _ = load_all([Path(out)])
-        return runs
-
-    runner = SpecRunner(specs, run_specs, read)
-    configs = runner.configs()
-    ref = configs[0]  # the smallest batch on the rule: build_ladder's first
-    say = (lambda line: print(f"sequential: {line}", flush=True)) if progress else None
-    res = run_sequential(runner, configs, ref, target, log=say)
-    rec = res.to_json()
-    atomic_write_text(Path(out) / "sequential.json", json.dumps(rec, indent=2, default=str) + "\n")
-    return rec
 
 
 def demo_cost(out: Path | str) -> dict[str, float]:

@@ -79,13 +79,18 @@ def sequential_section(rec: dict[str, Any]) -> dict[str, Any]:
         ans = (f"Decided: {', '.join(f'{c} (look {j + 1})' for c, j in rec['faster'].items())} shown faster than the "
                f"reference {rec['reference']}; pick {rec['pick']} (the smallest upper end of the relative time among "
                "them).")
+    elif not rec["looks"]:  # stopped before its first look could compare anything: the accounting below is the
+        ans = ("No look compared anything; the accounting below analyses the runs as a fixed design (another "  # fixed one
+               "reference where this one never reached the target).")
     else:
         ans = (f"Undecided: nothing shown faster than the reference {rec['reference']} within the design's "
                f"{max(d['looks'])} seeds; the best estimate is {rec['pick']} (not shown faster).")
+    last = (f" May be the fastest at the last look: {', '.join(rec['may_be_fastest']) or 'none'}."
+            if rec["looks"] else "")
     md = (f"Sequential study (group-sequential, looks at {', '.join(map(str, d['looks']))} seeds, O'Brien-Fleming "
           f"boundary C = {d['C']:.2f}, futility {d['futility']:g} se, familywise false \"faster\" {d['alpha']:.0%}, "
-          f"indifference zone {d['zone']:.0%}): {looks}. Stopped: {rec['stop']}; {rec['runs']} runs. {ans} "
-          f"May be the fastest at the last look: {', '.join(rec['may_be_fastest']) or 'none'}.")
+          f"indifference zone {d['zone']:.0%})" + (f": {looks}" if looks else "") + f". Stopped: {rec['stop']}; "
+          f"{rec['runs']} runs. {ans}{last}")
     return {"title": "Sequential study", "json_key": "sequential", "json": rec, "markdown": md}
 
 

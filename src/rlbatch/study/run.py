@@ -44,7 +44,8 @@ def run_study(ladder: list[TrialSpec], *, backend: str, out: Path, target: float
               gpus_per_trial: float = 0, max_retries: int = 2, base_config: Path | None = None,
               dry_run: bool = False, submit: bool = False, progress: bool = True,
               launch_kwargs: dict[str, Any] | None = None,
-              adaptive_options: dict[str, Any] | None = None, force: bool = False) -> dict[str, Any]:
+              adaptive_options: dict[str, Any] | None = None, force: bool = False,
+              sequential: bool = False) -> dict[str, Any]:
     """Run (or launch) the trials of ``ladder`` on ``backend`` and return ``{"kind": "report"|"adaptive"|"launch",
     ...}``: for the trainer backends the report's JSON object (``report``), for ``--adaptive`` the adaptive record
     and the report, for the launch backends :func:`rlbatch.backends.launch.launch`'s result (``launch``).
@@ -54,9 +55,19 @@ def run_study(ladder: list[TrialSpec], *, backend: str, out: Path, target: float
     with ``--dry-run``), or a missing target. ``adaptive_options``: ``chunk``, ``min_eval_points``, ``n_boot``,
     ``max_active``, ``confirm`` of :func:`run_adaptive` (``max_active`` also for the launched backends).
     A trainer backend refuses ``out`` when it holds a study of other settings
-    (:func:`rlbatch.study.manifest.check_same_study`; ``force``: start over, the old study moved aside)."""
+    (:func:`rlbatch.study.manifest.check_same_study`; ``force``: start over, the old study moved aside).
+    ``sequential`` (local, trl, ray): the sequential study (:func:`rlbatch.study.sequential.run_spec_study`) over
+    the ladder, which must hold the design's largest seed count per configuration; the report then decides as its
+    last look did (``OUT/sequential.json``), and the result carries the record under ``sequential``."""
     if backend not in BACKENDS:
         raise UserError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}", field="backend")
+    if sequential and adaptive:
+        raise UserError("--sequential and --adaptive are two designs; choose one (--sequential: seeds where the "
+                        "decision needs them, its error controlled over its looks)", field="sequential")
+    if sequential and launched(backend, dry_run, submit):
+        raise UserError(f"--sequential runs its trials with rlbatch's runners (--backend local, trl or ray), not "
+                        f"launched on {backend}: use --adaptive there, or run the seeds and rlbatch analyze their "
+                        "logs", field="sequential")
     for k in adaptive_options or {}:
         if not adaptive:
             flag = {"chunk": "--chunk-samples"}.get(k, "--" + k.replace("_", "-"))
@@ -92,7 +103,14 @@ def run_study(ladder: list[TrialSpec], *, backend: str, out: Path, target: float
         check_device(cfg.device)
     title = f"rlbatch sweep ({ladder[0].model}, {ladder[0].task})"
     settings = {**ladder_settings(ladder), "target": target, "workers": workers}
+    if sequential:
+        settings["sequential"] = True
     check_same_study(out, ladder, settings, force)
+    if sequential:
+        return {"kind": "report", **run_sequential_sweep(ladder, out, backend=backend, target=target, title=title,
+                                                         settings=settings, workers=workers, progress=progress,
+                                                         address=address, cpus_per_trial=cpus_per_trial,
+                                                         gpus_per_trial=gpus_per_trial, max_retries=max_retries)}
     if adaptive:
         if read_manifest(out) is None:  # record what the study is, so that a re-run of other settings is told apart
             out.mkdir(parents=True, exist_ok=True)
@@ -115,6 +133,40 @@ def run_study(ladder: list[TrialSpec], *, backend: str, out: Path, target: float
         local.run_sweep(ladder, out, workers=workers, threads=1, settings=settings, progress=progress,
                         runner=backend)
     return {"kind": "report", "report": report_sweep(out, target=target, title=title)}
+
+
+def run_sequential_sweep(ladder: list[TrialSpec], out: Path, *, backend: str, target: float, title: str,
+                         settings: dict[str, Any], workers: int = 1, progress: bool = True,
+                         address: str | None = None, cpus_per_trial: float = 1, gpus_per_trial: float = 0,
+                         max_retries: int = 2) -> dict[str, Any]:
+    """``rlbatch sweep --sequential``: :func:`rlbatch.study.sequential.run_spec_study` over ``ladder`` (seed-major),
+    each look's trials run by the backend (``local`` / ``trl``: :func:`rlbatch.backends.local.run_sweep`, ``ray``:
+    :func:`rlbatch.backends.ray.run_sweep_ray` on one Ray instance for the whole study); finished trials are skipped,
+    so a killed study resumes where it was. Returns ``{"sequential": record, "report": report JSON}``."""
+    from rlbatch.study.sequential import run_spec_study
+
+    specs = sorted(ladder, key=lambda s: s.seed)  # seed-major (stable)
+    stop_ray = None
+    if backend == "ray":
+        stop_ray = start_ray(address)
+
+        def run_specs(todo):
+            old = read_manifest(out)
+            out.mkdir(parents=True, exist_ok=True)
+            write_manifest(out, {**(old or {"version": 1, "trials": []}), "settings": settings})
+            run_sweep_ray([s.model_dump(mode="json") for s in todo], out, address=address,
+                          cpus_per_trial=cpus_per_trial, gpus_per_trial=gpus_per_trial, max_retries=max_retries,
+                          log=print if progress else None)
+    else:
+        def run_specs(todo):
+            local.run_sweep(todo, out, workers=workers, threads=1, settings=settings, progress=progress,
+                            runner=backend)
+    try:
+        rec = run_spec_study(out, specs, run_specs, target, progress=progress)
+    finally:
+        if stop_ray is not None:
+            stop_ray()
+    return {"sequential": rec, "report": report_sweep(out, target=target, title=title)}
 
 
 def run_adaptive(ladder: list[TrialSpec], out: Path, *, backend: str = "local", target: float, title: str,
