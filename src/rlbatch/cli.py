@@ -226,7 +226,10 @@ def sweep_cmd(
                                   "evaluation and stop a configuration once its predicted time-to-target interval "
                                   "lies above the best's (or its outcome is decided); every decision with its "
                                   "reason and evidence in OUT/adaptive.json. verl/openrlhf: the trials are launched "
-                                  "here (or as Ray jobs with --submit) and watched through their logs."),
+                                  "here (or as Ray jobs with --submit) and watched through their logs. Its stops are "
+                                  "predictions, not error-controlled tests (a stopped batch stays 'may be the "
+                                  "fastest' unless beaten beyond noise): for seeds spent with a false 'faster' held "
+                                  "at 5%, use --sequential."),
     chunk_samples: Optional[int] = typer.Option(None, "--chunk-samples", help="--adaptive (local/ray/trl): retained "
                                                 "samples per start or extension of a trial (default --samples / 8); "
                                                 "the plan is re-made after every round of new evaluations."),
