@@ -22,6 +22,7 @@ from rlbatch.errors import UserError
 from rlbatch.readers import clocks, indirect
 from rlbatch.readers import names as N
 from rlbatch.readers.textio import BOMS, open_text, read_text, sniff_encoding, virtual, virtual_text  # noqa: F401
+from rlbatch.readers.schedule import lr_note, lr_schedule  # noqa: F401  (lr_schedule: re-exported)
 from rlbatch.runstore import CANONICAL_METRICS, EVAL_JSONL, METRICS_JSONL, Run, RunMeta, make_meta
 
 
@@ -340,38 +341,6 @@ def _resume_fields(steps: np.ndarray, notes: list[str]) -> dict[str, Any]:
     return out
 
 
-def lr_schedule(steps: np.ndarray, lrs: np.ndarray) -> dict[str, Any] | None:
-    """The learning-rate schedule as logged: ``first``, ``peak`` (the largest value; a run's learning rate),
-    ``peak_step``, ``last``, ``warmup_steps`` (steps before the peak while the rate rose; 0 when the first value is
-    the peak) and ``decay`` after the peak: ``constant`` (within 1% of the peak to the end), ``linear`` or
-    ``cosine`` (whichever fits the values after the peak better, RMS relative to the peak, when it fits within 5%),
-    ``still rising`` (the log ends in the warm-up), else ``other``. None when no positive value is logged."""
-    ok = np.isfinite(lrs) & (lrs > 0)
-    if not ok.any():
-        return None
-    s, v = steps[ok].astype(float), lrs[ok].astype(float)
-    i = int(np.argmax(v))
-    peak = float(v[i])
-    out: dict[str, Any] = {"first": float(v[0]), "peak": peak, "peak_step": int(s[i]), "last": float(v[-1]),
-                           "warmup_steps": int(s[i] - s[0]) if i > 0 and v[0] < 0.99 * peak else 0}
-    tail_s, tail_v = s[i:], v[i:]
-    if i == len(v) - 1 and i > 0 and out["warmup_steps"]:
-        out["decay"] = "still rising"  # the log ends during the warm-up: the peak is only that of the logged values
-        return out
-    if len(tail_v) < 3 or np.all(np.abs(tail_v - peak) <= 0.01 * peak):
-        out["decay"] = "constant" if np.all(np.abs(tail_v - peak) <= 0.01 * peak) else "other"
-        return out
-    x = (tail_s - tail_s[0]) / max(tail_s[-1] - tail_s[0], 1.0)
-    lo = float(tail_v[-1])
-    # fitted on the logged span: linear from peak to the last value, or a half cosine between them
-    lin = peak + (lo - peak) * x
-    cos = lo + (peak - lo) * 0.5 * (1 + np.cos(np.pi * x))
-    err = {k: float(np.sqrt(np.mean((f - tail_v) ** 2)) / peak) for k, f in (("linear", lin), ("cosine", cos))}
-    best = min(err, key=err.get)
-    out["decay"] = best if err[best] <= 0.05 else "other"
-    return out
-
-
 def _numeric(col: pd.Series) -> pd.Series:
     """A column as float64: numbers kept, anything else (text, None, ints beyond the float range) -> NaN."""
     if col.dtype.kind in "fiub":
@@ -542,9 +511,8 @@ def finalize(run: Run) -> Run:
     if sched is not None:
         meta.lr_schedule = sched
     if meta.lr is None and sched is not None:
-        meta.lr = sched["peak"]  # a run's learning rate is its peak (a warm-up's first value can be 1/25 of it)
-        _replace_note(run, ("lr: the peak",), f"lr: the peak logged learning rate ({sched['peak']:.3g} at step "
-                      f"{sched['peak_step']}); schedule as read: {_sched_text(sched)}")
+        meta.lr = sched.get("schedule_peak") or sched["peak"]  # a run's learning rate is its peak
+        _replace_note(run, ("lr: the peak",), lr_note(sched))
     if meta.batch_size is None and getattr(meta, "rollout_batch_size", None) is None and \
             not ("samples/retained" in m.columns and m["samples/retained"].notna().any()):
         meta = indirect.apply(run)
@@ -577,16 +545,6 @@ def finalize(run: Run) -> Run:
             elif col in ev.columns:
                 ev.drop(columns=[col], inplace=True)
     return run
-
-
-def _sched_text(s: dict[str, Any]) -> str:
-    warm = f"warm-up over {s['warmup_steps']} step(s) from {s['first']:.3g}, then " if s["warmup_steps"] else ""
-    if s["decay"] == "constant":
-        return warm + "constant"
-    if s["decay"] == "still rising":
-        return (f"rising from {s['first']:.3g} over {s['warmup_steps']} step(s) and still rising at the last logged "
-                "step (a warm-up not finished in the log: the run's configured peak may be higher)")
-    return warm + f"{s['decay']} decay to {s['last']:.3g}"
 
 
 def clean_store_run(run: Run) -> Run:

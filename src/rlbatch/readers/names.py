@@ -300,3 +300,26 @@ def is_validation_side(name: str, user_map: dict[str, str] | None = None) -> boo
     if c is not None and user_map and name in user_map:
         return False  # the user mapped it onto a training metric
     return str(name).startswith(VALIDATION_PREFIXES)
+
+
+#: a learning rate written into a run name: ``lr1.5e-5``, ``lr_3e-5``, ``lr=0.0001`` (the token ``lr`` then a number)
+_LR_TOKEN = re.compile(r"(?:^|[^a-z0-9])lr[_\-=]?(?P<v>\d+(?:\.\d+)?(?:e-?\d+)?)(?![\d.x×])", re.I)
+#: a number in scientific notation (``3e-5``, ``1.5e-06``) standing alone in a name
+_SCI = re.compile(r"(?:^|[^a-z0-9.])(?P<v>\d+(?:\.\d+)?e-\d+)(?![\d.])", re.I)
+
+
+def lr_in_name(name: str) -> tuple[float, str] | None:
+    """The learning rate a run name states, with how it was read, or None: ``lr`` followed by a number
+    (``no_baseline_lr1.5e-5`` -> 1.5e-5), or, in a name holding the token ``lr`` elsewhere, its one number in
+    scientific notation (``lr_sweep_3e-5`` -> 3e-5: an LR sweep names each run by its rate). Values outside
+    (0, 1) are not learning rates (None)."""
+    m = _LR_TOKEN.search(name)
+    how = "lr followed by a number"
+    if m is None and re.search(r"(?:^|[^a-z0-9])lr(?:[^a-z0-9]|$)", name, re.I):
+        sci = _SCI.findall(name)
+        if len(sci) == 1:
+            m, how = _SCI.search(name), "the one number in scientific notation of a name holding 'lr'"
+    if m is None:
+        return None
+    v = float(m.group("v"))
+    return (v, how) if 0 < v < 1 else None

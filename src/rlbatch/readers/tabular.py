@@ -50,6 +50,20 @@ def is_wandb_header(cols: list[str]) -> bool:
     return "Step" in cols and any(PANEL_COL.match(c) for c in cols if c != "Step")
 
 
+def chart_columns(df: pd.DataFrame, user_map: dict[str, str] | None = None) -> list[str]:
+    """The run columns of a W&B chart export of one metric (``Step`` then one numeric column per run, named by the
+    run, none a metric's name: ``Step,14b,8b,4b,1.7b``), or [] for any other table. Two run columns at least."""
+    cols = [c for c in df.columns if c != "Step"]
+    if "Step" not in df.columns or len(cols) < 2 or " - " in " ".join(cols):
+        return []
+    for c in cols:
+        if "/" in c or N.canonical_for(c, user_map) is not None or N.step_column([c], user_map) is not None:
+            return []
+        if not pd.api.types.is_numeric_dtype(df[c]):
+            return []
+    return cols
+
+
 def long_columns(cols: list[str]) -> tuple[str, str, str, str | None] | None:
     """``(metric, value, step, run or None)`` column names of a long export (one row per point), or None."""
     low = {c.strip().lower(): c for c in cols}
@@ -120,7 +134,17 @@ def read(path: str | Path, *, fmt: str = "csv", run_id: str | None = None, user_
         notes.append(f"a long export (one row per point: {', '.join(c for c in long if c)}) pivoted into one row "
                      "per step")
     panel = fmt == "wandb-csv" and "Step" in df.columns and not any(c in df.columns for c in WANDB_COLS)
-    if panel:
+    wide = long is None and not panel and chart_columns(df, user_map)
+    if wide:  # a W&B chart export of one metric, one run per column (Step,14b,8b,...): the metric is not named
+        for c in wide:
+            g = df[["Step", c]].dropna(subset=[c])
+            # the value is also the row's record (raw/chart/<run>): its steps are the steps the run logged
+            groups[c] = pd.DataFrame({"step": g["Step"], "eval/score": g[c], f"raw/chart/{c}": g[c]})
+            own_notes[c] = (f"run {c!r}: column {c!r} of a chart export (Step plus one column per run); the chart's "
+                            "metric is not named in the file: read as the evaluation score (eval/score), also kept "
+                            f"as raw/chart/{c}")
+        panel = True
+    elif panel:
         by_run: dict[str, dict[str, str]] = {}
         for c in df.columns:
             m = PANEL_COL.match(c)
@@ -149,6 +173,10 @@ def read(path: str | Path, *, fmt: str = "csv", run_id: str | None = None, user_
         lines = list(range(2, len(g) + 2)) if not panel and len(groups) == 1 and long is None else None
         fields = meta_from(name, **(meta or {}))
         own = notes + ([own_notes[name]] if name in own_notes else [])
+        named = N.lr_in_name(name) if "lr" not in fields else None
+        if named and not any((N.canonical_for(str(c), user_map) or ("",))[0] == "lr" for c in g.columns):
+            fields.update(lr=named[0], config_sources={"lr": f"run name {name!r}"})
+            own = own + [f"lr: {named[0]:g} from the run name {name!r} ({named[1]}); the file logs no learning rate"]
         step_col = N.step_column(list(g.columns), user_map)
         if step_col is not None:  # the column that numbers the steps, by its name in the file (inspect says it)
             label = "Step" if panel else long[2] if long is not None and step_col == "step" else step_col
