@@ -137,7 +137,32 @@ def config_from_mapping(cfg: dict[str, Any], where: str) -> ConfigFound:
         else:
             setattr(out, f, c)
             out.sources[f] = f"{k} = {v} ({where})"
+    _one_sample_per_example(cfg, out)
     return out
+
+
+#: words of an argument that would set several responses per prompt (a group) in a script's argument list
+_GROUP_WORDS = re.compile(r"generation|sample|group|rollout_n|return_sequences|completions|responses|(?:^|[/_])n$|"
+                          r"(?:^|[/_])k$")
+
+
+def _one_sample_per_example(cfg: dict[str, Any], out: ConfigFound) -> None:
+    """A script's whole argument list (``args``: a custom loop's config record dumping argparse's namespace, every
+    option of the script) that states a batch size and no argument for several responses per prompt: each example is sampled
+    once, so P = the batch size and G = 1 (issue 53; a GRPO loop has a group-size argument, or hard-codes it and
+    then its log cannot say G: left unknown when any argument could be one)."""
+    if out.prompts_per_step or out.group_size or not out.batch_size or out.update_batch:
+        return
+    if not any(k.startswith("args/") for k in cfg):
+        return
+    args = [k.split("/", 1)[1] for k in cfg if k.startswith("args/")]
+    if any(_GROUP_WORDS.search(a.lower()) for a in args):
+        return
+    src = out.sources.get("batch_size", "batch_size")
+    out.prompts_per_step, out.group_size = out.batch_size, 1
+    out.sources["prompts_per_step"] = src
+    out.sources["group_size"] = ("G = 1: the script's whole argument list (its args) has no argument for several "
+                                 "responses per prompt, so each example is sampled once")
 
 
 KWARG = re.compile(r"(?m)^\s*([A-Za-z_]\w*)\s*=\s*([^,#\n]+?)\s*,?\s*(?:#.*)?$")
