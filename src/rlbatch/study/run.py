@@ -123,16 +123,23 @@ def run_study(ladder: list[TrialSpec], *, backend: str, out: Path, target: float
                                                    cpus_per_trial=cpus_per_trial, gpus_per_trial=gpus_per_trial,
                                                    max_retries=max_retries, **(adaptive_options or {}))}
     if backend == "ray":
-        old = read_manifest(out)
-        out.mkdir(parents=True, exist_ok=True)
-        write_manifest(out, {**(old or {"version": 1, "trials": []}), "settings": settings})  # keep the settings
-        run_sweep_ray([s.model_dump(mode="json") for s in ladder], out, address=address,
-                      cpus_per_trial=cpus_per_trial, gpus_per_trial=gpus_per_trial, max_retries=max_retries,
-                      log=print if progress else None)
+        _ray_sweep(ladder, out, settings, address=address, cpus_per_trial=cpus_per_trial,
+                   gpus_per_trial=gpus_per_trial, max_retries=max_retries, progress=progress)
     else:
         local.run_sweep(ladder, out, workers=workers, threads=1, settings=settings, progress=progress,
                         runner=backend)
     return {"kind": "report", "report": report_sweep(out, target=target, title=title)}
+
+
+def _ray_sweep(specs: list[TrialSpec], out: Path, settings: dict[str, Any], *, address: str | None,
+               cpus_per_trial: float, gpus_per_trial: float, max_retries: int, progress: bool) -> None:
+    """``specs`` as Ray tasks (:func:`rlbatch.backends.ray.run_sweep_ray`: finished trials skipped), the manifest's
+    settings kept first (a re-run of other settings is told apart)."""
+    old = read_manifest(out)
+    out.mkdir(parents=True, exist_ok=True)
+    write_manifest(out, {**(old or {"version": 1, "trials": []}), "settings": settings})
+    run_sweep_ray([s.model_dump(mode="json") for s in specs], out, address=address, cpus_per_trial=cpus_per_trial,
+                  gpus_per_trial=gpus_per_trial, max_retries=max_retries, log=print if progress else None)
 
 
 def run_sequential_sweep(ladder: list[TrialSpec], out: Path, *, backend: str, target: float, title: str,
@@ -151,12 +158,8 @@ def run_sequential_sweep(ladder: list[TrialSpec], out: Path, *, backend: str, ta
         stop_ray = start_ray(address)
 
         def run_specs(todo):
-            old = read_manifest(out)
-            out.mkdir(parents=True, exist_ok=True)
-            write_manifest(out, {**(old or {"version": 1, "trials": []}), "settings": settings})
-            run_sweep_ray([s.model_dump(mode="json") for s in todo], out, address=address,
-                          cpus_per_trial=cpus_per_trial, gpus_per_trial=gpus_per_trial, max_retries=max_retries,
-                          log=print if progress else None)
+            _ray_sweep(todo, out, settings, address=address, cpus_per_trial=cpus_per_trial,
+                       gpus_per_trial=gpus_per_trial, max_retries=max_retries, progress=progress)
     else:
         def run_specs(todo):
             local.run_sweep(todo, out, workers=workers, threads=1, settings=settings, progress=progress,

@@ -33,14 +33,17 @@ reaches 0.70 (review, section 4(a)).
 
 The driver is backend-agnostic: a ``runner`` makes sure configurations have n seeds (:class:`Runner`) and returns the
 runs so far. The simulator's (:class:`rlbatch.study.calibration.SimulatedRunner`) calibrates the whole procedure in
-``benchmarks/calibration.py``; a ladder of trial specs runs real trials on the local, TRL or Ray backend (:func:`run_spec_study`: ``rlbatch
-demo`` and ``rlbatch sweep --sequential``).
+``benchmarks/calibration.py``; a ladder of trial specs runs real trials on the local, TRL or Ray backend
+(:func:`run_spec_study`: ``rlbatch demo`` and ``rlbatch sweep --sequential``).
 """
 
 from __future__ import annotations
 
+import json
 import math
+import warnings
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol, Sequence
 
 import numpy as np
@@ -278,18 +281,14 @@ class SpecRunner:
         return [r for r in self.read_runs() if r.run_id in ids]
 
 
-def run_spec_study(out: Any, specs: Sequence[Any], run_specs, target: float, *, progress: bool = True,
-                   log_prefix: str = "sequential") -> dict[str, Any]:
+def run_spec_study(out: Any, specs: Sequence[Any], run_specs, target: float, *,
+                   progress: bool = True) -> dict[str, Any]:
     """The sequential study over the ladder ``specs`` (the design's largest seed count each; its first configuration
     is the reference: the smallest batch on the LR rule), each look's trials run by ``run_specs`` (a resumable sweep
     into ``out``: the local or TRL trainer, or Ray tasks), decided on the runs as ``rlbatch analyze out`` reads them
     (the timing pass's throughput when ``out/timing.jsonl`` exists, else the trials' own clock). Its record is
     written to ``out/sequential.json`` (the report's and analyze's decision) and returned. Used by ``rlbatch demo``
     and ``rlbatch sweep --sequential``."""
-    import json
-    import warnings
-    from pathlib import Path
-
     from rlbatch.readers.collect import load_all
     from rlbatch.runstore import atomic_write_text
 
@@ -301,7 +300,7 @@ def run_spec_study(out: Any, specs: Sequence[Any], run_specs, target: float, *, 
 
     runner = SpecRunner(specs, run_specs, read)
     configs = runner.configs()
-    say = (lambda line: print(f"{log_prefix}: {line}", flush=True)) if progress else None
+    say = (lambda line: print(f"sequential: {line}", flush=True)) if progress else None
     res = run_sequential(runner, configs, configs[0], target, log=say)
     rec = res.to_json()
     atomic_write_text(Path(out) / "sequential.json", json.dumps(rec, indent=2, default=str) + "\n")
