@@ -47,6 +47,7 @@ def scenarios() -> list[Scenario]:
         replace(base, name="censoring (budget 1.3x S)", budget=3584),
         replace(base, name="crossing before the first evaluation (every 4 steps, B=2048 3x faster)", eval_steps=4,
                 gain={2048: 3.0}, null=False),
+        replace(base, name="null, every 4 steps (crossing before the first evaluation at B >= 1024)", eval_steps=4),
     ]
 
 

@@ -138,3 +138,34 @@ def test_an_interval_end_past_floating_point_is_infinite_not_an_error():
     # an at-most bound's upper end too (the calibration's second crash)
     up = _upper({"t": 2.0}, {"t": 1.0}, "t", "t", np.array([0.0, 1.0, 900.0]), 0.0)
     assert up.value == 2.0 and up.hi == float("inf")
+
+
+def test_a_batch_first_evaluated_after_its_crossing_is_bounded_by_the_reference_shape():
+    """The calibration's "crossing before the first evaluation" study (every 4 steps; B = 2048 truly 3x faster,
+    every B on the same curve, ~2,730 samples to the target) at study seed 1, 3 seeds. B = 2048's seeds are first
+    evaluated at 8,192 samples, above the target, so each is only known to be at most 8,192 (3x the truth): that
+    bound never shows it faster. Their scores there (~0.46 of the plateau's 0.48) bound each seed's S at about half
+    (4,423 on the geometric mean, by the reference's curve shape), and the relative time's 95% upper end is 0.75:
+    faster. The same study without the throughput gain is not called faster (upper end above 1)."""
+    import warnings
+    from dataclasses import replace
+
+    from rlbatch.analysis.accounting import account_runs
+    from rlbatch.study.calibration import Scenario, SimulatedRunner
+
+    sc = Scenario("crossing", eval_steps=4, gain={2048: 3.0}, null=False)
+    for scenario, faster in ((sc, True), (replace(sc, gain={}, null=True), False)):
+        runner = SimulatedRunner(scenario, 1)
+        runner.ensure({n: 3 for n in runner.names})
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            acc = account_runs(runner.runs(), scenario.target, reference=list(runner.names)[0], n_boot=2000)
+        row = next(r for r in acc["rows"] if r["batch_size"] == 2048)
+        assert row["at_most_by_shape"] == 3 and len(row["at_most"]) == 3
+        assert 3000 < row["samples_to_target_at_most"] < 6000  # not 8,192: tightened, and above the truth's 2,730
+        assert (row["verdict"] == "faster") is faster
+        assert "against the reference's curve shape" in row["why"]
+        if faster:
+            assert row["relative_time_at_most_hi"] < 1
+        else:
+            assert row["relative_time_at_most_hi"] > 1

@@ -39,7 +39,7 @@ import pandas as pd
 from rlbatch.analysis.curves import group_seeds
 from rlbatch.analysis.decision import ALIGNED, alignment, decide, verdict_label
 from rlbatch.analysis.estimate import (CONF, N_BOOT, comparison_spread, estimate_configuration, geometric_mean,
-                                       retained_share, seed_estimate, still_running, timing_of)
+                                       reference_shape_of, retained_share, seed_estimate, still_running, timing_of)
 from rlbatch.analysis.headline import AGGREGATION, headline, headline_markdown
 from rlbatch.analysis.interval import bootstrap_interval
 from rlbatch.analysis.lr_answer import lr_answer
@@ -240,6 +240,16 @@ def account_runs(runs: Sequence[Run], target: float, metric: str = "eval/score",
             raise UserError(f"reference {ref!r} has no clock (time/wall_s, time/step_s or time/cpu_s) to time it",
                             field="reference")
     ref_ok = ref is not None and ests[ref]["reached"] and bool(ests[ref]["samples_to_target"])
+    if ref_ok and any(e["at_most"] for n, e in ests.items() if n != ref):
+        # seeds at the target at their first evaluation after 0: bounded by their later evaluations against the
+        # reference's shape where that is tighter (statistics review 2, N1; :func:`rlbatch.analysis.shape.
+        # bound_from_shape`), one estimate per configuration wherever the study gives it
+        shape = reference_shape_of(groups[ref], target, metric) if not ema else None
+        if shape is not None:
+            for name, rs in groups.items():
+                if name != ref and ests[name]["at_most"]:
+                    ests[name] = est_of(rs, target, metric, ema=ema, sustained=sustained, clock=basis, n_boot=n_boot,
+                                        name=name, spread=spread, shape=shape)
     dec = decide(ests, ref if ref_ok else None, faster_tail=faster_tail, called=called)
     rows = []
     for name, e in ests.items():
@@ -263,7 +273,8 @@ def account_runs(runs: Sequence[Run], target: float, metric: str = "eval/score",
                "verdict": v.label, "why": v.why, "faster_than_reference": v.faster,
                "may_be_fastest": name in dec.may_be_fastest, "alignment": v.alignment,
                "rN_test": list(v.rN_test) if v.rN_test else None, "at_most": e.get("at_most") or [],
-               "samples_to_target_at_most": e.get("samples_to_target_at_most")}
+               "samples_to_target_at_most": e.get("samples_to_target_at_most"),
+               "at_most_by_shape": e.get("at_most_by_shape") or 0}
         if dec.reference is None and ref is not None:  # short probes: the reference has not reached the target
             c = compare(e, ests[ref]) if e is ests[ref] else compare(e, {**e, "samples_to_target": None,
                                                                          "throughput_samples_per_s": None,

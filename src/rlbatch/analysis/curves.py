@@ -90,6 +90,23 @@ def ema_positions(xs: np.ndarray, weight: float) -> np.ndarray:
     return ema_smooth(np.asarray(xs, float), weight)
 
 
+def points_of(df: pd.DataFrame | None, metric: str = "eval/score",
+              x: str = "samples/retained") -> tuple[np.ndarray, np.ndarray, np.ndarray | None] | None:
+    """The evaluation points of ``metric`` over ``x`` in ``df`` as arrays ``(xs, ys, weights)``, shape (n,) each:
+    rows with a missing value dropped, sorted by ``x`` (stable); ``weights`` the evaluation items ``eval/n`` when
+    every row logs a positive one, else None. None when ``df`` has no such points."""
+    if df is None or len(df) == 0 or metric not in df.columns or x not in df.columns:
+        return None
+    cols = [x, metric] + (["eval/n"] if "eval/n" in df.columns else [])
+    d = df[cols].apply(pd.to_numeric, errors="coerce").dropna(subset=[x, metric]).sort_values(x, kind="stable")
+    if d.empty:
+        return None
+    w = None
+    if "eval/n" in d.columns and d["eval/n"].notna().all() and (d["eval/n"] > 0).all():
+        w = d["eval/n"].to_numpy(dtype=float)
+    return d[x].to_numpy(dtype=float), d[metric].to_numpy(dtype=float), w
+
+
 def crossing_of(df: pd.DataFrame, target: float, metric: str = "eval/score", x: str = "samples/retained",
                 ema: float | None = None, sustained: bool = False) -> Crossing:
     """The :class:`rlbatch.analysis.crossing.Crossing` of ``metric`` over ``x`` in ``df`` (one row per evaluation;
@@ -97,17 +114,10 @@ def crossing_of(df: pd.DataFrame, target: float, metric: str = "eval/score", x: 
     ``ema``: an EMA of this weight in [0, 1) first (:func:`ema_smooth`), lag-corrected (:func:`ema_positions`).
     ``sustained``: the crossing after the curve last falls below the target (:func:`rlbatch.analysis.crossing.
     find_crossing`). A frame without the columns has no crossing (``Crossing(None)``)."""
-    if df is None or len(df) == 0 or metric not in df.columns or x not in df.columns:
+    pts = points_of(df, metric, x)
+    if pts is None:
         return Crossing(None)
-    cols = [x, metric] + (["eval/n"] if "eval/n" in df.columns else [])
-    d = df[cols].apply(pd.to_numeric, errors="coerce").dropna(subset=[x, metric]).sort_values(x, kind="stable")
-    if d.empty:
-        return Crossing(None)
-    xs = d[x].to_numpy(dtype=float)
-    ys = d[metric].to_numpy(dtype=float)
-    w = None
-    if "eval/n" in d.columns and d["eval/n"].notna().all() and (d["eval/n"] > 0).all():
-        w = d["eval/n"].to_numpy(dtype=float)
+    xs, ys, w = pts
     if ema:
         ys = ema_smooth(ys, float(ema))
         xs = ema_positions(xs, float(ema))

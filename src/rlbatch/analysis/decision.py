@@ -297,8 +297,11 @@ def decide(ests: Mapping[str, Mapping[str, Any]], reference: str | None, *, leve
             high_rn = _upper(e, ref, "samples_to_target_at_most", "samples_to_target", d["S_high"], tails["S"][1])
             high_t = _upper(e, ref, "time_to_target_at_most", "time_to_target_s", d["T_high"], tails["T"][1])
             m = len(e.get("at_most") or [])
+            by_shape = int(e.get("at_most_by_shape") or 0)
             words = (f"{m} of {k} seeds reached the target before their first evaluation after 0 (only an upper "
-                     "bound on its samples-to-target)")
+                     "bound on its samples-to-target" + (f"; for {by_shape} of them tightened by their later "
+                                                         "evaluations against the reference's curve shape"
+                                                         if by_shape else "") + ")")
             if high_t is not None and high_t.hi is not None and high_t.hi < 1:
                 label, why = FASTER, words + "; even at that bound its relative time lies below 1"
             else:

@@ -19,9 +19,10 @@ from typing import Any, Sequence
 import numpy as np
 
 from rlbatch.analysis.crossing import Crossing
-from rlbatch.analysis.curves import crossing_of, curve
+from rlbatch.analysis.curves import crossing_of, curve, points_of
 from rlbatch.analysis.interval import (Spread, SpreadPrior, bootstrap_interval, hypervariable, smyth_prior,
                                       ladder_spread, moderated_spread, spread_prior, uniform_ranks)
+from rlbatch.analysis.shape import ReferenceShape, bound_from_shape, reference_shape
 from rlbatch.analysis.throughput import run_clock, throughput_to_target, throughput_whole_run, time_at
 from rlbatch.runstore import Run
 
@@ -32,24 +33,44 @@ CONF = 0.95
 
 
 def seed_estimate(run: Run, target: float | None, metric: str = "eval/score", *, ema: float | None = None,
-                  sustained: bool = False, clock: str = "wall") -> dict[str, Any]:
+                  sustained: bool = False, clock: str = "wall", shape: ReferenceShape | None = None) -> dict[str, Any]:
     """One seed: ``samples_to_target`` (S, responses; None = not reached, :func:`rlbatch.analysis.curves.
     crossing_of`), ``time_to_target_s`` (T, seconds on ``clock`` at S), ``censored_at`` (not reached: the last
     evaluated samples, so S is larger) and ``time_censored`` (the clock there), ``at_most`` (at the target at its
-    first evaluation after 0), ``samples`` / ``seconds`` (whole run), the ``crossing``, the curve and the clock."""
+    first evaluation after 0: S is at most that evaluation's x, or the tighter bound its later evaluations give
+    against the reference's shape ``shape``: :func:`rlbatch.analysis.shape.bound_from_shape`; ``bounded_by``
+    ``"first evaluation"`` or ``"shape"``), ``samples`` / ``seconds`` (whole run), the ``crossing``, the curve and
+    the clock."""
 
     c = curve(run, metric)
     clk = run_clock(run, clock)
     cross = crossing_of(c, target, metric, ema=ema, sustained=sustained) if target is not None else Crossing(None)
+    at_most, bounded_by = cross.at_most, "first evaluation" if cross.at_most else None
+    if at_most and shape is not None:
+        pts = points_of(c, metric)
+        if pts is not None:
+            b = bound_from_shape(*pts, shape, at_most)
+            if b < at_most:
+                at_most, bounded_by = b, "shape"
     s = cross.samples
     t = time_at(clk, s) if s is not None else None
     cens = cross.censored_at
     return {"run": run.run_id, "seed": run.meta.seed, "samples_to_target": s, "time_to_target_s": t,
             "censored_at": cens, "time_censored": time_at(clk, cens) if cens is not None else None,
-            "at_most": cross.at_most, "time_at_most": time_at(clk, cross.at_most) if cross.at_most else None,
-            "crossing": cross,
+            "at_most": at_most, "time_at_most": time_at(clk, at_most) if at_most else None,
+            "bounded_by": bounded_by, "crossing": cross,
             "samples": float(clk[0][-1]) if clk is not None else None,
             "seconds": float(clk[1][-1]) if clk is not None else None, "_curve": c, "_clock": clk}
+
+
+def reference_shape_of(runs: Sequence[Run], target: float, metric: str = "eval/score") -> ReferenceShape | None:
+    """The shared shape of a reference configuration's seeds ``runs`` (:func:`rlbatch.analysis.shape.
+    reference_shape`), keyed by their run ids and the metric; None where it has none (no crossing, a failed shape
+    check, no measured noise, no points)."""
+    pts = [points_of(curve(r, metric), metric) for r in runs]
+    if not runs or any(p is None for p in pts):
+        return None
+    return reference_shape(pts, target, key=(tuple(r.run_id for r in runs), metric, target))
 
 
 def timing_of(runs: Sequence[Run], clock: str, share: float | None = None) -> np.ndarray | None:
@@ -172,7 +193,7 @@ def geometric_mean(values: Sequence[float] | np.ndarray) -> float:
 def estimate_configuration(runs: Sequence[Run], target: float | None, metric: str = "eval/score", *,
                            ema: float | None = None, sustained: bool = False, clock: str = "wall",
                            n_boot: int = N_BOOT, seed: int | None = None, name: str | None = None,
-                           spread: SpreadPrior | None = None) -> dict[str, Any]:
+                           spread: SpreadPrior | None = None, shape: ReferenceShape | None = None) -> dict[str, Any]:
     """Samples-to-target, time-to-target and throughput of one configuration (its seeds ``runs``), with intervals.
 
     Per seed: S_i (:func:`seed_estimate`), T_i = the clock at S_i, X_i = S_i / T_i. Seed aggregation (module
@@ -194,13 +215,15 @@ def estimate_configuration(runs: Sequence[Run], target: float | None, metric: st
     throughput_samples_per_s, throughput_ci, throughput_window ("to target" | "whole run"), clock, spread (how the
     seed spread was estimated), spread_df, spread_sd`` (per quantity, the per-seed log-sd used and its df),
     ``longest_run`` (retained samples of its longest seed) and ``ends_at`` (where its shortest seed that did not reach
-    the target ends, retained samples; None when every seed reached it).
+    the target ends, retained samples; None when every seed reached it). ``shape``: the reference's shape
+    (:func:`rlbatch.analysis.shape.reference_shape`), which bounds the seeds at the target at their first
+    evaluation after 0 more tightly than that evaluation (``at_most_by_shape`` of them).
     """
 
     runs = list(runs)
     name = name or runs[0].run_id
     rng = np.random.default_rng(zlib.crc32(name.encode()) if seed is None else seed)
-    items = [seed_estimate(r, target, metric, ema=ema, sustained=sustained, clock=clock) for r in runs]
+    items = [seed_estimate(r, target, metric, ema=ema, sustained=sustained, clock=clock, shape=shape) for r in runs]
     k = len(items)
     S = np.array([np.nan if it["samples_to_target"] is None else it["samples_to_target"] for it in items])
     reached = target is not None and bool(np.isfinite(S).all())
@@ -222,6 +245,7 @@ def estimate_configuration(runs: Sequence[Run], target: float | None, metric: st
         "stopped": None, "unfinished": [], "samples_to_target_at_least": None, "time_to_target_at_least": None,
         "samples_to_target_at_most": None, "time_to_target_at_most": None,
         "at_most": [it["at_most"] for it in items if it["at_most"] is not None],
+        "at_most_by_shape": sum(it["bounded_by"] == "shape" for it in items),
         # the longest of its seeds' runs (retained samples), and where its unfinished seeds end (below)
         "longest_run": max((float(it["samples"]) for it in items if it["samples"]), default=None), "ends_at": None,
         "spread": None, "spread_df": None}

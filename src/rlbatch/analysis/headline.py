@@ -112,7 +112,9 @@ def at_most_text(r: dict[str, Any]) -> str:
     """A configuration that reached the target before its first evaluation after 0, in words: how many seeds and
     its upper bounds (``rN ≤ 0.8, relative time ≤ 0.5 (95% upper end 0.7)``)."""
     m = len(r.get("at_most") or [])
-    parts = [f"{m} of {r.get('n_seeds', '?')} seeds reached the target before their first evaluation after 0"]
+    parts = [f"{m} of {r.get('n_seeds', '?')} seeds reached the target before their first evaluation after 0"
+             + (f" (bounded by their later evaluations against the reference's curve shape: {r['at_most_by_shape']})"
+                if r.get("at_most_by_shape") else "")]
     if r.get("rN_at_most") is not None:
         parts.append(f"rN ≤ {bound(r['rN_at_most'], False)}")
     if r.get("relative_time_at_most") is not None:

@@ -80,7 +80,8 @@ class SharedShape:
     (rms of the seed's residuals after 0 against the other seeds' template, score units) and ``extrapolated``
     (S_i beyond the seed's last evaluation, or before its first evaluation after 0: it rests on the other seeds'
     shape). ``template_crossing``: S of the template (aligned samples); ``rms``: the residual rms over all seeds'
-    points after 0; ``shape_ok``: the shape-invariance check (module docstring)."""
+    points after 0; ``shape_ok``: the shape-invariance check (module docstring); ``noise``: the evaluation noise
+    (score sd of a point of mean weight, floored as in the check) and ``weight`` the mean weight of a point."""
 
     samples: tuple[float | None, ...]
     scales: tuple[float, ...]
@@ -89,6 +90,8 @@ class SharedShape:
     seed_rms: tuple[float, ...]
     shape_ok: bool
     extrapolated: tuple[bool, ...]
+    noise: float = 0.0
+    weight: float = 1.0
 
 
 def _trim(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> Seed:
@@ -242,4 +245,92 @@ def fit_shared_shape(curves: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray |
         extrap.append(bool(si is not None and si > 0 and (len(after) == 0 or si > after[-1] or si < after[0])))
     return SharedShape(samples=samples, scales=scales, template_crossing=s_shared,
                        rms=math.sqrt(sse / tot) if tot > 0 else 0.0, seed_rms=tuple(seed_rms), shape_ok=shape_ok,
-                       extrapolated=tuple(extrap))
+                       extrapolated=tuple(extrap), noise=noise, weight=float(np.mean(w)))
+
+
+#: a seed at the target at its first evaluation after 0: the largest time-scale its points allow is where the
+#: profile of its squared error (in noise variances) rises BOUND_Z^2 above its least (one-sided ~97.7% per seed)
+BOUND_Z = 2.0
+#: ... and its points must fit the reference's shape at all: least squared error within this chi-square quantile
+FIT_QUANTILE = 0.99
+
+
+@dataclass(frozen=True)
+class ReferenceShape:
+    """The reference configuration's shared shape, the yardstick for seeds first evaluated after their crossing
+    (:func:`reference_shape`). ``knots``: the template (aligned retained samples, level); ``crossing``: its
+    samples-to-target (aligned: the geometric mean of the reference seeds' time-scales is 1); ``noise``: evaluation
+    noise, score sd at a point of weight ``weight``; ``key``: what it was fitted from (for memoisation)."""
+
+    knots: tuple[np.ndarray, np.ndarray]
+    crossing: float
+    noise: float
+    weight: float
+    key: tuple
+
+
+def reference_shape(curves: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray | None]], target: float,
+                    key: tuple = ()) -> ReferenceShape | None:
+    """The shared shape of the reference's seeds (:func:`fit_shared_shape`; ``curves`` as there) as a
+    :class:`ReferenceShape`; None when the reference has no crossing, its seeds fail the shape check, or it
+    measured no evaluation noise."""
+    if not len(curves):
+        return None
+    fit = fit_shared_shape(curves, target)
+    if not fit.shape_ok or not fit.template_crossing or not fit.noise > 0:
+        return None
+    seeds = [_trim(np.asarray(x, float), np.asarray(y, float),
+                   np.ones(len(y)) if w is None else np.asarray(w, float)) for x, y, w in curves]
+    knots = _template(*_pool(seeds, np.log(np.asarray(fit.scales))))
+    return ReferenceShape(knots=knots, crossing=float(fit.template_crossing), noise=fit.noise, weight=fit.weight,
+                          key=key)
+
+
+def bound_from_shape(xs: np.ndarray, ys: np.ndarray, weights: np.ndarray | None, ref: ReferenceShape,
+                     at_most: float) -> float:
+    """An upper bound on the samples-to-target of a seed that was at the target at its first evaluation after 0
+    (interval-censored, S in (0, ``at_most``]; statistics review 2, N1 and section 4(d)), from all its evaluations
+    against the reference's shape: under shape invariance (the seed's curve is the reference's template stretched by
+    a time-scale s, as :func:`fit_shared_shape` assumes within a configuration) its S is s times the template's
+    crossing, and its evaluations above the target bound s from above (a seed's score at its first evaluation says
+    how far along the curve it is). The bound is the largest s whose squared error, in the reference's noise
+    variances, is within BOUND_Z^2 of the least (one-sided ~97.7% per seed); it is only an upper bound, never a
+    point value (the points near the plateau leave s unbounded below).
+
+    ``xs`` retained samples, sorted, ``ys`` scores, ``weights`` per point (None: the reference's mean weight),
+    shape (n,) each. Returns min(``at_most``, the bound); ``at_most`` itself when the seed's points do not fit the
+    shape (least squared error beyond the FIT_QUANTILE chi-square quantile: a higher or lower plateau, a collapse)
+    or leave s unbounded within the search (a factor SPAN^2 either way)."""
+    from scipy.stats import chi2
+
+    x, y = np.asarray(xs, float), np.asarray(ys, float)
+    w = np.full(len(y), ref.weight) if weights is None else np.asarray(weights, float)
+    x, y, w = _trim(x, y, w)
+    pos = x > 0
+    x, y, w = x[pos], y[pos], w[pos] / ref.weight  # a point's variance: noise^2 / w
+    if len(x) == 0:
+        return at_most
+    grid = np.linspace(-2 * math.log(SPAN), 2 * math.log(SPAN), 4 * GRID)
+
+    def err(ls: np.ndarray) -> np.ndarray:
+        fit = np.interp(x[None, :] / np.exp(ls)[:, None], *ref.knots)
+        return (w * (y - fit) ** 2).sum(axis=1) / ref.noise ** 2
+
+    e = err(grid)
+    k = int(np.argmin(e))
+    if e[k] > chi2.ppf(FIT_QUANTILE, len(x)):
+        return at_most
+    level = e[k] + BOUND_Z ** 2
+    j = k
+    while j + 1 < len(grid) and e[j + 1] <= level:
+        j += 1
+    if j == len(grid) - 1:
+        return at_most
+    lo, hi = float(grid[j]), float(grid[j + 1])
+    for _ in range(40):  # bisection between the last grid point inside and the first outside
+        mid = 0.5 * (lo + hi)
+        if err(np.array([mid]))[0] <= level:
+            lo = mid
+        else:
+            hi = mid
+    return float(min(at_most, math.exp(lo) * ref.crossing))

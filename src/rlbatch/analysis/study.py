@@ -19,8 +19,10 @@ from rlbatch.analysis.accounting import (N_BOOT, account_runs, accounting_summar
                                          comparison_spread, estimate_configuration, summary_of)
 from rlbatch.analysis.curves import group_seeds
 from rlbatch.analysis.interval import SpreadPrior
+from rlbatch.analysis.shape import ReferenceShape
 from rlbatch.analysis.results import Comparison, Configuration
 from rlbatch.analysis.throughput import clock_basis
+from rlbatch.errors import UserError
 from rlbatch.runstore import Run
 
 
@@ -80,15 +82,15 @@ class Study:
     def estimate(self, runs: Sequence[Run], target: float | None, metric: str = "eval/score", *,
                  ema: float | None = None, sustained: bool = False, clock: str = "wall", n_boot: int = N_BOOT,
                  seed: int | None = None, name: str | None = None,
-                 spread: SpreadPrior | None = None) -> dict[str, Any]:
+                 spread: SpreadPrior | None = None, shape: ReferenceShape | None = None) -> dict[str, Any]:
         """:func:`rlbatch.analysis.accounting.estimate_configuration` (same arguments, same result), computed once
         per study for each set of runs and arguments. The returned dict is shared: read it, do not change it."""
         runs = list(runs)
         key = (tuple(r.run_id for r in runs), target, metric, ema, sustained, clock, n_boot, seed, name,
-               spread.key if spread is not None else None)
+               spread.key if spread is not None else None, shape.key if shape is not None else None)
         if key not in self.memo:
             self.memo[key] = estimate_configuration(runs, target, metric, ema=ema, sustained=sustained, clock=clock,
-                                                    n_boot=n_boot, seed=seed, name=name, spread=spread)
+                                                    n_boot=n_boot, seed=seed, name=name, spread=spread, shape=shape)
         return self.memo[key]
 
     def configuration_estimate(self, runs: Sequence[Run]) -> dict[str, Any]:
@@ -97,6 +99,13 @@ class Study:
         study are estimated as a configuration of their own, named after the first)."""
         ids = [r.run_id for r in runs]
         name = next((n for n, rs in self.groups.items() if [r.run_id for r in rs] == ids), None)
+        try:
+            acc = self.accounted
+        except UserError:  # e.g. the reference never reached the target: each configuration on its own
+            acc = None
+        if name is not None and acc is not None and name in acc["estimates"] \
+                and acc["estimates"][name]["runs"] == ids:
+            return acc["estimates"][name]  # the accounting's own (a bound from the reference's shape included)
         spread = next((sp for members, sp in self.spreads if ids and ids[0] in members), None) if name else None
         return self.estimate(runs, self.target, self.metric, ema=self.ema, sustained=self.sustained,
                              clock=self.basis, n_boot=self.n_boot, name=name, spread=spread)
