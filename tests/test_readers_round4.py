@@ -85,3 +85,27 @@ def test_an_argparse_dump_without_a_group_argument_samples_each_example_once(tmp
 def test_an_argparse_dump_with_a_group_argument_is_not_g_1(tmp_path, extra):
     run = _loop_log(tmp_path, {"model": "m", "steps": 100, "batch_size": 8, "lr": 1e-5, **extra})
     assert run.meta.group_size != 1
+
+
+@pytest.mark.parametrize("column", ["train/critic_loss", "critic/vf_loss", "loss/value_avg", "value_loss",
+                                    "critic/value_loss"])
+def test_a_log_with_a_value_function_loss_is_ppo_with_g_1_by_default(tmp_path, column):
+    """Item 3 of issue 53: a log that does not name its algorithm but logs a value loss trains a critic (PPO), and
+    with no group size G = 1 is assumed and flagged as a default (OpenRLHF's critic_loss, verl's critic/vf_loss, TRL
+    PPOTrainer's loss/value_avg)."""
+    p = tmp_path / "run.csv"
+    p.write_text(f"step,{column},train/reward,eval/accuracy\n" + "".join(
+        f"{s},{1 / s},{s / 10},{s / 10 if s % 2 == 0 else ''}\n" for s in range(1, 7)))
+    (run,) = load(p)
+    assert run.meta.algorithm == "ppo"
+    assert run.meta.group_size == 1 and run.meta.group_size_source == "PPO default"
+    assert any(f"value-function loss ('{column}')" in n for n in run.notes)
+
+
+@pytest.mark.parametrize("column", ["loss", "train/policy_loss", "train/kl_loss", "eval/value_accuracy"])
+def test_a_log_without_a_value_loss_stays_grpo(tmp_path, column):
+    p = tmp_path / "run.csv"
+    p.write_text(f"step,{column},train/reward,eval/accuracy\n" + "".join(
+        f"{s},{1 / s},{s / 10},{s / 10 if s % 2 == 0 else ''}\n" for s in range(1, 7)))
+    (run,) = load(p)
+    assert run.meta.algorithm == "grpo" and not any("PPO" in n for n in run.notes)

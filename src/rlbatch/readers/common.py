@@ -249,6 +249,7 @@ def build_run(rows: list[dict[str, Any]], *, path: str | Path, source_format: st
     metrics = _canonical_frame(train, train_cols, canon_steps, user_map, notes, name_map, path)
     metrics = _keep_validation_side(metrics, df, val_side, step_src, logged)
     meta_fields = dict(meta_fields)
+    _algorithm_from_columns(train_cols, meta_fields, notes)
     meta_fields.update(_resume_fields(canon_steps, notes))
     meta_fields.setdefault("source_format", source_format)
     meta_fields.setdefault("source_path", str(path))
@@ -282,6 +283,30 @@ def build_run(rows: list[dict[str, Any]], *, path: str | Path, source_format: st
     meta.metric_sources = name_map  # canonical name -> the log's name it was read from (rlbatch inspect)
     run = Run(meta=meta, metrics=metrics, evals=evals, path=None, notes=notes)
     return finalize(run)
+
+
+#: a value-function loss: the run trains a critic, so it is PPO (GAE), not GRPO (verl ``critic/vf_loss``, OpenRLHF
+#: ``critic_loss``, TRL's PPOTrainer ``loss/value_avg``, ``value_loss`` in custom loops)
+_VALUE_LOSS = re.compile(r"(?i)(?:^|[/_.\s])(?:vf_loss|value_loss|critic_loss|loss/value(?:_avg)?|value_function_loss|"
+                         r"critic/(?:\w+_)?loss)(?:$|[/_.\s])")
+
+
+def _algorithm_from_columns(columns: Sequence[Any], fields: dict[str, Any], notes: list[str]) -> None:
+    """A log that does not say its algorithm but logs a value-function loss trains a critic: PPO (issue 53), and
+    without a group size G = 1 (one response per prompt, PPO's usual setting), flagged as a default. Sets
+    ``fields["algorithm"]`` (and ``group_size``) in place, with a note; nothing when the reader gave an algorithm."""
+    if "algorithm" in fields:
+        return
+    hit = next((str(c) for c in columns if _VALUE_LOSS.search(str(c))), None)
+    if hit is None:
+        return
+    fields["algorithm"] = "ppo"
+    notes.append(f"algorithm not in the log; PPO because it logs a value-function loss ({hit!r})")
+    if "group_size" not in fields:
+        fields["group_size"] = 1
+        fields["group_size_source"] = "PPO default"
+        notes.append("group_size: not in the log; PPO's usual G = 1 assumed, flagged as a default "
+                     "(--set RUN:group_size=... if the run sampled several responses per prompt)")
 
 
 #: evaluation names whose scale is a fraction or a percent (accuracy, pass rate, win rate): never a reward, which may
