@@ -6,7 +6,7 @@ import pytest
 
 from _cli import run_in_process
 from rlbatch.report import build_report
-from rlbatch.report.async_section import async_rows, async_section, async_setting
+from rlbatch.analysis.asynchrony import async_comparison, async_rows, async_setting
 from rlbatch.runstore import Run, RunMeta
 
 
@@ -51,7 +51,7 @@ def test_setting_and_section(tmp_path):
     assert async_setting(runs()[0]) is None and async_setting(runs()[1]) == (1, None)
     foreign = make_run("verl", 64, 1.0, 5, staleness=2.0)  # no trainer config: K from the logged staleness
     assert async_setting(foreign) == (2, None)
-    assert async_section(runs()[::2], 0.4) is None  # no asynchronous run: no section
+    assert async_comparison(runs()[::2], 0.4) is None  # no asynchronous run: no comparison, no section
     rep = build_report(runs(), tmp_path, target=0.4)
     assert rep["async"]["rows"][0]["relative_time"] == pytest.approx(0.6)
     md = (tmp_path / "report.md").read_text()

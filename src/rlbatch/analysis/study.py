@@ -17,6 +17,7 @@ from typing import Any, Sequence
 
 from rlbatch.analysis.accounting import (N_BOOT, account_runs, accounting_summary, comparison_groups,
                                          comparison_spread, estimate_configuration, summary_of)
+from rlbatch.analysis.asynchrony import async_comparison, synchronous
 from rlbatch.analysis.curves import group_seeds
 from rlbatch.analysis.interval import SpreadPrior
 from rlbatch.analysis.shape import ReferenceShape
@@ -147,6 +148,20 @@ class Study:
         return accounting_summary(list(self.runs), self.target, self.metric, self.reference, ema=self.ema,
                                   sustained=self.sustained, clock=self.clock, n_boot=self.n_boot,
                                   estimate=self.estimate)
+
+    @cached_property
+    def synchronous_runs(self) -> list[Run]:
+        """The study's synchronous runs (all of them when none is: :func:`rlbatch.analysis.asynchrony.synchronous`):
+        what the noise fit, the throughput model, the plan and the aligned family are computed on."""
+        return synchronous(list(self.runs))
+
+    @cached_property
+    def async_comparison(self) -> tuple[list[dict[str, Any]], str | None] | None:
+        """Each asynchronous configuration against its synchronous partner at the same B, wall clock
+        (:func:`rlbatch.analysis.asynchrony.async_comparison`, on this study's estimates): ``(rows, reference)``,
+        or None when no run is asynchronous."""
+        return async_comparison(list(self.runs), self.target, self.metric, n_boot=self.n_boot,
+                                estimate=self.estimate)
 
     @cached_property
     def configurations(self) -> dict[str, Configuration]:

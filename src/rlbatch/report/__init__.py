@@ -34,7 +34,7 @@ from rlbatch.analysis.throughput import configuration_timings
 from rlbatch.errors import UserError
 from rlbatch.output import fmt_rate, fmt_value, markdown_table, to_json
 from rlbatch.report import figures as F
-from rlbatch.report.async_section import async_section, synchronous
+from rlbatch.report.async_section import async_section
 from rlbatch.report.family import aligned_family, family_markdown, rejected
 from rlbatch.report.figures import short_label
 from rlbatch.report.plan import plan_section
@@ -312,7 +312,7 @@ def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None,
 
             # the family is a property of one system: an asynchronous run at the same B is another (newcomer
             # finding 20), so the family comes from the synchronous rows, as the noise fit and the plan do
-            sync_ids = {r.run_id for r in synchronous(runs)}
+            sync_ids = {r.run_id for r in study.synchronous_runs}
             family_rows = [r for r in rows if set(r.get("runs") or [r["run"]]) <= sync_ids] or rows
             result["aligned_family"] = aligned_family(family_rows, ref)
             result["rejected"] = rejected(rows, ref)
@@ -392,7 +392,7 @@ def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None,
     # the core analysis sections (grad-norm scaling and knee, noise scale, G x P; throughput model; the plan), then
     # the caller's. The grad-norm fit is over runs on an LR rule: a fixed-LR control is not part of the family.
 
-    all_runs, runs = runs, synchronous(runs)  # the noise fit, throughput model and plan: synchronous runs only
+    all_runs, runs = runs, study.synchronous_runs  # the noise fit, throughput model and plan: synchronous runs only
     on_rule = [r for r in runs if r.meta.lr_rule != "none"]
     fam = result.get("aligned_family")
     noise_runs = on_rule if len({r.meta.batch_size for r in on_rule}) >= 2 else runs
@@ -407,7 +407,7 @@ def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None,
                                timing=[t for t in timing if any(r in runs for r in groups[t["config"]])])]
     if target is not None:
         core.append(_plan_section(runs, target, metric, ref or reference, clock, study))
-    core += [s for s in [async_section(all_runs, target, metric, estimate=study.estimate)] if s]
+    core += [s for s in [async_section(study.async_comparison)] if s]
     for sec in core + list(sections or []):
         if not isinstance(sec, dict) or "title" not in sec:
             raise UserError("report section must be a dict with at least a 'title'", field="sections")
