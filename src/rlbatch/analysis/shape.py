@@ -81,7 +81,8 @@ class SharedShape:
     (S_i beyond the seed's last evaluation, or before its first evaluation after 0: it rests on the other seeds'
     shape). ``template_crossing``: S of the template (aligned samples); ``rms``: the residual rms over all seeds'
     points after 0; ``shape_ok``: the shape-invariance check (module docstring); ``noise``: the evaluation noise
-    (score sd of a point of mean weight, floored as in the check) and ``weight`` the mean weight of a point."""
+    (score sd of a point of mean weight, floored as in the check) and ``weight`` the mean weight of a point;
+    ``knots``: the template of all seeds' points at the fitted scales (aligned samples, level)."""
 
     samples: tuple[float | None, ...]
     scales: tuple[float, ...]
@@ -92,6 +93,7 @@ class SharedShape:
     extrapolated: tuple[bool, ...]
     noise: float = 0.0
     weight: float = 1.0
+    knots: tuple[np.ndarray, np.ndarray] | None = None
 
 
 def _trim(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> Seed:
@@ -245,7 +247,7 @@ def fit_shared_shape(curves: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray |
         extrap.append(bool(si is not None and si > 0 and (len(after) == 0 or si > after[-1] or si < after[0])))
     return SharedShape(samples=samples, scales=scales, template_crossing=s_shared,
                        rms=math.sqrt(sse / tot) if tot > 0 else 0.0, seed_rms=tuple(seed_rms), shape_ok=shape_ok,
-                       extrapolated=tuple(extrap), noise=noise, weight=float(np.mean(w)))
+                       extrapolated=tuple(extrap), noise=noise, weight=float(np.mean(w)), knots=_template(u, y, w))
 
 
 #: a seed at the target at its first evaluation after 0: the largest time-scale its points allow is where the
@@ -279,10 +281,7 @@ def reference_shape(curves: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray | 
     fit = fit_shared_shape(curves, target)
     if not fit.shape_ok or not fit.template_crossing or not fit.noise > 0:
         return None
-    seeds = [_trim(np.asarray(x, float), np.asarray(y, float),
-                   np.ones(len(y)) if w is None else np.asarray(w, float)) for x, y, w in curves]
-    knots = _template(*_pool(seeds, np.log(np.asarray(fit.scales))))
-    return ReferenceShape(knots=knots, crossing=float(fit.template_crossing), noise=fit.noise, weight=fit.weight,
+    return ReferenceShape(knots=fit.knots, crossing=float(fit.template_crossing), noise=fit.noise, weight=fit.weight,
                           key=key)
 
 
