@@ -191,14 +191,22 @@ def _run_sweep(specs: list[TrialSpec], out: Path, workers: int, threads: int, se
                                          initargs=(threads, os.getpid())) as pool:
                     # the workers start (spawn) on the first submit with Ctrl-C ignored, inherited from here: a
                     # terminal's Ctrl-C reaches every process of the group, and a worker still importing torch
-                    # would print its own traceback; the parent stops them (below)
+                    # would print its own traceback; the parent stops them (below). Blocked as well as ignored
+                    # here, so that a Ctrl-C during the spawn is held, not lost (Linux never discards a blocked
+                    # signal), and delivered to the restored handler when unblocked: it used to be dropped, and a
+                    # sweep interrupted then ran to its end (seen on a busy machine)
+                    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
                     handler = signal.signal(signal.SIGINT, signal.SIG_IGN)
                     try:
                         first = pool.submit(_prepare, todo[0]["spec"].model,
                                             todo[0]["spec"].options.get("device", "cpu"))
-                    finally:
+                    except BaseException:
                         signal.signal(signal.SIGINT, handler)
+                        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+                        raise
+                    signal.signal(signal.SIGINT, handler)
                     try:
+                        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # a held Ctrl-C raises here
                         first.result()
                     except KeyboardInterrupt:
                         _stop_workers(pool)
