@@ -103,6 +103,19 @@ def test_reaching_the_target_before_the_first_evaluation_is_an_upper_bound_that_
     assert d.verdicts["early"].label == UNDETERMINED and "early" in d.may_be_fastest
 
 
+def test_nothing_shown_faster_picks_a_bounded_configuration_at_its_bound():
+    # early: at most 0.5x (log-sd 1: not shown faster); c: 0.8x measured, not shown faster either. The best estimate
+    # counts early at its bound, 0.5 < 0.8: early is picked (its true time is no larger), never c
+    d = decide({"ref": ref(), "c": est("c", 64, math.log(0.8), sd=1.0, perm=2),
+                "early": est("early", 2048, high=math.log(0.5))}, "ref")
+    assert d.verdicts["early"].label == UNDETERMINED and d.verdicts["c"].label == WITHIN_NOISE
+    assert d.pick == "early" and not d.beats_reference
+    # its bound at 0.9x, above c's 0.8x estimate: c, the smaller estimate, is the pick
+    d = decide({"ref": ref(), "c": est("c", 64, math.log(0.8), sd=1.0, perm=2),
+                "early": est("early", 2048, high=math.log(0.9))}, "ref")
+    assert d.pick == "c"
+
+
 def test_penalised_needs_the_simultaneous_lower_end_above_one():
     # 8 comparisons of rN, one at log rN 1.8 sd 1: the 90% marginal interval (lower end 1.8 - 1.645) lies above 1,
     # the 95% simultaneous one (lower end ~1.8 - 2.7) does not: not penalised (N4)
@@ -169,3 +182,61 @@ def test_a_batch_first_evaluated_after_its_crossing_is_bounded_by_the_reference_
             assert row["relative_time_at_most_hi"] < 1
         else:
             assert row["relative_time_at_most_hi"] > 1
+
+
+def test_the_headline_names_a_bounded_pick_by_its_bound_and_claims_nothing():
+    from rlbatch.analysis.headline import headline
+
+    rows = [{"run": "ref", "batch_size": 16, "reached": True, "relative_time": 1.0, "rN": 1.0, "n_seeds": 3},
+            {"run": "c", "batch_size": 64, "reached": True, "relative_time": 0.8, "relative_time_ci": [0.3, 2.1],
+             "relative_throughput": 2.0, "relative_throughput_ci": [1.9, 2.1], "rN": 2.5, "rN_ci": [1.0, 6.0],
+             "n_seeds": 3},
+            {"run": "early", "batch_size": 2048, "reached": False, "relative_time": None,
+             "relative_time_at_most": 0.5, "relative_time_at_most_hi": 1.4, "rN_at_most": 4.0, "at_most": [1, 2, 3],
+             "at_most_by_shape": 3, "n_seeds": 3}]
+    h = headline(rows, "ref", "eval/score", 0.45, pick="early", may_be_fastest=["ref", "c", "early"])
+    first = h["lines"][0]
+    assert first.startswith("**No batch is shown to beat the reference")
+    assert "at most 0.50x (95% upper end 1.40)" in first and "does not exclude 1" in first
+    assert h["pick"] == "early" and not h["beats_reference"]
+
+
+@pytest.mark.parametrize("study_seed, faster", [(2, False), (3, True)])
+def test_a_bounded_pick_is_one_pick_on_every_page(tmp_path, study_seed, faster):
+    """The crossing-before-the-first-evaluation study (every 4 steps, B = 2048 truly 3x faster) at two study seeds,
+    3 seeds each: at seed 3 B = 2048 is shown faster by its upper bound; at seed 2 it is not, and its bound (0.66x)
+    is below every measured estimate, so it is the best estimate. Before, analyze named it while plan ranked it
+    "undetermined" from the noise model (seed 3: "no batch beats the reference", best B = 256), watch showed a lower
+    bound ("S*=open [2145, open]") and "what would decide" said the reference was the best estimate. Now analyze
+    (JSON, Markdown), plan and watch name the one pick, with the accounting's verdict and bound."""
+    import warnings
+
+    from rlbatch.analysis.study import Study
+    from rlbatch.plan import make_plan
+    from rlbatch.readers.collect import load_all
+    from rlbatch.study.calibration import Scenario, SimulatedRunner, write_study
+    from rlbatch.watch import line, snapshot
+
+    sc = Scenario("crossing", eval_steps=4, gain={2048: 3.0}, null=False)
+    runner = SimulatedRunner(sc, study_seed)
+    runner.ensure({n: 3 for n in runner.names})
+    out = write_study(runner.runs(), tmp_path / "study")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        runs, _ = load_all([out])
+        acc = Study.of(runs, sc.target).accounted
+        row = next(r for r in acc["rows"] if r["batch_size"] == 2048)
+        assert acc["headline"]["pick"] == row["run"] and row["relative_time"] is None
+        assert (row["verdict"] == "faster") is faster and acc["headline"]["beats_reference"] is faster
+        at_most = f"at most {row['relative_time_at_most']:.2f}"[:-1]  # rounded up on the pages: compare 1 digit
+        plan = make_plan([out], target=sc.target)
+        cand = next(c for c in plan["candidates"] if c["run"] == row["run"])
+        assert plan["recommended"] == row["run"] and cand["pick"] and cand["verdict"] == row["verdict"]
+        assert cand["relative_time_at_most"] == row["relative_time_at_most"]
+        assert at_most in cand["sentence"] and "before its first evaluation" in cand["sentence"]
+        up = snapshot(out, target=sc.target)
+        assert up.recommended == row["run"]
+        text = line(up)
+        assert f"{row['run']} S=" in text and "S*≤" in text and "open [" not in text.split(row["run"] + " S=")[1]
+        if not faster:
+            assert "(at most 0.6" in (up.would_decide or "")  # planned at its bound, not "the reference is best"

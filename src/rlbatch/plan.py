@@ -309,6 +309,19 @@ def plan_runs(runs: Sequence[Run], target: float, *, reference: str | None = Non
                      interval=row["relative_time_ci"], accounting_verdict=row["verdict"],
                      may_be_fastest=row.get("may_be_fastest"),
                      accounting_pick=name == ((acc.get("headline") or {}).get("pick")))
+        elif ref_reached and row.get("relative_time_at_most") is not None and not e.get("unfinished") \
+                and not e.get("stopped"):
+            # every seed at the target by its first evaluation after 0: the accounting's upper bounds (N1), its
+            # verdict and pick, as they are; no prediction (a bound is not a point value)
+            c.update(rN=None, rN_ci=None, rN_source="measured", rN_level=target,
+                     relative_throughput=row["relative_throughput"],
+                     relative_throughput_ci=row["relative_throughput_ci"], predicted_relative_time=None,
+                     interval=[None, row["relative_time_at_most_hi"]] if row.get("relative_time_at_most_hi")
+                     else None, at_most=True, rN_at_most=row["rN_at_most"], rN_at_most_hi=row.get("rN_at_most_hi"),
+                     relative_time_at_most=row["relative_time_at_most"],
+                     relative_time_at_most_hi=row.get("relative_time_at_most_hi"), accounting_verdict=row["verdict"],
+                     may_be_fastest=row.get("may_be_fastest"), why=row.get("why"),
+                     accounting_pick=name == ((acc.get("headline") or {}).get("pick")))
         elif ref_reached and row["verdict"] in ("slower", "undetermined") and not e.get("unfinished") \
                 and not e.get("stopped"):
             # ran its budget without every seed reaching the target: the accounting's verdict (a lower bound that
@@ -372,7 +385,7 @@ def plan_runs(runs: Sequence[Run], target: float, *, reference: str | None = Non
     if bn is None:
         bn = {"value": None, "ci": None, "source": None}
     early = [c for c in cands if c["rN"] is None and c["on_lr_rule"] and not c["is_reference"]
-             and not c.get("never_reaches") and not c.get("censored")]
+             and not c.get("never_reaches") and not c.get("censored") and not c.get("at_most")]
     if early and bn.get("value") is not None:
         for c in early:
             nc = noise_candidate(c["batch_size"], b_ref, bn, c["retained_batch"], rb_ref)

@@ -16,7 +16,7 @@ import pandas as pd
 
 from rlbatch.analysis.accounting import (aligned, aligned_span, intervals_overlap, predicted_relative_time)
 from rlbatch.analysis.decision import BELOW, NOT_DISTINGUISHABLE, alignment
-from rlbatch.analysis.headline import bound
+from rlbatch.analysis.headline import bound, time_text
 from rlbatch.analysis.decision import verdict_label
 from rlbatch.analysis.interval import format_interval
 from rlbatch.analysis.results import Estimate
@@ -33,7 +33,8 @@ CANDIDATE_KEYS = ("run", "batch_size", "runs", "on_lr_rule", "retained_batch", "
                   "predicted_samples_to_target", "predicted_samples_to_target_ci", "fit", "never_reaches",
                   "undetermined", "time_to_target_s", "throughput_samples_per_s", "throughput_ci", "rN", "rN_ci", "rN_source",
                   "rN_level", "relative_throughput", "relative_throughput_ci", "throughput_source",
-                  "throughput_extrapolated", "relative_time", "predicted_relative_time", "interval",
+                  "throughput_extrapolated", "relative_time", "relative_time_at_most", "relative_time_at_most_hi",
+                  "predicted_relative_time", "interval",
                   "predicted_time_to_target_s", "aligned", "alignment", "verdict", "pick", "rejected", "sentence")
 
 
@@ -63,6 +64,8 @@ class Candidate:
     relative_throughput: Estimate
     throughput_extrapolated: bool | None
     relative_time: float | None
+    relative_time_at_most: float | None  # every seed at the target by its first evaluation: the accounting's
+    relative_time_at_most_hi: float | None  # upper bound on the relative time and that bound's 95% upper end
     predicted_relative_time: Estimate
     predicted_time_to_target_s: float | None
     aligned: bool | None
@@ -91,6 +94,8 @@ class Candidate:
                    relative_throughput=Estimate.of(g("relative_throughput"), g("relative_throughput_ci"), 0.95,
                                                    g("throughput_source")),
                    throughput_extrapolated=g("throughput_extrapolated"), relative_time=g("relative_time"),
+                   relative_time_at_most=g("relative_time_at_most"),
+                   relative_time_at_most_hi=g("relative_time_at_most_hi"),
                    predicted_relative_time=Estimate.of(g("predicted_relative_time"), g("interval"), level,
                                                        g("rN_source")),
                    predicted_time_to_target_s=g("predicted_time_to_target_s"), aligned=g("aligned"),
@@ -111,6 +116,8 @@ class Candidate:
                 "relative_throughput_ci": self.relative_throughput.ci,
                 "throughput_source": self.relative_throughput.source,
                 "throughput_extrapolated": self.throughput_extrapolated, "relative_time": self.relative_time,
+                "relative_time_at_most": self.relative_time_at_most,
+                "relative_time_at_most_hi": self.relative_time_at_most_hi,
                 "predicted_relative_time": self.predicted_relative_time.value,
                 "interval": self.predicted_relative_time.ci,
                 "predicted_time_to_target_s": self.predicted_time_to_target_s, "aligned": self.aligned,
@@ -205,6 +212,14 @@ def _sentence(c: dict[str, Any], ref_label: str, tol: float) -> str:
             if c.get("pick") else "."
         return f"{name}{bstr} is the reference (rN = 1, throughput 1x){tail}"
     rn, g, t = c["rN"], c["relative_throughput"], c["predicted_relative_time"]
+    if c.get("at_most"):
+        pick = ("; the pick, shown faster than the reference" if c.get("pick") and c["accounting_verdict"] == "faster"
+                else "; the pick, by its bound (its true time is no larger), which does not beat the reference"
+                if c.get("pick") else "")
+        return (f"{name}{bstr} reached the target before its first evaluation after 0 in every seed: "
+                f"{c['accounting_verdict']} ({c.get('why')}), as the accounting says; "
+                + (f"rN ≤ {bound(c['rN_at_most'], False)}, " if c.get("rN_at_most") is not None else "")
+                + f"relative time {time_text(c)}, as analyze shows them{pick}; no prediction.")
     if c.get("accounting_verdict") in ("slower", "undetermined") and not c.get("reaches", True):
         bounds = "; ".join(  # the accounting's point bounds, as analyze shows them, then the interval's lower ends
             f"{what} > {bound(c[k], True)}" + (f" (95% lower end {bound(lo[0], True)})" if lo and lo[0] else "")
@@ -317,9 +332,10 @@ def _finish(cands: list[dict[str, Any]], ref_label: str, target: float | None, t
     ok = [c for c in cands if c["predicted_relative_time"] is not None and c.get("reaches", True)
           and (c["on_lr_rule"] or c["rN_source"] == "measured") and c["rN_source"] != "noise-model"]
     measured = bool(ok) and all(c["rN_source"] == "measured" and c.get("may_be_fastest") is not None for c in ok)
-    if measured and any(c.get("accounting_pick") for c in ok):
+    bounded = [c for c in cands if c.get("at_most")]  # known by upper bounds only: the accounting's, as they are
+    if measured and any(c.get("accounting_pick") for c in ok + bounded):
         # all measured: the accounting's pick (its stated rule, the decision module), one pick on every page
-        best = next(c for c in ok if c.get("accounting_pick"))
+        best = next(c for c in ok + bounded if c.get("accounting_pick"))
     elif ok:
         best = min(ok, key=lambda c: (c["predicted_relative_time"], c["batch_size"] or 0))
     else:
@@ -328,7 +344,7 @@ def _finish(cands: list[dict[str, Any]], ref_label: str, target: float | None, t
     if measured:
         # all measured: the accounting's "may be fastest" set (multiple comparisons with the best), not overlapping
         # intervals relative to the reference (which double-count the reference's noise)
-        tied = [c for c in ok if c is not best and c["may_be_fastest"]]
+        tied = [c for c in ok + bounded if c is not best and c["may_be_fastest"]]
     else:
         tied = [c for c in ok if c is not best and intervals_overlap(
             c["interval"], best["interval"], c["predicted_relative_time"], best["predicted_relative_time"])]

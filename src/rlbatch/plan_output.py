@@ -9,7 +9,7 @@ from typing import Any
 
 
 from rlbatch.analysis import terms
-from rlbatch.analysis.headline import batch_list
+from rlbatch.analysis.headline import batch_list, time_text
 from rlbatch.analysis.interval import format_interval
 from rlbatch.output import console, markdown_table, print_json, rich_table
 
@@ -48,8 +48,9 @@ def _headline(plan: dict[str, Any]) -> str:
     bn = plan.get("b_noise") or {}
     word = "Provisional pick" if plan.get("provisional") else "Pick"
     iv = c.get("interval") if c else None
-    if c is not None and rec != plan.get("reference") and c.get("predicted_relative_time") is not None and iv \
-            and iv[1] is not None and iv[1] >= 1:  # the analyze headline's rule (issue 37): within noise of B0
+    bounded = c is not None and c.get("predicted_relative_time") is None and c.get("relative_time_at_most") is not None
+    if c is not None and rec != plan.get("reference") and (c.get("predicted_relative_time") is not None or bounded) \
+            and iv and iv[1] is not None and iv[1] >= 1:  # the analyze headline's rule (issue 37): within noise of B0
         word = ("No batch is predicted to beat the reference beyond noise. "
                 + ("Provisional best estimate" if plan.get("provisional") else "Best estimate"))
     s = (f"{word}: {rec} (B={c['batch_size']})" if c and c["run"] else f"{word}: B={c['batch_size'] if c else rec}"
@@ -60,6 +61,8 @@ def _headline(plan: dict[str, Any]) -> str:
         ivs = f" ({lvl} interval {_fmt_ci(iv)})" if iv else ""
         s += (f", predicted {c['predicted_relative_time']:.2f}x{ivs} the reference's ({plan['reference']}) "
               f"time-to-target at {tgt}")
+    elif bounded:  # reached the target before its first evaluation: the accounting's upper bound, not a prediction
+        s += f", {time_text(c)} the reference's ({plan['reference']}) time-to-target at {tgt} (an upper bound)"
     tied = plan.get("within_noise") or []
     if tied:
         bs = [x["batch_size"] for x in plan["candidates"] if (x["run"] or x["batch_size"]) in tied]

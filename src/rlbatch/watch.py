@@ -35,7 +35,9 @@ from rich.table import Table
 
 from rlbatch.analysis.curves import metric_frame
 from rlbatch.analysis.fit import fit_groups, sigmoid
+from rlbatch.analysis.headline import time_text
 from rlbatch.analysis.interval import format_interval
+from rlbatch.analysis.results import at_most_only
 from rlbatch.analysis.study import Study
 from rlbatch.analysis.throughput import run_throughput
 from rlbatch.errors import UserError
@@ -53,7 +55,9 @@ SPARK = "▁▂▃▄▅▆▇█"
 class ConfigView:
     """One configuration at one update: ``samples`` (retained samples of its furthest seed),
     ``scores`` [(samples, score)] of its first seed, ``fitted`` [(samples, fitted score)] of the fit up to the
-    predicted crossing, ``samples_to_target`` (+ ``_ci``, ``source``: measured | fit | never | open),
+    predicted crossing, ``samples_to_target`` (+ ``_ci``, ``source``: measured | fit | never | open | at most: then
+    ``samples_to_target`` and ``time_to_target_s`` are the accounting's upper bounds, every seed at the target by its
+    first evaluation after 0),
     ``throughput_samples_per_s``, ``time_to_target_s`` (+ ``_ci``), ``elapsed_s``."""
 
     config: str
@@ -314,6 +318,11 @@ def predict(runs: list, *, target: float | None, metric: str = "eval/score", upd
                 v.time_to_target_s, v.time_to_target_ci = est["time_to_target_s"], _ci(est["time_to_target_ci"])
                 if est.get("throughput_samples_per_s"):  # at the target: the accounting's throughput, one number
                     v.throughput_samples_per_s = est["throughput_samples_per_s"]
+            elif at_most_only(est):  # at the target by the first evaluation: the accounting's upper bounds (N1)
+                v.samples_to_target, v.source = est["samples_to_target_at_most"], "at most"
+                v.time_to_target_s = est.get("time_to_target_at_most")
+                if est.get("throughput_samples_per_s"):
+                    v.throughput_samples_per_s = est["throughput_samples_per_s"]
             elif fr is not None:
                 v.samples_to_target = _fin(fr.get("samples_to_target"))
                 v.samples_to_target_ci = _ci(fr.get("samples_to_target_ci"))
@@ -322,7 +331,7 @@ def predict(runs: list, *, target: float | None, metric: str = "eval/score", upd
                 v.why = fr.get("reason")
             else:
                 v.why = "too few evaluations past the start to fit the curve"
-            if v.source != "measured" and v.samples_to_target is not None and throughput:
+            if v.source not in ("measured", "at most") and v.samples_to_target is not None and throughput:
                 # time-to-target = samples-to-target / throughput (the throughput so far, taken as exact)
                 v.time_to_target_s = v.samples_to_target / throughput
                 v.time_to_target_ci = [c / throughput if c is not None else None
@@ -361,12 +370,15 @@ def predict(runs: list, *, target: float | None, metric: str = "eval/score", upd
                         samples=min((run_samples(r) for r in groups.get(c["run"], [])), default=0.0))
                 up.ranking.append({"config": c["run"], "batch_size": c["batch_size"],
                                    "predicted_relative_time": c["predicted_relative_time"],
-                                   "interval": c["interval"], "rN": c["rN"], "rN_source": c["rN_source"],
+                                   "interval": c["interval"], "relative_time_at_most": c.get("relative_time_at_most"),
+                                   "relative_time_at_most_hi": c.get("relative_time_at_most_hi"),
+                                   "rN": c["rN"], "rN_source": c["rN_source"],
                                    "relative_throughput": c["relative_throughput"],
                                    "would_stop": verdict is not None,
                                    "why": f"{verdict[0]}: {verdict[1]}" if verdict else
                                    (f"finished: {final.get(c['run'], 'no verdict')}" if done else None)})
-            up.ranking.sort(key=lambda r: (r["predicted_relative_time"] is None, r["predicted_relative_time"] or 0))
+            up.ranking.sort(key=lambda r: (r["predicted_relative_time"] is None and r["relative_time_at_most"] is None,
+                                           r["predicted_relative_time"] or r["relative_time_at_most"] or 0))
     return up
 
 
@@ -440,6 +452,9 @@ def line(up: WatchUpdate) -> str:
                 v.source in (None, "never", "open"):  # (researcher finding 16: not "- (-)")
             s += {None: " S*=not yet known T*=not yet known", "never": " S*=never (its fit levels off below the "
                   "target)", "open": f" S*=open{_iv(v.samples_to_target_ci)} T*=open"}[v.source]
+        elif up.target is not None and v.source == "at most":
+            s += (f" S*≤{_num(v.samples_to_target)} T*≤{_num(v.time_to_target_s, '.1f')}s (at most: every seed at the "
+                  "target by its first evaluation)")
         elif up.target is not None:
             s += (f" S*={_num(v.samples_to_target)}{_iv(v.samples_to_target_ci)} ({v.source or '-'})"
                   f" T*={_num(v.time_to_target_s, '.1f')}s{_iv(v.time_to_target_ci, '.1f')}")
@@ -447,6 +462,8 @@ def line(up: WatchUpdate) -> str:
         r = rank.get(v.config)
         if r is not None and r.get("predicted_relative_time") is not None:
             s += f" rel.time={r['predicted_relative_time']:.2f}{_iv(r['interval'], '.2f')}"
+        elif r is not None and r.get("relative_time_at_most") is not None:
+            s += " rel.time " + time_text(r)
         if v.config in up.stopped:
             s += f" | {up.stopped[v.config]}"
         elif r is not None and r["would_stop"]:
@@ -476,8 +493,10 @@ def render(up: WatchUpdate):
         t.add_row(v.config, str(v.batch_size), f"{v.samples:.0f}", _num(v.score, ".3f"),
                   spark([y for _, y in v.scores[-24:]], lo, hi) + (" | " + spark([y for _, y in v.fitted], lo, hi)
                                                                    if v.fitted else ""),
+                  f"≤ {_num(v.samples_to_target)} (at most)" if v.source == "at most" else
                   f"{_num(v.samples_to_target)}{_iv(v.samples_to_target_ci)} {v.source or ''}",
                   _num(v.throughput_samples_per_s, ".1f"),
+                  f"≤ {_num(v.time_to_target_s, '.1f')}" if v.source == "at most" else
                   f"{_num(v.time_to_target_s, '.1f')}{_iv(v.time_to_target_ci, '.1f')}")
     parts: list[Any] = [t]
     if up.ranking:
@@ -485,7 +504,9 @@ def render(up: WatchUpdate):
         for col in ("configuration", "relative time", "interval", "rN (source)", "stopped / would stop"):
             r.add_column(col)
         for x in up.ranking:
-            r.add_row(str(x["config"]), _num(x["predicted_relative_time"], ".2f"), _iv(x["interval"], ".2f"),
+            bounded = x["predicted_relative_time"] is None and x.get("relative_time_at_most") is not None
+            r.add_row(str(x["config"]), time_text(x) if bounded else _num(x["predicted_relative_time"], ".2f"),
+                      "" if bounded else _iv(x["interval"], ".2f"),
                       f"{_num(x['rN'], '.2f')} ({x['rN_source']})", x["why"] or "")
         parts.append(r)
     if up.would_decide:

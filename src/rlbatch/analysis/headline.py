@@ -12,8 +12,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from rlbatch.analysis.decision import (FASTER, SLOWER, STOPPED, UNDETERMINED, UNFINISHED, WITHIN_NOISE)
-from rlbatch.analysis.interval import _outward as outward
-from rlbatch.analysis.interval import format_interval
+from rlbatch.analysis.interval import bound, format_interval
 from rlbatch.runstore import Run
 
 #: Verdicts the decision rule rejects (the headline's "Rejected" line, :func:`rlbatch.report.family.rejected`).
@@ -99,12 +98,6 @@ def stopped_text(r: dict[str, Any]) -> str:
     return (f"{_name(r)} stopped at {at:,.0f} samples ({st.get('state')}: {st.get('why')})" if at else
             f"{_name(r)} stopped ({st.get('state')}: {st.get('why')})") + (
         f", rN > {bound(r['rN_at_least'], True)} by then" if r.get("rN_at_least") else "")
-
-
-def bound(x: float, down: bool) -> str:
-    """A bound rounded away from the claim it supports (statistics review 2, N13: 1.196 is "> 1.19", not "> 1.20"):
-    down for a lower bound, up for an upper; the one rounding of bounds on every page (text and table cells)."""
-    return outward(x, ".2f", down)
 
 
 
@@ -252,6 +245,10 @@ def headline(rows: list[dict[str, Any]], ref: str | None, metric: str, target: f
     if pick == ref:
         first = (f"**Pick: {_name(b)}, the reference.** No other configuration has a smaller estimated "
                  f"time-to-target {at}.")
+    elif not beats_reference and b.get("relative_time") is None and b.get("relative_time_at_most") is not None:
+        first = (f"**No batch is shown to beat the reference {_name(by[ref])}** {at}. The best estimate is "
+                 f"{_name(b)}, {time_text(b)} the reference's time-to-target ({at_most_text(b)}): an upper bound "
+                 "that does not exclude 1, so more seeds or an earlier first evaluation would decide.")
     elif not beats_reference and not b.get("relative_time_ci"):
         first = (f"**No batch is shown to beat the reference {_name(by[ref])}** {at}: there is no interval "
                  f"({b.get('why') or 'one seed'}). The best point estimate is {_name(b)}: "

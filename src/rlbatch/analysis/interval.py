@@ -327,6 +327,12 @@ def bootstrap_interval(reps: Sequence[float] | np.ndarray | None, conf: float = 
     return [lo, hi]
 
 
+def bound(x: float, down: bool) -> str:
+    """A bound rounded away from the claim it supports (statistics review 2, N13: 1.196 is "> 1.19", not "> 1.20"):
+    down for a lower bound, up for an upper; the one rounding of bounds on every page (text and table cells)."""
+    return _outward(x, ".2f", down)
+
+
 def _outward(x: float, spec: str | Callable[[float], str], down: bool) -> str:
     """``x`` formatted by ``spec`` with a fixed-point spec (``.2f``) rounded outward (down for a lower end, up for
     an upper), with up to 3 more digits where the rounded value would land on 0 or 1 while ``x`` does not (a

@@ -10,7 +10,7 @@ Measured and predicted values share :class:`Estimate` and say which they are in 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 
@@ -129,3 +129,11 @@ class Comparison:
                    relative_throughput=Estimate.of(row["relative_throughput"], row.get("relative_throughput_ci")),
                    relative_time=Estimate.of(row["relative_time"], row.get("relative_time_ci")),
                    verdict=row["verdict"], faster_than_reference=row["faster_than_reference"])
+
+
+def at_most_only(e: Mapping[str, Any]) -> bool:
+    """Whether a configuration's estimate (:func:`rlbatch.analysis.estimate.estimate_configuration`'s dict) is known
+    only by upper bounds: every seed reached the target, some before their first evaluation after 0
+    (interval-censored, S in (0, x1], statistics review 2, N1), none stopped or unfinished."""
+    return bool(e.get("at_most")) and e.get("samples_to_target_at_most") is not None and not e.get("stopped") \
+        and not e.get("unfinished")

@@ -29,6 +29,9 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
+from rlbatch.analysis.interval import bound
+from rlbatch.analysis.results import at_most_only
+
 #: relative times within [1 / (1 + ZONE), 1 + ZONE] of the reference: not worth seeds (the indifference zone)
 ZONE = 0.10
 #: the powers planned for
@@ -55,6 +58,7 @@ class SeedPlan:
     sigma_df: float | None
     reason: str = ""
     claim: str = "faster"
+    bounded: bool = False  # relative_time is an upper bound (every seed at the target by its first evaluation)
 
     def more_runs(self, power: float) -> int | None:
         """Runs to add for ``power``: the contender's and the reference's seeds up to the planned count."""
@@ -75,7 +79,8 @@ class SeedPlan:
                          f"{p:.0%}: {n} seeds each ({self.more_runs(p)} more runs)")
         df = f", {self.sigma_df:.0f} df" if self.sigma_df and math.isfinite(self.sigma_df) else ""
         what = "" if self.claim == "faster" else " shown slower than the reference"
-        return (f"{name}{what} ({self.relative_time:.2f}x the reference's time-to-target) and the reference with "
+        rel = f"at most {bound(self.relative_time, False)}" if self.bounded else f"{self.relative_time:.2f}"
+        return (f"{name}{what} ({rel}x the reference's time-to-target) and the reference with "
                 f"{'; '.join(parts)}, at a per-seed log-sd of {self.sigma:.2f}{df} (its uncertainty averaged over)")
 
 
@@ -105,6 +110,11 @@ def plan_seeds(ests: Mapping[str, Mapping[str, Any]], reference: str | None, mem
         return ()
     rels = {n: ests[n]["time_to_target_s"] / t_ref for n in members
             if n != reference and ests[n].get("reached") and ests[n].get("time_to_target_s")}
+    # a member known only by its upper bound (N1) is planned at that bound: its true time is no larger, so the
+    # stated power is a lower end for it (the decision picks it at that bound too)
+    bounded = {n for n in members if n != reference and n not in rels and at_most_only(ests[n])
+               and ests[n].get("time_to_target_at_most")}
+    rels.update({n: ests[n]["time_to_target_at_most"] / t_ref for n in bounded})
     claim = "faster" if any(r < 1 for r in rels.values()) or alpha_slower is None else "slower"
     out = []
     for n, rel in rels.items():
@@ -113,8 +123,10 @@ def plan_seeds(ests: Mapping[str, Mapping[str, Any]], reference: str | None, mem
             continue
         k = int(e.get("n_seeds") or 0)
         sigma, df = _sigma(e)
+        if sigma is None and n in bounded:  # its seeds have no times of their own to spread: the reference's spread
+            sigma, df = _sigma(ref)
         base = dict(config=n, batch_size=e.get("batch_size"), relative_time=rel, seeds_now=k, reference_seeds=k_ref,
-                    sigma=sigma, sigma_df=df, claim=claim)
+                    sigma=sigma, sigma_df=df, claim=claim, bounded=n in bounded)
         if 1 / (1 + ZONE) <= rel <= 1 + ZONE:
             out.append(SeedPlan(**base, seeds={}, reason=(
                 f"{rel:.2f}x the reference's time, within the {ZONE:.0%} indifference zone: no feasible number of "
