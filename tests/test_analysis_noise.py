@@ -157,9 +157,10 @@ def test_noise_section_contract():
         r.metrics["noise/b_small"] = 4
         r.metrics["noise/b_big"] = r.meta.batch_size
         assert n
+    from rlbatch.analysis.noise_summary import noise_summary
     from rlbatch.report.sections import noise_section
 
-    sec = noise_section(runs)
+    sec = noise_section(noise_summary(runs))
     assert set(sec) == {"title", "markdown", "figures", "captions", "json_key", "json"}
     assert sec["json_key"] == "noise"
     assert sec["json"]["actor"]["knee_batch"] == 256
@@ -172,7 +173,7 @@ def test_noise_section_contract():
     assert "No knee of the `grad_norm/critic` norm" in sec["markdown"]  # each line names its norm (PPO: two)
     assert "critical batch)" not in sec["markdown"]
     # a knee at the ladder's first batch is not located (newcomer finding 19): said so, not in bold
-    low = noise_section([synth_run(b, knee_fn(64)) for b in (64, 128, 256, 512)])
+    low = noise_section(noise_summary([synth_run(b, knee_fn(64)) for b in (64, 128, 256, 512)]))
     assert low["json"]["actor"]["knee_batch"] == 64
     assert "at or below the smallest batch, B = 64" in low["markdown"] and "**B = 64**" not in low["markdown"]
     # B_simple (10 responses) against the retained batch at B = 512 (512 responses per step), in the same units

@@ -4,6 +4,7 @@ through the functions that build them (their line data and captions, not pixels)
 import numpy as np
 import pandas as pd
 
+from rlbatch.analysis.noise_summary import noise_summary
 from rlbatch.report.sections import noise_section, throughput_section
 from rlbatch.runstore import Run, make_meta
 
@@ -44,7 +45,7 @@ def demo_like_runs(knee: int = 10 ** 9, logged: bool = False) -> list[Run]:
 
 def test_grad_norm_figure_names_its_window_and_the_batch_size_it_lacks():
     runs = demo_like_runs()
-    sec = noise_section(runs)
+    sec = noise_section(noise_summary(runs))
     fit = sec["json"]["actor"]
     assert fit["window"] == [2536.0, 3336.0]
     # the figure: one point per B with a step in the window, B = 2048 not among them, and said missing on it
@@ -77,7 +78,7 @@ def test_a_step_that_trains_through_the_window_is_in_it():
     """Issue 56 (matched window narrower than one large-B step): with the norm logged at every step, B = 2048's step
     2,400 -> 3,600 and B = 4096's 2,400 -> 4,800 cover the window 2,536-3,336, so every batch size has all its runs
     in it and none is said missing (before: B = 2048 "no step in the window", B = 4096 "1 of its 3 runs")."""
-    sec = noise_section(demo_like_runs(logged=True))
+    sec = noise_section(noise_summary(demo_like_runs(logged=True)))
     fit = sec["json"]["actor"]
     assert fit["window"] == [2536.0, 3336.0]
     assert all(c["in_window"] == c["runs"] == 3 for c in fit["coverage"]), fit["coverage"]
@@ -92,7 +93,7 @@ def test_a_step_that_trains_through_the_window_is_in_it():
 def test_a_knee_on_a_doubling_without_interval_is_said_to_have_none():
     # the demo's knee (B = 2048 -> 4096, one run of each in the window) was said to have "its interval's lower end
     # above 1/sqrt(2)" because another doubling had an interval
-    sec = noise_section(demo_like_runs(knee=1024))
+    sec = noise_section(noise_summary(demo_like_runs(knee=1024)))
     assert sec["json"]["actor"]["knee_batch"] == 1024
     md = sec["markdown"]
     assert "its interval's lower end above" not in md
@@ -102,7 +103,7 @@ def test_a_knee_on_a_doubling_without_interval_is_said_to_have_none():
 
 def test_one_run_per_batch_size_is_still_said_so():
     runs = [_norm_run(b, 0, np.arange(b, 4096 + 1, b)) for b in (64, 128, 256, 512)]
-    sec = noise_section(runs)
+    sec = noise_section(noise_summary(runs))
     assert "(one run per B: no interval)" in sec["markdown"]
     cap = sec["captions"]["grad_norm_vs_batch"]
     assert "one run per batch size" in cap and "missing" not in cap

@@ -20,6 +20,7 @@ from rlbatch.analysis.accounting import (N_BOOT, account_runs, accounting_summar
 from rlbatch.analysis.asynchrony import async_comparison, synchronous
 from rlbatch.analysis.curves import group_seeds
 from rlbatch.analysis.interval import SpreadPrior
+from rlbatch.analysis.noise_summary import noise_summary
 from rlbatch.analysis.shape import ReferenceShape
 from rlbatch.analysis.results import Comparison, Configuration
 from rlbatch.analysis.throughput import clock_basis
@@ -162,6 +163,17 @@ class Study:
         or None when no run is asynchronous."""
         return async_comparison(list(self.runs), self.target, self.metric, n_boot=self.n_boot,
                                 estimate=self.estimate)
+
+    def noise(self, runs: Sequence[Run], family: Sequence[int] | None = None) -> dict[str, Any]:
+        """The gradient-noise result over ``runs`` (those of this study the report fits noise on: on the LR rule,
+        synchronous), the slope over the aligned ``family``'s batch sizes
+        (:func:`rlbatch.analysis.noise_summary.noise_summary`, its G x P rN from this study's estimates), computed
+        once per runs and family."""
+        key = ("noise", tuple(r.run_id for r in runs), tuple(family) if family else None)
+        if key not in self.memo:
+            self.memo[key] = noise_summary(list(runs), self.target, self.metric, family,
+                                           estimate=self.configuration_estimate)
+        return self.memo[key]
 
     @cached_property
     def configurations(self) -> dict[str, Configuration]:

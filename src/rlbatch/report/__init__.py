@@ -399,8 +399,8 @@ def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None,
     why_out = (["off the LR rule"] if noise_runs is on_rule and len(on_rule) < len(runs) else []) + (
         ["asynchronous"] if len(all_runs) > len(runs) else [])
     left_out = sorted({c for c, rs in groups.items() for r in rs if r not in noise_runs})  # finding 19: named
-    core = [noise_section(noise_runs, target=target, metric=metric, family=fam["undistinguished"] if fam else None,
-                          estimate=study.configuration_estimate,
+    family = fam["undistinguished"] if fam else None
+    core = [noise_section(study.noise(noise_runs, family), family=family,
                           left_out=f"left out ({', '.join(why_out)}): {', '.join(left_out)}" if left_out else None),
             throughput_section(runs, clock=basis, measured=[c for c in result["configurations"]
                                                            if any(r in runs for r in groups[c["config"]])],

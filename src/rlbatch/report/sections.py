@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import numpy as np
-import pandas as pd
 
 from rlbatch.analysis.summaries import configuration_summaries
 from rlbatch.analysis.curves import group_seeds
 from rlbatch.analysis.interval import format_interval
-from rlbatch.analysis.noise import (b_simple_by_batch, b_simple_overall, b_simple_pooled, b_simple_smoothed,
-                                    fit_grad_norm_scaling, gp_equivalence, loglog_fit)
 from rlbatch.analysis.throughput import (configuration_timings, fit_throughput_model, predict, step_timings,
                                          sublinear_window, time_ratios)
 from rlbatch.errors import UserError
@@ -164,24 +161,6 @@ def throughput_section(runs: Sequence[Any], predict_batches: Sequence[int] | Non
             "and the model's prediction."}
     return {"title": "Throughput vs batch size", "markdown": "\n".join(md), "figures": figs, "captions": caps,
             "json_key": "throughput", "json": js}
-
-
-def grad_norm_coverage(runs: Sequence[Any], fit: dict[str, Any]) -> list[dict[str, Any]]:
-    """Per batch size whose runs log ``fit["metric"]`` (positive values): ``batch_size``, ``runs`` (how many runs
-    log it) and ``in_window`` (how many of them have a step in the fit's retained-sample ``window``, so a point in
-    the fit: :func:`rlbatch.analysis.noise.grad_norm_points`; 0 for a batch size the fit and its figure lack).
-    Researcher finding 11: B = 2048 had no step in the window and B = 4096 one of its three runs, said nowhere."""
-    m = fit["metric"]
-    total: dict[int, int] = {}
-    for r in runs:
-        b, met = r.meta.batch_size, r.metrics
-        if b is None or not isinstance(met, pd.DataFrame) or m not in met:
-            continue
-        if (pd.to_numeric(met[m], errors="coerce") > 0).any():
-            total[int(b)] = total.get(int(b), 0) + 1
-    inside = {int(p["batch_size"]): int(p["n_runs"]) for p in fit["points"]}
-    return [{"batch_size": b, "runs": max(n, inside.get(b, 0)), "in_window": inside.get(b, 0)}
-            for b, n in sorted({**inside, **total}.items())]
 
 
 def window_words(fit: dict[str, Any]) -> str:
@@ -396,58 +375,41 @@ def grad_norm_caption(fits: dict[str, dict[str, Any]]) -> str:
     return "".join(cap)
 
 
-def noise_section(runs: Sequence[Any], target: float | None = None, metric: str = "eval/score",
-                  family: Sequence[int] | None = None,
-                  estimate: Callable[[list[Any]], dict[str, Any]] | None = None,
+def noise_section(noise: dict[str, Any], family: Sequence[int] | None = None,
                   left_out: str | None = None) -> dict[str, Any]:
-    """The report section on gradient noise (report contract of the lead: title, markdown, figures, json_key, json).
-
-    Contents: the grad-norm vs B fit and knee for the actor and, where logged, the critic
-    (:func:`fit_grad_norm_scaling`); the smoothed B_simple over training per run (:func:`b_simple_smoothed`) and its
-    whole-run value (bootstrap interval over seeds at equal B); the G x P equivalence (:func:`gp_equivalence`).
-    ``family``: the aligned family's batch sizes (the accounting's, :func:`rlbatch.report.family.aligned_family`);
-    the slope is fitted over them when two or more have gradient norms, else up to the knee. B_simple per B with
-    its interval or the reason it has none (:func:`b_simple_by_batch`).
-    Parts whose inputs are missing are stated as such. ``json`` = {"actor": fit|None, "critic": fit|None,
-    "b_simple": [{run, batch_size, seed, b_simple, b_simple_final}], "b_simple_by_batch": [...], "gp_equivalence":
-    [...]}. ``estimate``: a configuration's runs -> its accounting estimate, for the G x P rN
-    (:func:`rlbatch.analysis.noise.gp_equivalence`; the report passes its study's). ``left_out``: which of the
-    study's configurations these runs leave out and why (the pooled B_simple's sentence names them).
-    """
+    """The report section on gradient noise (report contract of the lead: title, markdown, figures, json_key, json),
+    rendered from the study's noise result (:func:`rlbatch.analysis.noise_summary.noise_summary`, held by
+    :meth:`rlbatch.analysis.study.Study.noise`): the grad-norm vs B fit and knee for the actor and, where logged,
+    the critic; B_simple per run, per B with its interval or the reason it has none, and pooled; the G x P
+    equivalence. ``family``: the aligned family's batch sizes (the accounting's,
+    :func:`rlbatch.report.family.aligned_family`), named beside the slope. Parts whose inputs are missing are stated
+    as such. ``json``: the noise result as given. ``left_out``: which of the study's configurations its runs leave
+    out and why (the pooled B_simple's sentence names them)."""
     import matplotlib  # on first use (as throughput_section)
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    runs = list(runs)
+    js = noise
     md: list[str] = []
     figs: dict[str, Any] = {}
-    js: dict[str, Any] = {"actor": None, "critic": None, "b_simple": [], "b_simple_by_batch": [], "gp_equivalence": []}
-    fits = {}
-    for role, m in (("actor", "grad_norm/actor"), ("critic", "grad_norm/critic")):
-        try:
-            fits[role] = fit_grad_norm_scaling(runs, m, fit_batches=family)
-        except UserError as err:
-            if role == "actor":
-                md.append(f"- Grad norm vs B: not fitted ({err}).")
-            continue
-        fits[role]["coverage"] = grad_norm_coverage(runs, fits[role])
-        js[role] = fits[role]
-        md.append(_fmt_fit(fits[role], family, fits[role]["coverage"]))
+    fits = {role: js[role] for role in ("actor", "critic") if js.get(role)}
+    if "actor" in (js.get("errors") or {}):
+        md.append(f"- Grad norm vs B: not fitted ({js['errors']['actor']}).")
+    for fit in fits.values():
+        md.append(_fmt_fit(fit, family, fit["coverage"]))
     if fits:
         fig, ax = plt.subplots(figsize=(6.5, 4.4))
         for role, fit in fits.items():
             b = np.array([p["batch_size"] for p in fit["points"]], float)
             v = np.array([p["value"] for p in fit["points"]])
             line = ax.loglog(b, v, "o", label=f"{role} grad norm")[0]
-            # the fit over the aligned part (B <= knee); over every batch when that part is a single point
-            key = "slope" if np.isfinite(fit["slope"]) else "slope_all"
-            fb = np.array(fit["fit_batches"] if key == "slope" else b, float)
-            icpt = fit["intercept"] if key == "slope" else loglog_fit(b, v, 0.95)["intercept"]
-            if np.isfinite(fit[key]):
-                ax.loglog(fb, np.exp(icpt) * fb ** fit[key], "--", color=line.get_color(),
-                          label=f"{role} fit, slope {fit[key]:.2f}" + (
-                              " (all B)" if key != "slope" else " (aligned family)" if fit.get("fit_range") == "given"
-                              else ""))
+            fl = fit.get("line")  # over the aligned part (B <= knee); over every batch when that part is one point
+            if fl is not None:
+                fb = np.array(fl["batches"], float)
+                ax.loglog(fb, np.exp(fl["intercept"]) * fb ** fl["slope"], "--", color=line.get_color(),
+                          label=f"{role} fit, slope {fl['slope']:.2f}" + (
+                              " (all B)" if fl["over"] == "all" else " (aligned family)"
+                              if fit.get("fit_range") == "given" else ""))
             if fit["knee_batch"] is not None:
                 ax.axvline(fit["knee_batch"], color=line.get_color(), alpha=0.4, ls=":", label="knee")
             ax.loglog(b, v[0] * (b / b[0]) ** -0.5, ":", color="gray", alpha=0.6, label="B^-1/2")
@@ -463,22 +425,8 @@ def noise_section(runs: Sequence[Any], target: float | None = None, metric: str 
         fig.tight_layout()
         figs["grad_norm_vs_batch"] = fig
     # B_simple
-    curves = []
-    for r in runs:
-        try:
-            d = b_simple_smoothed(r.metrics)
-        except UserError:
-            continue
-        if not d["b_simple"].notna().any():
-            continue
-        overall = b_simple_overall(r.metrics)
-        final = float(d["b_simple"].dropna().iloc[-1])
-        js["b_simple"].append({"run": r.run_id, "batch_size": r.meta.batch_size, "seed": r.meta.seed,
-                               "b_simple": overall, "b_simple_final": final})
-        curves.append((r, d))
-    if curves:
-        js["b_simple_by_batch"] = b_simple_by_batch(runs)
-        js["b_simple_pooled"] = pooled = b_simple_pooled(runs)
+    if js["b_simple"]:
+        pooled = js.get("b_simple_pooled")
         md.append("\n**Simple noise scale B_simple = tr(Sigma)/|G|^2** (McCandlish et al. 2018; mean tr(Sigma) over "
                   "mean |G|^2, in responses; 95% interval: bootstrap over runs and blocks of steps). "
                   + (f"Over all {pooled['n_runs']} runs with noise metrics ({pooled['steps']} steps, every batch "
@@ -543,7 +491,6 @@ def noise_section(runs: Sequence[Any], target: float | None = None, metric: str 
         figs["b_simple_by_batch"] = fig
     else:
         md.append("\n- B_simple: no `noise/*` metrics in these runs.")
-    js["gp_equivalence"] = gp_equivalence(runs, metric=metric, target=target, estimate=estimate)
     if js["gp_equivalence"]:
         md.append("\n**G x P equivalence** (equal B = P x G on the retained-sample axis):")
         for row in js["gp_equivalence"]:
