@@ -74,16 +74,17 @@ def test_power_fit_three_points_and_errors():
 
 def test_throughput_section_contract():
     runs = [timed_run(b, 10 * b ** 0.5, 0.1 * b, 0.5) for b in (64, 128, 256)]
+    from rlbatch.analysis.throughput_summary import throughput_summary
     from rlbatch.report.sections import throughput_section
 
-    sec = throughput_section(runs)
+    sec = throughput_section(throughput_summary(runs))
     assert set(sec) == {"title", "markdown", "figures", "captions", "json_key", "json"}
     assert sec["json_key"] == "throughput"
     assert sec["json"]["model"]["gen"]["exponent"] == pytest.approx(0.5)
     assert [p["batch_size"] for p in sec["json"]["predicted"]] == [64, 128, 256, 512, 1024]
     assert sec["json"]["gen_window"]["window"] == [64, 256]
     assert "time_and_throughput_vs_batch" in sec["figures"]
-    one = throughput_section(runs[:1])
+    one = throughput_section(throughput_summary(runs[:1]))
     assert one["json"]["model"] is None and "not fitted" in one["markdown"]
 
 

@@ -16,18 +16,9 @@ ESTIMATORS = {"rlbatch.analysis.accounting", "rlbatch.analysis.estimate", "rlbat
               "rlbatch.analysis.noise_model", "rlbatch.analysis.throughput", "rlbatch.analysis.fit",
               "rlbatch.analysis.shape", "rlbatch.analysis.sequential", "rlbatch.analysis.would_decide",
               "rlbatch.analysis.crossing", "rlbatch.analysis.asynchrony", "rlbatch.analysis.noise_summary",
-              "rlbatch.plan", "rlbatch.plan_finish"}
+              "rlbatch.analysis.throughput_summary", "rlbatch.plan", "rlbatch.plan_finish"}
 #: what report/ still calls in them (issue 54, not yet moved into the study result): this list may only shrink
-DEBT = {("report/plan.py", "rlbatch.analysis.fit", "sigmoid"),
-        ("report/plan.py", "rlbatch.plan", "plan_runs"),
-        ("report/plan.py", "rlbatch.plan", "to_markdown"),
-        ("report/__init__.py", "rlbatch.analysis.throughput", "configuration_timings"),
-        ("report/sections.py", "rlbatch.analysis.throughput", "configuration_timings"),
-        ("report/sections.py", "rlbatch.analysis.throughput", "fit_throughput_model"),
-        ("report/sections.py", "rlbatch.analysis.throughput", "predict"),
-        ("report/sections.py", "rlbatch.analysis.throughput", "sublinear_window"),
-        ("report/sections.py", "rlbatch.analysis.throughput", "time_ratios"),
-        ("report/sections.py", "rlbatch.analysis.throughput", "step_timings")}
+DEBT = {("report/__init__.py", "rlbatch.plan", "plan_runs")}
 
 
 def report_calls_into_estimators() -> set[tuple[str, str, str]]:

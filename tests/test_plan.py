@@ -204,7 +204,7 @@ def test_plan_section_in_report(sweep, tmp_path):
     from rlbatch.report import build_report
 
     runs = [r for r in load(sweep) if r.meta.seed == 0]
-    sec = plan_section(runs, target=TARGET)
+    sec = plan_section(plan_runs(runs, target=TARGET), runs)
     assert set(sec) == {"title", "markdown", "figures", "captions", "json_key", "json"} and sec["json_key"] == "plan"
     # the plan's pick has the smallest point estimate; unrun extrapolations lie within noise of it
     assert sec["markdown"].startswith("**Pick: B2048-G8-sqrt-s0 (B=2048), predicted")

@@ -63,11 +63,13 @@ def test_a_legend_over_the_data_is_a_problem():
 def test_plan_fit_figure_says_when_the_asymptote_is_the_bound_and_its_legend_covers_no_point():
     """Newcomer finding 24: B4096's fit read "A=1.00" (the asymptote pinned at the score ceiling, the fit's bound)
     and the legend hid its highest point."""
+    from rlbatch.analysis.fit import fitted_curve
     from rlbatch.report.plan import fit_figure
 
     def cand(run: str, a: float, ci: list[float]) -> dict:
+        fit = {"R0": 0.2, "A": a, "C_mid": 2000.0, "b": 1.5, "x_max": 3000.0, "A_ci": ci}
         return {"run": run, "batch_size": 64, "runs": [], "predicted_samples_to_target": 5000,
-                "fit": {"R0": 0.2, "A": a, "C_mid": 2000.0, "b": 1.5, "x_max": 3000.0, "A_ci": ci}}
+                "fit": {**fit, "curve": fitted_curve(fit, 3000.0, 5000)}}
 
     fig = fit_figure({"target": 0.4, "candidates": [cand("B64", 1.0, [0.5, 1.0]), cand("B128", 0.6, [0.55, 0.71])]})
     ax = fig.axes[0]

@@ -5,6 +5,7 @@ import numpy as np
 import pandas as pd
 
 from rlbatch.analysis.noise_summary import noise_summary
+from rlbatch.analysis.throughput_summary import throughput_summary
 from rlbatch.report.sections import noise_section, throughput_section
 from rlbatch.runstore import Run, make_meta
 
@@ -141,7 +142,7 @@ def _series(ax) -> dict[str, tuple[np.ndarray, np.ndarray]]:
 
 
 def test_time_figure_parts_never_above_the_whole_step():
-    sec = throughput_section(throughput_runs())
+    sec = throughput_section(throughput_summary(throughput_runs()))
     ax = sec["figures"]["time_and_throughput_vs_batch"].axes[0]
     lines = _series(ax)
     whole = next(v for k, v in lines.items() if k.startswith("whole step (model"))

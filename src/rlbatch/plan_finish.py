@@ -18,6 +18,7 @@ from rlbatch.analysis.accounting import (aligned, aligned_span, intervals_overla
 from rlbatch.analysis.decision import BELOW, NOT_DISTINGUISHABLE, alignment
 from rlbatch.analysis.headline import bound, time_text
 from rlbatch.analysis.decision import verdict_label
+from rlbatch.analysis.fit import fitted_curve
 from rlbatch.analysis.interval import format_interval
 from rlbatch.analysis.results import Estimate
 from rlbatch.analysis.throughput import predict, throughput_whole_run
@@ -406,7 +407,9 @@ def _fit_json(fr: dict[str, Any]) -> dict[str, Any]:
             "reason": fr["reason"], "samples_to_target": fr["samples_to_target"],
             "samples_to_target_ci": _json_ci(fr["samples_to_target_ci"]),
             "mean_curve_samples_to_target": fr["mean_curve_samples_to_target"], "status": fr.get("status"),
-            "profile_ci": _json_ci(fr.get("profile_ci"))}
+            "profile_ci": _json_ci(fr.get("profile_ci")),
+            "curve": fitted_curve(fr["params"], fr["x_max"], fr["samples_to_target"]
+                                  if fr["samples_to_target"] is not None and _finite(fr["samples_to_target"]) else None)}
 
 
 def _bn_json(bn: dict[str, Any]) -> dict[str, Any]:

@@ -67,6 +67,19 @@ def sigmoid(c: np.ndarray, r0: float, a: float, c_mid: float, b: float) -> np.nd
         return r0 + (a - r0) / (1.0 + z)
 
 
+def fitted_curve(params: dict[str, float], x_max: float, samples_to_target: float | None = None,
+                 n: int = 100) -> dict[str, list[list[float]]]:
+    """The fitted score curve a figure draws (``params``: R0, A, C_mid, b): ``fitted`` [[retained samples, score]]
+    over the measured range [0, ``x_max``] and ``extrapolated`` beyond it, to 1.2x the predicted
+    ``samples_to_target`` (or 2x ``x_max`` when there is none), ``n`` points each."""
+    p = (params["R0"], params["A"], params["C_mid"], params["b"])
+    end = max(x_max, 1.2 * samples_to_target if samples_to_target else 2 * x_max)
+    out = {}
+    for key, xs in (("fitted", np.linspace(0, x_max, n)), ("extrapolated", np.linspace(x_max, end, n))):
+        out[key] = [[float(x), float(y)] for x, y in zip(xs, sigmoid(xs, *p))]
+    return out
+
+
 def invert(target: float, r0: float, a: float, c_mid: float, b: float) -> float:
     """Retained samples at which the fitted curve reaches ``target``: 0 when target <= R0, +inf when target >= A."""
     if target <= r0:

@@ -23,7 +23,8 @@ from rlbatch.analysis.interval import SpreadPrior
 from rlbatch.analysis.noise_summary import noise_summary
 from rlbatch.analysis.shape import ReferenceShape
 from rlbatch.analysis.results import Comparison, Configuration
-from rlbatch.analysis.throughput import clock_basis
+from rlbatch.analysis.throughput import clock_basis, configuration_timings
+from rlbatch.analysis.throughput_summary import throughput_summary
 from rlbatch.errors import UserError
 from rlbatch.runstore import Run
 
@@ -163,6 +164,23 @@ class Study:
         or None when no run is asynchronous."""
         return async_comparison(list(self.runs), self.target, self.metric, n_boot=self.n_boot,
                                 estimate=self.estimate)
+
+    @cached_property
+    def timings(self) -> list[dict[str, Any]]:
+        """Each configuration's seconds per optimizer step by phase over its seeds' whole runs, on :attr:`basis`
+        (:func:`rlbatch.analysis.throughput.configuration_timings`)."""
+        return configuration_timings(self.groups, self.basis)
+
+    def throughput(self, runs: Sequence[Run]) -> dict[str, Any]:
+        """The throughput result over ``runs`` (those of this study the report fits the time model on:
+        synchronous) on :attr:`basis`, with :attr:`timings` of the configurations they belong to
+        (:func:`rlbatch.analysis.throughput_summary.throughput_summary`), computed once per runs."""
+        key = ("throughput", tuple(r.run_id for r in runs))
+        if key not in self.memo:
+            ids = {r.run_id for r in runs}
+            timing = [t for t in self.timings if any(r.run_id in ids for r in self.groups[t["config"]])]
+            self.memo[key] = throughput_summary(list(runs), self.basis, timing)
+        return self.memo[key]
 
     def noise(self, runs: Sequence[Run], family: Sequence[int] | None = None) -> dict[str, Any]:
         """The gradient-noise result over ``runs`` (those of this study the report fits noise on: on the LR rule,

@@ -30,13 +30,13 @@ from rlbatch.analysis.headline import INTERVALS, bound, clock_note, headline_mar
 from rlbatch.analysis.curves import CLOCK_X, aggregate_seeds, group_seeds
 from rlbatch.analysis.interval import format_interval
 from rlbatch.analysis.study import Study
-from rlbatch.analysis.throughput import configuration_timings
 from rlbatch.errors import UserError
 from rlbatch.output import fmt_rate, fmt_value, markdown_table, to_json
 from rlbatch.report import figures as F
 from rlbatch.report.async_section import async_section
 from rlbatch.report.family import aligned_family, family_markdown, rejected
 from rlbatch.report.figures import short_label
+from rlbatch.plan import plan_runs
 from rlbatch.report.plan import plan_section
 from rlbatch.report.sections import noise_section, throughput_section
 from rlbatch.runstore import Run, run_order
@@ -379,7 +379,7 @@ def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None,
                  F.score_vs(configs, CLOCK_X, metric, target, xscale=scale, xlabel=f"{clock_words} {unit}",
                             ylabel=short, crossings={n: (r["time_to_target_s"], r["time_to_target_ci"])
                                                      for n, r in by_row.items() if r["reached"]}, reference=ref)))
-    timing = configuration_timings(groups, basis)
+    timing = study.timings
     figs.append(("fig_time_per_step.png", f"Where each configuration's optimizer step goes over its whole run: "
                  "generation, scoring (reward), update and other as shares of the step (they add up to it; the "
                  f"seconds of each part are in the throughput table), with the mean {secs} per step at the right.",
@@ -402,9 +402,8 @@ def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None,
     family = fam["undistinguished"] if fam else None
     core = [noise_section(study.noise(noise_runs, family), family=family,
                           left_out=f"left out ({', '.join(why_out)}): {', '.join(left_out)}" if left_out else None),
-            throughput_section(runs, clock=basis, measured=[c for c in result["configurations"]
-                                                           if any(r in runs for r in groups[c["config"]])],
-                               timing=[t for t in timing if any(r in runs for r in groups[t["config"]])])]
+            throughput_section(study.throughput(runs), measured=[c for c in result["configurations"]
+                                                                 if any(r in runs for r in groups[c["config"]])])]
     if target is not None:
         core.append(_plan_section(runs, target, metric, ref or reference, clock, study))
     core += [s for s in [async_section(study.async_comparison)] if s]
@@ -466,10 +465,13 @@ def _time_scale(configs: list[Run]) -> tuple[float, str]:
 
 def _plan_section(runs: list[Run], target: float, metric: str, reference: str | None, clock: str = "auto",
                   study: Study | None = None) -> dict:
-    """The plan (:func:`rlbatch.plan.plan_section`) over every run (seeds kept apart), read from ``study`` (its
-    accounting and estimates), or a section saying why there is none."""
+    """The plan (:func:`rlbatch.plan.plan_runs`, rendered by :func:`rlbatch.report.plan.plan_section`) over every
+    run (seeds kept apart), read from ``study`` (its accounting and estimates), or a section saying why there is
+    none. The last estimator call of the report (issue 54): the plan reads the study, so the study cannot hold it
+    without an import circle; the one result object above both is still to be built."""
     try:
-        sec = plan_section(runs, target=target, metric=metric, reference=reference, clock=clock, study=study)
+        sec = plan_section(plan_runs(runs, target, metric=metric, reference=reference, clock=clock, study=study),
+                           runs, metric=metric)
     except UserError as err:
         return {"title": "Plan: align, then accelerate", "markdown": f"No plan: {err}", "json_key": "plan",
                 "json": None}

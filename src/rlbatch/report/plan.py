@@ -9,19 +9,18 @@ import numpy as np
 
 from rlbatch.analysis import terms
 from rlbatch.analysis.curves import curve
-from rlbatch.analysis.fit import sigmoid
 from rlbatch.output import format_interval
-from rlbatch.plan import plan_runs, to_markdown
+from rlbatch.plan_output import to_markdown
 from rlbatch.report.figures import LEGEND_FONT, TICK_FONT, batch_axis, open_arrow, plain_log_axis
 from rlbatch.runstore import Run
 
 
-def plan_section(plan_or_runs: dict[str, Any] | Sequence[Run], **plan_kwargs: Any) -> dict[str, Any]:
-    """The report section of the plan (report contract: title, markdown, figures, json_key ``plan``, json).
-
-    ``plan_or_runs``: a plan dict (:func:`plan_runs` / :func:`plan_table`) or runs, planned with ``plan_kwargs``
-    (``target`` required). Figure: rN (with intervals) and relative throughput vs B, and the predicted relative
-    time-to-target per candidate with its interval."""
+def plan_section(plan: dict[str, Any], runs: Sequence[Run] | None = None, metric: str = "eval/score") -> dict[str, Any]:
+    """The report section of the plan (report contract: title, markdown, figures, json_key ``plan``, json),
+    rendered from a plan (:func:`rlbatch.plan.plan_runs` / ``plan_table``; the report's is
+    :meth:`rlbatch.analysis.study.Study.plan`). Figures: rN (with intervals) and relative throughput vs B, and the
+    predicted relative time-to-target per candidate with its interval; the saturating fits over ``runs``' points of
+    ``metric``."""
     # matplotlib on first use: the CLI and the analysis import this module without drawing
     import matplotlib
 
@@ -29,8 +28,6 @@ def plan_section(plan_or_runs: dict[str, Any] | Sequence[Run], **plan_kwargs: An
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch
 
-    runs = None if isinstance(plan_or_runs, dict) else list(plan_or_runs)
-    plan = plan_or_runs if isinstance(plan_or_runs, dict) else plan_runs(runs, **plan_kwargs)
 
     cs = [c for c in plan["candidates"] if c["batch_size"]]
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4.6))
@@ -104,7 +101,7 @@ def plan_section(plan_or_runs: dict[str, Any] | Sequence[Run], **plan_kwargs: An
     a2.tick_params(labelsize=TICK_FONT)
     fig.tight_layout()
     figures = {"plan_rn_throughput_time": fig}
-    fitted = fit_figure(plan, runs, metric=plan_kwargs.get("metric", "eval/score"))
+    fitted = fit_figure(plan, runs, metric=metric)
     if fitted is not None:
         figures["plan_fitted_curves"] = fitted
     caps = {"plan_rn_throughput_time": "Left: the sample penalty rN (with its interval; measured, fitted or from "
@@ -138,16 +135,12 @@ def fit_figure(plan: dict[str, Any], runs: Sequence[Run] | None = None, metric: 
             if r is not None:
                 d = curve(r, metric)
                 ax.plot(d["samples/retained"], d[metric], ".", color=color, alpha=0.4, ms=4)
-        s = c.get("predicted_samples_to_target")
-        end = max(f["x_max"], 1.2 * s if s else 2 * f["x_max"])
-        x_in = np.linspace(0, f["x_max"], 100)
-        x_out = np.linspace(f["x_max"], end, 100)
-        p = (f["R0"], f["A"], f["C_mid"], f["b"])
+        fitted, extrapolated = np.array(f["curve"]["fitted"]), np.array(f["curve"]["extrapolated"])
         # newcomer finding 24: an asymptote at the score's ceiling is the fit's bound, not a measured A
         a = ("A at the bound 1.00: not measured" if f["A"] >= 0.999 and metric == "eval/score" else
              f"A={f['A']:.2f}" + (f", 95% {format_interval(f['A_ci'], sep='-')}" if f.get("A_ci") else ""))
-        ax.plot(x_in, sigmoid(x_in, *p), "-", color=color, label=f"{c['run'] or c['batch_size']} ({a})")
-        ax.plot(x_out, sigmoid(x_out, *p), "--", color=color)
+        ax.plot(*fitted.T, "-", color=color, label=f"{c['run'] or c['batch_size']} ({a})")
+        ax.plot(*extrapolated.T, "--", color=color)
     if plan.get("target") is not None:
         ax.axhline(plan["target"], color="black", lw=0.8, ls=":")
     ax.set_xlabel("cumulative retained samples")

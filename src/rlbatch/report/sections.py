@@ -6,43 +6,27 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from rlbatch.analysis.summaries import configuration_summaries
-from rlbatch.analysis.curves import group_seeds
 from rlbatch.analysis.interval import format_interval
-from rlbatch.analysis.throughput import (configuration_timings, fit_throughput_model, predict, step_timings,
-                                         sublinear_window, time_ratios)
-from rlbatch.errors import UserError
 from rlbatch.output import fmt_rate
 from rlbatch.report.figures import LEGEND_FONT, TICK_FONT, batch_axis, plain_log_axis
 
 
-def throughput_section(runs: Sequence[Any], predict_batches: Sequence[int] | None = None,
-                       clock: str = "wall", measured: Sequence[dict[str, Any]] | None = None,
-                       timing: Sequence[dict[str, Any]] | None = None) -> dict[str, Any]:
-    """The report section on throughput (report contract: title, markdown, figures, json_key, json).
-
-    Per configuration, measured over each seed's whole run on ``clock`` (the accounting's): seconds per step split
-    into generation, scoring, update and other, which add up to the step (``timing``:
-    :func:`rlbatch.analysis.throughput.configuration_timings`), and the whole-run throughput with its interval
-    (``measured``: :func:`rlbatch.analysis.summaries.configuration_summaries`; both computed from ``runs`` when
-    not given). Then the fitted time model (:func:`fit_throughput_model`) and its predictions for the batch sizes
-    not run (default: doublings up to 4x the largest measured B), and the sublinear generation window
-    (:func:`sublinear_window`). ``json`` = {"clock", "measured": [per run], "configurations": [timing rows],
-    "model": {...} | None, "predicted": [...], "gen_window": {...}, "update_pairs": [...]}.
-    """
+def throughput_section(throughput: dict[str, Any], measured: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
+    """The report section on throughput (report contract: title, markdown, figures, json_key, json), rendered from
+    the study's throughput result (:func:`rlbatch.analysis.throughput_summary.throughput_summary`, held by
+    :meth:`rlbatch.analysis.study.Study.throughput`): per configuration, measured over each seed's whole run on the
+    accounting's clock, seconds per step split into generation, scoring, update and other, which add up to the step,
+    and the whole-run throughput with its interval (``measured``:
+    :func:`rlbatch.analysis.summaries.configuration_summaries`' rows, as the report's configuration table has them);
+    then the fitted time model and its predictions for the batch sizes not run, and the sublinear generation window.
+    ``json``: the throughput result as given."""
     import matplotlib  # on first use: `rlbatch --help` and the analysis do not load matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    t = step_timings(runs, clock=clock)
-    if timing is None or measured is None:
-        groups = group_seeds(list(runs))
-        timing = configuration_timings(groups, clock) if timing is None else timing
-        measured = configuration_summaries(groups, None, clock=clock) if measured is None else measured
-    timing = list(timing)
+    js = throughput
+    clock, timing, model = js["clock"], list(js["configurations"]), js["model"]
     thr = {m["config"]: m for m in measured}
-    js: dict[str, Any] = {"clock": clock, "measured": t.to_dict(orient="records"), "configurations": timing,
-                          "model": None, "predicted": [], "gen_window": None, "update_pairs": []}
     md: list[str] = []
     figs: dict[str, Any] = {}
     secs = "CPU seconds" if clock == "cpu" else "seconds"
@@ -61,24 +45,12 @@ def throughput_section(runs: Sequence[Any], predict_batches: Sequence[int] | Non
         cell = fmt_rate(m.get("throughput_samples_per_s"), m.get("throughput_ci"))
         md.append(f"| {row['config']} | {row['batch_size']} | {f3(row['gen_s'])} | {f3(row['reward_s'])} | "
                   f"{f3(row['train_s'])} | {f3(row['other_s'])} | {f3(row['step_s'])} | {cell} |")
-    try:
-        model = fit_throughput_model(t)
-    except UserError as err:
-        md.append(f"\nThroughput model not fitted: {err}.")
+    if model is None:
+        md.append(f"\nThroughput model not fitted: {js['error']}.")
         return {"title": "Throughput vs batch size", "markdown": "\n".join(md), "figures": figs,
                 "json_key": "throughput", "json": js}
-    js["model"] = model
     lo, hi = model["batch_range"]
-    if predict_batches is None:
-        predict_batches, b = [], lo
-        while b <= 4 * hi:
-            predict_batches.append(b)
-            b *= 2
-    pred = predict(model, predict_batches)
-    js["predicted"] = pred
-    gw = sublinear_window(t["batch_size"], t["gen_s"])
-    js["gen_window"] = gw
-    js["update_pairs"] = time_ratios(t["batch_size"], t["train_s"])
+    pred, gw = js["predicted"], js["gen_window"]
     k = model["gen"]["exponent"]
     md.append("")
     md.append(f"Fitted time model (least squares over the runs; the plan uses it for batch sizes not run): "
