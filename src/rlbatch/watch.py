@@ -290,12 +290,26 @@ def predict(runs: list, *, target: float | None, metric: str = "eval/score", upd
     study = Study.of(runs, target, metric, sequential=sequential)
     clock = study.basis
     groups = study.groups
+    # the curve fits: only of the configurations not measured to the target (researcher finding 10: watch fitted
+    # every configuration, 9x analyze's time on a finished sweep), and the plan's own fits where there is a plan, so
+    # that a fitted samples-to-target is one number on the screen (house review: watch and the plan showed two)
+    plan = plan_error = None
+    if target is not None and len({r.meta.batch_size for r in runs}) >= 2:
+        try:
+            plan = plan_runs(runs, target, metric=metric, n_boot=n_boot, extend=False, study=study)
+        except UserError as err:
+            plan_error = err
     fits: dict[str, Any] = {}
     if target is not None:
-        try:
-            fits = fit_groups(groups, target, metric, n_boot=n_boot)
-        except (UserError, ValueError):
-            fits = {}
+        open_ = {n: rs for n, rs in groups.items() if not _measured(study.configuration_estimate(rs))}
+        if plan is not None:
+            fits = {c["run"]: _plan_fit(c["fit"]) for c in plan["candidates"] if c.get("fit") and c["run"] in open_}
+        todo = {n: rs for n, rs in open_.items() if n not in fits}  # no plan, or one the plan does not fit
+        if todo:
+            try:
+                fits.update(fit_groups(todo, target, metric, n_boot=n_boot))
+            except (UserError, ValueError):
+                pass
     views = []
     for name, rs in groups.items():
         df = metric_frame(rs[0], metric)
@@ -343,43 +357,52 @@ def predict(runs: list, *, target: float | None, metric: str = "eval/score", upd
             v.fitted = [(g, float(sigmoid(g, p["R0"], p["A"], p["C_mid"], p["b"]))) for g in grid]
         views.append(v)
     up = WatchUpdate(update, str(path), target, metric, clock, views)
-    if target is not None and len({r.meta.batch_size for r in runs}) >= 2:
-        try:
-            plan = plan_runs(runs, target, metric=metric, n_boot=n_boot, extend=False, study=study)
-        except UserError as err:
-            up.note = f"no plan yet: {err}"
-        else:
-            up.recommended = plan["recommended"]
-            up.would_decide = plan.get("would_decide")
-            best = next((c for c in plan["candidates"] if c["run"] == plan["recommended"]), None)
-            crossed = earliest_crossing(runs, target, metric)
-            now = race(groups, target, metric, clock, reference=plan.get("reference"))
-            final = _final_verdicts(study)
-            # the ladder's reference is its smallest batch on the LR rule (B0), whichever seed reached first: it
-            # runs to the target and is never stopped (docs/commands/sweep.md; newcomer finding 9)
-            b0 = min((c["batch_size"] for c in plan["candidates"] if c["run"] in groups and c["batch_size"]
-                      and c.get("on_lr_rule", True)), default=None)
-            for c in plan["candidates"]:
-                n = min((eval_points(r, metric) for r in groups.get(c["run"], [])), default=0)
-                done = c["run"] in groups and all(finished(r) for r in groups[c["run"]])
-                if done or (b0 is not None and c["batch_size"] == b0 and c.get("on_lr_rule", True)):
-                    verdict = None  # finished: the report's verdict, the one rule for finished runs
-                else:
-                    verdict = now.verdict(c["run"]) or stop_verdict(
-                        c, best, n, reference=plan.get("reference"), crossed_at=crossed,
-                        samples=min((run_samples(r) for r in groups.get(c["run"], [])), default=0.0))
-                up.ranking.append({"config": c["run"], "batch_size": c["batch_size"],
-                                   "predicted_relative_time": c["predicted_relative_time"],
-                                   "interval": c["interval"], "relative_time_at_most": c.get("relative_time_at_most"),
-                                   "relative_time_at_most_hi": c.get("relative_time_at_most_hi"),
-                                   "rN": c["rN"], "rN_source": c["rN_source"],
-                                   "relative_throughput": c["relative_throughput"],
-                                   "would_stop": verdict is not None,
-                                   "why": f"{verdict[0]}: {verdict[1]}" if verdict else
-                                   (f"finished: {final.get(c['run'], 'no verdict')}" if done else None)})
-            up.ranking.sort(key=lambda r: (r["predicted_relative_time"] is None and r["relative_time_at_most"] is None,
-                                           r["predicted_relative_time"] or r["relative_time_at_most"] or 0))
+    if plan_error is not None:
+        up.note = f"no plan yet: {plan_error}"
+    elif plan is not None:
+        up.recommended = plan["recommended"]
+        up.would_decide = plan.get("would_decide")
+        best = next((c for c in plan["candidates"] if c["run"] == plan["recommended"]), None)
+        crossed = earliest_crossing(runs, target, metric)
+        now = race(groups, target, metric, clock, reference=plan.get("reference"))
+        final = _final_verdicts(study)
+        # the ladder's reference is its smallest batch on the LR rule (B0), whichever seed reached first: it
+        # runs to the target and is never stopped (docs/commands/sweep.md; newcomer finding 9)
+        b0 = min((c["batch_size"] for c in plan["candidates"] if c["run"] in groups and c["batch_size"]
+                  and c.get("on_lr_rule", True)), default=None)
+        for c in plan["candidates"]:
+            n = min((eval_points(r, metric) for r in groups.get(c["run"], [])), default=0)
+            done = c["run"] in groups and all(finished(r) for r in groups[c["run"]])
+            if done or (b0 is not None and c["batch_size"] == b0 and c.get("on_lr_rule", True)):
+                verdict = None  # finished: the report's verdict, the one rule for finished runs
+            else:
+                verdict = now.verdict(c["run"]) or stop_verdict(
+                    c, best, n, reference=plan.get("reference"), crossed_at=crossed,
+                    samples=min((run_samples(r) for r in groups.get(c["run"], [])), default=0.0))
+            up.ranking.append({"config": c["run"], "batch_size": c["batch_size"],
+                               "predicted_relative_time": c["predicted_relative_time"],
+                               "interval": c["interval"], "relative_time_at_most": c.get("relative_time_at_most"),
+                               "relative_time_at_most_hi": c.get("relative_time_at_most_hi"),
+                               "rN": c["rN"], "rN_source": c["rN_source"],
+                               "relative_throughput": c["relative_throughput"],
+                               "would_stop": verdict is not None,
+                               "why": f"{verdict[0]}: {verdict[1]}" if verdict else
+                               (f"finished: {final.get(c['run'], 'no verdict')}" if done else None)})
+        up.ranking.sort(key=lambda r: (r["predicted_relative_time"] is None and r["relative_time_at_most"] is None,
+                                       r["predicted_relative_time"] or r["relative_time_at_most"] or 0))
     return up
+
+
+def _measured(est: dict[str, Any]) -> bool:
+    """Whether the accounting gives a configuration's samples-to-target (every seed reached it, or reached it before
+    its first evaluation: an upper bound), so no curve fit is needed."""
+    return bool(est.get("reached")) or at_most_only(est)
+
+
+def _plan_fit(f: dict[str, Any]) -> dict[str, Any]:
+    """A plan candidate's fit (:func:`rlbatch.plan_finish._fit_json`) in :func:`rlbatch.analysis.fit.fit_groups`'
+    shape, as this module reads it."""
+    return {**f, "params": {k: f[k] for k in ("R0", "A", "C_mid", "b")}}
 
 
 def finished(run: Run) -> bool:
