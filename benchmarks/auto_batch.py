@@ -19,7 +19,6 @@ import time
 
 import numpy as np
 
-from rlbatch.analysis.goodput import efficiency
 from rlbatch.backends.synthetic import SyntheticModel
 from rlbatch.study.auto_batch import SyntheticEnvironment, optimum, run_controller
 
@@ -28,16 +27,19 @@ POW2 = [2 ** k for k in range(4, 15)]
 
 def schedule_time(m: SyntheticModel, schedule: list[int], target: float) -> float:
     """Noise-free seconds until the schedule's effective samples reach the target's; a schedule that ends first
-    goes on at its last batch (where the controller settled)."""
+    goes on at its last batch (where the controller settled). The model's truth, not the controller's estimate."""
+    def eff(b: int) -> float:  # the synthetic model's progress per sample at b: 1 / (1 + B / b_noise)
+        return 1.0 / (1.0 + b / m.b_noise)
+
     need = -m.tau * math.log(1 - target / m.top)
     s = t = 0.0
     for b in schedule:
-        s += b * efficiency(b, m.b_noise)
+        s += b * eff(b)
         t += m.step_time(b)
         if s >= need:
             return t
     b = schedule[-1]
-    return t + math.ceil((need - s) / (b * efficiency(b, m.b_noise))) * m.step_time(b)
+    return t + math.ceil((need - s) / (b * eff(b))) * m.step_time(b)
 
 
 def main() -> None:

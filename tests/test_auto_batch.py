@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from rlbatch.analysis.goodput import TimeModel, choose_batch, efficiency, fit_time_model, goodput
+from rlbatch.analysis.goodput import TimeModel, choose_batch, fit_time_model, goodput, relative_time
 from rlbatch.backends.synthetic import SyntheticModel
 from rlbatch.study.auto_batch import SyntheticEnvironment, b_noise_window, optimum, run_controller
 
@@ -15,17 +15,21 @@ EXACT = TimeModel(20.0, 0.01, 10, (64, 128))  # the synthetic model's default: 2
 
 
 def test_goodput_by_hand():
-    assert efficiency(1024, 1024) == 0.5 and efficiency(16, math.inf) == 1.0 and efficiency(16, 0.0) == 0.0
-    # B = 1024 at B_noise 1024: 1024 / (20 + 10.24) s x 1/2 = 16.93; B = 2048: 2048 / 40.48 x 1/3 = 16.86
-    assert goodput(1024, EXACT, 1024) == pytest.approx(1024 / 30.24 / 2)
-    assert goodput(2048, EXACT, 1024) == pytest.approx(2048 / 40.48 / 3)
+    # against B = 64 at B_noise 1024: rN(1024) = (1 + 1) / (1 + 1/16) = 1.882, throughput 1024 / 30.24 = 33.86 per s,
+    # so goodput 17.99 of B = 64's samples per second; B = 2048: rN 3 / 1.0625 = 2.824, 2048 / 40.48 = 50.59, 17.92
+    assert goodput(1024, EXACT, 1024, 64) == pytest.approx(1024 / 30.24 / (2 / (17 / 16)))
+    assert goodput(2048, EXACT, 1024, 64) == pytest.approx(2048 / 40.48 / (3 / (17 / 16)))
+    # relative time = rN / relative throughput = the inverse ratio of the goodputs
+    assert relative_time(1024, EXACT, 1024, 64) == pytest.approx(goodput(64, EXACT, 1024, 64)
+                                                               / goodput(1024, EXACT, 1024, 64))
+    assert relative_time(16, EXACT, math.inf, 64) == pytest.approx((64 / 20.64) / (16 / 20.16))  # no penalty
     assert optimum(SyntheticModel(b_noise=1024)) == pytest.approx(math.sqrt(20 * 1024 / 0.01))  # 1,431
 
 
 def test_the_move_goes_to_the_highest_goodput_with_hysteresis():
     up = choose_batch(64, POW2, 1024.0, EXACT)
-    assert up.moved and up.batch == 1024 and up.gain == pytest.approx(goodput(1024, EXACT, 1024)
-                                                                       / goodput(64, EXACT, 1024) - 1)
+    assert up.moved and up.batch == 1024 and up.gain == pytest.approx(goodput(1024, EXACT, 1024, 64)
+                                                                       / goodput(64, EXACT, 1024, 64) - 1)
     # at B = 2048 the best is 1024 by 0.4% (16.93 / 16.86): below the 5% threshold, it stays
     stay = choose_batch(2048, POW2, 1024.0, EXACT)
     assert not stay.moved and stay.batch == 2048 and stay.gain == pytest.approx(0.0042, abs=1e-3)

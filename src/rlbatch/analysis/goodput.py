@@ -4,15 +4,19 @@ Pollux (Qiao et al., OSDI 2021) adapts a supervised job's batch to maximise good
 efficiency. For RL post-training with the square-root LR rule (Li et al. 2026), the same trade: a larger batch
 raises the retained samples per second (generation is sublinear in B) and lowers the progress each sample makes.
 
-- **Efficiency** (McCandlish et al. 2018, eq. 2.11): a step at batch B makes the progress of B / (1 + B / B_noise)
-  samples at B -> 0, so the progress per retained sample is ``1 / (1 + B / B_noise)`` and rN(B) relative to B_ref is
-  ``(1 + B / B_noise) / (1 + B_ref / B_noise)``. B_noise is estimated by the simple noise scale B_simple
-  (:func:`rlbatch.analysis.noise.noise_estimates`, in retained responses).
+- **The sample penalty** (McCandlish et al. 2018, eq. 2.11): a step at batch B makes the progress of
+  B / (1 + B / B_noise) samples at B -> 0, so rN(B) relative to the current batch is ``(1 + B / B_noise) / (1 +
+  B_cur / B_noise)`` (:func:`rlbatch.analysis.noise_model.noise_model_rn`, the plan's noise model). B_noise is
+  estimated by the simple noise scale B_simple (:func:`rlbatch.analysis.noise.noise_estimates`, in retained
+  responses).
 - **Time per step** (:class:`TimeModel`): ``intercept + slope x B`` seconds, fitted by least squares over the steps
   timed so far (generation flat in B where it is memory bound, the update linear); the fitted time model of the
   whole study is :func:`rlbatch.analysis.throughput.fit_throughput_model`, this is its online minimum.
-- **Goodput** ``= B / step_s(B) x 1 / (1 + B / B_noise)``, in B -> 0-equivalent samples per second; with
-  ``step_s = gen_s + train_s x B`` it is largest at ``B* = sqrt(gen_s x B_noise / train_s)``.
+- **Goodput** ``= retained samples per second / rN``, in the current batch's samples per second; its inverse ratio
+  between two batches is the relative time-to-target rN / relative throughput
+  (:func:`rlbatch.analysis.accounting.predicted_relative_time`, the accounting's), so the batch of highest goodput
+  is the one of smallest predicted time-to-target. With ``step_s = gen_s + train_s x B`` it is largest at
+  ``B* = sqrt(gen_s x B_noise / train_s)``.
 - **The move** (:func:`choose_batch`): to the candidate of highest goodput at B_noise's point estimate, only when
   its gain over the current batch exceeds ``threshold`` (hysteresis; Pollux uses 5%) *and* it gains at the end of
   B_noise's interval that argues against the move (the lower end for a larger batch, the upper end for a smaller
@@ -28,16 +32,11 @@ from typing import Sequence
 
 import numpy as np
 
+from rlbatch.analysis.accounting import predicted_relative_time
+from rlbatch.analysis.noise_model import noise_model_rn
+
 #: the least predicted goodput gain that moves the batch (Pollux's 5%)
 THRESHOLD = 0.05
-
-
-def efficiency(batch: float, b_noise: float) -> float:
-    """Progress per retained sample at ``batch`` relative to B -> 0: 1 / (1 + B / B_noise) (McCandlish et al. 2018,
-    eq. 2.11); 1 for an unbounded B_noise (inf), 0 for B_noise = 0."""
-    if math.isinf(b_noise):
-        return 1.0
-    return b_noise / (b_noise + batch) if b_noise > 0 else 0.0
 
 
 @dataclass(frozen=True)
@@ -71,25 +70,34 @@ def fit_time_model(batches: Sequence[float], step_s: Sequence[float]) -> TimeMod
     return TimeModel(float(intercept), float(slope), int(len(b)), tuple(sorted({int(x) for x in b})))
 
 
-def goodput(batch: float, time: TimeModel, b_noise: float, retained_fraction: float = 1.0) -> float:
-    """B -> 0-equivalent retained samples per second at ``batch``: ``retained_fraction x B / step_s(B) x
-    efficiency(B)``."""
-    return retained_fraction * batch / time.step_s(batch) * efficiency(batch, b_noise)
+def goodput(batch: float, time: TimeModel, b_noise: float, current: float, retained_fraction: float = 1.0) -> float:
+    """Goodput at ``batch``: its retained samples per second (``retained_fraction x B / step_s(B)``) over its rN
+    relative to ``current`` (:func:`rlbatch.analysis.noise_model.noise_model_rn`): the current batch's samples per
+    second it is worth."""
+    return retained_fraction * batch / time.step_s(batch) / noise_model_rn(batch, current, b_noise)
+
+
+def relative_time(batch: float, time: TimeModel, b_noise: float, current: float) -> float:
+    """Predicted time-to-target at ``batch`` over the current batch's: rN / relative throughput
+    (:func:`rlbatch.analysis.accounting.predicted_relative_time`), the inverse ratio of their goodputs."""
+    gain = (batch / time.step_s(batch)) / (current / time.step_s(current))
+    return predicted_relative_time(noise_model_rn(batch, current, b_noise), gain)
 
 
 @dataclass(frozen=True)
 class Choice:
     """One decision of the controller: ``batch`` (where to go; the ``current`` one when it stays), ``moved``,
-    ``gain`` (predicted goodput over the current batch's, less 1, at B_noise's point), ``gain_at_bound`` (the same at
-    the end of B_noise's interval against the move), ``goodput`` {candidate: goodput at the point}, ``b_noise`` and
-    ``b_noise_ci``, the ``time`` model, and ``why`` in words."""
+    ``gain`` (predicted goodput over the current batch's, less 1, at B_noise's point: 1 / relative time - 1),
+    ``gain_at_bound`` (the same at the end of B_noise's interval against the move), ``relative_time`` {candidate:
+    predicted time-to-target over the current batch's, at the point}, ``b_noise`` and ``b_noise_ci``, the ``time``
+    model, and ``why`` in words."""
 
     batch: int
     current: int
     moved: bool
     gain: float
     gain_at_bound: float
-    goodput: dict[int, float]
+    relative_time: dict[int, float]
     b_noise: float
     b_noise_ci: tuple[float, float]
     time: TimeModel
@@ -98,18 +106,17 @@ class Choice:
 
 
 def choose_batch(current: int, candidates: Sequence[int], b_noise: float, time: TimeModel,
-                 b_noise_ci: tuple[float, float] | None = None, threshold: float = THRESHOLD,
-                 retained_fraction: float = 1.0) -> Choice:
+                 b_noise_ci: tuple[float, float] | None = None, threshold: float = THRESHOLD) -> Choice:
     """The controller's move from ``current`` among ``candidates`` (module docstring): to the candidate of highest
     goodput at ``b_noise`` when its gain exceeds ``threshold`` and it still gains at the end of ``b_noise_ci``
     (default: the point) that argues against the move."""
     lo, hi = b_noise_ci if b_noise_ci is not None else (b_noise, b_noise)
     cands = sorted(set(int(c) for c in candidates) | {int(current)})
-    gp = {c: goodput(c, time, b_noise, retained_fraction) for c in cands}
-    best = max(cands, key=lambda c: (gp[c], -abs(math.log(c / current))))
-    gain = gp[best] / gp[current] - 1.0
+    rel = {c: relative_time(c, time, b_noise, current) for c in cands}
+    best = min(cands, key=lambda c: (rel[c], abs(math.log(c / current))))
+    gain = 1.0 / rel[best] - 1.0
     bound = lo if best > current else hi
-    gain_b = goodput(best, time, bound, retained_fraction) / goodput(current, time, bound, retained_fraction) - 1.0
+    gain_b = 1.0 / relative_time(best, time, bound, current) - 1.0
     if best == current:
         why = "the current batch has the highest predicted goodput"
     elif gain <= threshold:
@@ -119,6 +126,6 @@ def choose_batch(current: int, candidates: Sequence[int], b_noise: float, time: 
         why = (f"B={best} would gain {gain:.1%} at B_noise {b_noise:,.0f}, but not at its interval's {end} end "
                f"({bound:,.0f})")
     else:
-        return Choice(best, current, True, gain, gain_b, gp, b_noise, (lo, hi), time,
+        return Choice(best, current, True, gain, gain_b, rel, b_noise, (lo, hi), time,
                       f"B={best} gains {gain:.1%} in goodput ({gain_b:.1%} at B_noise {bound:,.0f})")
-    return Choice(current, current, False, gain, gain_b, gp, b_noise, (lo, hi), time, why)
+    return Choice(current, current, False, gain, gain_b, rel, b_noise, (lo, hi), time, why)

@@ -109,7 +109,7 @@ class ControllerResult:
                 "decisions": [{"step": d.step, "batch": d.batch, "current": d.current, "moved": d.moved,
                                "gain": d.gain, "gain_at_bound": d.gain_at_bound, "b_noise": d.b_noise,
                                "b_noise_ci": list(d.b_noise_ci), "time": [d.time.intercept, d.time.slope],
-                               "goodput": {str(k): v for k, v in d.goodput.items()}, "why": d.why}
+                               "relative_time": {str(k): v for k, v in d.relative_time.items()}, "why": d.why}
                               for d in self.decisions]}
 
 
