@@ -72,3 +72,25 @@ def test_a_directory_holding_only_a_line_being_written_is_a_wait(tmp_path):
     (d / "notes.txt").write_text("hello\n")  # beside it, a finished file no reader knows: the error, as before
     with pytest.raises(UserError, match="nothing usable read"):
         snapshot(d, target=0.3)
+
+
+def test_a_sweep_with_a_just_started_trial_is_read_without_it(monkeypatch, capsys, tmp_path):
+    """The tryout's rerun (stop 64): one trial whose metrics.jsonl is still empty (run.json written, no step yet)
+    made the whole sweep unreadable: analyze "nothing usable read" (exit 2), watch dropped the finished trials and
+    waited. Now that trial is skipped with one warning naming it, and the others are read; a run directory alone
+    with no step is still the error it was."""
+    from pathlib import Path
+
+    from _stored_sweeps import unpack
+
+    trials = unpack(Path(__file__).resolve().parent / "data" / "demo_sweep" / "trials.tar.gz", tmp_path)
+    names = sorted(d.name for d in trials.iterdir())
+    (trials / names[-1] / "metrics.jsonl").write_text("")
+    code, out, err = run_in_process(monkeypatch, capsys, "analyze", trials, "--target", "0.45", "--format", "json")
+    assert code == 0, err
+    assert f"skipped 1 run directory with no step logged yet (just started, or never ran): {names[-1]}" in err
+    assert sorted(r["run"] for r in json.loads(out)["runs"]) == names[:-1]
+    up = snapshot(trials, target=0.45)
+    assert len(up.configs) >= 1 and names[-1] not in {r for v in up.configs for r in v.runs}
+    code, out, err = run_in_process(monkeypatch, capsys, "analyze", trials / names[-1], "--target", "0.45")
+    assert code == 2 and "no step records" in err

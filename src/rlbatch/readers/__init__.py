@@ -212,13 +212,27 @@ def _read_one(path: Path, fmt: str, mapping: dict[str, str]) -> list[Run]:
     if fmt in ("wandb", "mlflow"):
         return _read_tracker(path, fmt, mapping)
     if fmt == "rlbatch":
-        runs = []
-        for d in iter_run_dirs(path):
-            run = read_run(d)
+        runs, started = [], []
+        dirs = list(iter_run_dirs(path))
+        for d in dirs:
+            try:
+                run = clean_store_run(read_run(d))
+            except UserError as err:
+                # a trial of a sweep that has just started (run.json written, no step logged yet) is not the sweep's
+                # failure: its finished trials are still read (researcher tryout, rerun: one empty metrics.jsonl
+                # made the whole sweep "nothing usable read" for analyze and watch)
+                if len(dirs) == 1 or "no step records" not in str(err):
+                    raise
+                started.append(d.name)
+                continue
             run.meta.source_format = run.meta.source_format or "rlbatch"
-            runs.append(finalize(clean_store_run(run)))
+            runs.append(finalize(run))
+        if started:
+            warn(f"skipped {len(started)} run director{'y' if len(started) == 1 else 'ies'} with no step logged yet "
+                 f"(just started, or never ran): {', '.join(started)}", path)
         if not runs:
-            raise UserError("no run directories (run.json) here", path=str(path))
+            raise UserError("no run directories (run.json) here" if not dirs else
+                            "no step logged yet in any run directory here", path=str(path))
         annotate_stopped(runs, adaptive_trials(path))  # an adaptive sweep's record: which trials it stopped early
         annotate_timing(runs, timing_blocks(path))  # a study's timing pass: the accounting's throughput
         return runs
