@@ -100,6 +100,37 @@ def test_finding_5_a_one_seed_fitted_interval_carries_the_seed_spread_or_is_not_
     assert 0.27 < lo < 0.29 and 1.48 < hi < 1.50 and lo < 1.06 / 1.6 and hi > 1.06  # covers the measured 1.06
     assert _with_seed_spread([0.60, 0.74], 0.64, 1, 1, {"b": {"spread_sd": None}}) is None  # no spread: none
     assert _with_seed_spread([0.60, 0.74], 0.64, 3, 3, ests) == [0.60, 0.74]  # seeds bootstrapped: as it was
+    # a noise-model interval (B_noise's alone) never holds the seeds: widened at 3 seeds too, by sqrt(2/3)
+    lo3, hi3 = _with_seed_spread([1.0, 1.3], 1.1, 3, 3, ests, seeds_in_ci=False)
+    w3 = 1.959964 * 0.3 * math.sqrt(2 / 3)
+    assert math.isclose(hi3, 1.1 * math.exp(math.hypot(math.log(1.3 / 1.1), w3)), rel_tol=1e-12) and lo3 < 1.0
+
+
+def test_finding_5_a_one_seed_noise_model_prediction_has_no_interval_without_a_spread(tmp_path):
+    """The tryout's rerun (stop 64): a one-seed B = 64 early in a sweep, its rN from the noise model, showed
+    rel.time 0.71 [0.62, 0.82] in watch (B_noise's interval alone) and measured 1.04. The stored demo sweep's first
+    seed, B = 64 and 128 cut to their first 3%: their rN comes from the noise model, and with one seed everywhere
+    there is no spread, so no interval (as analyze)."""
+    import warnings
+
+    from _stored_sweeps import unpack
+    from rlbatch.plan import plan_runs, truncate_runs
+    from rlbatch.readers.collect import load_all
+    from rlbatch.watch import line, predict
+
+    trials = unpack(Path(__file__).resolve().parent / "data" / "demo_sweep" / "trials.tar.gz", tmp_path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        runs, _ = load_all([trials])
+        runs = [truncate_runs([r], 0.03)[0] if ("B64" in r.run_id or "B128-G8-sqrt" in r.run_id) else r
+                for r in runs if r.run_id.endswith("-s0")]
+        plan = plan_runs(runs, 0.45, extend=False)
+        c = next(c for c in plan["candidates"] if c["run"] == "B64-G8-sqrt-s0")
+        assert c["rN_source"] == "noise-model" and c["rN"] > 1 and c["rN_ci"] is None and c["interval"] is None
+        text = line(predict(runs, target=0.45))
+    b64 = next(s for s in text.splitlines() if "B64-G8-sqrt-s0 S=" in s)
+    assert "rel.time=" in b64 and "rel.time=" + f"{c['predicted_relative_time']:.2f}" in b64 and "[" not in \
+        b64.split("rel.time=")[1]
 
 
 def _lr_study(rn_fixed, control=True, seeds=3):

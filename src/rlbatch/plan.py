@@ -390,6 +390,11 @@ def plan_runs(runs: Sequence[Run], target: float, *, reference: str | None = Non
         for c in early:
             nc = noise_candidate(c["batch_size"], b_ref, bn, c["retained_batch"], rb_ref)
             c.update({k: nc[k] for k in ("rN", "rN_ci", "rN_source")})
+            if c["run"] in groups:  # a configuration that was run: its noise-model interval (B_noise's alone) leaves
+                # out the seed spread as a one-seed fit's does (researcher finding 5, rerun: watch's [0.62, 0.82]
+                # for a one-seed B = 64 that measured 1.04)
+                c["rN_ci"] = _with_seed_spread(c["rN_ci"], c["rN"], len(groups[c["run"]]),
+                                               len(groups.get(ref_name, [])), ests, seeds_in_ci=False)
             c.pop("why", None)
         und = [c["run"] for c in early if c.get("undetermined")]
         rest = [c["run"] for c in early if not c.get("undetermined")]
@@ -505,13 +510,17 @@ def plan_runs(runs: Sequence[Run], target: float, *, reference: str | None = Non
 
 
 def _with_seed_spread(ci: list[float] | None, rn: float | None, k: int, k_ref: int,
-                      ests: dict[str, dict[str, Any]]) -> list[float] | None:
+                      ests: dict[str, dict[str, Any]], seeds_in_ci: bool | None = None) -> list[float] | None:
     """A fitted rN interval with the seed-to-seed spread it leaves out when the candidate or the reference has one
     seed (its bootstrap is over one curve's evaluation noise only; researcher tryout, finding 5: a live [0.60, 0.74]
     around a measured 1.06): widened in quadrature on the log scale by z_0.975 x sd x sqrt(1/k + 1/k_ref), sd the
     accounting's per-seed log-sd of samples-to-target (the median over configurations that have one), or no
-    interval at all where the accounting has no spread either (as ``analyze``: no interval without one)."""
-    if ci is None or rn is None or min(k, k_ref) >= 2:
+    interval at all where the accounting has no spread either (as ``analyze``: no interval without one).
+    ``seeds_in_ci``: whether ``ci`` already varies with the seeds (a fit bootstrapped over two or more seeds each;
+    default: when both have two or more); a noise-model interval (B_noise's uncertainty alone) never does."""
+    if seeds_in_ci is None:
+        seeds_in_ci = min(k, k_ref) >= 2
+    if ci is None or rn is None or seeds_in_ci:
         return ci
     sds = [float(e["spread_sd"]["S"]) for e in ests.values() if (e.get("spread_sd") or {}).get("S")]
     if not sds:
