@@ -26,6 +26,7 @@ def test_finding_1_a_run_above_the_target_at_its_first_evaluation_is_bounded_not
     d = _json(monkeypatch, capsys, "analyze", VERL, "--target", "0.32")
     row = next(r for r in d["accounting"] if r["run"] == "B256")
     assert row["at_most"] == [1280.0] and row["samples_to_target_at_most"] == 1280.0
+    assert row["n_reached"] == row["n_seeds"] == 1  # it reached the target (rerun: "n_reached": 0 beside at_most)
     cells = with_ci_cells([row])[0]
     assert cells["samples_to_target_cell"] == "≤ 1,280"
     assert cells["rN_cell"].startswith("≤ ") and cells["relative_time_cell"].startswith("≤ ")

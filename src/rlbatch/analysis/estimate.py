@@ -233,7 +233,10 @@ def estimate_configuration(runs: Sequence[Run], target: float | None, metric: st
     est: dict[str, Any] = {
         "config": name, "batch_size": meta.batch_size, "prompts_per_step": meta.prompts_per_step,
         "group_size": meta.group_size, "lr": meta.lr, "lr_rule": meta.lr_rule, "runs": [r.run_id for r in runs],
-        "n_seeds": k, "n_reached": int(np.isfinite(S).sum()), "reached": reached,
+        # n_reached: seeds at the target, those that reached it before their first evaluation after 0 included
+        # (researcher finding 1, rerun: "n_reached": 0 beside "at_most": [1280] and "1 of 1 seeds reached")
+        "n_seeds": k, "n_reached": int(np.isfinite(S).sum()) + sum(it["at_most"] is not None for it in items),
+        "reached": reached,
         "samples_to_target_per_seed": [it["samples_to_target"] for it in items],
         "samples_to_target": geometric_mean(S) if reached and np.all(S > 0) else (0.0 if reached else None),
         "samples_to_target_ci": None,
