@@ -86,6 +86,15 @@ def test_finding_13_a_run_cut_short_is_said_to_end_early_not_to_have_run_its_bud
     assert row["verdict"] == "undetermined" and row["n_reached"] == 1
     assert "its log ends at 1,024 retained samples, less than the others' (up to 10,240)" in row["why"]
     assert "may have crashed" in row["why"] and "ran its budget" not in acc["recommendation"]
+    # the plan names the same "may be the fastest" set (rerun, stop 64: the cut-short B = 256 was left out of the
+    # plan's "May be as fast as the pick", while analyze had it)
+    from rlbatch.plan import plan_runs
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        plan = plan_runs(cut, sc.target, extend=False)
+    names = {r["run"] for r in acc["accounting"] if r.get("may_be_fastest")}
+    assert set(plan["within_noise"]) | {plan["recommended"]} == names, (plan["within_noise"], names)
 
 
 def test_finding_5_a_one_seed_fitted_interval_carries_the_seed_spread_or_is_not_given():

@@ -335,7 +335,7 @@ def plan_runs(runs: Sequence[Run], target: float, *, reference: str | None = Non
                      relative_throughput_ci=None, predicted_relative_time=None,
                      interval=[lo_t, None] if lo_t else None, reaches=False, censored=True,
                      rN_at_least=row.get("rN_at_least"), relative_time_at_least=row.get("relative_time_at_least"),
-                     accounting_verdict=row["verdict"], why=row.get("why"))
+                     accounting_verdict=row["verdict"], why=row.get("why"), may_be_fastest=row.get("may_be_fastest"))
         else:
             # not at the target yet: samples-to-target predicted by the saturating fit (analysis.fit), at the target
             x = row["throughput_samples_per_s"]

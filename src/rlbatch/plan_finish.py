@@ -334,6 +334,7 @@ def _finish(cands: list[dict[str, Any]], ref_label: str, target: float | None, t
           and (c["on_lr_rule"] or c["rN_source"] == "measured") and c["rN_source"] != "noise-model"]
     measured = bool(ok) and all(c["rN_source"] == "measured" and c.get("may_be_fastest") is not None for c in ok)
     bounded = [c for c in cands if c.get("at_most")]  # known by upper bounds only: the accounting's, as they are
+    censored = [c for c in cands if c.get("censored")]  # known by lower bounds only (some seed ran out first)
     if measured and any(c.get("accounting_pick") for c in ok + bounded):
         # all measured: the accounting's pick (its stated rule, the decision module), one pick on every page
         best = next(c for c in ok + bounded if c.get("accounting_pick"))
@@ -345,7 +346,8 @@ def _finish(cands: list[dict[str, Any]], ref_label: str, target: float | None, t
     if measured:
         # all measured: the accounting's "may be fastest" set (multiple comparisons with the best), not overlapping
         # intervals relative to the reference (which double-count the reference's noise)
-        tied = [c for c in ok + bounded if c is not best and c["may_be_fastest"]]
+        # (researcher finding 13, rerun: a configuration cut short stayed out of the plan's list, in analyze's)
+        tied = [c for c in ok + bounded + censored if c is not best and c.get("may_be_fastest")]
     else:
         tied = [c for c in ok if c is not best and intervals_overlap(
             c["interval"], best["interval"], c["predicted_relative_time"], best["predicted_relative_time"])]
