@@ -304,7 +304,7 @@ def plan_runs(runs: Sequence[Run], target: float, *, reference: str | None = Non
              "throughput_extrapolated": False}
         if ref_reached and (row["reached"] or is_ref):  # the accounting's numbers, as they are
             c.update({k: row[k] for k in ("rN", "rN_ci", "relative_throughput", "relative_throughput_ci")})
-            c.update(rN_source="measured", rN_level=target, predicted_relative_time=row["relative_time"],
+            c.update(rN_source="measured", rN_level=target, predicted_relative_time=row["relative_time"], point_rule=False,
                      rN_test=row.get("rN_test"),
                      interval=row["relative_time_ci"], accounting_verdict=row["verdict"],
                      may_be_fastest=row.get("may_be_fastest"),

@@ -251,7 +251,10 @@ def _sentence(c: dict[str, Any], ref_label: str, tol: float) -> str:
         test = (f"rN {rn:.2f}, its {by} interval {format_interval(iv, sep='-')} "
                 + ("inside " if c.get("aligned_rn") else "not inside ") + band) if by else \
             f"rN {rn:.2f} {'<=' if c.get('aligned_rn') else '>'} {1 + tol:.2f}, a point value without an interval"
-        if c["aligned"]:
+        if by is None and c.get("point_rule") is False and not c["is_reference"]:
+            fam = (f"not shown aligned (rN {rn:.2f}, a point value without an interval: one seed and no spread to "
+                   "judge it by; more seeds would tell)")
+        elif c["aligned"]:
             fam = f"inside the aligned family ({test})"
         elif c.get("aligned_rn"):
             fam = f"outside the aligned family ({test}, but the family, contiguous from the reference, ends at a " \
@@ -304,6 +307,8 @@ def candidate_alignment(c: dict[str, Any], tol: float) -> str | None:
         return alignment(tuple(test), tol, tuple(ci) if ok(ci) else None)
     if ok(ci):
         return alignment(tuple(ci), tol)
+    if c.get("point_rule") is False:  # measured from runs without a spread: not shown either way (the accounting)
+        return "no interval (one seed, no spread)"
     return "within tolerance (point value)" if rn <= 1 + tol else "above tolerance (point value)"
 
 
@@ -315,7 +320,12 @@ def _finish(cands: list[dict[str, Any]], ref_label: str, target: float | None, t
         # one family on every page (the report's): by rN's interval where there is one (the accounting's 90%
         # equivalence interval for measured rN, else the fit's or noise model's 95%), a point value only without
         c["aligned_by"] = "90%" if c.get("rN_test") else "95%" if c.get("rN_ci") else None
-        c["aligned"] = aligned(rn, c["on_lr_rule"], tol, interval=c.get("rN_test") or c.get("rN_ci"))
+        iv = c.get("rN_test") or c.get("rN_ci")
+        # a point value joins the family only in an accounting table; measured from runs without an interval (no
+        # spread) it is not shown aligned, as the accounting's family section says (researcher finding 7, rerun:
+        # "the aligned family is only B = 64" beside the plan's "bs128 is inside the aligned family")
+        c["aligned"] = aligned(rn, c["on_lr_rule"], tol, interval=iv) if iv is not None or \
+            c.get("point_rule", True) or c["is_reference"] else False
         c["alignment"] = candidate_alignment(c, tol)
         if c.get("predicted_relative_time") is None and rn is not None and g and c.get("reaches", True):
             c["predicted_relative_time"] = predicted_relative_time(rn, g)

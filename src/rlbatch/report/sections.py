@@ -380,7 +380,7 @@ def noise_section(noise: dict[str, Any], family: Sequence[int] | None = None,
                 fb = np.array(fl["batches"], float)
                 ax.loglog(fb, np.exp(fl["intercept"]) * fb ** fl["slope"], "--", color=line.get_color(),
                           label=f"{role} fit, slope {fl['slope']:.2f}" + (
-                              " (all B)" if fl["over"] == "all" else " (aligned family)"
+                              " (all B)" if fl["over"] == "all" else " (B where rN is not shown above 1)"
                               if fit.get("fit_range") == "given" else ""))
             if fit["knee_batch"] is not None:
                 ax.axvline(fit["knee_batch"], color=line.get_color(), alpha=0.4, ls=":", label="knee")
