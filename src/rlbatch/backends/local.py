@@ -194,7 +194,9 @@ def _run_sweep(specs: list[TrialSpec], out: Path, workers: int, threads: int, se
                     # would print its own traceback; the parent stops them (below). Blocked as well as ignored
                     # here, so that a Ctrl-C during the spawn is held, not lost (Linux never discards a blocked
                     # signal), and delivered to the restored handler when unblocked: it used to be dropped, and a
-                    # sweep interrupted then ran to its end (seen on a busy machine)
+                    # sweep interrupted then ran to its end (seen on a busy machine). Blocking holds it for this thread
+                    # only: where the process has other threads (rich's refresh thread on a terminal), one delivered
+                    # to another thread in this window is still lost, and a second Ctrl-C stops the sweep
                     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
                     handler = signal.signal(signal.SIGINT, signal.SIG_IGN)
                     try:
