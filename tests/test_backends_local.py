@@ -114,6 +114,7 @@ def test_ctrl_c_while_the_workers_spawn_is_held_and_stops_the_sweep(tmp_path):
                 return super().submit(*a, **k)
 
         if __name__ == "__main__":
+            signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal, whatever was inherited
             local.ProcessPoolExecutor = InterruptedSpawn
             specs = build_ladder(base_batch=8, base_lr=1e-3, batches=[16], rule="sqrt", group_sizes=[4], seeds=1,
                                  samples=10_000, model="tiny-random", task="arithmetic", options={OPTS!r})

@@ -100,7 +100,7 @@ def test_sweep_lines_when_piped_say_elapsed_and_left_including_the_report(tmp_pa
     clock = FakeClock()
     pipe = Pipe()
     monkeypatch.setattr(sys, "stdout", pipe)
-    monkeypatch.setattr(local, "_init_worker", lambda threads, parent_pid=None: None)
+    monkeypatch.setattr(local, "_init_worker", lambda threads, parent_pid=None, in_process=False: None)
     monkeypatch.setattr(local, "_prepare", lambda model, device="cpu": model)
     unflushed = []
 

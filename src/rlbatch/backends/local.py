@@ -43,8 +43,11 @@ def run_trial(spec: TrialSpec, run_dir: Path | str) -> Path:
 
 
 # --------------------------------------------------------------------------------------------------- workers
-def _init_worker(threads: int, parent_pid: int | None = None) -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle (it stops the workers)
+def _init_worker(threads: int, parent_pid: int | None = None, in_process: bool = False) -> None:
+    """Set up a process that trains: a pool worker ignores Ctrl-C (the parent's to handle: it stops the workers);
+    ``in_process`` (one worker: the sweep's own process) keeps it, so Ctrl-C interrupts the sweep."""
+    if not in_process:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
     if parent_pid is not None:
         die_with_parent(parent_pid)
     os.environ["OMP_NUM_THREADS"] = str(threads)
@@ -80,8 +83,8 @@ def _prepare(model: str, device: str = "cpu") -> str:
 
 def prepare_here(model: str, device: str = "cpu", threads: int = 1) -> None:
     """Make this process a trial worker (``threads`` torch threads, warnings off) and build the model cache once:
-    what the adaptive loop needs before it trains trials here in chunks."""
-    _init_worker(threads)
+    what the adaptive loop needs before it trains trials here in chunks. Ctrl-C still interrupts it."""
+    _init_worker(threads, in_process=True)
     _prepare(model, device)
 
 
@@ -178,7 +181,7 @@ def _run_sweep(specs: list[TrialSpec], out: Path, workers: int, threads: int, se
 
     try:
         if workers <= 1:
-            _init_worker(threads)
+            _init_worker(threads, in_process=True)  # (it ignored Ctrl-C here: a 1-worker sweep ran to its end)
             _prepare(todo[0]["spec"].model, todo[0]["spec"].options.get("device", "cpu"))
             for entry in todo:
                 entry["state"] = "running"
