@@ -57,6 +57,9 @@ def test_a_wide_interval_is_not_distinguishable_not_aligned():
     fam = aligned_family(rows, "B16")
     assert fam["end"]["batch_size"] == 128 and not fam["end"]["reached"]
     assert "did not reach the target within its run" in fam["statement"] and "rN > 1.60" in fam["statement"]
+    # a lower bound is rounded down, as in the table and the headline (tryout rerun: "rN > 0.51" beside "> 0.50")
+    rows[3].update(rN_at_least=0.5051)
+    assert "rN > 0.50)" in aligned_family(rows, "B16")["statement"]
     assert aligned_family(ROWS, None) is None
 
 

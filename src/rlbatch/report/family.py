@@ -13,7 +13,7 @@ from typing import Any, Sequence
 from rlbatch.analysis.decision import (ALIGNED, BELOW, NOT_DISTINGUISHABLE, SLOWER, STOPPED, TOLERANCE,
                                        UNFINISHED, aligned_family as family_of)
 from rlbatch.analysis.headline import verdict
-from rlbatch.analysis.interval import format_interval
+from rlbatch.analysis.interval import bound, format_interval
 
 
 def _span(bs: Sequence[int]) -> str:
@@ -55,12 +55,12 @@ def aligned_family(rows: Sequence[dict[str, Any]], reference: str | None,
         how = ("stopped early by the adaptive sweep" if end["verdict"] == STOPPED else
                "unfinished (its trials had not finished)")
         words.append(f"B = {end['batch_size']} ({end['run']}) was {how} before its rN could be measured"
-                     + (f" (rN > {low:.2f} by then)" if low else "") + ", so where the family ends is not measured "
+                     + (f" (rN > {bound(low, True)} by then)" if low else "") + ", so where the family ends is not measured "
                      "by this sweep.")
     elif not end["reached"]:
         low = end.get("rN_at_least")
         words.append(f"B = {end['batch_size']} ({end['run']}) did not reach the target within its run in every "
-                     "seed" + (f" (rN > {low:.2f})" if low else "") + f": its rN is not measured; it is "
+                     "seed" + (f" (rN > {bound(low, True)})" if low else "") + f": its rN is not measured; it is "
                      f"{end.get('verdict')}.")
     else:
         words.append(f"The first batch size whose rN is above 1 beyond noise is B = {end['batch_size']} "
