@@ -93,6 +93,15 @@ def _interrupt_after(tmp_path, args, ready, timeout=240):
     return p.returncode, err
 
 
+def _one_finished(out) -> bool:
+    """Whether the sweep in ``out`` has a finished trial (its sweep.json readable and one trial ``finished``)."""
+    try:
+        man = json.loads((out / "sweep.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return any(t.get("state") == "finished" for t in man.get("trials", []))
+
+
 def test_ctrl_c_stops_a_one_worker_sweep(tmp_path):
     """The default --workers 1 trains in the sweep's own process, which set itself up as a pool worker does and so
     ignored Ctrl-C: the sweep ran to its end (found in stop 64 while fixing the spawn window; the adaptive sweep and
@@ -102,11 +111,7 @@ def test_ctrl_c_stops_a_one_worker_sweep(tmp_path):
             "--target", "0.35", "--eval-every", "512", "--eval-size", "128", "--workers", "1", "--out", str(out)]
 
     def one_finished():
-        try:
-            man = json.loads((out / "sweep.json").read_text())
-        except (OSError, ValueError):
-            return False
-        return any(t.get("state") == "finished" for t in man.get("trials", []))
+        return _one_finished(out)
 
     code, err = _interrupt_after(tmp_path, args, one_finished)
     assert code == 130 and "Traceback" not in err and err.startswith("rlbatch: interrupted"), err
@@ -125,11 +130,7 @@ def test_ctrl_c_is_one_line_early_and_mid_sweep(tmp_path):
     assert err.startswith("rlbatch: interrupted")
 
     def one_finished():
-        try:
-            man = json.loads((out / "sweep.json").read_text())
-        except (OSError, ValueError):
-            return False
-        return any(t.get("state") == "finished" for t in man.get("trials", []))
+        return _one_finished(out)
 
     code, err = _interrupt_after(tmp_path, args, one_finished)
     assert code == 130 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
