@@ -123,6 +123,7 @@ def test_headline_three_lines_then_bullets_and_the_pick_marked(demo):
     # the verdict's three lines, then (issue 56) the LR answer and (issue 52) what would decide where they apply
     assert len(h["lines"]) >= 3 and h["pick"] is not None
     assert all(ln.startswith(("Scale the learning rate", "What would decide", "No seed-to-seed spread",
+                              "Seed spread behind the intervals",
                               "Undetermined:")) for ln in h["lines"][3:]), h["lines"][3:]
     # the pick, or (issue 37) the best estimate when it is within noise of the reference, said as such
     assert h["lines"][0].startswith(f"**Pick: {h['pick']}") or (

@@ -255,3 +255,52 @@ def test_finding_7_the_noise_section_does_not_call_the_undistinguished_range_the
     assert NO_PENALTY in s and "up to B = 512" in s and "aligned family" not in s
     s = b_simple_vs_family({"measurable": True, "b_simple": 5000.0}, [16, 32, 64, 512])
     assert "exceeds the range where rN is not shown above 1" in s and "aligned family" not in s
+
+
+def test_finding_8_where_an_interval_is_not_the_configurations_own_spread_is_said_beside_it(tmp_path):
+    """Finding 8's last part: an interval whose seed spread is not the configuration's own was explained only at
+    the foot of the page. The stored demo sweep (target 0.45): B = 64's three times-to-target scatter more than the
+    others' allow (log-sd 0.53; the others are moderated to 0.30), so its relative-time interval uses its own spread
+    on 2 df: 0.02-2.97, against rN 0.59-1.25. The headline says so, in analyze and in the report."""
+    import warnings
+
+    from _stored_sweeps import unpack
+    from rlbatch.analysis.study import Study
+    from rlbatch.readers.collect import load_all
+
+    trials = unpack(Path(__file__).resolve().parent / "data" / "demo_sweep" / "trials.tar.gz", tmp_path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        runs, _ = load_all([trials])
+        acc = Study.of(runs, 0.45).accounting
+    b64 = next(r for r in acc["accounting"] if r["run"] == "B64-G8-sqrt")
+    assert b64["spread"]["T"].startswith("own (wider") and round(b64["spread_sd"]["T"], 2) == 0.53
+    lo, hi = b64["relative_time_ci"]
+    assert lo < 0.05 and hi > 2.5  # the wide interval the rerun asked about
+    text = acc["headline"]["spread_text"]
+    assert "B64-G8-sqrt (B=64)'s times-to-target scatter more across its 3 seeds" in text
+    assert "relative time interval uses its own spread on 2 degrees of freedom" in text
+    assert text in acc["recommendation"]  # the recommendation analyze and the report print
+    assert "B32" not in text and "B128" not in text  # the others use a spread close to their own
+
+
+def test_finding_8_one_seed_and_agreeing_seeds_are_named_with_the_spread_they_borrow():
+    """Hand-made rows: a one-seed configuration borrows the others' spread; three seeds that agree within 3%
+    (log-sd 0.015) whose moderated spread is 0.19 are named with both numbers; seeds whose own spread is close to
+    the one used (0.17 against 0.19) are not."""
+    from rlbatch.analysis.headline import spread_text
+
+    def row(run, b, seeds, how, sd):
+        return {"run": run, "batch_size": b, "reached": True, "n_seeds": len(seeds), "samples_to_target_per_seed":
+                seeds, "spread": {"S": how, "T": how, "X": how}, "spread_sd": {"S": sd, "T": sd, "X": 0.05},
+                "spread_df": {"S": 16.0, "T": 16.0, "X": 16.0}}
+
+    text = spread_text([row("one", 32, [1000.0], "moderated", 0.21),
+                        row("agree", 64, [3710.0, 3760.0, 3820.0], "moderated", 0.19),
+                        row("scatter", 128, [3000.0, 3600.0, 4200.0], "moderated", 0.19)])
+    assert text.startswith("Seed spread behind the intervals: ")
+    assert "one (B=32) has one seed: its intervals use the spread of the other configurations' seeds (log-sd 0.21" \
+        in text
+    assert "agree (B=64)'s 3 seeds agree within 3% (log-sd 0.01), but its intervals use 0.19" in text
+    assert "scatter" not in text
+    assert spread_text([row("scatter", 128, [3000.0, 3600.0, 4200.0], "moderated", 0.19)]) is None

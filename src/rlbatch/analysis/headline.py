@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+import numpy as np
+
 from rlbatch.analysis.decision import (FASTER, SLOWER, STOPPED, UNDETERMINED, UNFINISHED, WITHIN_NOISE)
 from rlbatch.analysis.interval import bound, format_interval
 from rlbatch.runstore import Run
@@ -137,6 +139,55 @@ def _bound_text(r: dict[str, Any]) -> str:
         parts.append(f"relative time > {bound(r['relative_time_at_least'], True)}" + (
             f" (95% lower end {bound(lo, True)})" if lo is not None else ""))
     return ", ".join(parts)
+
+
+#: a configuration's own seed spread this far below the one its intervals use is named (researcher finding 8)
+OWN_SPREAD_SMALLER = 0.25
+
+
+def spread_text(rows: Sequence[dict[str, Any]]) -> str | None:
+    """Where an interval's seed spread is not the configuration's own, in words beside the intervals (researcher
+    tryout, finding 8: B = 64's three seeds agreed within 3% and its rN interval was 0.60-1.68, explained only at the
+    foot of the page). Per measured configuration, from its row's ``spread`` (how: ``moderated``, ``ladder``,
+    ``own (wider than the others')``), ``spread_sd`` and ``spread_df`` (log scale) and its per-seed samples-to-target:
+
+    - one seed: its intervals use the others' spread (it has none of its own);
+    - its own spread wider than the others' allow (:func:`rlbatch.analysis.interval.hypervariable`): its own, on
+      n - 1 degrees of freedom, which is why that interval is wide;
+    - two or more seeds whose own log-sd of samples-to-target is below :data:`OWN_SPREAD_SMALLER` x the moderated
+      one used: they agree, but n - 1 degrees of freedom cannot measure a spread, so it is pooled toward the
+      others' (Smyth 2004).
+
+    None when every interval uses a spread close to the configuration's own."""
+    parts = []
+    for r in rows:
+        how, sd, df = r.get("spread") or {}, r.get("spread_sd") or {}, r.get("spread_df") or {}
+        if not r.get("reached") or not how:
+            continue
+        k = int(r.get("n_seeds") or 0)
+        own = [q for q in ("S", "T", "X") if str(how.get(q, "")).startswith("own (wider")]
+        words = {"S": "samples-to-target", "T": "times-to-target", "X": "throughputs"}
+        rests = {"S": ("rN", "relative time"), "T": ("relative time",), "X": ("relative throughput",)}
+        if k == 1 and how.get("S") in ("moderated", "ladder"):
+            src = "the ladder's trend residuals" if how.get("S") == "ladder" else "the other configurations' seeds"
+            parts.append(f"{_name(r)} has one seed: its intervals use the spread of {src} (log-sd "
+                         f"{sd.get('S', float('nan')):.2f} of samples-to-target)")
+        elif own:
+            ivs = list(dict.fromkeys(i for q in own for i in rests[q]))
+            parts.append(f"{_name(r)}'s {' and '.join(words[q] for q in own)} scatter more across its {k} seeds "
+                         f"than the others' allow (log-sd {', '.join(f'{sd[q]:.2f}' for q in own)}), so its "
+                         f"{' and '.join(ivs)} interval{'s use' if len(ivs) > 1 else ' uses'} its own spread on "
+                         f"{df.get(own[0], k - 1):.0f} degrees of freedom, which is why "
+                         f"{'they are' if len(ivs) > 1 else 'it is'} wide")
+        elif k >= 2 and how.get("S") == "moderated" and sd.get("S"):
+            s = [v for v in (r.get("samples_to_target_per_seed") or []) if v]
+            if len(s) == k:
+                mine = float(np.std(np.log(s), ddof=1))
+                if mine < OWN_SPREAD_SMALLER * sd["S"]:
+                    parts.append(f"{_name(r)}'s {k} seeds agree within {max(s) / min(s) - 1:.0%} (log-sd {mine:.2f}), "
+                                 f"but its intervals use {sd['S']:.2f}, its spread pooled toward the others' ({k - 1} "
+                                 "degree" + ("s" if k > 2 else "") + " of freedom of its own cannot measure a spread)")
+    return ("Seed spread behind the intervals: " + "; ".join(parts) + ".") if parts else None
 
 
 def undetermined_text(r: dict[str, Any]) -> str:
@@ -322,6 +373,10 @@ def headline(rows: list[dict[str, Any]], ref: str | None, metric: str, target: f
                             + ". The verdicts above are provisional until they finish (rerun the same sweep "
                             "command to resume).")
         out["provisional"] = True
+    spread = spread_text(rows)
+    if spread:
+        out["lines"].append(spread)
+        out["spread_text"] = spread
     if wd:
         out["lines"].append(wd)
         out["would_decide_text"] = wd  # the one sentence plan and watch show too
@@ -345,4 +400,4 @@ def headline_markdown(h: dict[str, Any]) -> str:
 
 
 __all__ = ["AGGREGATION", "FEW_SEEDS", "INTERVALS", "REJECTED", "WITHIN_NOISE", "batch_list", "bound", "clock_note",
-           "few_seeds_text", "headline", "headline_markdown", "stopped_text", "verdict"]
+           "few_seeds_text", "headline", "headline_markdown", "spread_text", "stopped_text", "verdict"]
