@@ -304,3 +304,33 @@ def test_finding_8_one_seed_and_agreeing_seeds_are_named_with_the_spread_they_bo
     assert "agree (B=64)'s 3 seeds agree within 3% (log-sd 0.01), but its intervals use 0.19" in text
     assert "scatter" not in text
     assert spread_text([row("scatter", 128, [3000.0, 3600.0, 4200.0], "moderated", 0.19)]) is None
+
+
+def test_finding_13_where_a_log_ends_is_the_runs_tables_number():
+    """Rerun of finding 13: the plan said "its log ends at 15,104" where the runs table showed 15,360 for the same
+    run: the end was taken from the run's clock (rows with a time), the table from its last logged retained
+    samples. A run cut at 1,024 retained samples whose last step logs no time: both say 1,024."""
+    import dataclasses
+    import warnings
+
+    import numpy as np
+
+    from rlbatch.analysis.summaries import seed_rows
+    from rlbatch.study.calibration import Scenario, analyze_runs, simulate_study
+
+    sc = Scenario("finding 13", seeds=2, batches=(16, 64, 256), budget=10240)
+    cut = []
+    for r in simulate_study(sc, 0):
+        if r.run_id == "B256-G8-sqrt-s1":
+            m = r.metrics[r.metrics["samples/retained"] <= 1024].copy()
+            m.loc[m.index[-1], [c for c in m.columns if c.startswith("time/")]] = np.nan  # last step: no time
+            r = dataclasses.replace(r, metrics=m, evals=r.evals[r.evals["samples/retained"] <= 1024])
+        cut.append(r)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        acc = analyze_runs(cut, sc.target)
+    row = next(r for r in acc["accounting"] if r["batch_size"] == 256)
+    shown = next(s for s in seed_rows({"x": [r for r in cut if r.run_id == "B256-G8-sqrt-s1"]})
+                 if s["config"] == "x")["samples_retained"]
+    assert shown == 1024.0
+    assert f"its log ends at {shown:,.0f} retained samples" in row["why"], row["why"]

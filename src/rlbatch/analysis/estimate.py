@@ -19,7 +19,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from rlbatch.analysis.crossing import Crossing
-from rlbatch.analysis.curves import crossing_of, curve, points_of
+from rlbatch.analysis.curves import crossing_of, curve, mean_last, points_of
 from rlbatch.analysis.interval import (Spread, SpreadPrior, bootstrap_interval, hypervariable, smyth_prior,
                                       ladder_spread, moderated_spread, spread_prior, uniform_ranks)
 from rlbatch.analysis.shape import ReferenceShape, bound_from_shape, reference_shape
@@ -60,6 +60,9 @@ def seed_estimate(run: Run, target: float | None, metric: str = "eval/score", *,
             "at_most": at_most, "time_at_most": time_at(clk, at_most) if at_most else None,
             "bounded_by": bounded_by, "crossing": cross,
             "samples": float(clk[0][-1]) if clk is not None else None,
+            # where the log ends, as the runs table counts it (its last logged retained samples; researcher finding
+            # 13: "its log ends at 15,104" beside the runs table's 15,360 for one run)
+            "logged_samples": mean_last([run], "samples/retained"),
             "seconds": float(clk[1][-1]) if clk is not None else None, "_curve": c, "_clock": clk}
 
 
@@ -250,7 +253,8 @@ def estimate_configuration(runs: Sequence[Run], target: float | None, metric: st
         "at_most": [it["at_most"] for it in items if it["at_most"] is not None],
         "at_most_by_shape": sum(it["bounded_by"] == "shape" for it in items),
         # the longest of its seeds' runs (retained samples), and where its unfinished seeds end (below)
-        "longest_run": max((float(it["samples"]) for it in items if it["samples"]), default=None), "ends_at": None,
+        "longest_run": max((float(it["logged_samples"]) for it in items if it["logged_samples"]), default=None),
+        "ends_at": None,
         "spread": None, "spread_df": None}
     reps: dict[str, np.ndarray | None] = {"S": None, "T": None, "X": None, "S_low": None, "T_low": None,
                                           "S_high": None, "T_high": None}
@@ -278,8 +282,8 @@ def estimate_configuration(runs: Sequence[Run], target: float | None, metric: st
             est["unfinished"] = [r.run_id for r, it in zip(runs, items)
                                  if it["samples_to_target"] is None and still_running(r)]
         # where the runs that did not reach the target end (retained samples): a log cut short may be a crash
-        ends = [float(it["samples"]) for it in items if it["samples_to_target"] is None and it["at_most"] is None
-                and it["samples"]]
+        ends = [float(it["logged_samples"]) for it in items if it["samples_to_target"] is None and it["at_most"] is None
+                and it["logged_samples"]]
         est["ends_at"] = min(ends) if ends else None
         # a seed at the target at its first evaluation after 0 has no lower bound (S <= that x): none for the mean
         low_s = [it["samples_to_target"] if it["samples_to_target"] is not None else None if it["at_most"] else
