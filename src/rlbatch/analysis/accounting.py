@@ -43,6 +43,7 @@ from rlbatch.analysis.estimate import (CONF, N_BOOT, comparison_spread, estimate
 from rlbatch.analysis.headline import AGGREGATION, headline, headline_markdown
 from rlbatch.analysis.interval import bootstrap_interval
 from rlbatch.analysis.lr_answer import lr_answer
+from rlbatch.analysis.seed_effect import seed_effect
 from rlbatch.analysis.throughput import clock_basis, throughput_to_target
 from rlbatch.errors import UserError
 from rlbatch.runstore import Run
@@ -325,6 +326,11 @@ def account_runs(runs: Sequence[Run], target: float, metric: str = "eval/score",
                           "so the LR rule matters less there; compare rN between batches with similar clipped "
                           "shares, or rerun with a larger max_grad_norm to see the rule alone.")
         h["bullets"].append(h["clip_note"])
+    fx = seed_effect({name: {r.meta.seed: s for r, s in zip(rs, ests[name]["samples_to_target_per_seed"])
+                             if r.meta.seed is not None} for name, rs in groups.items()})
+    if fx is not None:  # the same seed ids at several batch sizes: how much the seed itself explains (issue 52)
+        h["seed_effect"] = fx.to_json()
+        h["bullets"].append(fx.sentence())
     text, best, tied = headline_markdown(h), h["pick"], h["within_noise"]
     return {"rows": rows, "reference": ref, "recommendation": text, "headline": h, "best": best,
             "within_noise": tied, "clock": basis, "estimates": ests, "lr_retuning": retuning_json(retune),
