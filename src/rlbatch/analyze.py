@@ -18,6 +18,7 @@ from rlbatch.readers.collect import load_all
 from rlbatch.readers.generic import missing_fields
 from rlbatch.report import accounting_columns, batch_cell, build_report, summary_columns, with_ci_cells
 from rlbatch.runstore import Run, sequential_of
+from rlbatch.result import StudyResult
 
 
 def analyze(paths: list[Path], *, target: float | None = None, metric: str = "eval/score",
@@ -55,7 +56,7 @@ def analyze(paths: list[Path], *, target: float | None = None, metric: str = "ev
     stage(f"{len(runs)} run{'s' if len(runs) != 1 else ''} read; "
           + ("computing the accounting and writing the report" if out is not None else "computing the summary"))
     if out is not None:
-        result = build_report(runs, Path(out), title=title, study=study)
+        result = build_report(runs, Path(out), title=title, study_result=StudyResult.of_study(study))
         result["report"] = {k: str(Path(out) / f) for k, f in
                             (("html", "report.html"), ("markdown", "report.md"), ("json", "report.json"))}
     else:

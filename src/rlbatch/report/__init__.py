@@ -36,8 +36,8 @@ from rlbatch.report import figures as F
 from rlbatch.report.async_section import async_section
 from rlbatch.report.family import aligned_family, family_markdown, rejected
 from rlbatch.report.figures import short_label
-from rlbatch.plan import plan_runs
 from rlbatch.report.plan import plan_section
+from rlbatch.result import StudyResult
 from rlbatch.report.sections import noise_section, throughput_section
 from rlbatch.runstore import Run, run_order
 
@@ -224,7 +224,7 @@ def _md_cell_safe(rows: list[dict]) -> list[dict]:
 def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None, metric: str = "eval/score",
                  reference: str | None = None, title: str = "rlbatch report", sections: list[dict] | None = None,
                  extra_json: dict | None = None, ema: float | None = None, sustained: bool = False,
-                 clock: str = "auto", study: Study | None = None) -> dict:
+                 clock: str = "auto", study: Study | None = None, study_result: StudyResult | None = None) -> dict:
     """Write ``report.html`` (self-contained), ``report.md`` (+ PNG figures beside it) and ``report.json`` into
     ``out_dir``; return the JSON object.
 
@@ -250,9 +250,10 @@ def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None,
     key ``plan``), the synchronous-vs-asynchronous comparison where there is one, and each of ``sections``. Every
     number comes from :mod:`rlbatch.analysis` (nothing is recomputed here).
 
-    ``study``: the :class:`rlbatch.analysis.study.Study` to render (its accounting and estimates, computed once
-    for the whole page); default: a study of ``runs`` with ``target``, ``metric``, ``reference``, ``ema``,
-    ``sustained`` and ``clock`` (which a given study replaces).
+    ``study_result``: the :class:`rlbatch.result.StudyResult` to render (the study and its plan, computed once for
+    the whole page); ``study``: its :class:`rlbatch.analysis.study.Study` alone (the plan is then built from it);
+    default: a study of ``runs`` with ``target``, ``metric``, ``reference``, ``ema``, ``sustained`` and ``clock``
+    (which a given study replaces).
 
     Seeds: runs that differ only in their seed (:func:`rlbatch.analysis.curves.group_seeds`) form one
     configuration; the accounting averages per-seed values, the figures draw the seed-averaged curves
@@ -267,6 +268,8 @@ def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None,
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     runs = sorted(runs, key=run_order)
+    if study is None and study_result is not None:
+        study = study_result.study
     if study is None:
         study = Study.of(runs, target, metric, reference, ema=ema, sustained=sustained, clock=clock)
     elif [r.run_id for r in study.runs] != [r.run_id for r in runs]:  # the page's order (run_order); the estimates already made are kept
@@ -405,7 +408,9 @@ def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None,
             throughput_section(study.throughput(runs), measured=[c for c in result["configurations"]
                                                                  if any(r in runs for r in groups[c["config"]])])]
     if target is not None:
-        core.append(_plan_section(runs, target, metric, ref or reference, clock, study))
+        if study_result is None:  # the caller gave the study alone: its result (the plan) built here, once
+            study_result = StudyResult.of(runs, target, study=study)
+        core.append(_plan_section(study_result, runs, metric))
     core += [s for s in [async_section(study.async_comparison)] if s]
     for sec in core + list(sections or []):
         if not isinstance(sec, dict) or "title" not in sec:
@@ -463,18 +468,13 @@ def _time_scale(configs: list[Run]) -> tuple[float, str]:
     return (3600.0, "hours") if longest >= 7200 else (60.0, "minutes") if longest >= 120 else (1.0, "seconds")
 
 
-def _plan_section(runs: list[Run], target: float, metric: str, reference: str | None, clock: str = "auto",
-                  study: Study | None = None) -> dict:
-    """The plan (:func:`rlbatch.plan.plan_runs`, rendered by :func:`rlbatch.report.plan.plan_section`) over every
-    run (seeds kept apart), read from ``study`` (its accounting and estimates), or a section saying why there is
-    none. The last estimator call of the report (issue 54): the plan reads the study, so the study cannot hold it
-    without an import circle; the one result object above both is still to be built."""
-    try:
-        sec = plan_section(plan_runs(runs, target, metric=metric, reference=reference, clock=clock, study=study),
-                           runs, metric=metric)
-    except UserError as err:
-        return {"title": "Plan: align, then accelerate", "markdown": f"No plan: {err}", "json_key": "plan",
-                "json": None}
+def _plan_section(result: StudyResult, runs: list[Run], metric: str) -> dict:
+    """The study result's plan (:attr:`rlbatch.result.StudyResult.plan`, over the synchronous runs, seeds kept
+    apart), rendered by :func:`rlbatch.report.plan.plan_section`, or a section saying why there is none."""
+    if result.plan is None:
+        return {"title": "Plan: align, then accelerate", "markdown": f"No plan: {result.plan_error}",
+                "json_key": "plan", "json": None}
+    sec = plan_section(result.plan, runs, metric=metric)
     plan = sec["json"]
     pick = next((c for c in plan["candidates"] if c["run"] is None and c["batch_size"] == plan["recommended"]), None)
     if pick is not None:  # the plan's pick was not run: say how it relates to the measured recommendation

@@ -15,6 +15,7 @@ from rlbatch.errors import UserError
 from rlbatch.readers import load
 from rlbatch.report import build_report
 from rlbatch.analysis.study import Study
+from rlbatch.result import StudyResult
 from rlbatch.runstore import annotate_stopped, annotate_timing, atomic_write_text, sequential_record, timing_blocks
 from rlbatch.study.adaptive import AdaptiveResult
 from rlbatch.study.manifest import read_manifest, short_error
@@ -60,8 +61,9 @@ def report_sweep(out: Path | str, *, target: float | None, reference: str | None
     if seq is not None:  # the page's decision is the sequential study's last look (one pick on every page)
         sections.append(sequential_section(seq))
         study = Study.of(runs, target, reference=reference, sequential=seq)
-    return build_report(runs, out, target=target, reference=reference, title=title, sections=sections,
-                        extra_json=extra, study=study)
+    study = study or Study.of(runs, target, reference=reference)
+    return build_report(runs, out, title=title, sections=sections, extra_json=extra,
+                        study_result=StudyResult.of_study(study))
 
 
 def sequential_section(rec: dict[str, Any]) -> dict[str, Any]:
