@@ -16,7 +16,8 @@ ESTIMATORS = {"rlbatch.analysis.accounting", "rlbatch.analysis.estimate", "rlbat
               "rlbatch.analysis.noise_model", "rlbatch.analysis.throughput", "rlbatch.analysis.fit",
               "rlbatch.analysis.shape", "rlbatch.analysis.sequential", "rlbatch.analysis.would_decide",
               "rlbatch.analysis.crossing", "rlbatch.analysis.asynchrony", "rlbatch.analysis.noise_summary",
-              "rlbatch.analysis.throughput_summary", "rlbatch.analysis.goodput", "rlbatch.plan",
+              "rlbatch.analysis.throughput_summary", "rlbatch.analysis.goodput", "rlbatch.analysis.decision",
+              "rlbatch.analysis.summaries", "rlbatch.plan",
               "rlbatch.plan_finish"}
 #: what report/ still calls in them (issue 54): empty since the plan moved into rlbatch.result.StudyResult; it may not grow
 DEBT: set[tuple[str, str, str]] = set()

@@ -7,8 +7,14 @@ import pandas as pd
 import pytest
 
 from rlbatch.report import build_report
+from rlbatch.analysis.decision import TOLERANCE, aligned_family as family_of
 from rlbatch.report.family import aligned_family, family_markdown, rejected
 from rlbatch.runstore import Run, RunMeta
+
+
+def _family(rows, reference, tolerance=TOLERANCE):
+    """The study's family (the decision's) with the report's words, as build_report renders it."""
+    return aligned_family(family_of(rows, reference, tolerance), tolerance)
 
 
 def row(run, b, rn, test, grade, rule="sqrt", verdict="within noise", reached=True, **kw):
@@ -29,7 +35,7 @@ ROWS = [row("B16", 16, 1.0, [1.0, 1.0], "aligned", verdict="reference"),
 
 
 def test_family_is_what_the_equivalence_test_shows_and_ends_where_rn_is_above_1():
-    fam = aligned_family(ROWS, "B16", tolerance=0.1)
+    fam = _family(ROWS, "B16", tolerance=0.1)
     assert fam["batches"] == [16, 32, 64] and (fam["lower"], fam["upper"]) == (16, 64)
     assert fam["undistinguished"] == [16, 32, 64]
     assert fam["end"]["batch_size"] == 128 and fam["end"]["rN_test"] == [1.2, 1.55] and fam["end"]["reached"]
@@ -44,30 +50,30 @@ def test_family_is_what_the_equivalence_test_shows_and_ends_where_rn_is_above_1(
 def test_a_wide_interval_is_not_distinguishable_not_aligned():
     rows = [dict(r) for r in ROWS[:4]]
     rows[2].update(rN=1.08, rN_test=[0.9, 1.3], alignment="not distinguishable from 1")
-    fam = aligned_family(rows, "B16")
+    fam = _family(rows, "B16")
     # B64's interval is too wide to show alignment (absence of evidence is not evidence): it is not in the family,
     # and not shown penalised either
     assert fam["batches"] == [16, 32] and fam["undistinguished"] == [16, 32, 64] and fam["end"]["batch_size"] == 128
     assert "Not distinguishable from 1" in fam["statement"] and "B = 64: rN 1.08 (90% CI 0.90–1.30, unadjusted" in fam["statement"]
     # no rung shown above 1: where the family ends is not measured
-    fam = aligned_family(rows[:3], "B16")
+    fam = _family(rows[:3], "B16")
     assert fam["end"] is None and "is not measured by this ladder" in fam["statement"]
     # a rung some of whose seeds did not reach the target ends the range (its rN is not measured)
     rows[3].update(rN=None, rN_test=None, alignment=None, reached=False, verdict="undetermined", rN_at_least=1.6)
-    fam = aligned_family(rows, "B16")
+    fam = _family(rows, "B16")
     assert fam["end"]["batch_size"] == 128 and not fam["end"]["reached"]
     assert "did not reach the target within its run" in fam["statement"] and "rN > 1.60" in fam["statement"]
     # a lower bound is rounded down, as in the table and the headline (tryout rerun: "rN > 0.51" beside "> 0.50")
     rows[3].update(rN_at_least=0.5051)
-    assert "rN > 0.50)" in aligned_family(rows, "B16")["statement"]
-    assert aligned_family(ROWS, None) is None
+    assert "rN > 0.50)" in _family(rows, "B16")["statement"]
+    assert _family(ROWS, None) is None
 
 
 def test_rejected_and_markdown():
     rej = rejected(ROWS, "B16")
     assert [r["run"] for r in rej] == ["B256", "B128-fixed"]
     assert rej[0]["reason"].startswith("B256 is slower (throughput gain 1.90x")
-    md = family_markdown(aligned_family(ROWS, "B16"), rej)
+    md = family_markdown(_family(ROWS, "B16"), rej)
     assert "rejects the larger batch even with the learning rate retuned" in md
     assert md.index("- B256") < md.index("- B128-fixed")  # the rule's ladder first, then the control
 

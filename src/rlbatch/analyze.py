@@ -11,7 +11,6 @@ from typing import Any, Callable
 
 from rlbatch.analysis.accounting import check_target, check_target_below_start
 from rlbatch.analysis.curves import check_ema, check_ema_spacing
-from rlbatch.analysis.summaries import run_summaries
 from rlbatch.analysis.study import Study
 from rlbatch.output import console, markdown_table, print_json, rich_table
 from rlbatch.readers.collect import load_all
@@ -61,7 +60,7 @@ def analyze(paths: list[Path], *, target: float | None = None, metric: str = "ev
                             (("html", "report.html"), ("markdown", "report.md"), ("json", "report.json"))}
     else:
         result = {"metric": metric, "target": target, "reference": reference,
-                  "runs": run_summaries(runs, clock), "recommendation": None}
+                  "runs": study.run_summaries, "recommendation": None}
         if target is not None:  # as the report: one accounting core, seeds of a configuration together
             result.update(study.accounting)
     result["warnings"] = msgs

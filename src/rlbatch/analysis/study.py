@@ -19,10 +19,12 @@ from rlbatch.analysis.accounting import (N_BOOT, account_runs, accounting_summar
                                          comparison_spread, estimate_configuration, summary_of)
 from rlbatch.analysis.asynchrony import async_comparison, synchronous
 from rlbatch.analysis.curves import group_seeds
+from rlbatch.analysis.decision import TOLERANCE, aligned_family
 from rlbatch.analysis.interval import SpreadPrior
 from rlbatch.analysis.noise_summary import noise_summary
 from rlbatch.analysis.shape import ReferenceShape
 from rlbatch.analysis.results import Comparison, Configuration
+from rlbatch.analysis.summaries import configuration_summaries, run_summaries, seed_rows
 from rlbatch.analysis.throughput import clock_basis, configuration_timings
 from rlbatch.analysis.throughput_summary import throughput_summary
 from rlbatch.errors import UserError
@@ -192,6 +194,42 @@ class Study:
             self.memo[key] = noise_summary(list(runs), self.target, self.metric, family,
                                            estimate=self.configuration_estimate)
         return self.memo[key]
+
+    @cached_property
+    def run_summaries(self) -> list[dict[str, Any]]:
+        """Each run's whole-run summary (steps, samples, time and throughput on the study's clock, grad norms, last
+        score; :func:`rlbatch.analysis.summaries.run_summaries`), in the study's run order."""
+        return run_summaries(list(self.runs), self.clock)
+
+    @property
+    def _rows(self) -> list[dict[str, Any]]:
+        return self.accounting["accounting"] if self.target is not None else []
+
+    @cached_property
+    def configuration_summaries(self) -> list[dict[str, Any]]:
+        """Per configuration, means over each seed's whole run on :attr:`basis`, with the accounting's per-seed
+        samples-to-target (:func:`rlbatch.analysis.summaries.configuration_summaries`)."""
+        return configuration_summaries(self.groups, self._rows, self.metric, self.basis)
+
+    @cached_property
+    def seed_rows(self) -> list[dict[str, Any]]:
+        """Per configuration, its seeds and their samples-to-target (:func:`rlbatch.analysis.summaries.seed_rows`)."""
+        return seed_rows(self.groups, self._rows, self.metric)
+
+    @cached_property
+    def family(self) -> dict[str, Any] | None:
+        """Where the aligned family ends (:func:`rlbatch.analysis.decision.aligned_family`, tolerance
+        :data:`rlbatch.analysis.decision.TOLERANCE`) over the accounting rows of the synchronous runs (an
+        asynchronous run at the same B is another system, newcomer finding 20), against the accounting's
+        reference; None without a target, without a reference or for runs of several models / tasks /
+        algorithms."""
+        acc = self.accounting
+        if acc is None or "comparisons" in acc:
+            return None
+        rows = acc["accounting"]
+        sync_ids = {r.run_id for r in self.synchronous_runs}
+        family_rows = [r for r in rows if set(r.get("runs") or [r["run"]]) <= sync_ids] or rows
+        return aligned_family(family_rows, acc["reference"], TOLERANCE)
 
     @cached_property
     def configurations(self) -> dict[str, Configuration]:

@@ -24,7 +24,6 @@ from typing import Any
 
 from markdown_it import MarkdownIt
 
-from rlbatch.analysis.summaries import configuration_summaries, run_summaries, seed_rows
 from rlbatch.analysis import terms
 from rlbatch.analysis.headline import INTERVALS, bound, clock_note, headline_markdown
 from rlbatch.analysis.curves import CLOCK_X, aggregate_seeds, group_seeds
@@ -276,7 +275,7 @@ def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None,
         study = dataclasses.replace(study, runs=tuple(runs))
     target, metric, reference, clock = study.target, study.metric, study.reference, study.clock
     basis = study.basis
-    summaries = run_summaries(runs, clock)
+    summaries = study.run_summaries
     # one configuration per set of seeds; the figures draw each configuration's mean curve (bands = seed range), the
     # tables take whole-run means per seed; the accounting averages per-seed samples-to-target (analysis.accounting)
     groups, seeded, configs = configurations(runs, metric, basis)
@@ -313,19 +312,16 @@ def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None,
                f"**How these numbers are computed.** {acc['aggregation']}", ""]
         if "comparisons" not in acc:  # one model / task / algorithm: one batch ladder
 
-            # the family is a property of one system: an asynchronous run at the same B is another (newcomer
-            # finding 20), so the family comes from the synchronous rows, as the noise fit and the plan do
-            sync_ids = {r.run_id for r in study.synchronous_runs}
-            family_rows = [r for r in rows if set(r.get("runs") or [r["run"]]) <= sync_ids] or rows
-            result["aligned_family"] = aligned_family(family_rows, ref)
+            # the family is a property of one system: the study's, over its synchronous rows (newcomer finding 20)
+            result["aligned_family"] = aligned_family(study.family)
             result["rejected"] = rejected(rows, ref)
             md += ["### Where the aligned family ends", "", family_markdown(result["aligned_family"],
                                                                              result["rejected"]), ""]
     else:
         md += ["No target given (`--target`): no accounting or recommendation. Curves and summaries below.", ""]
     result["recommendation"] = recommendation
-    result["configurations"] = configuration_summaries(groups, rows, metric, basis)
-    result["seeds"] = seed_rows(groups, rows, metric)
+    result["configurations"] = study.configuration_summaries
+    result["seeds"] = study.seed_rows
     secs = "CPU seconds" if basis == "cpu" else "seconds"
     conf_cols = [("config", "configuration", None), ("batch_size", "B", None), ("lr", "lr", ".3g")]
     if target is not None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from rlbatch.analysis.decision import (ALIGNED, BELOW, NOT_DISTINGUISHABLE, SLOWER, STOPPED, TOLERANCE,
-                                       UNFINISHED, aligned_family as family_of)
+                                       UNFINISHED)
 from rlbatch.analysis.headline import verdict
 from rlbatch.analysis.interval import bound, format_interval
 
@@ -24,13 +24,13 @@ def _t(iv: Sequence[float] | None) -> str:
     return f" (90% CI {format_interval(iv)}, unadjusted: the equivalence test's)" if iv else ""
 
 
-def aligned_family(rows: Sequence[dict[str, Any]], reference: str | None,
-                   tolerance: float = TOLERANCE) -> dict[str, Any] | None:
-    """:func:`rlbatch.analysis.decision.aligned_family` of the accounting ``rows`` with its ``statement`` (one
-    Markdown paragraph); None without a reference."""
-    fam = family_of(rows, reference, tolerance)
-    if fam is None:
+def aligned_family(family: dict[str, Any] | None, tolerance: float = TOLERANCE) -> dict[str, Any] | None:
+    """The study's aligned ``family`` (:attr:`rlbatch.analysis.study.Study.family`, computed by
+    :func:`rlbatch.analysis.decision.aligned_family`) with its ``statement`` (one Markdown paragraph) added, a
+    copy; None without one."""
+    if family is None:
         return None
+    fam = dict(family)
     rule = fam["rule"]
     rule_s = (f"the {rule} LR rule" if rule and rule != "none" else "a fixed learning rate" if rule == "none"
               else "these runs' ladder (no LR rule recorded)")
