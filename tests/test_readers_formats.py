@@ -151,3 +151,28 @@ def test_run_store_and_sweep_tree(tmp_path):
     assert r.meta.samples_source == "log" and r.metrics["samples/retained"].tolist() == [57.6, 115.2]
     (single,) = load(tmp_path / "sweep" / "trials" / "b64")
     assert single.meta.source_format == "rlbatch"
+
+
+@pytest.mark.parametrize("order", [("aime_2025", "aime_2024"), ("aime_2024", "aime_2025")])
+def test_two_validation_datasets_give_the_first_in_name_order_whatever_the_log_order(tmp_path, order):
+    """Issue 53 (cases5, a verl run's output.log and its W&B summary list AIME 2024 and 2025 in opposite orders):
+    eval/score is one benchmark, the first dataset in name order, the same for both orders; the other stays
+    readable as eval/score/<dataset> and inspect names both."""
+    from rlbatch.readers import load
+
+    val = {"aime_2024": 0.06, "aime_2025": 0.10}
+    lines = []
+    for s in (1, 2, 3, 4):
+        parts = [f"step:{s}", "actor/lr:1e-06", "timing_s/step:400.0", "critic/score/mean:0.2"]
+        if s in (2, 4):
+            parts += [f"val-core/{ds}/acc/mean@30:{val[ds] + 0.01 * s}" for ds in order]
+        lines.append(" - ".join(parts))
+    p = tmp_path / "output.log"
+    p.write_text("\n".join(lines) + "\n")
+    (run,) = load(p, prompts_per_step=8, group_size=4)
+    ev = run.evals.set_index("step")
+    assert ev.loc[4, "eval/score"] == pytest.approx(0.10)  # aime_2024 at step 4
+    assert ev.loc[4, "eval/score/aime_2025"] == pytest.approx(0.14)
+    src = run.meta.metric_sources["eval/score"]  # what inspect prints as "eval/score <- ..."
+    assert src.startswith("val-core/aime_2024/acc/mean@30 (the first of 2 validation datasets in name order")
+    assert "the other: eval/score/aime_2025, with --metric" in src, src

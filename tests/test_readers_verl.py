@@ -30,10 +30,11 @@ LOGS = {
         # step:100 - ... val-core/openai/gsm8k/reward/mean@1:0.870 - val-core/.../MATH-lighteval/...:0.505 ...
         #   timing_s/gen:88.056 - timing_s/testing:126.065 - timing_s/step:503.465
         at_step=(100, {"time/gen_s": 88.056, "time/step_s": 503.465, "grad_norm/actor": 0.112}),
-        # Final validation metrics: gsm8k 0.8794541319181198, MATH 0.49879951980792314 -> unweighted mean
-        last_eval=(210, (0.8794541319181198 + 0.49879951980792314) / 2),
+        # Final validation metrics: gsm8k 0.8794541319181198, MATH 0.49879951980792314 -> the first dataset in
+        # name order (DigitalLearningGmbH/MATH-lighteval before openai/gsm8k; issue 53), gsm8k as eval/score/...
+        last_eval=(210, 0.49879951980792314),
         # Initial validation metrics: gsm8k 0.221379833206975, MATH 0.5140056022408963 (step 0)
-        first_eval=(0, (0.221379833206975 + 0.5140056022408963) / 2), n_evals=43),
+        first_eval=(0, 0.5140056022408963), n_evals=43),
     "qwen2.5-0.5b_gsm8k_ppo_p256.log": dict(
         steps=435, last_logged=434, P=256, G=1, mini=64, algorithm="ppo", model="Qwen/Qwen2.5-0.5B-Instruct",
         # verl step:99 (0-based) = canonical step 100: timing/gen:17.571 ... critic/grad_norm:17.006 ...

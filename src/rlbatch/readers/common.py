@@ -505,10 +505,18 @@ def _eval_frame(by_step: dict[int, dict[str, float]], user_map: dict[str, str] |
         if direct is not None:
             rec["eval/score"] = direct
         elif per_ds:
-            rec["eval/score"] = float(np.mean(list(per_ds.values())))
+            # several validation datasets: the first in name order (case-folded) is the score, a stated rule that
+            # gives the same benchmark whatever order a log or its W&B summary lists them in (issue 53, cases5: the
+            # mean of AIME 2024 and 2025 is neither); each is readable as eval/score/<dataset> (--metric)
+            first = min(per_ds, key=lambda d: (d.casefold(), d))
+            rec["eval/score"] = per_ds[first]
             if name_map is not None:
-                name_map.setdefault("eval/score", "mean over datasets of " + ", ".join(
-                    n for n in vals if N.eval_dataset(n) is not None))
+                src = next(n for n in vals if N.eval_dataset(n) == first)
+                others = sorted((ds for ds in per_ds if ds != first), key=lambda d: (d.casefold(), d))
+                name_map.setdefault("eval/score", src + (
+                    f" (the first of {len(per_ds)} validation datasets in name order; the other"
+                    f"{'s' if len(others) > 1 else ''}: " + ", ".join(f"eval/score/{d}" for d in others)
+                    + ", with --metric)" if others else ""))
         if "eval/score" in rec:
             recs.append(rec)
     if not recs:
