@@ -176,3 +176,29 @@ def test_two_validation_datasets_give_the_first_in_name_order_whatever_the_log_o
     src = run.meta.metric_sources["eval/score"]  # what inspect prints as "eval/score <- ..."
     assert src.startswith("val-core/aime_2024/acc/mean@30 (the first of 2 validation datasets in name order")
     assert "the other: eval/score/aime_2025, with --metric" in src, src
+
+
+def test_a_summary_export_without_history_is_one_record_at_its_update_count(tmp_path):
+    """Issue 53 (cases5 #13): a W&B monitor script's {"summary": {...}, "rows": []} was refused as a config file.
+    Now it is one run of one record (the last values), at the step its count of updates gives, and says that there
+    is no curve to read; without such a count, step 1."""
+    import json
+
+    from rlbatch.readers import load
+
+    p = tmp_path / "metrics.json"
+    p.write_text(json.dumps({"summary": {"steps_done": 40, "train/lr": 2e-6, "train/grad_norm": 1.5,
+                                         "train/loss": 0.01}, "rows": []}, indent=2))
+    (run,) = load(p)
+    assert run.metrics["step"].tolist() == [40] and run.meta.lr == pytest.approx(2e-6)
+    assert any("summary export with no history" in n and "at step 40 (steps_done)" in n and "no curve" in n
+               for n in run.notes), run.notes
+    p.write_text(json.dumps({"summary": {"train/lr": 2e-6, "train/grad_norm": 1.5}, "rows": []}, indent=2))
+    (run,) = load(p)
+    assert run.metrics["step"].tolist() == [1]
+    # a config file (no summary of values) is still refused with one line
+    from rlbatch.errors import UserError
+
+    p.write_text(json.dumps({"model": "x", "lr": 1e-6, "batch_size": 8}, indent=2))
+    with pytest.raises(UserError, match="a config or summary file, not a log"):
+        load(p)

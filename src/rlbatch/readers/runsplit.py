@@ -146,6 +146,16 @@ def _singular(name: str) -> str:
     return (last[0] + "/" + tail) if len(last) == 2 else tail
 
 
+#: a count of updates in a summary export (``num_batches_visited``, ``steps_done``, ``n_updates``): its last value is
+#: the step the summary was written at
+SUMMARY_COUNTER = re.compile(r"(?i)^(?:num_|n_)?(?:batches|steps|updates|iterations|iters)"
+                             r"(?:_visited|_seen|_done|_completed|_taken|_trained)?$")
+
+
+def _scalar(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
 def json_document_records(obj: Any) -> tuple[list[Record], dict[str, Any], str] | None:
     """Records from a whole-file JSON document that is not one record per line, or None:
 
@@ -153,7 +163,9 @@ def json_document_records(obj: Any) -> tuple[list[Record], dict[str, Any], str] 
     - an object holding such a list (``{"history": [...], "config": {...}}``; the other scalars and objects are its
       config);
     - an object of columns (``{"steps": [...], "losses": [...], "val_rewards": [...]}``): the lists of the most
-      common length are the rows (names singular: ``losses`` -> ``loss``); a ``null`` is a missing value.
+      common length are the rows (names singular: ``losses`` -> ``loss``); a ``null`` is a missing value;
+    - a summary export with no history (``{"summary": {...}, "rows": []}``): one record of the last values, at the
+      step a count of updates in it gives (:data:`SUMMARY_COUNTER`), else step 1.
 
     Returns ``(records, config, how)``; ``how`` names the shape for the run's notes."""
     def recs(items: list[Any]) -> list[Record]:
@@ -166,6 +178,17 @@ def json_document_records(obj: Any) -> tuple[list[Record], dict[str, Any], str] 
     if not isinstance(obj, dict):
         return None
     lists = {k: v for k, v in obj.items() if isinstance(v, list) and v and all(isinstance(o, dict) for o in v[:50])}
+    summ = obj.get("summary")
+    if not lists and isinstance(summ, dict) and sum(_scalar(v) for v in summ.values()) >= 2:
+        # a tracker's summary export with an empty (or no) history (W&B monitor scripts write {"summary": {...},
+        # "rows": []}): the last values as one record at the step its count of updates gives, said so
+        vals = {k: v for k, v in summ.items() if _scalar(v)}
+        ctr = next((k for k in vals if SUMMARY_COUNTER.match(k) and float(vals[k]).is_integer()), None)
+        rec = Record(1, {k: v for k, v in vals.items() if k != ctr}, "json-summary", kind="train",
+                     label=int(vals[ctr]) if ctr else None, label_counter=ctr)
+        cfg = {k: v for k, v in obj.items() if k != "summary" and not isinstance(v, (list, dict))}
+        return [rec], cfg, ("a summary export with no history: the last values only, one record" + (
+            f" at step {int(vals[ctr])} ({ctr})" if ctr else " (no step count in it: step 1)") + "; no curve to read")
     if lists:
         key = max(lists, key=lambda k: len(lists[k]))
         if len(lists[key]) >= 2 or len(lists) == 1:
