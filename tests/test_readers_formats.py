@@ -3,6 +3,7 @@
 import json
 import warnings
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -174,8 +175,30 @@ def test_two_validation_datasets_give_the_first_in_name_order_whatever_the_log_o
     assert ev.loc[4, "eval/score"] == pytest.approx(0.10)  # aime_2024 at step 4
     assert ev.loc[4, "eval/score/aime_2025"] == pytest.approx(0.14)
     src = run.meta.metric_sources["eval/score"]  # what inspect prints as "eval/score <- ..."
-    assert src.startswith("val-core/aime_2024/acc/mean@30 (the first of 2 validation datasets in name order")
-    assert "the other: eval/score/aime_2025, with --metric" in src, src
+    assert src.startswith("val-core/aime_2024/acc/mean@30 (one of 2 validation datasets: the first in name order")
+    assert "give --metric eval/score/aime_2025" in src, src
+
+
+def test_a_validation_dataset_missing_at_one_step_does_not_switch_the_curve(tmp_path):
+    """Review of issue 53's rule: the dataset is chosen once per run, among those evaluated most often. MATH-500 is
+    not evaluated at step 4, so gsm8k (evaluated at every step) is the score: 0.80, 0.84, 0.86, never switching to
+    MATH-500 and back (a per-step choice read 0.32 -> 0.84 -> 0.36, 'reaching' 0.5 at step 4). With MATH-500
+    chosen by --metric, step 4 has no value."""
+    from rlbatch.readers import load
+
+    rows = {2: {"MATH-500": 0.32, "gsm8k": 0.80}, 4: {"gsm8k": 0.84}, 6: {"MATH-500": 0.36, "gsm8k": 0.86}}
+    lines = []
+    for s in range(1, 7):
+        parts = [f"step:{s}", "actor/lr:1e-06", "timing_s/step:10.0", "critic/score/mean:0.2"]
+        parts += [f"val-core/{ds}/acc/mean@1:{v}" for ds, v in rows.get(s, {}).items()]
+        lines.append(" - ".join(parts))
+    p = tmp_path / "console.log"
+    p.write_text("\n".join(lines) + "\n")
+    (run,) = load(p, prompts_per_step=8, group_size=4)
+    ev = run.evals.set_index("step")
+    assert ev["eval/score"].tolist() == pytest.approx([0.80, 0.84, 0.86])
+    assert ev.loc[2, "eval/score/MATH-500"] == pytest.approx(0.32) and np.isnan(ev.loc[4, "eval/score/MATH-500"])
+    assert run.meta.metric_sources["eval/score"].startswith("val-core/gsm8k/acc/mean@1 (one of 2")
 
 
 def test_a_summary_export_without_history_is_one_record_at_its_update_count(tmp_path):
@@ -191,11 +214,24 @@ def test_a_summary_export_without_history_is_one_record_at_its_update_count(tmp_
                                          "train/loss": 0.01}, "rows": []}, indent=2))
     (run,) = load(p)
     assert run.metrics["step"].tolist() == [40] and run.meta.lr == pytest.approx(2e-6)
-    assert any("summary export with no history" in n and "at step 40 (steps_done)" in n and "no curve" in n
+    assert any("summary export with no history" in n and "at step 40 (its count steps_done)" in n and "no curve" in n
                for n in run.notes), run.notes
     p.write_text(json.dumps({"summary": {"train/lr": 2e-6, "train/grad_norm": 1.5}, "rows": []}, indent=2))
     (run,) = load(p)
     assert run.metrics["step"].tolist() == [1]
+    assert any("(no step in it: step 1)" in n for n in run.notes), run.notes
+    # review: a configured total (num_steps) is not the step; a step the summary states (_step) is, and said so;
+    # one line (json.dump without indent) is the same file
+    for indent in (2, None):
+        p.write_text(json.dumps({"summary": {"num_steps": 1000, "steps_done": 40, "train/lr": 2e-6,
+                                             "train/loss": 0.1}, "rows": []}, indent=indent))
+        (run,) = load(p)
+        assert run.metrics["step"].tolist() == [40], indent
+        assert any("at step 40 (its count steps_done)" in n for n in run.notes), run.notes
+    p.write_text(json.dumps({"summary": {"_step": 40, "train/lr": 2e-6, "train/loss": 0.1}, "rows": []}))
+    (run,) = load(p)
+    assert run.metrics["step"].tolist() == [40]
+    assert any("at the step it states (_step = 40)" in n for n in run.notes), run.notes
     # a config file (no summary of values) is still refused with one line
     from rlbatch.errors import UserError
 

@@ -478,6 +478,7 @@ def _canonical_frame(train: pd.DataFrame, cols: list[str], steps: np.ndarray,
 def _eval_frame(by_step: dict[int, dict[str, float]], user_map: dict[str, str] | None,
                 name_map: dict[str, str] | None = None) -> pd.DataFrame:
     recs = []
+    chosen, others = N.eval_dataset_choice(by_step)
     for step in sorted(by_step):
         vals = by_step[step]
         rec: dict[str, Any] = {"step": step}
@@ -505,18 +506,16 @@ def _eval_frame(by_step: dict[int, dict[str, float]], user_map: dict[str, str] |
         if direct is not None:
             rec["eval/score"] = direct
         elif per_ds:
-            # several validation datasets: the first in name order (case-folded) is the score, a stated rule that
-            # gives the same benchmark whatever order a log or its W&B summary lists them in (issue 53, cases5: the
-            # mean of AIME 2024 and 2025 is neither); each is readable as eval/score/<dataset> (--metric)
-            first = min(per_ds, key=lambda d: (d.casefold(), d))
-            rec["eval/score"] = per_ds[first]
-            if name_map is not None:
-                src = next(n for n in vals if N.eval_dataset(n) == first)
-                others = sorted((ds for ds in per_ds if ds != first), key=lambda d: (d.casefold(), d))
-                name_map.setdefault("eval/score", src + (
-                    f" (the first of {len(per_ds)} validation datasets in name order; the other"
-                    f"{'s' if len(others) > 1 else ''}: " + ", ".join(f"eval/score/{d}" for d in others)
-                    + ", with --metric)" if others else ""))
+            # several validation datasets: one of them, chosen once for the run (N.eval_dataset_choice; issue 53,
+            # cases5: the mean of AIME 2024 and 2025 is neither); NaN at a step that did not evaluate it; each is
+            # readable as eval/score/<dataset> (--metric)
+            rec["eval/score"] = per_ds.get(chosen, float("nan"))
+            if name_map is not None and chosen in per_ds and "eval/score" not in name_map:
+                src = next(n for n in vals if N.eval_dataset(n) == chosen)
+                name_map["eval/score"] = src + (
+                    f" (one of {len(others) + 1} validation datasets: the first in name order among those evaluated "
+                    "most often; for " + (" or ".join(f"eval/score/{d}" for d in others)) + " give --metric "
+                    + f"eval/score/{others[0]})" if others else "")
         if "eval/score" in rec:
             recs.append(rec)
     if not recs:

@@ -57,10 +57,10 @@ from rlbatch.readers.linescan import Notebook, Record, clean, html_tables, is_no
     parse_pydict, scan
 from rlbatch.readers.records import Organized, batch_from_steps, counters_in, eval_score_name, organize
 from rlbatch.readers.runsplit import (RUN_FIELDS, FinalEval, RunPart, final_eval, json_document_records,
-                                      run_starts, split_records, split_runs, stop_reason)
+                                      run_starts, split_records, split_runs, stop_reason, summary_export)
 
 __all__ = ["ConfigFound", "FinalEval", "Notebook", "Organized", "RUN_FIELDS", "Record", "RunPart", "batch_from_steps",
            "clean", "config_from_mapping", "config_key", "counters_in", "eval_score_name", "final_eval", "find_config",
            "html_tables", "is_notebook", "json_document_records", "json_record", "launch_config",
            "launch_config_from_spec", "notebook_text", "organize", "parse_pydict", "run_starts", "scan",
-           "split_records", "split_runs", "stop_reason"]
+           "split_records", "split_runs", "stop_reason", "summary_export"]

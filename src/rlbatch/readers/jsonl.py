@@ -37,8 +37,8 @@ def _document(text: str, path: Path) -> tuple[list[X.Record], dict[str, Any], st
     except (ValueError, RecursionError):
         return None  # JSON lines (several values), or broken: read line by line
     if isinstance(whole, dict) and "\n" not in head.strip() and not any(
-            isinstance(v, list) and len(v) >= 2 for v in whole.values()):
-        return None  # one record on one line
+            isinstance(v, list) and len(v) >= 2 for v in whole.values()) and X.summary_export(whole) is None:
+        return None  # one record on one line (a summary export on one line is read as one, below)
     got = X.json_document_records(whole)
     if got is None or not got[0]:
         if isinstance(whole, dict):

@@ -12,7 +12,8 @@ Kinds of entries
 - :data:`STEP_TIME_PARTS`: timings summed into ``time/step_s`` when the log has no whole-step timer (old verl).
 - :data:`EVAL_OVERHEAD_PARTS`: timings subtracted from the step time for ``time/wall_s`` (wall-clock excludes
   evaluation and checkpoint saving, DESIGN.md).
-- :data:`EVAL_PATTERNS`: validation scores, one per dataset; ``eval/score`` is their unweighted mean.
+- :data:`EVAL_PATTERNS`: validation scores, one per dataset (each kept as ``eval/score/<dataset>``); ``eval/score``
+  is one of them, chosen once per run (:func:`eval_dataset_choice`).
 - :data:`VALIDATION_PREFIXES`: names logged only at validation points (``val-aux/...``, ``eval/n_problems``): a
   record with nothing else is an evaluation point, not a training step.
 - :data:`TIME_ALTERNATES`: a timing taken from another name where the table's is missing or near 0 (verl's agent
@@ -284,6 +285,22 @@ def eval_dataset(name: str) -> str | None:
         if m:
             return m.group("ds")
     return None
+
+
+def eval_dataset_choice(by_step: dict[int, dict[str, float]]) -> tuple[str | None, list[str]]:
+    """The validation dataset whose score is ``eval/score`` when a log has several (and no direct score), chosen
+    once per run: among the datasets evaluated at the most steps, the first in name order (case-folded), so the
+    curve never switches benchmark from one evaluation to the next, and a verl console and its W&B summary, which
+    list the datasets in different orders, give the same one. Returns ``(chosen, the others)``; ``(None, [])``
+    without per-dataset scores."""
+    counts: dict[str, int] = {}
+    for vals in by_step.values():
+        for ds in {eval_dataset(n) for n in vals} - {None}:
+            counts[ds] = counts.get(ds, 0) + 1
+    if not counts:
+        return None, []
+    order = sorted(counts, key=lambda d: (-counts[d], d.casefold(), d))
+    return order[0], sorted(order[1:], key=lambda d: (d.casefold(), d))
 
 
 def is_eval_name(name: str, user_map: dict[str, str] | None = None) -> bool:

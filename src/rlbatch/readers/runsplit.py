@@ -148,8 +148,20 @@ def _singular(name: str) -> str:
 
 #: a count of updates in a summary export (``num_batches_visited``, ``steps_done``, ``n_updates``): its last value is
 #: the step the summary was written at
+#: (a word of work done is required: a bare ``num_steps`` or ``steps`` is as often the configured total)
 SUMMARY_COUNTER = re.compile(r"(?i)^(?:num_|n_)?(?:batches|steps|updates|iterations|iters)"
-                             r"(?:_visited|_seen|_done|_completed|_taken|_trained)?$")
+                             r"_(?:visited|seen|done|completed|taken|trained)$")
+
+
+def summary_export(obj: Any) -> dict[str, Any] | None:
+    """The scalar values of a tracker's summary export with no history (``{"summary": {...}, "rows": []}``: an
+    object with a ``summary`` object of two or more numbers and no non-empty list of records), or None."""
+    if not isinstance(obj, dict) or not isinstance(obj.get("summary"), dict):
+        return None
+    if any(isinstance(v, list) and v and all(isinstance(o, dict) for o in v[:50]) for v in obj.values()):
+        return None
+    vals = {k: v for k, v in obj["summary"].items() if _scalar(v)}
+    return vals if len(vals) >= 2 else None
 
 
 def _scalar(v: Any) -> bool:
@@ -178,17 +190,23 @@ def json_document_records(obj: Any) -> tuple[list[Record], dict[str, Any], str] 
     if not isinstance(obj, dict):
         return None
     lists = {k: v for k, v in obj.items() if isinstance(v, list) and v and all(isinstance(o, dict) for o in v[:50])}
-    summ = obj.get("summary")
-    if not lists and isinstance(summ, dict) and sum(_scalar(v) for v in summ.values()) >= 2:
+    vals = summary_export(obj)
+    if vals is not None:
         # a tracker's summary export with an empty (or no) history (W&B monitor scripts write {"summary": {...},
-        # "rows": []}): the last values as one record at the step its count of updates gives, said so
-        vals = {k: v for k, v in summ.items() if _scalar(v)}
-        ctr = next((k for k in vals if SUMMARY_COUNTER.match(k) and float(vals[k]).is_integer()), None)
+        # "rows": []}): the last values as one record, at the step it states (a step counter the readers know,
+        # e.g. _step or global_step), else at its count of work done (num_batches_visited), else step 1; said so
+        from rlbatch.readers.names import FOREIGN_NAMES
+
+        stated = next((k for k in vals if k in FOREIGN_NAMES["step"]), None)
+        ctr = None if stated else next((k for k in vals if SUMMARY_COUNTER.match(k) and float(vals[k]).is_integer()),
+                                        None)
         rec = Record(1, {k: v for k, v in vals.items() if k != ctr}, "json-summary", kind="train",
                      label=int(vals[ctr]) if ctr else None, label_counter=ctr)
         cfg = {k: v for k, v in obj.items() if k != "summary" and not isinstance(v, (list, dict))}
-        return [rec], cfg, ("a summary export with no history: the last values only, one record" + (
-            f" at step {int(vals[ctr])} ({ctr})" if ctr else " (no step count in it: step 1)") + "; no curve to read")
+        at = (f" at the step it states ({stated} = {vals[stated]:g})" if stated else
+              f" at step {int(vals[ctr])} (its count {ctr})" if ctr else " (no step in it: step 1)")
+        return [rec], cfg, "a summary export with no history: the last values only, one record" + at + \
+            "; no curve to read"
     if lists:
         key = max(lists, key=lambda k: len(lists[k]))
         if len(lists[key]) >= 2 or len(lists) == 1:
