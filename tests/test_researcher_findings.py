@@ -334,3 +334,23 @@ def test_finding_13_where_a_log_ends_is_the_runs_tables_number():
                  if s["config"] == "x")["samples_retained"]
     assert shown == 1024.0
     assert f"its log ends at {shown:,.0f} retained samples" in row["why"], row["why"]
+
+
+def test_finding_8_the_spread_sentence_names_the_interval_each_spread_enters():
+    """Review: samples-to-target's own spread enters rN's interval, not the relative time's (that one rests on the
+    times-to-target); a two-seed configuration's own spread is half-pooled, not 'its own on 2 df'."""
+    from rlbatch.analysis.headline import spread_text
+
+    row = {"run": "B64", "batch_size": 64, "reached": True, "n_seeds": 3, "samples_to_target_per_seed": [1, 2, 4],
+           "spread": {"S": "own (wider than the others')", "T": "moderated", "X": "moderated"},
+           "spread_sd": {"S": 0.69, "T": 0.2, "X": 0.05}, "spread_df": {"S": 2.0, "T": 16.0, "X": 16.0}}
+    text = spread_text([row])
+    assert "samples-to-target scatter more across its 3 seeds" in text
+    assert "its rN interval uses its own spread on 2 degrees of freedom" in text and "relative time" not in text
+    two = {**row, "n_seeds": 2, "samples_to_target_per_seed": [1, 3],
+           "spread": {"S": "moderated", "T": "own (wider than the others'), moderated by 1 df of the others'",
+                      "X": "moderated"}, "spread_sd": {"S": 0.2, "T": 0.5, "X": 0.05},
+           "spread_df": {"S": 16.0, "T": 2.0, "X": 16.0}}
+    text = spread_text([two])
+    assert "relative time interval uses its own spread half-pooled with the others' (1 degree of freedom of its " \
+           "own and 1 of theirs)" in text, text

@@ -61,3 +61,18 @@ def test_the_stored_demo_sweep_states_its_seed_effect(tmp_path):
     assert fx["seeds"] == [0, 1, 2] and fx["configs"] == 5 and fx["df"] == [2, 8]
     assert round(fx["F"], 2) == 1.11 and round(fx["p"], 2) == 0.37 and round(fx["share"], 2) == 0.02
     assert "Seeds: the same seed ids (0, 1, 2) ran at 5 configurations" in acc["recommendation"]
+
+
+def test_the_block_is_the_largest_complete_one_over_seed_subsets():
+    """Review: configurations with seed sets {0,1,2}, {0,1,3}, {0,1,2} share seeds 0 and 1 (a 3 x 2 block); the
+    old search tried only whole seed sets of one configuration and found none. Two configurations x 6 seeds are
+    not a block (fewer than 3 configurations); five x 2 are."""
+    t = {"A": {0: 1.0, 1: 1.3, 2: 1.1}, "B": {0: 2.0, 1: 2.5, 3: 2.2}, "C": {0: 3.0, 1: 3.1, 2: 3.3}}
+    fx = seed_effect(t)
+    assert fx is not None and fx.seeds == (0, 1) and fx.configs == 3
+    six = {c: {s: 1.0 + 0.1 * s + i + 0.01 * (s * i % 3) for s in range(6)} for i, c in enumerate("XY")}
+    five = {c: {s: 1.0 + i + 0.05 * s + 0.01 * (i % 2) * s for s in (10, 11)} for i, c in enumerate("abcde")}
+    fx = seed_effect({**six, **five})
+    assert fx is not None and fx.configs == 5 and fx.seeds == (10, 11)
+    # an exact fit (seed and configuration effects only) has no residual spread: no F
+    assert seed_effect({c: {s: (1 + i) * (1 + s) for s in range(3)} for i, c in enumerate("pqr")}) is None

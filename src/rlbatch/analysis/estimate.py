@@ -277,7 +277,7 @@ def estimate_configuration(runs: Sequence[Run], target: float | None, metric: st
         stop = next((x for x in stops if x), None)
         if stop is not None:  # the adaptive sweep stopped it before every seed got there: no verdict on the batch
             est["stopped"] = {"state": stop.get("state"), "why": stop.get("why"),
-                              "samples": min(float(it["samples"] or 0.0) for it in items)}
+                              "samples": min(float(it["logged_samples"] or 0.0) for it in items)}
         else:
             est["unfinished"] = [r.run_id for r, it in zip(runs, items)
                                  if it["samples_to_target"] is None and still_running(r)]

@@ -165,20 +165,23 @@ def spread_text(rows: Sequence[dict[str, Any]]) -> str | None:
         if not r.get("reached") or not how:
             continue
         k = int(r.get("n_seeds") or 0)
-        own = [q for q in ("S", "T", "X") if str(how.get(q, "")).startswith("own (wider")]
+        own = [q for q in ("S", "T", "X") if "own (wider" in str(how.get(q, ""))]
+        half = [q for q in own if "moderated by 1 df" in str(how.get(q, ""))]  # two seeds: half its own
         words = {"S": "samples-to-target", "T": "times-to-target", "X": "throughputs"}
-        rests = {"S": ("rN", "relative time"), "T": ("relative time",), "X": ("relative throughput",)}
+        # the interval each spread enters: rN from S, the relative time from T, the relative throughput from X
+        rests = {"S": ("rN",), "T": ("relative time",), "X": ("relative throughput",)}
         if k == 1 and how.get("S") in ("moderated", "ladder"):
             src = "the ladder's trend residuals" if how.get("S") == "ladder" else "the other configurations' seeds"
             parts.append(f"{_name(r)} has one seed: its intervals use the spread of {src} (log-sd "
                          f"{sd.get('S', float('nan')):.2f} of samples-to-target)")
         elif own:
             ivs = list(dict.fromkeys(i for q in own for i in rests[q]))
+            spread = (f"its own spread half-pooled with the others' ({k - 1} degree of freedom of its own and 1 of "
+                      "theirs)" if half else f"its own spread on {k - 1} degrees of freedom")
             parts.append(f"{_name(r)}'s {' and '.join(words[q] for q in own)} scatter more across its {k} seeds "
                          f"than the others' allow (log-sd {', '.join(f'{sd[q]:.2f}' for q in own)}), so its "
-                         f"{' and '.join(ivs)} interval{'s use' if len(ivs) > 1 else ' uses'} its own spread on "
-                         f"{df.get(own[0], k - 1):.0f} degrees of freedom, which is why "
-                         f"{'they are' if len(ivs) > 1 else 'it is'} wide")
+                         f"{' and '.join(ivs)} interval{'s use' if len(ivs) > 1 else ' uses'} {spread}, which is "
+                         f"why {'they are' if len(ivs) > 1 else 'it is'} wide")
         elif k >= 2 and how.get("S") == "moderated" and sd.get("S"):
             s = [v for v in (r.get("samples_to_target_per_seed") or []) if v]
             if len(s) == k:

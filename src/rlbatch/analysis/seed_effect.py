@@ -61,22 +61,43 @@ class SeedEffect:
                 "df": list(self.df), "p": self.p, "shared": self.shared}
 
 
+#: the most distinct seed ids whose subsets are searched for the largest complete block
+MAX_SEEDS = 12
+
+
+def _block(full: dict[str, dict[object, float]]) -> tuple[list[str], list] | None:
+    """The largest complete block (configurations x seeds, every cell reached) with at least 3 configurations and
+    2 seeds: over every subset of the seed ids (at most :data:`MAX_SEEDS` of them; beyond, the seed sets of single
+    configurations and their pairwise intersections), the one with the most cells, ties to more configurations."""
+    ids = sorted({s for row in full.values() for s in row}, key=str)
+    if len(ids) <= MAX_SEEDS:
+        subsets = (frozenset(s for j, s in enumerate(ids) if m >> j & 1) for m in range(1, 1 << len(ids)))
+    else:
+        sets = [frozenset(r) for r in full.values()]
+        subsets = iter(set(sets) | {a & b for a in sets for b in sets})
+    best: tuple = ()
+    for sub in subsets:
+        if len(sub) < 2:
+            continue
+        members = [c for c, r in full.items() if sub <= set(r)]
+        if len(members) >= 3 and (len(members) * len(sub), len(members)) > (
+                (len(best[0]) * len(best[1]), len(best[0])) if best else (0, 0)):
+            best = (members, sorted(sub, key=str))
+    return best or None
+
+
 def seed_effect(table: Mapping[str, Mapping[object, float | None]]) -> SeedEffect | None:
-    """The seed effect of ``table`` (configuration -> {seed id: samples-to-target, None where not reached}).
-    Uses the seed ids common to the most configurations that reached the target in each of them; None with fewer
-    than 3 such configurations or 2 such seeds, or no residual spread."""
+    """The seed effect of ``table`` (configuration -> {seed id: samples-to-target, None where not reached}), over
+    the largest complete block of configurations and seed ids that reached the target (:func:`_block`; a
+    configuration with an unreached seed joins only with the seeds it did reach). None without a block of 3
+    configurations x 2 seeds, or without residual spread (relative to the values' own)."""
     from scipy import stats
 
     full = {c: {s: v for s, v in row.items() if v is not None and v > 0} for c, row in table.items()}
-    best: tuple = ()
-    for c, row in full.items():  # the largest block of configurations x seeds: seeds of one configuration
-        common = set(row)
-        members = [d for d, r in full.items() if common <= set(r)]
-        if len(common) >= 2 and len(members) * len(common) > (len(best[0]) * len(best[1]) if best else 0):
-            best = (members, sorted(common, key=str))
-    if not best or len(best[0]) < 3:
+    got = _block(full)
+    if got is None:
         return None
-    members, seeds = best
+    members, seeds = got
     m = np.log(np.array([[full[c][s] for s in seeds] for c in members], float))
     k, n = m.shape
     grand = m.mean()
@@ -84,8 +105,8 @@ def seed_effect(table: Mapping[str, Mapping[object, float | None]]) -> SeedEffec
     b = m.mean(axis=0, keepdims=True) - grand
     ms_seed = k * float((b ** 2).sum()) / (n - 1)
     ms_res = float(((m - grand - a - b) ** 2).sum()) / ((k - 1) * (n - 1))
-    if ms_res <= 0:
-        return None
+    if ms_res <= 1e-12 * max(float(((m - grand) ** 2).mean()), 1e-300):
+        return None  # an exact fit (no residual spread): no F
     f = ms_seed / ms_res
     var_seed = max((ms_seed - ms_res) / k, 0.0)
     return SeedEffect(tuple(seeds), k, var_seed / (var_seed + ms_res), f, (n - 1, (k - 1) * (n - 1)),

@@ -230,7 +230,7 @@ def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None,
     JSON: ``{"title", "generated_at", "metric", "target", "reference", "clock" (the one clock of every time on the
     page, :func:`rlbatch.analysis.throughput.clock_basis`), "runs": [per-run summaries,
     :func:`rlbatch.analysis.summaries.run_summaries`], "accounting": [rows as rlbatch account --format json] and
-    "headline": {pick, within_noise, lines (at most three), bullets} (:func:`rlbatch.analysis.accounting.headline`;
+    "headline": {pick, within_noise, lines (the verdict's three, then notes), bullets} (:func:`rlbatch.analysis.accounting.headline`;
     only with a target), "aligned_family": {...} and "rejected": [...] (with a target, one model / task /
     algorithm; :func:`rlbatch.report.family.aligned_family` and :func:`rlbatch.report.family.rejected`),
     "recommendation": str | None (the headline as Markdown), "configurations": [means over each seed's whole run,
@@ -245,7 +245,7 @@ def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None,
     configuration's mean over its seeds to the last point any seed has, the seed range shaded, the accounting's
     crossing with its 95% interval; time per step split into generation + scoring + update + other = step), then
     the noise section (slope over the aligned family, knee, B_simple per B; fitted over the runs on an LR rule,
-    without a fixed-LR control), the throughput section, with a target the plan (:func:`rlbatch.plan.plan_section`,
+    without a fixed-LR control), the throughput section, with a target the plan (:func:`rlbatch.report.plan.plan_section`,
     key ``plan``), the synchronous-vs-asynchronous comparison where there is one, and each of ``sections``. Every
     number comes from :mod:`rlbatch.analysis` (nothing is recomputed here).
 
@@ -267,7 +267,9 @@ def build_report(runs: list[Run], out_dir: Path, *, target: float | None = None,
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     runs = sorted(runs, key=run_order)
-    if study is None and study_result is not None:
+    if study is not None and study_result is not None and study_result.study is not study:
+        raise ValueError("build_report: give study_result (the study and its plan) or study, not two studies")
+    if study_result is not None:
         study = study_result.study
     if study is None:
         study = Study.of(runs, target, metric, reference, ema=ema, sustained=sustained, clock=clock)

@@ -18,7 +18,7 @@ from rlbatch.runstore import Run
 def plan_section(plan: dict[str, Any], runs: Sequence[Run] | None = None, metric: str = "eval/score") -> dict[str, Any]:
     """The report section of the plan (report contract: title, markdown, figures, json_key ``plan``, json),
     rendered from a plan (:func:`rlbatch.plan.plan_runs` / ``plan_table``; the report's is
-    :meth:`rlbatch.analysis.study.Study.plan`). Figures: rN (with intervals) and relative throughput vs B, and the
+    :attr:`rlbatch.result.StudyResult.plan`). Figures: rN (with intervals) and relative throughput vs B, and the
     predicted relative time-to-target per candidate with its interval; the saturating fits over ``runs``' points of
     ``metric``."""
     # matplotlib on first use: the CLI and the analysis import this module without drawing
