@@ -119,7 +119,8 @@ def test_config_fields_use_the_config_default_and_help():
             seen[cmd].add(spec.field)
     # the settings train has, sweep now has too (all but the per-run ones: the ladder sets P, G, lr and seed)
     per_run = {"prompts_per_step", "group_size", "lr", "base_batch", "base_lr", "seed", "critic_lr",
-               "mini_batch_size", "samples"}
+               "mini_batch_size", "samples",
+               "batch", "batch_min", "batch_max", "auto_window"}  # --batch auto: one run; a ladder fixes each B
     assert seen["train"] - per_run <= seen["sweep"], seen["train"] - per_run - seen["sweep"]
     assert {"model", "device", "algo"} <= seen["demo"] and {"group_size", "critic_base_lr"} <= seen["launch"]
     # max_new_tokens: the command line's default is the task's cap (None), the library's a fixed 8

@@ -47,10 +47,11 @@ TRAIN_SETTINGS = ("prompts_per_step", "group_size", "samples", "seed", "micro_ba
                   "temperature", "max_new_tokens", "eval_every", "eval_size", "checkpoint_every", "kl_coef",
                   "max_grad_norm", "max_steps", "device", "critic_model", "critic_lr", "critic_base_lr", "gamma",
                   "lam", "value_clip", "critic_warmup_steps", "async_rollouts", "partial_rollout_tokens",
-                  "rollout_threads", "precision")
+                  "rollout_threads", "precision", "batch", "batch_min", "batch_max", "auto_window")
 #: Per-trial settings a sweep sets itself: the ladder gives P, G, the (scaled) lr and the seed, --samples is the
 #: study budget, and a fixed mini-batch M would replace the ladder's B as the LR rule's batch.
-SWEEP_SETS_ITSELF = ("prompts_per_step", "group_size", "samples", "seed", "mini_batch_size", "critic_lr")
+SWEEP_SETS_ITSELF = ("prompts_per_step", "group_size", "samples", "seed", "mini_batch_size", "critic_lr",
+                     "batch", "batch_min", "batch_max", "auto_window")  # a ladder fixes each trial's batch
 #: The trainer settings ``rlbatch sweep`` passes to every trial: all of train's but :data:`SWEEP_SETS_ITSELF`.
 SWEEP_SETTINGS = tuple(n for n in TRAIN_SETTINGS if n not in SWEEP_SETS_ITSELF)
 

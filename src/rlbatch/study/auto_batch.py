@@ -13,8 +13,8 @@ An environment (:class:`Environment`) trains one step at a batch and returns its
 B_simple = b_noise, step time gen_s + train_s_per_response x B, so the best batch is B* = sqrt(gen_s x b_noise /
 train_s_per_response)) with per-step noise on the squared gradient norms and the time.
 
-Not yet: the trainer's ``--batch auto`` (the same loop with the trainer's step, the LR by the square-root rule from
-the run's base, P changing and G fixed), its run-store record and resume, and the advisory mode.
+The trainer's ``--batch auto`` runs the same :class:`Controller` one step at a time (:mod:`rlbatch.train.auto`).
+Not yet: the advisory mode (the TRL callback, ``watch``) and the evaluation on the demo task.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from typing import Any, Protocol, Sequence
 
 import numpy as np
 
-from rlbatch.analysis.goodput import THRESHOLD, Choice, choose_batch, fit_time_model
+from rlbatch.analysis.goodput import THRESHOLD, Choice, TimeModel, choose_batch, fit_time_model
 from rlbatch.analysis.noise import noise_estimates
 from rlbatch.backends.synthetic import SyntheticModel
 
@@ -106,56 +106,123 @@ class ControllerResult:
 
     def to_json(self) -> dict[str, Any]:
         return {"settled": self.settled, "moves": self.moves, "schedule": self.schedule,
-                "decisions": [{"step": d.step, "batch": d.batch, "current": d.current, "moved": d.moved,
-                               "gain": d.gain, "gain_at_bound": d.gain_at_bound, "b_noise": d.b_noise,
-                               "b_noise_ci": list(d.b_noise_ci), "time": [d.time.intercept, d.time.slope],
-                               "relative_time": {str(k): v for k, v in d.relative_time.items()}, "why": d.why}
-                              for d in self.decisions]}
+                "decisions": [choice_json(d) for d in self.decisions]}
+
+
+#: the keys of a step's row the controller keeps (:meth:`Environment.step`)
+ROW_KEYS = ("step_s", "b_small", "b_big", "g_small_sq", "g_big_sq")
+
+
+class Controller:
+    """The controller's state, one step at a time (module docstring): :meth:`next_batch` says the batch of the next
+    step, :meth:`observe` takes that step's row and returns the :class:`Choice` made after it (every ``window``
+    steps at the current batch), or None. ``start`` is one of ``candidates``; the probes (``probe_steps`` at the
+    candidates next to ``start``) come first and count as steps. A decision considers the candidates within a
+    factor ``reach`` of the current batch: the time model is a line fitted near the batches timed so far, and a
+    noisy slope near 0 would otherwise send the batch to the largest candidate in one move (seen: 16 -> 16,384 ->
+    128 at b_noise 4). :meth:`to_state` / :meth:`from_state`: everything it holds, as JSON (a checkpoint's)."""
+
+    def __init__(self, start: int, candidates: Sequence[int], *, window: int = 20, probe_steps: int = 3,
+                 threshold: float = THRESHOLD, reach: float = REACH, seed: int = 0):
+        self.candidates = sorted(set(int(c) for c in candidates))
+        if start not in self.candidates:
+            raise ValueError(f"start batch {start} is not among the candidates {self.candidates}")
+        if window < 2:
+            raise ValueError(f"window must be at least 2 steps, got {window}")
+        self.window, self.threshold, self.reach, self.seed = int(window), float(threshold), float(reach), int(seed)
+        i = self.candidates.index(start)
+        self.probes = [self.candidates[j] for j in (i - 1, i + 1) if 0 <= j < len(self.candidates)
+                       for _ in range(probe_steps)]
+        self.batch = int(start)
+        self.schedule: list[int] = []
+        self.timed_b: list[float] = []
+        self.timed_t: list[float] = []
+        self.recent: list[dict[str, float]] = []
+        self.since = 0  # steps at the current batch since the last decision
+        self.decisions: list[Choice] = []
+
+    def next_batch(self) -> int:
+        """The batch of the next step: the next probe, else the current batch."""
+        return self.probes[0] if self.probes else self.batch
+
+    def observe(self, batch: int, row: dict[str, float]) -> Choice | None:
+        """Record one step trained at ``batch`` (``row``: its :data:`ROW_KEYS`; only ``step_s`` where its gradient
+        statistics are unusable: timed, not used for B_noise); after ``window`` steps at the current batch (two of
+        them with statistics at least), decide (the move, if any, applies from the next step) and return the
+        decision."""
+        self.schedule.append(int(batch))
+        self.timed_b.append(float(batch))
+        self.timed_t.append(float(row["step_s"]))
+        if self.probes:
+            self.probes.pop(0)
+            return None
+        self.since += 1
+        if all(k in row for k in ROW_KEYS):
+            self.recent.append({k: float(row[k]) for k in ROW_KEYS})
+        if self.since < self.window or len(self.recent) < 2:
+            return None
+        point, ci = b_noise_window(self.recent, seed=self.seed + len(self.schedule))
+        near = [c for c in self.candidates if self.batch / self.reach <= c <= self.batch * self.reach]
+        choice = choose_batch(self.batch, near, point, fit_time_model(self.timed_b, self.timed_t), ci,
+                              self.threshold)
+        choice = Choice(**{**choice.__dict__, "step": len(self.schedule)})
+        self.decisions.append(choice)
+        if choice.moved:
+            self.batch = choice.batch
+        self.recent, self.since = [], 0
+        return choice
+
+    def result(self) -> ControllerResult:
+        return ControllerResult(list(self.schedule), list(self.decisions))
+
+    def to_state(self) -> dict[str, Any]:
+        return {"candidates": self.candidates, "window": self.window, "threshold": self.threshold,
+                "reach": self.reach, "seed": self.seed, "probes": self.probes, "batch": self.batch,
+                "schedule": self.schedule, "timed_b": self.timed_b, "timed_t": self.timed_t, "recent": self.recent,
+                "since": self.since,
+                "decisions": [choice_json(d) for d in self.decisions]}
+
+    @classmethod
+    def from_state(cls, s: dict[str, Any]) -> "Controller":
+        c = cls(int(s["batch"]), s["candidates"], window=int(s["window"]), probe_steps=0,
+                threshold=float(s["threshold"]), reach=float(s["reach"]), seed=int(s["seed"]))
+        c.probes = [int(b) for b in s["probes"]]
+        c.schedule = [int(b) for b in s["schedule"]]
+        c.timed_b, c.timed_t = [float(b) for b in s["timed_b"]], [float(t) for t in s["timed_t"]]
+        c.recent = [dict(r) for r in s["recent"]]
+        c.since = int(s.get("since", len(c.recent)))
+        c.decisions = [choice_of(d) for d in s["decisions"]]
+        return c
+
+
+def choice_json(d: Choice) -> dict[str, Any]:
+    """One decision with its evidence, as JSON (the run store's ``controller.jsonl`` line, :class:`ControllerResult`)."""
+    return {"step": d.step, "batch": d.batch, "current": d.current, "moved": d.moved, "gain": d.gain,
+            "gain_at_bound": d.gain_at_bound, "b_noise": d.b_noise, "b_noise_ci": list(d.b_noise_ci),
+            "time": [d.time.intercept, d.time.slope], "time_points": d.time.n_points,
+            "time_batches": list(d.time.batches), "relative_time": {str(k): v for k, v in d.relative_time.items()},
+            "why": d.why}
+
+
+def choice_of(j: dict[str, Any]) -> Choice:
+    """The :class:`Choice` of a :func:`choice_json` line."""
+    return Choice(int(j["batch"]), int(j["current"]), bool(j["moved"]), float(j["gain"]), float(j["gain_at_bound"]),
+                  {int(k): float(v) for k, v in j["relative_time"].items()}, float(j["b_noise"]),
+                  (float(j["b_noise_ci"][0]), float(j["b_noise_ci"][1])), TimeModel(float(j["time"][0]), float(j["time"][1]), int(j.get("time_points") or 0),
+                                    tuple(int(b) for b in j.get("time_batches") or ())), j.get("why", ""),
+                  j.get("step"))
 
 
 def run_controller(env: Environment, start: int, candidates: Sequence[int], steps: int, *, window: int = 20,
                    probe_steps: int = 3, threshold: float = THRESHOLD, reach: float = REACH,
                    seed: int = 0) -> ControllerResult:
-    """Train ``steps`` steps on ``env`` from batch ``start`` (one of ``candidates``), deciding every ``window``
-    steps (module docstring). The probes (``probe_steps`` at the candidates next to ``start``) count as steps. A
-    decision considers the candidates within a factor ``reach`` of the current batch: the time model is a line
-    fitted near the batches timed so far, and a noisy slope near 0 would otherwise send the batch to the largest
-    candidate in one move (seen: 16 -> 16,384 -> 128 at b_noise 4)."""
-    cands = sorted(set(int(c) for c in candidates))
-    if start not in cands:
-        raise ValueError(f"start batch {start} is not among the candidates {cands}")
-    schedule: list[int] = []
-    timed_b: list[float] = []
-    timed_t: list[float] = []
-    recent: list[dict[str, float]] = []
-    decisions: list[Choice] = []
-
-    def train(b: int) -> None:
-        row = env.step(b)
-        schedule.append(b)
-        timed_b.append(b)
-        timed_t.append(row["step_s"])
-        recent.append(row)
-
-    i = cands.index(start)
-    for nb in [cands[j] for j in (i - 1, i + 1) if 0 <= j < len(cands)]:
-        for _ in range(probe_steps):
-            train(nb)
-    batch = start
-    recent.clear()
-    while len(schedule) < steps:
-        for _ in range(min(window, steps - len(schedule))):
-            train(batch)
-        if len(recent) < 2 or len(schedule) >= steps:
-            break
-        point, ci = b_noise_window(recent, seed=seed + len(schedule))
-        near = [c for c in cands if batch / reach <= c <= batch * reach]
-        choice = choose_batch(batch, near, point, fit_time_model(timed_b, timed_t), ci, threshold)
-        decisions.append(Choice(**{**choice.__dict__, "step": len(schedule)}))
-        if choice.moved:
-            batch = choice.batch
-        recent.clear()
-    return ControllerResult(schedule, decisions)
+    """Train ``steps`` steps on ``env`` from batch ``start`` (one of ``candidates``) under a :class:`Controller`."""
+    c = Controller(start, candidates, window=window, probe_steps=probe_steps, threshold=threshold, reach=reach,
+                   seed=seed)
+    while len(c.schedule) < steps:
+        b = c.next_batch()
+        c.observe(b, env.step(b))
+    return c.result()
 
 
 def optimum(model: SyntheticModel) -> float:

@@ -121,6 +121,13 @@ class TrainConfig(BaseModel):
                                                "per response; unfinished ones continue under the next version.")
     rollout_threads: int = Field(1, ge=1, description="Torch threads of the generation process (with "
                                  "--async-rollouts / --partial-rollout-tokens).")
+    # the online batch controller (rlbatch.train.auto, issue 55)
+    batch: Literal["fixed", "auto"] = Field("fixed", description="auto: the batch is chosen while training (the "
+                                            "online controller: P changes, G stays, the LR follows the square-root "
+                                            "rule; decisions in DIR/controller.jsonl). Synchronous rollouts.")
+    batch_min: int | None = Field(None, ge=2, description="--batch auto: the smallest P x G (default 2 G).")
+    batch_max: int | None = Field(None, ge=2, description="--batch auto: the largest P x G (default 64 x the start).")
+    auto_window: int = Field(20, ge=2, description="--batch auto: steps between the controller's decisions.")
 
     @property
     def batch_size(self) -> int:

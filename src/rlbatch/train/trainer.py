@@ -41,6 +41,7 @@ from rlbatch.runstore import (CHECKPOINT, EVAL_JSONL, METRICS_JSONL, JsonlWriter
                               unlock_run_dir, update_meta, write_error, write_meta)
 from rlbatch.train.checkpoint import load_checkpoint, save_checkpoint, set_rng_states
 from rlbatch.train import async_rollout, ppo, tasks
+from rlbatch.train import auto as auto_batch
 from rlbatch.train.grpo import NonFiniteError, backward_pass, grpo_update, make_adamw
 from rlbatch.train.models import load_model
 from rlbatch.train.precision import precision_context
@@ -77,6 +78,7 @@ def train(cfg: TrainConfig, out_dir: Path | str, *, resume: bool = False, progre
     task = task or tasks.get_task(cfg.task, seed=cfg.split_seed, eval_size=cfg.eval_size)
     model_tok = model_tok or load_model(cfg.model, cfg.device)
     cfg.check_updates()
+    auto_batch.check(cfg)
     lr, micro = cfg.resolved_lr(), cfg.resolved_micro()
     async_rollout.check_config(cfg)
     cfg.resolved_critic_lr()  # a bad critic-lr configuration fails before anything is written (PPO; GRPO: the lr)
@@ -122,6 +124,8 @@ def run_loop(r: "Run") -> Path:
             state.next_eval = cfg.eval_every
         while (why := stop_reason(cfg, state)) is None:
             step = state.step + 1
+            if r.auto is not None:  # --batch auto: this step's P, learning rate and micro-batch
+                r.auto.before_step()
             t0, c0 = time.perf_counter(), time.process_time()
             batch = r.next_batch(step)  # sampled and scored (synchronously, or decoded ahead)
             t2 = time.perf_counter()
@@ -134,6 +138,8 @@ def run_loop(r: "Run") -> Path:
             line = metrics_line(state, batch, upd, r.learner.lr, gen_tok, step_s=t3 - t0, train_s=t3 - t2,
                                 cpu_s=c3 - c0)
             r.log_metrics({**line, **r.source.step_metrics(c3 - c0)})
+            if r.auto is not None:
+                r.auto.after_step(line)
             if state.eval_due():
                 r.evaluate()
                 state.schedule_next_eval(cfg.eval_every)
@@ -216,6 +222,7 @@ class Run:
     evals: JsonlWriter
     progress: Any
     saved_step: int | None = None
+    auto: Any = None  # --batch auto: rlbatch.train.auto.AutoBatch
 
     def evaluate(self) -> float:
         """Greedy evaluation on the task's held-out items; one eval.jsonl line. Evaluation time is off the clock,
@@ -242,7 +249,7 @@ class Run:
 
     def checkpoint(self) -> None:
         """Save the checkpoint of this step (the learner, the counters, the algorithm's and the source's state)."""
-        extra = {**self.algo_state(), **self.source.checkpoint()}
+        extra = {**self.algo_state(), **self.source.checkpoint(), **(self.auto.state() if self.auto else {})}
         save_checkpoint(self.out, self.learner.model, self.learner.optimizer, self.state.to_dict(), extra or None)
         self.saved_step = self.state.step
 
@@ -268,6 +275,8 @@ class Run:
         return final
 
     def close(self) -> None:
+        if self.auto is not None:
+            self.auto.close()
         self.source.close()
         self.metrics.close()
         self.evals.close()
@@ -331,13 +340,16 @@ def setup(cfg: TrainConfig, out: Path, lr: float, micro: int, resume: bool, prog
               if async_rollout.enabled(cfg)
               else SyncRollouts(model, tok, task, cfg, gen_stats, faults.before("gen", sampling(cfg.temperature))))
     faults.set_step(state.step, meta.run_id)
+    auto = None
+    if cfg.batch == "auto":
+        auto = auto_batch.AutoBatch(cfg, learner, out, ck.get(auto_batch.CKPT_KEY) if ck else None)
     return Run(cfg=cfg, out=out, run_id=meta.run_id, state=state, learner=learner, source=source,
                next_batch=faults.counting_steps(source.get, meta.run_id),
                update=faults.then("optim", UPDATES[cfg.algo]),
                algo_state=partial(ppo.state_dict, critic) if critic is not None else dict,
                settle=torch.cuda.synchronize if cuda else _nothing, greedy=faults.before("gen", greedy_sample),
                tok=tok, task=task, gen_stats=gen_stats, metrics=metrics, evals=evals,
-               progress=_Progress(cfg.samples, out.name) if progress else _NoProgress(), saved_step=saved)
+               progress=_Progress(cfg.samples, out.name) if progress else _NoProgress(), saved_step=saved, auto=auto)
 
 
 def _nothing() -> None:
