@@ -238,3 +238,46 @@ def test_a_summary_export_without_history_is_one_record_at_its_update_count(tmp_
     p.write_text(json.dumps({"model": "x", "lr": 1e-6, "batch_size": 8}, indent=2))
     with pytest.raises(UserError, match="a config or summary file, not a log"):
         load(p)
+
+
+def test_easyr1_console_from_its_own_logger(tmp_path):
+    """EasyR1 (hiyouga/EasyR1, verl/utils/logger/logger.py: ConsoleLogger prints "Config\\n" + yaml.dump(config,
+    indent=2), then per step "Step {step}\\n" + yaml.dump(unflatten_dict(data), indent=2)), written here the same way,
+    with Ray and tqdm lines between the blocks. P = data.rollout_batch_size, G = worker.rollout.n, the update batch
+    worker.actor.global_batch_size (prompts) x G, lr worker.actor.optim.lr; val/accuracy_reward the score."""
+    import yaml
+
+    from rlbatch.readers import detect_format, load
+
+    def nest(d):
+        out = {}
+        for k, v in d.items():
+            p = out
+            *head, last = k.split("/")
+            for x in head:
+                p = p.setdefault(x, {})
+            p[last] = v
+        return out
+
+    cfg = {"data": {"rollout_batch_size": 128, "max_response_length": 2048},
+           "worker": {"actor": {"global_batch_size": 64, "optim": {"lr": 1.0e-6}}, "rollout": {"n": 5}},
+           "algorithm": {"adv_estimator": "grpo"}, "trainer": {"logger": ["console"], "val_freq": 5}}
+    text = "Config\n" + yaml.dump(cfg, indent=2) + "(WorkerDict pid=7) loading weights\n"
+    text += "Step 0\n" + yaml.dump(nest({"val/reward_score": 0.5, "val/accuracy_reward": 0.41}), indent=2)
+    for s in range(1, 11):
+        m = {"actor/lr": 1.0e-6, "actor/grad_norm": 0.2, "critic/score/mean": 0.4 + 0.01 * s,
+             "timing_s/gen": 60.0, "timing_s/step": 100.0 + (s % 3)}
+        if s % 5 == 0:
+            m.update({"val/reward_score": 0.5 + 0.02 * s, "val/accuracy_reward": 0.41 + 0.02 * s})
+        text += f"Step {s}\n" + yaml.dump(nest(m), indent=2) + f"Training:  {10 * s}%|###  | {s}/10 [00:0{s}<00:10]\n"
+    p = tmp_path / "easyr1.log"
+    p.write_text(text)
+    assert detect_format(p) == "easyr1"
+    (run,) = load(p)
+    meta, m, ev = run.meta, run.metrics, run.evals
+    assert (meta.prompts_per_step, meta.group_size, meta.batch_size, meta.rollout_batch_size) == (128, 5, 320, 640)
+    assert meta.lr == pytest.approx(1e-6) and meta.algorithm == "grpo"
+    assert m["step"].tolist() == list(range(1, 11)) and m["reward/mean"].iloc[-1] == pytest.approx(0.5)
+    assert m["time/step_s"].iloc[0] == pytest.approx(101.0) and m["samples/retained"].iloc[0] == 640
+    assert ev["step"].tolist() == [0, 5, 10] and ev["eval/score"].tolist() == pytest.approx([0.41, 0.51, 0.61])
+    assert any("worker.rollout.n = 5" in n for n in run.notes), run.notes

@@ -6,6 +6,7 @@
 | ``nemo-rl`` | NeMo-RL's per-step blocks: ``==== Step N/M ====``, then ``Training Results:`` and ``Timing:`` bullet lists (``  • Avg Reward: 0.35``, ``  • policy_training: 40.00s (32.4%)``) |
 | ``slime`` | slime's ``perf N: {...}``, ``rollout N: {...}`` and ``step N: {...}`` dict records (N the rollout id) |
 | ``wandb-summary`` | W&B's console ``Run summary:`` block (``wandb:   name value`` lines): final values only, one record |
+| ``easyr1`` | EasyR1's console logger (``verl/utils/logger/logger.py``, ``ConsoleLogger``): ``Config`` then the config as YAML (``yaml.dump(config, indent=2)``), and per step ``Step N`` then the step's metrics unflattened at ``/`` as YAML (``actor:`` / ``  grad_norm: 0.2``); verl's names after flattening back (``actor/lr``, ``critic/score/mean``, ``timing_s/step``, ``val/reward_score``). P = ``data.rollout_batch_size``, G = ``worker.rollout.n``, the update batch ``worker.actor.global_batch_size`` x G, lr ``worker.actor.optim.lr`` |
 
 Each is turned into foreign-name rows for :func:`rlbatch.readers.common.build_run`; names map through
 :mod:`rlbatch.readers.names`.
@@ -39,6 +40,14 @@ NEMO_NAMES = {"Avg Reward": "reward/mean", "Loss": "loss", "Total step time": "t
 # ---- slime ------------------------------------------------------------------------------------------------------
 SLIME_REC = re.compile(r"\b(perf|rollout|step|eval) (\d{1,12}): (\{.*\})\s*$")
 
+# ---- EasyR1 -----------------------------------------------------------------------------------------------------
+EASYR1_HEAD = re.compile(r"^(Config|Step (\d{1,12}))\s*$")
+#: a YAML block line of EasyR1's dump: a key at the margin or indented, or a list item
+EASYR1_YAML = re.compile(r"^(?:[ ]*[\w./@\-]+:(?: .*)?|[ ]*- .*)$")
+#: EasyR1's config fields -> (field, how): P, G, update batch in prompts (x G responses), lr
+EASYR1_CONFIG = {"data/rollout_batch_size": "prompts_per_step", "worker/rollout/n": "group_size",
+                 "worker/actor/global_batch_size": "update_prompts", "worker/actor/optim/lr": "lr"}
+
 # ---- W&B console summary ----------------------------------------------------------------------------------------
 #: W&B's console lines, after any Ray actor prefix (``(TaskRunner pid=1) wandb: ...``, verl)
 WANDB_PREFIX = re.compile(r"^\s*(?:\([^()\n]{0,200}\)\s*)?wandb:")
@@ -48,7 +57,7 @@ STEP_KEYS = ("train/global_step", "global_step", "training/global_step", "traine
 
 
 #: the formats of this module, in the order :func:`detect` tries them
-FORMATS = ("prime-rl", "nemo-rl", "slime", "wandb-summary")
+FORMATS = ("prime-rl", "nemo-rl", "slime", "wandb-summary", "easyr1")
 
 
 def detect(head: str) -> str | None:
@@ -63,6 +72,9 @@ def detect(head: str) -> str | None:
         return "slime"
     if WANDB_SUMMARY.search(head):
         return "wandb-summary"
+    if re.search(r"(?m)^Step \d{1,12}\n[\w./-]+:\n {2}[\w./-]+:", head) or (
+            re.search(r"(?m)^Config\n[\w./-]+:\n {2}", head) and re.search(r"(?m)^ +rollout_batch_size: ", head)):
+        return "easyr1"
     return None
 
 
@@ -79,7 +91,7 @@ def read(path: str | Path, fmt: str, *, run_id: str | None = None, user_map: dic
     Raises :class:`UserError` naming the file when it holds no record of that format.
     """
     path = Path(path)
-    reader = {"prime-rl": _prime, "nemo-rl": _nemo, "slime": _slime, "wandb-summary": _wandb}[fmt]
+    reader = {"prime-rl": _prime, "nemo-rl": _nemo, "slime": _slime, "wandb-summary": _wandb, "easyr1": _easyr1}[fmt]
     rows, lines, meta, notes = reader(path)
     if not rows:
         raise UserError(f"no {fmt} step records found", path=str(path))
@@ -244,3 +256,77 @@ def _wandb(path: Path):
     if step is None:
         notes.append("no step in the summary: the one record is step 1")
     return [rec], [start], {}, notes
+
+
+def _flat(d: Any, prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if isinstance(d, dict):
+        for k, v in d.items():
+            out.update(_flat(v, f"{prefix}/{k}" if prefix else str(k)))
+    else:
+        out[prefix] = d
+    return out
+
+
+def _easyr1(path: Path):
+    """EasyR1's console (module table): each ``Config`` / ``Step N`` heading and the YAML lines under it, parsed
+    with ``yaml.safe_load`` (never anything that runs code) and flattened at ``/``. Other lines (Ray, tqdm, prints)
+    end a block. A block that is not valid YAML (cut by a crash) is skipped with a warning."""
+    import yaml
+
+    text_lines, _ = _lines(path)
+    blocks: list[tuple[str, int, list[str]]] = []
+    cur = None
+    for i, line in enumerate(text_lines, 1):
+        m = EASYR1_HEAD.match(line)
+        if m:
+            cur = (m.group(2) if m.group(2) is not None else "config", i, [])
+            blocks.append(cur)
+            continue
+        if cur is not None and EASYR1_YAML.match(line):
+            cur[2].append(line)
+        else:
+            cur = None
+    rows, lines, notes, cfg, bad = [], [], [], {}, 0
+    for key, i, body in blocks:
+        try:
+            d = yaml.safe_load("\n".join(body)) if body else None
+        except yaml.YAMLError:
+            bad += 1
+            continue
+        if not isinstance(d, dict):
+            continue
+        flat = _flat(d)
+        if key == "config":
+            cfg = flat
+            continue
+        rec: dict[str, Any] = {"step": int(key)}
+        for k, v in flat.items():
+            f = to_float(v)
+            if f is not None:
+                rec[k] = f
+        if len(rec) > 1:
+            rows.append(rec)
+            lines.append(i)
+    if bad:
+        warn(f"{bad} EasyR1 block(s) not valid YAML (cut short?): skipped", path)
+    meta: dict[str, Any] = {"algorithm": "ppo" if str(cfg.get("algorithm/adv_estimator")) == "gae" else "grpo"}
+    got = {field: to_count(cfg[k]) if field != "lr" else to_float(cfg[k])
+           for k, field in EASYR1_CONFIG.items() if k in cfg}
+    if got.get("prompts_per_step"):
+        meta["prompts_per_step"] = got["prompts_per_step"]
+    if got.get("group_size"):
+        meta["group_size"] = got["group_size"]
+    if got.get("lr"):
+        meta["lr"] = got["lr"]
+    if got.get("update_prompts") and got.get("group_size") and got.get("prompts_per_step"):
+        meta["batch_size"] = got["update_prompts"] * got["group_size"]
+        meta["rollout_batch_size"] = got["prompts_per_step"] * got["group_size"]
+        notes.append(f"responses per update: worker.actor.global_batch_size {got['update_prompts']} prompts x "
+                     f"worker.rollout.n {got['group_size']} (EasyR1 counts its update batch in prompts)")
+    found = ", ".join(f"{k.replace('/', '.')} = {cfg[k]}" for k in EASYR1_CONFIG if k in cfg)
+    notes.append("EasyR1 console: the printed Config and Step N blocks (YAML)" + (f"; {found}" if found else
+                 "; no Config block: P and G not in the log (use --set RUN:prompts_per_step=... "
+                 "--set RUN:group_size=...)"))
+    return rows, lines, meta, notes
+

@@ -99,10 +99,14 @@ FOREIGN_NAMES: dict[str, tuple[str, ...]] = {
                    "val/acc", "val_acc", "test/accuracy", "test_accuracy", "test_acc",
                    "eval/success_rate", "eval_success_rate", "eval/win_rate", "eval_win_rate", "val/win_rate",
                    "eval/exact_match", "eval_exact_match", "val/exact_match",
+                   # EasyR1's validation (ray_trainer._validate): its reward function's accuracy part, {key}_reward
+                   "val/accuracy_reward",
                    # rewards and scores whose range is not known to be [0, 1]; ``<prefix>_score`` for each
                    # validation prefix a custom loop writes (eval_, val_, test_; field report finding 4)
                    "eval_reward", "eval/reward", "eval_score", "val/score", "val_score", "test/score", "test_score",
-                   "eval/mean_reward", "val/reward", "val_reward"),
+                   "eval/mean_reward", "val/reward", "val_reward",
+                   # EasyR1: the summed reward of the validation set and its reward function's overall part
+                   "val/reward_score", "val/overall_reward"),
 }
 
 #: canonical timing -> (foreign name, why): taken instead of the table's value in a row where that value is missing
