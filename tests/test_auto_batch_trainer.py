@@ -54,10 +54,17 @@ def check_schedule(run: Path) -> tuple[list[int], list[dict]]:
 
 def test_batch_auto_applies_the_controllers_batch_and_the_sqrt_lr(tmp_path):
     run = fr.run_train(tmp_path / "run", auto=True)
-    _, d = check_schedule(run)
+    got, d = check_schedule(run)
     assert len(d) >= 1  # 16 steps, probes for 3: at least one window of 3 with gradient statistics
     meta = json.loads((run / "run.json").read_text())
     assert meta["status"] == "finished" and meta["config"]["batch"] == "auto"
+    # inspect shows the batch over the run (spans of steps) and the decisions, as the record holds them
+    from rlbatch.explain import inspect_path
+
+    c = inspect_path(run)["runs"][0]["controller"]
+    assert c["decisions"] == len(d) and c["moves"] == sum(x["moved"] for x in d)
+    assert [b for b, a, z in c["spans"] for _ in range(a, z + 1)] == got
+    assert c["spans"][0] == [16, 1, 3]
     assert "auto_batch" in torch.load(run / "checkpoint.pt", weights_only=False)
 
 

@@ -26,6 +26,7 @@ from rlbatch.readers.clocks import grows_every_record
 from rlbatch.readers.common import read_text
 from rlbatch.readers.generic import missing_fields
 from rlbatch.readers.verl_console import printed_config
+from rlbatch.train.auto import controller_summary
 from rlbatch.runstore import Run
 
 #: canonical metrics the analysis uses, and what each is for
@@ -169,6 +170,8 @@ def inspect_run(run: Run) -> dict[str, Any]:
         "samples_source": getattr(meta, "samples_source", None),
         "missing": missing,
         "notes": list(run.notes),
+        # a --batch auto run (issue 55): its batch over the run and the controller's decisions
+        "controller": controller_summary(run.path, m) if run.path is not None else None,
     }
 
 
@@ -272,6 +275,15 @@ def print_inspection(res: dict[str, Any], fmt: str) -> None:
         e = r["evaluations"]
         print(f"  evaluations: {e['points']}" + (f", last {e['last_score']:.4g} at step {e['last_step']}"
                                                   if e["points"] else ""))
+        c = r.get("controller")
+        if c:
+            spans = ", ".join(f"B={b} (steps {a}-{z})" if a != z else f"B={b} (step {a})" for b, a, z in c["spans"])
+            ci = c["last_b_noise_ci"] or [None, None]
+            bn = c["last_b_noise"]
+            print(f"  batch controller (--batch auto): {c['decisions']} decisions, {c['moves']} moves; {spans}"
+                  + (f"; last B_noise {'open' if bn is None else f'{bn:,.0f}'} (90% "
+                     f"{'open' if ci[0] is None else f'{ci[0]:,.0f}'}-{'open' if ci[1] is None else f'{ci[1]:,.0f}'})"
+                     if c["decisions"] else "") + f" ({c['file']})")
         if r["missing"]:
             print("  missing:")
             for mm in r["missing"]:

@@ -92,6 +92,29 @@ def _finite(obj: Any) -> Any:
     return obj
 
 
+def controller_summary(run_dir: Path, metrics: Any = None) -> dict[str, Any] | None:
+    """What ``rlbatch inspect`` says of a ``--batch auto`` run: its decisions (DIR/:data:`CONTROLLER_JSONL`), how
+    many moved, the batch over the run as spans of steps (from ``metrics``' ``batch/generated``, the batch each step
+    trained at) and the last B_noise with its interval; None for a run without a controller record."""
+    import json
+
+    path = Path(run_dir) / CONTROLLER_JSONL
+    if not path.exists():
+        return None
+    dec = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+    spans: list[list[int]] = []  # [batch, first step, last step]
+    if metrics is not None and "batch/generated" in getattr(metrics, "columns", ()):
+        for s, b in zip(metrics["step"].astype(int), metrics["batch/generated"].astype(int)):
+            if spans and spans[-1][0] == b and spans[-1][2] == s - 1:
+                spans[-1][2] = s
+            else:
+                spans.append([b, s, s])
+    last = dec[-1] if dec else None
+    return {"decisions": len(dec), "moves": sum(bool(d.get("moved")) for d in dec), "spans": spans,
+            "last_b_noise": last.get("b_noise") if last else None,
+            "last_b_noise_ci": last.get("b_noise_ci") if last else None, "file": str(path)}
+
+
 class AutoBatch:
     """The trainer's side of ``--batch auto``: :meth:`before_step` sets the step's P, learning rate and
     micro-batch; :meth:`after_step` gives the controller the step's row and records a decision."""
