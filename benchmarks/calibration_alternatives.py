@@ -36,15 +36,22 @@ def _spy(ests, ref, **kw):
     return _decide(ests, ref, **kw)
 
 
+def decision_inputs(runs, target: float) -> tuple[dict, str | None]:
+    """``(estimates, reference)``: what the accounting hands to :func:`rlbatch.analysis.decision.decide` when it
+    analyses ``runs`` at ``target`` as ``benchmarks/calibration.py`` does (in memory), captured by a wrapper that
+    only records its arguments. Also used by ``benchmarks/power_bound.py``."""
+    accounting.decide = _spy
+    try:
+        C.analyze_runs(runs, target)
+    finally:
+        accounting.decide = _decide
+    return _captured["ests"], _captured["ref"]
+
+
 def one_study(sc: C.Scenario, seed: int) -> dict | None:
     """The three rules' calls on one simulated study: batch sizes called faster (now, B), the pick's batch and A's
     call on it, and whether anything is called slower now."""
-    accounting.decide = _spy
-    try:
-        C.analyze_runs(C.simulate_study(sc, seed), sc.target)
-    finally:
-        accounting.decide = _decide
-    ests, ref = _captured["ests"], _captured["ref"]
+    ests, ref = decision_inputs(C.simulate_study(sc, seed), sc.target)
     if ref is None:
         return None
     b_of = {n: e.get("batch_size") for n, e in ests.items()}

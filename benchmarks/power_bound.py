@@ -25,18 +25,10 @@ import time
 
 import numpy as np
 
-import rlbatch.analysis.accounting as accounting
+from calibration_alternatives import decision_inputs
 from rlbatch.analysis import decision as D
 from rlbatch.analysis.estimate import seed_estimate
 from rlbatch.study import calibration as C
-
-_captured: dict = {}
-_decide = accounting.decide
-
-
-def _spy(ests, ref, **kw):
-    _captured["ests"], _captured["ref"] = ests, ref
-    return _decide(ests, ref, **kw)
 
 
 def dunnett_critical(k: int, df: int, alpha: float, draws: int = 200_000, seed: int = 0) -> float:
@@ -68,16 +60,11 @@ def pooled_faster(logs: dict[int, np.ndarray], ref: int, alpha: float) -> set[in
 
 def one_study(sc: C.Scenario, seed: int) -> dict | None:
     runs = C.simulate_study(sc, seed)
-    accounting.decide = _spy
-    try:
-        C.analyze_runs(runs, sc.target)
-    finally:
-        accounting.decide = _decide
-    ests, ref = _captured["ests"], _captured["ref"]
+    ests, ref = decision_inputs(runs, sc.target)
     if ref is None:
         return None
     by_id = {r.run_id: r for r in runs}
-    full = _decide(ests, ref)
+    full = D.decide(ests, ref)
     t_logs, sx_logs = {}, {}
     for n, e in ests.items():
         s = e.get("samples_to_target_per_seed") or []

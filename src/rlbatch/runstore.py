@@ -591,9 +591,18 @@ def annotate_timing(runs: Iterable["Run"], blocks: Sequence[dict[str, Any]]) -> 
 
 
 def finite_record(rec: dict[str, Any]) -> dict[str, Any]:
-    """``rec`` with every non-finite float (NaN, +-Inf) replaced by None (written as ``null``), as the trainer and
-    the TRL callback log their lines."""
-    return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in rec.items()}
+    """``rec`` with every non-finite float (NaN, +-Inf) replaced by None (written as ``null``), also inside nested
+    lists and dicts (the batch controller's decisions), as the trainer and the TRL callback log their lines."""
+    def fin(v: Any) -> Any:
+        if isinstance(v, float):
+            return v if math.isfinite(v) else None
+        if isinstance(v, dict):
+            return {k: fin(x) for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            return [fin(x) for x in v]
+        return v
+
+    return {k: fin(v) for k, v in rec.items()}
 
 
 # --------------------------------------------------------------------------------------------------- run directories

@@ -19,6 +19,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from rlbatch.batchspec import flatten
 from rlbatch.errors import UserError
 from rlbatch.readers.common import ANSI, SCALAR_CALL, build_run, meta_from, read_text, to_count, to_float, warn
 from rlbatch.runstore import Run
@@ -258,16 +259,6 @@ def _wandb(path: Path):
     return [rec], [start], {}, notes
 
 
-def _flat(d: Any, prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    if isinstance(d, dict):
-        for k, v in d.items():
-            out.update(_flat(v, f"{prefix}/{k}" if prefix else str(k)))
-    else:
-        out[prefix] = d
-    return out
-
-
 def _easyr1(path: Path):
     """EasyR1's console (module table): each ``Config`` / ``Step N`` heading and the YAML lines under it, parsed
     with ``yaml.safe_load`` (never anything that runs code) and flattened at ``/``. Other lines (Ray, tqdm, prints)
@@ -296,7 +287,7 @@ def _easyr1(path: Path):
             continue
         if not isinstance(d, dict):
             continue
-        flat = _flat(d)
+        flat = flatten(d, "/")
         if key == "config":
             cfg = flat
             continue

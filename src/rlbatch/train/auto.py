@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from rlbatch.errors import UserError
-from rlbatch.runstore import JsonlWriter, truncate_lines
+from rlbatch.runstore import JsonlWriter, finite_record, truncate_lines
 from rlbatch.scaling import scaled_lr
 from rlbatch.study.auto_batch import Controller, choice_json
 
@@ -79,17 +79,6 @@ def candidates(cfg: Any) -> list[int]:
         ps.add(p)
     micro = cfg.micro_batch_size
     return sorted(q * g for q in ps if lo <= q * g <= hi and q >= 2 and (micro is None or (q * g) % micro == 0))
-
-
-def _finite(obj: Any) -> Any:
-    """``obj`` with every non-finite float as None (strict JSON: a B_noise not bounded above is ``null``)."""
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {k: _finite(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_finite(v) for v in obj]
-    return obj
 
 
 def controller_summary(run_dir: Path, metrics: Any = None) -> dict[str, Any] | None:
@@ -157,7 +146,9 @@ class AutoBatch:
         choice = self.controller.observe(self.batch, row)
         if choice is None:
             return None
-        rec = _finite({**choice_json(choice), "lr": self.lr_at(choice.batch), "unit": "generated responses (P x G)"})
+        # strict JSON: a B_noise not bounded above is null
+        rec = finite_record({**choice_json(choice), "lr": self.lr_at(choice.batch),
+                             "unit": "generated responses (P x G)"})
         self.writer.append(rec)
         return rec
 
